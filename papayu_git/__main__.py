@@ -1,0 +1,4 @@
+from papayu_git.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Command-line frame. Subcommands load lazily so `git papayu --help` starts fast.
+
+Each subcommand lives in `papayu_git/commands/<name>.py` as a click command named
+``command`` whose callback parses arguments and calls a typed ``run(...) -> int``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import import_module
+from typing import Any
+
+import click
+
+from papayu_git import __version__
+
+# name -> (module, one-line help). The help is here so `--help` imports no command module.
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("papayu_git.commands.validate",
+                 "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(LAZY_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in LAZY_COMMANDS:
+            return None
+        module = import_module(LAZY_COMMANDS[name][0])
+        return module.command  # type: ignore[no-any-return]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, LAZY_COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="papayu-git")
+@click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if started in DIRECTORY.")
+@click.option("-v", "--verbose", is_flag=True, help="Print events (EVENT key=value ...) on stderr.")
+def cli(directory: str | None, verbose: bool) -> None:
+    """papayu-git: plans from a language model land as commits only when the check passes.
+
+    \b
+    Typical flow:
+      git papayu plan "fix the failing test"   # ask the model, store a plan
+      git papayu apply <ID>                     # commit in a temp worktree, check, land or roll back
+      git papayu fix "fix the failing test"    # both, after confirmation
+
+    Your branch, index and working tree are untouched unless the check passes.
+    """
+    if directory:
+        os.chdir(directory)
+    if verbose:
+        os.environ["PAPAYU_LOG"] = "1"
+
+
+def main(argv: list[str] | None = None) -> Any:
+    # Exit codes: click's usage errors exit 2; commands return 0/1; bugs 3 (error_handler).
+    return cli.main(args=argv if argv is not None else sys.argv[1:], prog_name=_prog_name())
+
+
+def _prog_name() -> str:
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "papayu"
+    return "git papayu" if name == "git-papayu" else "papayu"

@@ -1,0 +1,50 @@
+"""Maps exceptions to exit codes (SPEC §1): 0 ok, 1 PapayuError, 2 usage, 3 bug, 130 ^C."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from papayu_git import output
+from papayu_git.errors import PapayuError
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _write_crash_report(exc: BaseException) -> str:
+    from papayu_git.secrets import mask
+
+    fd, path = tempfile.mkstemp(prefix=f"papayu-crash-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(mask("".join(traceback.format_exception(exc))))
+    return path
+
+
+@contextmanager
+def handle_errors(json_output: bool = False) -> Iterator[None]:
+    try:
+        yield
+    except PapayuError as exc:
+        if json_output:
+            errors = getattr(exc, "errors", [exc])
+            output.emit_json({"ok": False, "errors": [e.to_dict() for e in errors]})
+        else:
+            from papayu_git.secrets import mask
+
+            output.error(mask(exc.format()))
+        sys.exit(EXIT_FAILURE)
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    except (SystemExit, GeneratorExit):
+        raise
+    except Exception as exc:  # anything else escaping is a bug (STYLE.md §2)
+        report = _write_crash_report(exc)
+        output.error(f"ERR_INTERNAL: {type(exc).__name__}: {exc}\n"
+                     f"This is a bug in papayu; the traceback is in {report}")
+        sys.exit(EXIT_BUG)

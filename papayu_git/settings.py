@@ -1,0 +1,116 @@
+"""The one table of settings (STYLE.md §9): env var, git config key, default, meaning.
+
+Lookup order: environment variable, then `git config` of the repository, then the
+default. The README table is generated from SETTINGS (`python -m papayu_git.settings`).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import NamedTuple
+
+
+class Setting(NamedTuple):
+    name: str
+    env: str | None
+    git_key: str | None
+    default: str
+    meaning: str
+
+
+SETTINGS: list[Setting] = [
+    Setting("protocol_version", "PAPAYU_PROTOCOL_VERSION", "papayu.protocolVersion", "2",
+            "protocol used for LLM responses (1 or 2)"),
+    Setting("protocol_fallback_to_v1", "PAPAYU_PROTOCOL_FALLBACK_TO_V1", "papayu.protocolFallbackToV1", "1",
+            "allow the single v2 -> v1 fallback in APPLY (SPEC §2.4)"),
+    Setting("normalize_eol", "PAPAYU_NORMALIZE_EOL", "papayu.normalizeEol", "",
+            "'lf' normalises CRLF to LF and adds a final newline"),
+    Setting("check_command", "PAPAYU_CHECK_COMMAND", "papayu.checkCommand", "",
+            "the check run in the worktree before landing"),
+    Setting("check_timeout_sec", "PAPAYU_CHECK_TIMEOUT_SEC", "papayu.checkTimeoutSec", "900",
+            "seconds before the check's whole process group is killed"),
+    Setting("pristine", "PAPAYU_PRISTINE", "papayu.pristine", "false",
+            "clean ignored build caches from pooled worktrees before each check"),
+    Setting("trace", "PAPAYU_TRACE", "papayu.trace", "1",
+            "write traces to .git/papayu/traces/"),
+    Setting("trace_raw", "PAPAYU_TRACE_RAW", "papayu.traceRaw", "0",
+            "also store the raw model output in traces (secrets masked)"),
+    Setting("log", "PAPAYU_LOG", None, "",
+            "print stderr events (EVENT key=value ...); -v does the same"),
+    Setting("context_max_files", "PAPAYU_CONTEXT_MAX_FILES", "papayu.context.maxFiles", "8",
+            "most FILE/SEARCH/LOGS/ENV blocks sent to the model"),
+    Setting("context_max_file_chars", "PAPAYU_CONTEXT_MAX_FILE_CHARS", "papayu.context.maxFileChars", "20000",
+            "most characters of one file block"),
+    Setting("context_max_total_chars", "PAPAYU_CONTEXT_MAX_TOTAL_CHARS", "papayu.context.maxTotalChars", "120000",
+            "most characters of the whole context"),
+    Setting("llm_provider", "PAPAYU_LLM_PROVIDER", "papayu.llm.provider", "",
+            "openai | openai-compatible | ollama | local (empty: local unless a base URL is set)"),
+    Setting("llm_base_url", "PAPAYU_LLM_BASE_URL", "papayu.llm.baseUrl", "",
+            "base URL of the LLM API, e.g. https://api.openai.com/v1"),
+    Setting("llm_model", "PAPAYU_LLM_MODEL", "papayu.llm.model", "",
+            "model name sent to the provider"),
+    Setting("llm_strict_json", "PAPAYU_LLM_STRICT_JSON", "papayu.llm.strictJson", "1",
+            "send response_format json_schema (falls back when the server rejects it)"),
+    Setting("llm_mode", "PAPAYU_LLM_MODE", "papayu.llm.mode", "fix-plan",
+            "chat | fixit | fix-plan"),
+    Setting("llm_timeout_sec", "PAPAYU_LLM_TIMEOUT_SEC", "papayu.llm.timeoutSec", "90",
+            "seconds to wait for one model answer"),
+]
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+
+
+@lru_cache(maxsize=8)
+def _git_config(cwd: str) -> dict[str, str]:
+    from papayu_git.git import run_git
+
+    try:
+        out = run_git(["config", "-z", "--list"], cwd=cwd, check=False).stdout
+    except OSError:
+        return {}
+    values: dict[str, str] = {}
+    for item in out.split("\0"):
+        if item:
+            key, _, value = item.partition("\n")
+            values[key.lower()] = value
+    return values
+
+
+def git_config_value(key: str, cwd: str | None = None) -> str | None:
+    return _git_config(cwd or os.getcwd()).get(key.lower())
+
+
+def get(name: str, cwd: str | None = None) -> str:
+    setting = _BY_NAME[name]
+    if setting.env and os.environ.get(setting.env) is not None:
+        return os.environ[setting.env]
+    if setting.git_key:
+        value = git_config_value(setting.git_key, cwd)
+        if value is not None:
+            return value
+    return setting.default
+
+
+def get_bool(name: str, cwd: str | None = None) -> bool:
+    return get(name, cwd).strip().lower() in TRUE_WORDS
+
+
+def get_int(name: str, cwd: str | None = None) -> int:
+    raw = get(name, cwd)
+    try:
+        return int(raw)
+    except ValueError:
+        return int(_BY_NAME[name].default)
+
+
+def markdown_table() -> str:
+    rows = ["| setting | env var | git config | default | meaning |", "|---|---|---|---|---|"]
+    for s in SETTINGS:
+        rows.append(f"| {s.name} | `{s.env or '-'}` | `{s.git_key or '-'}` | `{s.default}` | {s.meaning} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,242 @@
+"""Complete validation of a model response before anything is written (SPEC §2.3).
+
+Schema first (structure), then the semantic rules: paths, protected paths,
+conflicts, content, limits, PATCH_FILE shape, the NO_CHANGES rule and memory_patch.
+All problems are collected; the first one gives the exit code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.memory import check_memory_patch
+from papayu_git.paths import DEFAULT_PROTECTED, check_path, is_protected
+from papayu_git.protocol import (
+    NO_CHANGES_PREFIX, Action, ActionKind, Mode, Response, parse_json_text, raw_actions,
+)
+from papayu_git.schemas import RESPONSE_SCHEMAS, schema_errors
+
+MAX_ACTIONS = 200
+MAX_FILE_BYTES = 1024 * 1024
+MAX_TOTAL_BYTES = 5 * 1024 * 1024
+PSEUDO_BINARY_RATIO = 0.10
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_HUNK_HEADER = re.compile(r"^@@[^\n]*@@", re.M)
+_CHANGE_LINE = re.compile(r"^(?:[+](?!\+\+ )|-(?!-- ))", re.M)
+_NON_PRINTABLE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
+
+
+class TreeView(Protocol):
+    """What the validator needs to know of the base tree (implemented with pygit2 in worktree.py).
+
+    ``entry_kind`` returns "file", "link", "dir", "submodule" or None when absent.
+    """
+
+    def entry_kind(self, path: str) -> str | None: ...
+
+
+def looks_like_unified_diff(patch: str) -> bool:
+    return bool(_HUNK_HEADER.search(patch)) and bool(_CHANGE_LINE.search(patch))
+
+
+def check_content(path: str, content: str) -> list[PapayuError]:
+    if "\x00" in content:
+        return [PapayuError("ERR_CONTENT_NUL", "content contains a NUL byte", path=path)]
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > MAX_FILE_BYTES:
+        return [PapayuError("ERR_FILE_TOO_LARGE", f"{size} bytes (max {MAX_FILE_BYTES})", path=path)]
+    if content:
+        bad = len(_NON_PRINTABLE.findall(content))
+        if bad / len(content) > PSEUDO_BINARY_RATIO:
+            return [PapayuError("ERR_PSEUDO_BINARY", f"{bad} of {len(content)} characters are non-printable",
+                                path=path)]
+    return []
+
+
+def _to_action(item: Mapping[str, Any]) -> Action:
+    return Action(ActionKind(item["kind"]), item["path"], item.get("content"), item.get("patch"),
+                  item.get("base_sha256"))
+
+
+def _check_tree(action: Action, tree: TreeView) -> list[PapayuError]:
+    parts = action.path.split("/")
+    for depth in range(1, len(parts)):
+        prefix = "/".join(parts[:depth])
+        kind = tree.entry_kind(prefix)
+        if kind == "link":
+            return [PapayuError("ERR_PATH_THROUGH_SYMLINK", f"{prefix} is a symbolic link", path=action.path)]
+        if kind == "submodule":
+            return [PapayuError("ERR_PATH_IN_SUBMODULE", f"{prefix} is a submodule", path=action.path)]
+        if kind == "file":
+            return [PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file in the base tree", path=action.path)]
+        if kind is None:
+            break
+    kind = tree.entry_kind(action.path)
+    if kind == "submodule":
+        return [PapayuError("ERR_PATH_IN_SUBMODULE", "the path is a submodule", path=action.path)]
+    if kind == "link" and action.kind in (ActionKind.UPDATE_FILE, ActionKind.PATCH_FILE, ActionKind.DELETE_DIR):
+        return [PapayuError("ERR_PATH_THROUGH_SYMLINK", "the path is a symbolic link", path=action.path)]
+    k = action.kind
+    if k is ActionKind.CREATE_FILE and kind is not None:
+        code = "ERR_PATH_COLLISION" if kind == "dir" else "ERR_CREATE_EXISTS"
+        return [PapayuError(code, f"the path already exists ({kind})", path=action.path)]
+    if k is ActionKind.CREATE_DIR and kind not in (None, "dir"):
+        return [PapayuError("ERR_PATH_COLLISION", f"the path exists as a {kind}", path=action.path)]
+    if k in (ActionKind.UPDATE_FILE, ActionKind.PATCH_FILE) and kind not in ("file",):
+        if kind is None:
+            return [PapayuError("ERR_PATCH_MISSING_FILE", "the file does not exist at the base", path=action.path)]
+        return [PapayuError("ERR_PATH_COLLISION", f"the path is a {kind}, not a file", path=action.path)]
+    if k is ActionKind.DELETE_FILE and kind not in ("file", "link"):
+        code = "ERR_DELETE_MISSING" if kind is None else "ERR_PATH_COLLISION"
+        return [PapayuError(code, "no file at this path in the base tree" if kind is None else
+                            f"the path is a {kind}; use DELETE_DIR", path=action.path)]
+    if k is ActionKind.DELETE_DIR and kind != "dir":
+        code = "ERR_DELETE_MISSING" if kind is None else "ERR_PATH_COLLISION"
+        return [PapayuError(code, "no directory at this path in the base tree" if kind is None else
+                            f"the path is a {kind}; use DELETE_FILE", path=action.path)]
+    return []
+
+
+def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None,
+                  tree: TreeView | None, protected: Sequence[str]) -> list[PapayuError]:
+    path, kind = action.path, action.kind
+    if is_protected(path, protected):
+        return [PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env)", path=path)]
+    if action.content is not None:
+        problems = check_content(path, action.content)
+        if problems:
+            return problems
+    if kind is ActionKind.PATCH_FILE:
+        if not looks_like_unified_diff(action.patch or ""):
+            return [PapayuError("ERR_PATCH_NOT_UNIFIED", "patch has no '@@' hunk with changed lines", path=path)]
+        if "\x00" in (action.patch or ""):
+            return [PapayuError("ERR_CONTENT_NUL", "patch contains a NUL byte", path=path)]
+        if not _SHA256.fullmatch(action.base_sha256 or ""):
+            return [PapayuError("ERR_BASE_SHA256_INVALID", f"{action.base_sha256!r} is not 64 lowercase hex",
+                                path=path)]
+    if kind is ActionKind.UPDATE_FILE:
+        exists = (tree.entry_kind(path) == "file") if tree is not None else (
+            read_files is not None and path in read_files)
+        if protocol >= 2 and exists:
+            return [PapayuError("ERR_V2_UPDATE_EXISTING_FORBIDDEN", "UPDATE_FILE on an existing file", path=path)]
+        if protocol == 1 and mode is Mode.APPLY and read_files is not None and path not in read_files:
+            return [PapayuError("ERR_UPDATE_WITHOUT_BASE", f"UPDATE_FILE path '{path}' not read in plan", path=path)]
+    if tree is not None:
+        return _check_tree(action, tree)
+    return []
+
+
+def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
+    by_path: dict[str, list[ActionKind]] = defaultdict(list)
+    for action in actions:
+        by_path[action.path.casefold()].append(action.kind)
+    errors = []
+    for action in actions:
+        kinds = by_path[action.path.casefold()]
+        if len(kinds) > 1:
+            names = "+".join(sorted(k.value for k in kinds))
+            errors.append(PapayuError("ERR_ACTION_CONFLICT", f"incompatible actions on one path: {names}",
+                                      path=action.path))
+            by_path[action.path.casefold()] = []  # report each path once
+    file_paths = {a.path.casefold() for a in actions
+                  if a.kind in (ActionKind.CREATE_FILE, ActionKind.UPDATE_FILE, ActionKind.PATCH_FILE)}
+    deleted_dirs = {a.path.casefold() for a in actions if a.kind is ActionKind.DELETE_DIR}
+    for action in actions:
+        parts = action.path.casefold().split("/")
+        for depth in range(1, len(parts)):
+            prefix = "/".join(parts[:depth])
+            if prefix in file_paths:
+                errors.append(PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file of this plan",
+                                          path=action.path))
+                break
+            if prefix in deleted_dirs and action.kind not in (ActionKind.DELETE_FILE, ActionKind.DELETE_DIR):
+                errors.append(PapayuError("ERR_ACTION_CONFLICT", f"DELETE_DIR {prefix} removes this path again",
+                                          path=action.path))
+                break
+    return errors
+
+
+def validate_response(
+    data: Any,
+    *,
+    protocol: int = 2,
+    mode: Mode | str = Mode.APPLY,
+    read_files: Mapping[str, str] | None = None,
+    tree: TreeView | None = None,
+    protected: Sequence[str] = DEFAULT_PROTECTED,
+) -> Response:
+    """Validate parsed JSON; return the Response or raise ValidationFailed with every problem.
+
+    ``read_files`` (path -> sha256 of files shown in PLAN) enables the v1 UPDATE_FILE
+    rule; ``tree`` enables the existence, symlink and submodule rules.
+    """
+    mode = Mode(mode)
+    if protocol not in RESPONSE_SCHEMAS:
+        raise PapayuError("ERR_USAGE", f"unknown protocol {protocol}", hint="Use --protocol 1 or 2.")
+    if protocol >= 2 and isinstance(data, list):
+        raise ValidationFailed([PapayuError("ERR_SCHEMA", "protocol v2 accepts an object, not an array",
+                                            path="$", hint="Wrap the actions: {\"actions\": [...], \"summary\": \"...\"}")])
+    items = raw_actions(data)
+    if isinstance(items, list) and len(items) > MAX_ACTIONS:
+        raise ValidationFailed([PapayuError("ERR_TOO_MANY_ACTIONS", f"{len(items)} actions (max {MAX_ACTIONS})")])
+    problems = schema_errors(RESPONSE_SCHEMAS[protocol], data)
+    if problems:
+        raise ValidationFailed(problems)
+
+    errors: list[PapayuError] = []
+    actions: list[Action] = []
+    total = 0
+    for item in items:
+        try:
+            path = check_path(item["path"], kind=item["kind"])
+        except PapayuError as exc:
+            errors.append(exc)
+            continue
+        action = _to_action({**item, "path": path})
+        actions.append(action)
+        total += len(action.content.encode("utf-8", "surrogatepass")) if action.content else 0
+        total += len(action.patch.encode("utf-8", "surrogatepass")) if action.patch else 0
+        errors.extend(_check_action(action, protocol, mode, read_files, tree, protected))
+    errors.extend(_check_conflicts(actions))
+    if total > MAX_TOTAL_BYTES:
+        errors.append(PapayuError("ERR_TOTAL_TOO_LARGE", f"{total} bytes of content (max {MAX_TOTAL_BYTES})"))
+
+    obj: Mapping[str, Any] = data if isinstance(data, dict) else {}
+    summary = obj.get("summary", "") or ""
+    context_requests = tuple(obj.get("context_requests") or ())
+    if mode is Mode.APPLY and not items and not context_requests and not summary.startswith(NO_CHANGES_PREFIX):
+        errors.append(PapayuError("ERR_EMPTY_APPLY", "APPLY without actions needs a summary starting with "
+                                  f"'{NO_CHANGES_PREFIX}'", path="summary"))
+
+    memory, unknown, wrong = check_memory_patch(obj.get("memory_patch", {}))
+    errors.extend(wrong)
+    warnings: list[PapayuError] = []
+    if protocol >= 2:
+        errors.extend(unknown)  # the v2 schema upstream closes memory_patch
+    else:
+        warnings.extend(unknown)  # v1: keys outside the whitelist are dropped (seed 001)
+    if errors:
+        raise ValidationFailed(errors)
+    proposed = obj.get("proposed_changes") if isinstance(obj.get("proposed_changes"), dict) else {}
+    return Response(
+        data=data, protocol=protocol, mode=mode, actions=tuple(actions), summary=summary,
+        context_requests=context_requests, memory_patch=memory,
+        questions=tuple(obj.get("questions") or ()), plan=tuple(obj.get("plan") or ()),
+        risks=tuple(obj.get("risks") or ()),
+        commands_to_run=tuple(obj.get("commands_to_run") or proposed.get("commands_to_run") or ()),
+        warnings=tuple(warnings),
+    )
+
+
+def validate_text(text: str | bytes, **kwargs: Any) -> Response:
+    """Parse a model answer (fence/prose tolerated) and validate it."""
+    try:
+        data = parse_json_text(text)
+    except PapayuError as exc:
+        raise ValidationFailed([exc]) from None
+    return validate_response(data, **kwargs)
