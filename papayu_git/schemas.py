@@ -1,4 +1,4 @@
-"""Loading our JSON schemas (top-level `schemas/`, installed as `papayu_git/schemas/`).
+"""Loading our JSON schemas (top-level `schemas/`, installed as `papayu_git/schema_data/`).
 
 Validation runs through a schema compiled by fastjsonschema (the hot path,
 bench/validate_bench.py); when it rejects, jsonschema lists every error with its
@@ -19,7 +19,7 @@ RESPONSE_SCHEMAS = {1: "llm_response_v1", 2: "llm_response_v2"}
 
 
 def schema_dir() -> Path:
-    installed = Path(__file__).with_name("schemas")
+    installed = Path(__file__).with_name("schema_data")
     if (installed / "llm_response_v2.json").is_file():
         return installed
     return Path(__file__).resolve().parent.parent / "schemas"  # source checkout

@@ -1,0 +1,1 @@
+"""Context engine (SPEC §5; issue 5)."""
