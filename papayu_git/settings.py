@@ -56,6 +56,22 @@ SETTINGS: list[Setting] = [
             "chat | fixit | fix-plan"),
     Setting("llm_timeout_sec", "PAPAYU_LLM_TIMEOUT_SEC", "papayu.llm.timeoutSec", "90",
             "seconds to wait for one model answer"),
+    Setting("llm_api_key", "PAPAYU_LLM_API_KEY", None, "",
+            "API key (environment only, else OPENAI_API_KEY; never stored in plans, traces or logs)"),
+    Setting("llm_retries", "PAPAYU_LLM_RETRIES", "papayu.llm.retries", "3",
+            "retries with exponential backoff on 429, 5xx and connection errors"),
+    Setting("llm_backoff_sec", "PAPAYU_LLM_BACKOFF_SEC", "papayu.llm.backoffSec", "1",
+            "first backoff delay in seconds (doubles per retry; Retry-After wins, capped at 30 s)"),
+    Setting("llm_max_tokens", "PAPAYU_LLM_MAX_TOKENS", "papayu.llm.maxTokens", "0",
+            "cap on max_tokens (0: 16384, or 4096 when the input is over 80k chars); small local models want ~1024"),
+    Setting("llm_ask_budget", "PAPAYU_LLM_ASK_BUDGET", "papayu.llm.askBudget", "2",
+            "most clarifying questions per answer, 0..2 (memory user.ask_budget wins when set)"),
+    Setting("local_model_path", "PAPAYU_LOCAL_MODEL", "papayu.local.model", "",
+            "GGUF file for the embedded local provider (default: the packaged Gemma 3 270M)"),
+    Setting("local_n_ctx", "PAPAYU_LOCAL_N_CTX", "papayu.local.nCtx", "8192",
+            "context window of the embedded llama.cpp server, in tokens"),
+    Setting("local_start_timeout_sec", "PAPAYU_LOCAL_START_TIMEOUT_SEC", "papayu.local.startTimeoutSec", "120",
+            "seconds to wait for the embedded llama.cpp server to answer"),
 ]
 
 _BY_NAME = {s.name: s for s in SETTINGS}
