@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import output
 from papayu_git.errors import PapayuError
 from papayu_git.llm.config import LLMConfig, Provider
+from papayu_git.llm.wire_schema import grammar_schema
 from papayu_git.secrets import mask
 
 if TYPE_CHECKING:
@@ -92,10 +93,16 @@ class ChatClient:
             return body
         body = {"model": self.model(), "messages": messages, "temperature": 0, "top_p": 1,
                 "max_tokens": max_tokens, "presence_penalty": 0, "frequency_penalty": 0, "stream": False}
+        if self.config.provider is Provider.LOCAL:
+            body["messages"] = _system_into_user(messages)
         if response_format is not None and self.formats:
             body["response_format"] = (response_format if self.formats[0] == "json_schema"
-                                       else {"type": "json_object", "schema": schema})
+                                       else {"type": "json_object", "schema": grammar_schema(self.protocol_of(response_format))})
         return body
+
+    @staticmethod
+    def protocol_of(response_format: dict[str, Any]) -> int:
+        return 1 if response_format["json_schema"]["name"].endswith("v1") else 2
 
     def model(self) -> str:
         if not self._model:
@@ -193,6 +200,16 @@ class ChatClient:
         if not isinstance(text, str):
             text = "" if text is None else json.dumps(text)
         return ChatReply(text=text, model_sec=elapsed, finish_reason=finish, usage=dict(usage))
+
+
+def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """llama-cpp-python's `gemma` chat format drops system messages; Gemma has no system role,
+    so the instructions go in front of the first user turn (as Gemma's own template does)."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
+    return rest
 
 
 def _rejects_format(response: "httpx.Response") -> bool:

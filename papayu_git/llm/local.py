@@ -80,12 +80,19 @@ class ServerSpec:
             runner += ["--watch-pid", str(os.getpid())]
         return runner + ["--model", str(self.model), "--host", self.host, "--port", str(self.port),
                          "--n_ctx", str(self.n_ctx), "--n_threads", threads, "--n_threads_batch", threads,
-                         "--model_alias", self.model.stem, "--verbose", "False"]
+                         "--model_alias", self.model.stem, "--chat_format", "gemma", "--verbose", "False"]
 
 
 def server_spec(cwd: str | None = None, port: int | None = None) -> ServerSpec:
     ensure_server_installed()
     return ServerSpec(model_path(cwd), port or free_port(), max(512, settings.get_int("local_n_ctx", cwd)))
+
+
+def server_env() -> dict[str, str]:
+    # llama.cpp's OpenMP threads spin while waiting; on a busy machine (2 cores shared with a test
+    # suite) spinning threads starve each other and generation slows down ~10x. Passive waiting
+    # costs nothing when the machine is idle.
+    return {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
 def wait_until_ready(spec: ServerSpec, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
@@ -130,7 +137,7 @@ def running_server(cwd: str | None = None) -> Iterator[str]:
     output.event("LOCAL_SERVER_START", model=spec.model.name, port=spec.port, n_ctx=spec.n_ctx)
     started = time.monotonic()
     proc = subprocess.Popen(spec.argv(watch_parent=True), stdin=subprocess.DEVNULL, stdout=log_fd,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True, env=server_env())
     os.close(log_fd)
     try:
         with output.progress("starting the local model"):

@@ -81,6 +81,27 @@ def wire_schema(protocol: int) -> dict[str, Any]:
     })
 
 
+@lru_cache(maxsize=None)
+def grammar_schema(protocol: int) -> dict[str, Any]:
+    """For servers that compile the schema into a sampling grammar (llama-cpp-python's
+    `json_object` + schema): only summary and actions are required, lists and prose are bounded
+    (maxItems/maxLength) and memory_patch is left out, so a small model reaches the closing
+    brace within a few hundred tokens instead of rambling through every optional field."""
+    strict = wire_schema(protocol)["properties"]
+    bounded = lambda items, n: {"type": "array", "items": items, "maxItems": n}  # noqa: E731
+    text = lambda n: {"type": "string", "maxLength": n}  # noqa: E731
+    props = {
+        "summary": text(400),
+        "actions": bounded(strict["actions"]["items"], 4),
+        "plan": bounded(_closed({"step": text(80), "details": text(240)}), 5),
+        "questions": bounded(text(200), 2),
+        "context_requests": bounded(strict["context_requests"]["items"], 3),
+        "risks": bounded(text(200), 3),
+        "commands_to_run": bounded(text(120), 2),
+    }
+    return {"type": "object", "properties": props, "required": ["summary", "actions"], "additionalProperties": False}
+
+
 def response_format(protocol: int) -> dict[str, Any]:
     """OpenAI Chat Completions `response_format` (also understood by llama.cpp, vLLM, LM Studio)."""
     return {"type": "json_schema",
