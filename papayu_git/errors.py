@@ -132,6 +132,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_GOLDEN_MISMATCH": ErrorSpec(
         "replaying the golden trace gives a different outcome than recorded",
         "Fix the regression, or regenerate the golden trace (README: golden update policy)."),
+    "ERR_TRACE_NOT_FOUND": ErrorSpec(
+        "no readable trace with that id", "Run 'git papayu trace list' to see trace ids."),
     # --- git / transaction ------------------------------------------------------
     "ERR_NOT_A_GIT_REPO": ErrorSpec("not inside a git repository", "Run papayu inside a git work tree."),
     "ERR_DETACHED_HEAD": ErrorSpec(
