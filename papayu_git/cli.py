@@ -17,8 +17,13 @@ from papayu_git import __version__
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "context": ("papayu_git.commands.context",
+                "Show the context a plan would send to the model (debug; nothing is sent)."),
     "validate": ("papayu_git.commands.validate",
                  "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
+    "memory": ("papayu_git.commands.memory", "Engineering memory: show | set KEY VALUE | unset KEY."),
+    "trace": ("papayu_git.commands.trace", "Traces: list | show ID | golden ID [OUT]."),
+    "stats": ("papayu_git.commands.stats", "Protocol metrics from traces and the v2 graduation criteria."),
 }
 
 

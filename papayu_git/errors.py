@@ -84,6 +84,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_PATCH_NOT_UNIFIED": ErrorSpec(
         "PATCH_FILE.patch is not a unified diff",
         "Send a unified diff: '--- a/path', '+++ b/path', then '@@ -l,n +l,n @@' hunks."),
+    "ERR_PATCH_UNSUPPORTED": ErrorSpec(
+        "the diff changes a file mode, makes a symlink, renames, deletes or is binary",
+        "A PATCH_FILE only edits text lines of its one file; use CREATE_FILE/DELETE_FILE for "
+        "new or removed files; papayu never changes modes or makes symlinks."),
     "ERR_BASE_SHA256_INVALID": ErrorSpec(
         "base_sha256 is not 64 lowercase hex digits",
         "Copy base_sha256 exactly from the FILE[path] (sha256=...) header."),
@@ -132,6 +136,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_GOLDEN_MISMATCH": ErrorSpec(
         "replaying the golden trace gives a different outcome than recorded",
         "Fix the regression, or regenerate the golden trace (README: golden update policy)."),
+    "ERR_TRACE_NOT_FOUND": ErrorSpec(
+        "no readable trace with that id", "Run 'git papayu trace list' to see trace ids."),
     # --- git / transaction ------------------------------------------------------
     "ERR_NOT_A_GIT_REPO": ErrorSpec("not inside a git repository", "Run papayu inside a git work tree."),
     "ERR_DETACHED_HEAD": ErrorSpec(

@@ -73,7 +73,8 @@ def open_repo(start: str | os.PathLike[str] | None = None) -> "pygit2.Repository
 
 def papayu_dir(repo: "pygit2.Repository") -> Path:
     """`.git/papayu/` of the main repository (shared by all linked worktrees)."""
-    return Path(repo.path if not repo.is_worktree else _common_dir(repo)) / "papayu"
+    # pygit2 1.21 has no Repository.is_worktree: ask git for the common dir in every case.
+    return Path(_common_dir(repo)) / "papayu"
 
 
 def _common_dir(repo: "pygit2.Repository") -> str:
