@@ -24,6 +24,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("papayu_git.commands.list", "Stored plans and generated branches with their state."),
     "show": ("papayu_git.commands.show", "A plan with its diff (coloured on a terminal)."),
     "gc": ("papayu_git.commands.gc", "Remove stale worktrees, locks and old generated branches."),
+    "context": ("papayu_git.commands.context",
+                "Show the context a plan would send to the model (debug; nothing is sent)."),
     "validate": ("papayu_git.commands.validate",
                  "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
 }

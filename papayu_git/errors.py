@@ -84,6 +84,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_PATCH_NOT_UNIFIED": ErrorSpec(
         "PATCH_FILE.patch is not a unified diff",
         "Send a unified diff: '--- a/path', '+++ b/path', then '@@ -l,n +l,n @@' hunks."),
+    "ERR_PATCH_UNSUPPORTED": ErrorSpec(
+        "the diff changes a file mode, makes a symlink, renames, deletes or is binary",
+        "A PATCH_FILE only edits text lines of its one file; use CREATE_FILE/DELETE_FILE for "
+        "new or removed files; papayu never changes modes or makes symlinks."),
     "ERR_BASE_SHA256_INVALID": ErrorSpec(
         "base_sha256 is not 64 lowercase hex digits",
         "Copy base_sha256 exactly from the FILE[path] (sha256=...) header."),

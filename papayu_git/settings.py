@@ -44,6 +44,8 @@ SETTINGS: list[Setting] = [
             "most characters of one file block"),
     Setting("context_max_total_chars", "PAPAYU_CONTEXT_MAX_TOTAL_CHARS", "papayu.context.maxTotalChars", "120000",
             "most characters of the whole context"),
+    Setting("context_recent_commits", "PAPAYU_CONTEXT_RECENT_COMMITS", "papayu.context.recentCommits", "5",
+            "the base context lists files changed in this many recent commits"),
     Setting("llm_provider", "PAPAYU_LLM_PROVIDER", "papayu.llm.provider", "",
             "openai | openai-compatible | ollama | local (empty: local unless a base URL is set)"),
     Setting("llm_base_url", "PAPAYU_LLM_BASE_URL", "papayu.llm.baseUrl", "",
@@ -80,6 +82,12 @@ def _git_config(cwd: str) -> dict[str, str]:
 
 def git_config_value(key: str, cwd: str | None = None) -> str | None:
     return _git_config(cwd or os.getcwd()).get(key.lower())
+
+
+def git_config_items(prefix: str, cwd: str | None = None) -> dict[str, str]:
+    """Every `git config` value whose (lower-cased) key starts with ``prefix``, e.g. "papayu.logs."."""
+    prefix = prefix.lower()
+    return {k[len(prefix):]: v for k, v in _git_config(cwd or os.getcwd()).items() if k.startswith(prefix)}
 
 
 def get(name: str, cwd: str | None = None) -> str:
