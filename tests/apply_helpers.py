@@ -56,6 +56,11 @@ def snapshot(repo: Path) -> dict[str, Any]:
     }
 
 
+def blob(repo: Path, rev_path: str) -> bytes:
+    """Exact bytes of `git cat-file blob REV:PATH` (no newline translation)."""
+    return subprocess.run(["git", "cat-file", "blob", rev_path], cwd=repo, capture_output=True, check=True).stdout
+
+
 def object_ids(repo: Path) -> set[str]:
     """Every object in the repository (loose and packed)."""
     out = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
@@ -95,5 +100,5 @@ def worktree_paths(repo: Path) -> list[str]:
     return [line[9:] for line in out.splitlines() if line.startswith("worktree ")]
 
 
-__all__ = ["ROOT", "sha", "write_plan", "patch_action", "snapshot", "object_ids", "run_papayu_bg",
+__all__ = ["ROOT", "blob", "sha", "write_plan", "patch_action", "snapshot", "object_ids", "run_papayu_bg",
            "wait_for_marker", "worktree_paths"]

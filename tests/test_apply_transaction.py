@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from apply_helpers import object_ids, patch_action, sha, snapshot, write_plan
+from apply_helpers import blob, object_ids, patch_action, sha, snapshot, write_plan
 from conftest import git, make_repo, papayu
 
 
@@ -179,8 +179,8 @@ def test_crlf_file_keeps_crlf_and_missing_final_newline_is_kept(tmp_path: Path) 
     plan = write_plan(tmp_path, [patch_action("win.txt", crlf, d1), patch_action("bare.txt", bare, d2)])
     data = _apply(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
-    assert git(repo, "cat-file", "blob", "HEAD:win.txt").encode() == b"line one\r\nline 2\r\nline three\r\n"
-    assert git(repo, "cat-file", "blob", "HEAD:bare.txt").encode() == b"alpha\nBETA\ngamma"
+    assert blob(repo, "HEAD:win.txt") == b"line one\r\nline 2\r\nline three\r\n"
+    assert blob(repo, "HEAD:bare.txt") == b"alpha\nBETA\ngamma"
 
 
 def test_detached_head_is_refused_unless_onto(repo: Path, tmp_path: Path) -> None:
