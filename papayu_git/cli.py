@@ -28,6 +28,9 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
                 "Show the context a plan would send to the model (debug; nothing is sent)."),
     "validate": ("papayu_git.commands.validate",
                  "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
+    "memory": ("papayu_git.commands.memory", "Engineering memory: show | set KEY VALUE | unset KEY."),
+    "trace": ("papayu_git.commands.trace", "Traces: list | show ID | golden ID [OUT]."),
+    "stats": ("papayu_git.commands.stats", "Protocol metrics from traces and the v2 graduation criteria."),
 }
 
 
