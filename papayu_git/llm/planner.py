@@ -6,23 +6,24 @@ context → system prompt (mode, protocol, ENGINEERING_MEMORY) → model → loc
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from papayu_git import output, plans, settings, traces
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir, run_git
 from papayu_git.llm import behaviour
 from papayu_git.llm.client import ChatClient
-from papayu_git.llm.context_bridge import MAX_ROUNDS, ContextLike, open_context
 from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
 from papayu_git.protocol import Mode, Response
 
-_REMEMBER = re.compile(r"(?<!\w)(remember|запомни)(?!\w)", re.I)
+if TYPE_CHECKING:
+    from papayu_git.context import ContextSession
+
+MAX_ROUNDS = 2  # SPEC §5: context_requests are fulfilled in at most 2 rounds
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class PlanOutcome:
 class _Cycle:
     """What one PLAN cycle collected along the way (mutable accumulator)."""
 
-    session: ContextLike
+    session: "ContextSession"
     log: CallLog = field(default_factory=CallLog)
     messages: list[str] = field(default_factory=list)      # user messages = the plan's context
     context_sec: float = 0.0
@@ -68,21 +69,20 @@ def base_of(repo_root: Path) -> tuple[str, str]:
 
 
 def memory_block(repo_root: Path) -> str:
-    """The ENGINEERING_MEMORY block (seed 001) from memory.py, when it provides one."""
-    from papayu_git import memory
+    """The ENGINEERING_MEMORY block (seed 001) that follows the system prompt."""
+    from papayu_git.memory import build_memory_block
 
-    builder = getattr(memory, "build_memory_block", None)
-    return str(builder(repo_root)) if builder else ""
+    return build_memory_block(repo_root)
 
 
 def ask_budget(repo_root: Path) -> int:
-    from papayu_git import memory
+    """Seed 004 ask_budget 0..2: memory user.ask_budget, else PAPAYU_LLM_ASK_BUDGET."""
+    from papayu_git.memory import memory_value
 
-    loader = getattr(memory, "effective_memory", None)
-    value = (loader(repo_root) or {}).get("user.ask_budget") if loader else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return max(0, min(2, value))
-    return max(0, min(2, settings.get_int("llm_ask_budget", str(repo_root))))
+    value = memory_value(repo_root, "user.ask_budget")
+    if not isinstance(value, int) or isinstance(value, bool):
+        value = settings.get_int("llm_ask_budget", str(repo_root))
+    return max(0, min(2, value))
 
 
 def _timed_context(cycle: _Cycle, fn: Any, *args: Any) -> Any:
@@ -129,27 +129,25 @@ def _limit_questions(response: Response, budget: int, cycle: _Cycle) -> Response
 
 
 def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _Cycle) -> dict[str, Any]:
-    """SPEC §6: a memory_patch is applied only when the user asked for it."""
+    """SPEC §6: a memory_patch is applied only when the user asked for it (memory.py decides)."""
     if not response.memory_patch:
         return {}
-    if not (request.accept_memory or _REMEMBER.search(request.goal)):
-        cycle.warnings.append("memory_patch dropped: the goal did not ask to remember anything "
-                              "(say 'remember …' or pass --accept-memory)")
-        return {"memory_patch_dropped": sorted(response.memory_patch)}
-    from papayu_git import memory
+    from papayu_git.memory import apply_memory_patch
 
-    writer = getattr(memory, "apply_memory_patch", None)
-    if writer is None:
-        cycle.warnings.append("memory_patch accepted but memory storage is not available in this build")
-        return {"memory_patch_accepted": sorted(response.memory_patch), "memory_patch_saved": False}
-    writer(repo_root, response.memory_patch)
-    return {"memory_patch_accepted": sorted(response.memory_patch), "memory_patch_saved": True}
+    applied = apply_memory_patch(repo_root, response.memory_patch, request.goal, request.accept_memory)
+    dropped = sorted(set(response.memory_patch) - set(applied))
+    if dropped:
+        cycle.warnings.append("memory_patch not applied for " + ", ".join(dropped) +
+                              " (say 'remember …' in the goal or pass --accept-memory)")
+    return {"memory_patch_applied": applied, "memory_patch_dropped": dropped}
 
 
 def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> PlanOutcome:
     started = time.perf_counter()
     base_commit, branch = base_of(repo_root)
-    cycle = _Cycle(session=open_context(repo_root, base_commit))
+    from papayu_git.context import ContextSession
+
+    cycle = _Cycle(session=ContextSession(repo_root, base_commit))
     blocks = _timed_context(cycle, cycle.session.base_context, request.goal, request.log_text)
     context_text = _timed_context(cycle, cycle.session.render, blocks)
     budget = ask_budget(repo_root)
