@@ -22,7 +22,7 @@ from typing import Any
 from papayu_git import output, plans, settings, traces
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir
-from papayu_git.llm.client import ChatClient
+from papayu_git.llm.client import ChatClient, scrub_key
 from papayu_git.llm.conversation import CallLog, Conversation, InvalidAnswer
 from papayu_git.llm.planner import ask_budget, memory_block, request_fields
 from papayu_git.llm.prompts import PromptMode, apply_round_message, fallback_message, system_prompt
@@ -137,6 +137,7 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
     updated = replace(plan, mode=Mode.APPLY.value, protocol=protocol, response=response.data, trace_id=trace_id,
                       extra={**plan.extra, "plan_response": plan.response, "plan_trace_id": plan.trace_id,
                              "protocol": trail.fields(), "apply_warnings": list(log.notes)})
+    updated = plans.StoredPlan.from_json(scrub_key(updated.to_json(), client.config.api_key))
     plans.save(pdir, updated)
     traces.write_trace(pdir, trace_id, {**base, **trail.fields(), **traces.schema_fields(protocol),
                                         "mode": "apply", "request": request_fields(client, "apply", log),

@@ -15,7 +15,7 @@ from papayu_git import output, plans, settings, traces
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir, run_git
 from papayu_git.llm import behaviour
-from papayu_git.llm.client import ChatClient
+from papayu_git.llm.client import ChatClient, scrub_key
 from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
 from papayu_git.protocol import Mode, Response
@@ -176,6 +176,7 @@ def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> Plan
                "reasons": list(decision.reasons), "missing": list(decision.missing)},
                "behaviour_flags": flags, "warnings": list(cycle.warnings), "ask_budget": budget, **memory_fields})
     pdir = papayu_dir(open_repo(repo_root))
+    plan = plans.StoredPlan.from_json(scrub_key(plan.to_json(), client.config.api_key))
     path = plans.save(pdir, plan)
     traces.write_trace(pdir, trace_id, _trace(plan, request, cycle, client, response, flags))
     timings = _timings(cycle, started, storage_started)
