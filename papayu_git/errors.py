@@ -159,6 +159,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."),
     "ERR_PLAN_NOT_FOUND": ErrorSpec("no stored plan with that id", "Run 'git papayu list' to see plan ids."),
     "ERR_LOCKED": ErrorSpec("another papayu process holds the lock", "Wait for it, or run 'git papayu gc'."),
+    "ERR_APPLY_ROUND_UNAVAILABLE": ErrorSpec(
+        "the stored plan has no actions yet and the LLM's APPLY round is not available",
+        "Configure the LLM (README: providers) or apply a response FILE with actions."),
     "ERR_GIT_COMMAND": ErrorSpec("a git command failed", "Read git's message above; the repository is unchanged."),
     # --- LLM -------------------------------------------------------------------
     "ERR_LLM_CONFIG": ErrorSpec(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 MASK = "***"
 
@@ -53,12 +54,23 @@ def _env_secret_values() -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def masker() -> Callable[[str], str]:
+    """A ``mask`` bound to the current environment's secret values (read once: for many strings)."""
+    values = _env_secret_values()
+    env_pattern = re.compile("|".join(map(re.escape, values))) if values else None
+
+    def apply(text: str) -> str:
+        if env_pattern is not None:
+            text = env_pattern.sub(MASK, text)
+        for pattern in _SHAPES:
+            text = pattern.sub(MASK, text)
+        for pattern in _ASSIGNMENTS:
+            text = pattern.sub(lambda m: m.group(1) + MASK, text)
+        return text
+
+    return apply
+
+
 def mask(text: str) -> str:
     """``text`` with every credential we can recognise replaced by ``***``."""
-    for value in _env_secret_values():
-        text = text.replace(value, MASK)
-    for pattern in _SHAPES:
-        text = pattern.sub(MASK, text)
-    for pattern in _ASSIGNMENTS:
-        text = pattern.sub(lambda m: m.group(1) + MASK, text)
-    return text
+    return masker()(text)

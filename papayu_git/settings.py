@@ -24,6 +24,8 @@ SETTINGS: list[Setting] = [
             "protocol used for LLM responses (1 or 2)"),
     Setting("protocol_fallback_to_v1", "PAPAYU_PROTOCOL_FALLBACK_TO_V1", "papayu.protocolFallbackToV1", "1",
             "allow the single v2 -> v1 fallback in APPLY (SPEC §2.4)"),
+    Setting("protected_paths", "PAPAYU_PROTECTED_PATHS", "papayu.protectedPaths", "",
+            "extra protected patterns (comma-separated, gitignore-like) added to the built-in denylist"),
     Setting("normalize_eol", "PAPAYU_NORMALIZE_EOL", "papayu.normalizeEol", "",
             "'lf' normalises CRLF to LF and adds a final newline"),
     Setting("check_command", "PAPAYU_CHECK_COMMAND", "papayu.checkCommand", "",

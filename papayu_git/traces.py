@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,9 @@ def raw_enabled(papayu_dir: Path | None = None) -> bool:
 def config_snapshot(cwd: str | None = None) -> dict[str, str]:
     """Every setting's effective value (SETTINGS table), masked; credentials excluded."""
     from papayu_git import settings
-    from papayu_git.secrets import mask
+    from papayu_git.secrets import masker
 
+    mask = masker()
     snapshot = {}
     for setting in settings.SETTINGS:
         if any(word in setting.name.lower() for word in _SECRET_WORDS):
@@ -91,16 +93,18 @@ def schema_fields(protocol: int) -> dict[str, Any]:
     return {"schema_version": protocol, "schema_hash": schema_hash(RESPONSE_SCHEMAS[protocol])}
 
 
-def mask_data(data: Any) -> Any:
+def mask_data(data: Any, mask: Callable[[str], str] | None = None) -> Any:
     """``secrets.mask`` applied to every string (keys included) of a JSON-like value."""
-    from papayu_git.secrets import mask
+    if mask is None:
+        from papayu_git.secrets import masker
 
+        mask = masker()
     if isinstance(data, str):
         return mask(data)
     if isinstance(data, dict):
-        return {mask(str(k)): mask_data(v) for k, v in data.items()}
+        return {mask(str(k)): mask_data(v, mask) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [mask_data(v) for v in data]
+        return [mask_data(v, mask) for v in data]
     return data
 
 
