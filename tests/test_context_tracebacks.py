@@ -130,6 +130,28 @@ def test_node_cannot_find_module_brings_package_json(tmp_path: Path) -> None:
     assert "npm (package-lock.json)" in blocks[0].text and "node: v" in blocks[0].text
 
 
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_typescript_stack_trace_through_node_source_maps(tmp_path: Path) -> None:
+    import base64
+    import json
+
+    ts = "export function parse(s: string): number {\n  return JSON.parse(s).value.x;\n}\n"
+    js = "function parse(s) {\n  return JSON.parse(s).value.x;\n}\nexports.parse = parse;\n"
+    source_map = {"version": 3, "file": "util.js", "sources": ["../src/util.ts"], "names": [],
+                  "mappings": ";".join(["AAAA"] + ["AACA"] * 3)}       # line n of util.js is line n of util.ts
+    inline = base64.b64encode(json.dumps(source_map).encode()).decode()
+    repo = make_repo(tmp_path / "ts", {
+        "src/util.ts": ts, "package.json": '{"name": "ts"}\n',
+        "dist/util.js": f"{js}//# sourceMappingURL=data:application/json;base64,{inline}\n",
+        "dist/index.js": "require('./util').parse('{}');\n",
+    })
+    log = run([str(NODE), "--enable-source-maps", "dist/index.js"], repo)
+    assert "src/util.ts:2" in log, log
+    shown = context_for(repo, log)
+    assert {"src/util.ts", "dist/index.js"} <= shown.keys()
+    assert shown["src/util.ts"].priority == 0
+
+
 def test_typescript_compiler_errors(tmp_path: Path) -> None:
     tsc = shutil.which("tsc")
     if tsc is None:

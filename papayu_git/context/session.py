@@ -17,7 +17,7 @@ from papayu_git.context.diet import DietLimits, DietResult, apply_diet
 from papayu_git.context.files import EXCERPT_RADIUS, entry_note, file_block, refusal_note, repo_relative
 from papayu_git.context.heuristics import parse_error_text
 from papayu_git.errors import PapayuError
-from papayu_git.paths import protected_patterns
+from papayu_git.paths import configured_protected
 
 MAX_ROUNDS = 2            # seed 000 §2: context_requests are fulfilled in at most 2 rounds
 FROM_FILE_TAIL_LINES = 200
@@ -30,7 +30,7 @@ class ContextSession:
         self.repo_root = Path(repo_root)
         self.tree = BaseTree(self.repo_root, base_commit)
         self.base_commit = self.tree.base
-        self.protected = protected_patterns()
+        self.protected = configured_protected(str(self.repo_root))
         self.limits = DietLimits.from_settings(self.repo_root)
         self.cache = ContextCache()
         self.rounds = 0
