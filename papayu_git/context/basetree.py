@@ -54,6 +54,7 @@ class BaseTree:
         self._entries: dict[str, TreeEntry | None] = {}
         self._blobs: dict[str, Blob] = {}
         self._all_paths: list[str] | None = None
+        self._by_basename: dict[str, list[str]] | None = None
         self._dirty: dict[str, str] | None = None
 
     def entries(self, paths: Iterable[str]) -> dict[str, TreeEntry | None]:
@@ -86,6 +87,15 @@ class BaseTree:
             out = run_git(["ls-tree", "-r", "-z", "--name-only", self.base], cwd=self.repo_root).stdout
             self._all_paths = [p for p in out.split("\0") if p]
         return self._all_paths
+
+    def by_basename(self) -> dict[str, list[str]]:
+        """base name -> paths: suffix lookups for frames whose path is not at the root."""
+        if self._by_basename is None:
+            index: dict[str, list[str]] = {}
+            for path in self.all_paths():
+                index.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+            self._by_basename = index
+        return self._by_basename
 
     def top_level(self) -> set[str]:
         out = run_git(["ls-tree", "-z", "--name-only", self.base], cwd=self.repo_root).stdout
