@@ -220,3 +220,16 @@ def test_cache_and_diet_events_go_to_stderr(project: Path, monkeypatch: pytest.M
     assert "CONTEXT_CACHE_MISS key=read:src/long.txt:()" in err
     assert len(text) <= 3000 and [b.kind for b in session.last_diet.dropped] == [BlockKind.ENV]
     assert f"CONTEXT_DIET_APPLIED files=1 dropped=1 truncated=0 total_chars={len(text)}" in err
+
+
+def test_a_session_started_in_a_subdirectory_reads_repo_paths(project: Path) -> None:
+    session = ContextSession(project / "src", "HEAD")
+    (block,) = session.fulfil([{"type": "read_file", "path": "src/app.py"}])
+    assert block.kind is BlockKind.FILE and session.repo_root == project.resolve()
+
+
+@pytest.mark.parametrize("base", ["no-such-branch", "HEAD:src"])
+def test_a_base_that_is_not_a_commit_is_an_error(project: Path, base: str) -> None:
+    with pytest.raises(PapayuError) as info:
+        ContextSession(project, base)
+    assert info.value.code == "ERR_GIT_COMMAND" and base in info.value.reason

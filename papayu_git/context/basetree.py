@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from papayu_git.errors import PapayuError
 from papayu_git.git import run_git
 
 _LS_FORMAT = "%(objectmode) %(objecttype) %(objectname)%x09%(path)"
@@ -48,9 +49,16 @@ class BaseTree:
     """The base commit's tree, read through git plumbing and cached per plan cycle."""
 
     def __init__(self, repo_root: Path, base_commit: str) -> None:
-        self.repo_root = repo_root
-        self.base = run_git(["rev-parse", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
-                            cwd=repo_root).stdout.strip()
+        # One process for both: the top level (paths are relative to it) and the base commit.
+        proc = run_git(["rev-parse", "--show-toplevel", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
+                       cwd=repo_root, check=False)
+        lines = proc.stdout.split("\n")
+        if proc.returncode != 0 or len(lines) < 2 or not lines[1].strip():
+            if "not a git repository" in proc.stderr:
+                raise PapayuError("ERR_NOT_A_GIT_REPO", f"{repo_root} is not in a git work tree")
+            raise PapayuError("ERR_GIT_COMMAND", f"{base_commit!r} is not a commit of this repository")
+        self.repo_root = Path(lines[0].strip())
+        self.base = lines[1].strip()
         self._entries: dict[str, TreeEntry | None] = {}
         self._blobs: dict[str, Blob] = {}
         self._all_paths: list[str] | None = None
