@@ -101,6 +101,17 @@ def _is_file_header(rows: Sequence[_Row], j: int) -> bool:
     return rows[j].text.startswith("--- ") and j + 1 < len(rows) and rows[j + 1].text.startswith("+++ ")
 
 
+def _next_change(rows: Sequence[_Row], j: int) -> int:
+    """Index of the next '+'/'-' line before a header ends the hunk, or -1."""
+    for k in range(j, len(rows)):
+        text = rows[k].text
+        if text.startswith(("@@", "diff --git ", "--- ", "+++ ")) or text == "-- ":
+            return -1
+        if text[:1] in ("+", "-"):
+            return k
+    return -1
+
+
 class _Body(NamedTuple):
     lines: tuple[DiffLine, ...]
     old_no_eol: bool
@@ -111,6 +122,7 @@ class _Body(NamedTuple):
 def _read_body(rows: Sequence[_Row], start: int, want: tuple[int | None, int | None]) -> _Body:
     lines: list[DiffLine] = []
     old_no_eol = new_no_eol = False
+    change_ahead = -1
     j = start
     while j < len(rows):
         text, crlf = rows[j]
@@ -129,6 +141,10 @@ def _read_body(rows: Sequence[_Row], start: int, want: tuple[int | None, int | N
                 old_no_eol = True
             if lines and lines[-1].tag != "-":
                 new_no_eol = True
+        elif j < change_ahead or (change_ahead := _next_change(rows, j + 1)) > j:
+            # A context line that lost its leading space; it only narrows the match, because
+            # context lines are copied from the file, never from the diff.
+            lines.append(DiffLine(" ", text, crlf))
         else:
             break
         j += 1
