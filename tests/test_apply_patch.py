@@ -379,3 +379,23 @@ def test_insertion_without_context_only_at_the_edges() -> None:
 
 def test_context_line_without_leading_space_inside_a_hunk() -> None:
     assert apply(b"a\nb\nc\nd\n", "```diff\n@@ -1,4 +1,4 @@\n a\nb\n-c\n+C\n d\n```\n") == b"a\nb\nC\nd\n"
+
+
+def test_sql_comment_lines_are_not_file_headers_inside_a_counted_hunk() -> None:
+    original = b"select 1;\n-- old note\nselect 2;\n"
+    patch = "@@ -1,3 +1,3 @@\n select 1;\n--- old note\n+++ new note\n select 2;\n"
+    assert apply(original, patch) == b"select 1;\n++ new note\nselect 2;\n"
+
+
+def test_trailing_blank_rows_and_format_patch_signature_are_not_context() -> None:
+    expected = edited(BASE, 99, "ninety-nine\n")
+    patch = udiff(BASE.decode(), expected.decode())
+    assert apply(BASE, patch + "\n\n") == expected
+    assert apply(BASE, patch + "-- \n2.39.5\n\n") == expected
+
+
+def test_large_hunk_is_parsed_in_linear_time() -> None:
+    big = "".join(f"row {i}\n" for i in range(20000))
+    new = big.replace("row 5\n", "row five\n").replace("row 19995\n", "changed\n")
+    patch = udiff(big, new, n=20000)  # one hunk of ~20k lines
+    assert apply(big.encode(), patch) == new.encode()
