@@ -17,6 +17,7 @@ from papayu_git import __version__
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "hooks": ("papayu_git.commands.hooks", "Install the plain git pre-commit hook (for users without pre-commit)."),
     "validate": ("papayu_git.commands.validate",
                  "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
 }
