@@ -4,6 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+# Editable installs skip data files: copy the man page `git papayu --help` shows by hand.
+MAN := $(VENV)/share/man/man1/git-papayu.1
 EXTRAS ?= test,local
 
 .PHONY: test demo venv bench clean
@@ -15,15 +17,19 @@ $(STAMP):
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-venv: $(STAMP)
+$(MAN): man/git-papayu.1 $(STAMP)
+	mkdir -p $(dir $@)
+	cp man/git-papayu.1 $@
 
-test: $(STAMP)
+venv: $(STAMP) $(MAN)
+
+test: $(STAMP) $(MAN)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(STAMP) $(MAN)
 	$(BIN)/python demo/run_demo.py
 
-bench: $(STAMP)
+bench: $(STAMP) $(MAN)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

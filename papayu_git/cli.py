@@ -17,9 +17,21 @@ from papayu_git import __version__
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "apply": ("papayu_git.commands.apply",
+              "Commit a plan in a temp worktree, run the check, land on your branch or roll back."),
+    "land": ("papayu_git.commands.land", "Fast-forward your branch with a reviewed papayu/<id>."),
+    "drop": ("papayu_git.commands.drop", "Delete a generated branch papayu/<id>."),
+    "list": ("papayu_git.commands.list", "Stored plans and generated branches with their state."),
+    "show": ("papayu_git.commands.show", "A plan with its diff (coloured on a terminal)."),
+    "gc": ("papayu_git.commands.gc", "Remove stale worktrees, locks and old generated branches."),
+    "context": ("papayu_git.commands.context",
+                "Show the context a plan would send to the model (debug; nothing is sent)."),
     "hooks": ("papayu_git.commands.hooks", "Install the plain git pre-commit hook (for users without pre-commit)."),
     "validate": ("papayu_git.commands.validate",
                  "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
+    "memory": ("papayu_git.commands.memory", "Engineering memory: show | set KEY VALUE | unset KEY."),
+    "trace": ("papayu_git.commands.trace", "Traces: list | show ID | golden ID [OUT]."),
+    "stats": ("papayu_git.commands.stats", "Protocol metrics from traces and the v2 graduation criteria."),
 }
 
 

@@ -87,6 +87,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_PATCH_NOT_UNIFIED": ErrorSpec(
         "PATCH_FILE.patch is not a unified diff",
         "Send a unified diff: '--- a/path', '+++ b/path', then '@@ -l,n +l,n @@' hunks."),
+    "ERR_PATCH_UNSUPPORTED": ErrorSpec(
+        "the diff changes a file mode, makes a symlink, renames, deletes or is binary",
+        "A PATCH_FILE only edits text lines of its one file; use CREATE_FILE/DELETE_FILE for "
+        "new or removed files; papayu never changes modes or makes symlinks."),
     "ERR_BASE_SHA256_INVALID": ErrorSpec(
         "base_sha256 is not 64 lowercase hex digits",
         "Copy base_sha256 exactly from the FILE[path] (sha256=...) header."),
@@ -135,6 +139,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_GOLDEN_MISMATCH": ErrorSpec(
         "replaying the golden trace gives a different outcome than recorded",
         "Fix the regression, or regenerate the golden trace (README: golden update policy)."),
+    "ERR_TRACE_NOT_FOUND": ErrorSpec(
+        "no readable trace with that id", "Run 'git papayu trace list' to see trace ids."),
     # --- git / transaction ------------------------------------------------------
     "ERR_NOT_A_GIT_REPO": ErrorSpec("not inside a git repository", "Run papayu inside a git work tree."),
     "ERR_DETACHED_HEAD": ErrorSpec(
@@ -156,6 +162,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."),
     "ERR_PLAN_NOT_FOUND": ErrorSpec("no stored plan with that id", "Run 'git papayu list' to see plan ids."),
     "ERR_LOCKED": ErrorSpec("another papayu process holds the lock", "Wait for it, or run 'git papayu gc'."),
+    "ERR_APPLY_ROUND_UNAVAILABLE": ErrorSpec(
+        "the stored plan has no actions yet and the LLM's APPLY round is not available",
+        "Configure the LLM (README: providers) or apply a response FILE with actions."),
     "ERR_GIT_COMMAND": ErrorSpec("a git command failed", "Read git's message above; the repository is unchanged."),
     # --- LLM -------------------------------------------------------------------
     "ERR_LLM_CONFIG": ErrorSpec(

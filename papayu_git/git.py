@@ -71,11 +71,15 @@ def open_repo(start: str | os.PathLike[str] | None = None) -> "pygit2.Repository
     return pygit2.Repository(path)
 
 
+def common_dir(repo: "pygit2.Repository") -> Path:
+    """The shared `.git` directory, also when ``repo`` is opened in a linked worktree."""
+    git_dir = Path(repo.path)
+    pointer = git_dir / "commondir"
+    if pointer.is_file():
+        return (git_dir / pointer.read_text().strip()).resolve()
+    return git_dir
+
+
 def papayu_dir(repo: "pygit2.Repository") -> Path:
     """`.git/papayu/` of the main repository (shared by all linked worktrees)."""
-    return Path(repo.path if not repo.is_worktree else _common_dir(repo)) / "papayu"
-
-
-def _common_dir(repo: "pygit2.Repository") -> str:
-    proc = run_git(["rev-parse", "--git-common-dir"], cwd=repo.workdir or repo.path)
-    return str(Path(repo.workdir or repo.path, proc.stdout.strip()).resolve())
+    return common_dir(repo) / "papayu"

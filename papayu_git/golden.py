@@ -108,3 +108,50 @@ def check_replay(trace: Mapping[str, Any], path: Path | None = None) -> list[Pap
         return [PapayuError("ERR_GOLDEN_MISMATCH", f"recorded {want.code}, replay gives {got.code}",
                             path="result.error_code")]
     return []
+
+
+# --- trace -> golden (SPEC §7 `trace golden`) ------------------------------------------------
+
+GOLDEN_REQUEST_FIELDS = ("mode", "input_chars", "token_budget", "strict_json", "provider", "model")
+
+
+def trace_mode(trace: Mapping[str, Any]) -> str | None:
+    request = trace.get("request") if isinstance(trace.get("request"), dict) else {}
+    mode = request.get("mode") or trace.get("mode")
+    return mode if mode in ("plan", "apply") else None
+
+
+def trace_to_golden(trace: Mapping[str, Any]) -> dict[str, Any]:
+    """The upstream golden format {protocol, request, context, result} of one trace.
+
+    Volatile fields (trace_id, created_at, latency, config) are left out so that a
+    regenerated golden differs only when behaviour differs. Upstream convention kept:
+    an apply-time code (base mismatch, patch failure) is recorded with
+    validation_outcome "ok" — the response validated, the apply step refused it.
+    """
+    from papayu_git.schemas import RESPONSE_SCHEMAS, schema_errors, schema_hash
+
+    if "validated_json" not in trace or trace_mode(trace) is None:
+        raise PapayuError("ERR_GOLDEN_INVALID", "the trace has no validated_json or no plan/apply mode",
+                          hint="Only LLM round traces (plan/apply) convert to golden traces.")
+    version = int(trace.get("schema_version") or 2)
+    request = trace.get("request") if isinstance(trace.get("request"), dict) else {}
+    code = trace.get("error_code") or None
+    outcome = trace.get("validation_outcome") or ("err" if code else "ok")
+    if code in APPLY_TIME_CODES:
+        outcome = "ok"
+    context: dict[str, Any] = {k: trace[k] for k in ("context_stats", "cache_stats") if isinstance(trace.get(k), dict)}
+    if trace.get("plan_files"):
+        context["plan_files"] = dict(sorted(trace["plan_files"].items()))
+    golden = {
+        "protocol": {"schema_version": version,
+                     "schema_hash": trace.get("schema_hash") or schema_hash(RESPONSE_SCHEMAS[version])},
+        "request": {"mode": trace_mode(trace),
+                    **{k: request[k] for k in GOLDEN_REQUEST_FIELDS[1:] if request.get(k) is not None}},
+        "context": context,
+        "result": {"validated_json": trace["validated_json"], "validation_outcome": outcome, "error_code": code},
+    }
+    errors = schema_errors("golden_trace", golden, "ERR_GOLDEN_INVALID")
+    if errors:
+        raise errors[0]
+    return golden

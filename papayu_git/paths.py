@@ -85,7 +85,18 @@ def is_protected(path: str, patterns: Sequence[str] = DEFAULT_PROTECTED) -> bool
 
 
 def protected_patterns(extra: Sequence[str] = ()) -> tuple[str, ...]:
-    return DEFAULT_PROTECTED + tuple(p for p in extra if p.strip())
+    """The built-in denylist plus user patterns. User patterns can only add: a '!'
+    pattern from the user is ignored, so the denylist is never weakened (SPEC §2.3)."""
+    added = tuple(p.strip() for p in extra if p.strip() and not p.strip().startswith("!"))
+    return DEFAULT_PROTECTED + added
+
+
+def configured_protected(cwd: str | None = None) -> tuple[str, ...]:
+    """Denylist for this repository: built-ins + `papayu.protectedPaths` / PAPAYU_PROTECTED_PATHS."""
+    from papayu_git import settings
+
+    raw = settings.get("protected_paths", cwd)
+    return protected_patterns(raw.replace("\n", ",").split(","))
 
 
 def check_not_protected(path: str, patterns: Sequence[str] = DEFAULT_PROTECTED) -> None:

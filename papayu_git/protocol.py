@@ -101,19 +101,43 @@ def raw_actions(data: Any) -> Any:
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```", re.S)
 _DECODER = json.JSONDecoder()
+# Prose around the JSON: try this many '{' / '[' positions before giving up, so a
+# 10 MB answer full of braces still parses in bounded time (issue 2).
+MAX_EMBEDDED_CANDIDATES = 8
+_JSON_PUNCTUATION = frozenset('{}[],:"')
 
 
-def _json_depth_ok(value: Any) -> bool:
+def coerce_mode(value: object) -> Mode:
+    """Mode from a CLI/trace/response value; the seed's fix-plan/chat/fixit rounds are PLAN rounds."""
+    if isinstance(value, Mode):
+        return value
+    if value in ("apply",):
+        return Mode.APPLY
+    if value in ("plan", "fix-plan", "chat", "fixit"):
+        return Mode.PLAN
+    raise PapayuError("ERR_USAGE", f"unknown mode {value!r}", hint="Use plan or apply.")
+
+
+def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Iterative (never recursive) check that ``value`` nests at most ``limit`` levels."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            return False
         if isinstance(item, dict):
+            if depth >= limit and item:
+                return False
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
+            if depth >= limit and item:
+                return False
             stack.extend((v, depth + 1) for v in item)
     return True
+
+
+def _decode_error(text: str, exc: json.JSONDecodeError) -> PapayuError:
+    if exc.pos >= len(text.rstrip()) or "Unterminated string" in exc.msg:
+        return PapayuError("ERR_JSON_TRUNCATED", f"JSON ends early: {exc.msg} at char {exc.pos}")
+    return PapayuError("ERR_JSON_INVALID", f"{exc.msg} at line {exc.lineno} column {exc.colno}")
 
 
 def _decode_at(text: str, start: int) -> tuple[Any, int]:
@@ -122,47 +146,89 @@ def _decode_at(text: str, start: int) -> tuple[Any, int]:
     except RecursionError:
         raise PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()) or "Unterminated string" in exc.msg:
-            raise PapayuError("ERR_JSON_TRUNCATED", f"JSON ends early: {exc.msg} at char {exc.pos}") from None
-        raise PapayuError("ERR_JSON_INVALID", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise _decode_error(text, exc) from None
 
 
 def _check_tail(text: str, end: int) -> None:
-    tail = text[end:].lstrip()
-    if tail and tail[0] in "{}[],:\"":
+    """Prose after the JSON is tolerated (SPEC §2.1.3); more JSON, punctuation or text glued
+    to the closing bracket is garbage: the model did not send one clean value."""
+    rest = text[end:]
+    tail = rest.lstrip()
+    if not tail:
+        return
+    glued = len(tail) == len(rest)
+    if glued or tail[0] in _JSON_PUNCTUATION or tail[0].isdigit():
         raise PapayuError("ERR_JSON_TRAILING_GARBAGE", f"unexpected {tail[:20]!r} after the JSON value")
 
 
-def parse_json_text(text: str | bytes) -> Any:
-    """Extract the one JSON value from a model answer or a file (best effort, bounded time)."""
+def _decode_whole(text: str) -> Any:
+    value, end = _decode_at(text, 0)
+    _check_tail(text, end)
+    return value
+
+
+def _candidates(text: str) -> list[int]:
+    starts: list[int] = []
+    for opener in "{[":  # objects first: '[' in prose is often a footnote
+        pos = text.find(opener)
+        while pos >= 0 and len(starts) < MAX_EMBEDDED_CANDIDATES:
+            starts.append(pos)
+            pos = text.find(opener, pos + 1)
+    return starts
+
+
+def _decode_embedded(text: str) -> Any:
+    first_error: PapayuError | None = None
+    failed_until = -1
+    for start in _candidates(text):
+        if start < failed_until:
+            continue  # inside a value that already failed: its pieces are not the answer
+        try:
+            value, end = _DECODER.raw_decode(text, start)
+        except RecursionError:
+            raise PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+        except json.JSONDecodeError as exc:
+            error = _decode_error(text, exc)
+            if error.code == "ERR_JSON_TRUNCATED":
+                raise error from None
+            first_error, failed_until = first_error or error, exc.pos
+            continue
+        if isinstance(value, (dict, list)):
+            _check_tail(text, end)
+            return value
+    if first_error is not None:
+        raise first_error
+    raise PapayuError("ERR_JSON_INVALID", "no JSON object or array in the text")
+
+
+def _as_text(text: str | bytes) -> str:
     if isinstance(text, bytes):
         if len(text) > MAX_INPUT_BYTES:
             raise PapayuError("ERR_INPUT_TOO_LARGE", f"{len(text)} bytes (max {MAX_INPUT_BYTES})")
         try:
-            text = text.decode("utf-8-sig")
+            return text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise PapayuError("ERR_JSON_INVALID", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     if len(text) > MAX_INPUT_BYTES:
         raise PapayuError("ERR_INPUT_TOO_LARGE", f"{len(text)} characters (max {MAX_INPUT_BYTES})")
-    stripped = text.strip()
+    return text
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """Extract the one JSON value from a model answer or a file (best effort, bounded time).
+
+    Plain JSON must be exactly one value; otherwise the first ```json fence is used,
+    else the first '{' / '[' in the prose that decodes (SPEC §2.1.3).
+    """
+    stripped = _as_text(text).strip()
     if not stripped:
         raise PapayuError("ERR_JSON_INVALID", "empty input")
     if stripped[0] in "{[":
-        value, end = _decode_at(stripped, 0)
-        _check_tail(stripped, end)
+        value = _decode_whole(stripped)
     else:
         fence = _FENCE.search(stripped)
-        if fence:
-            body = fence.group(1).strip()
-            value, end = _decode_at(body, 0)
-            _check_tail(body, end)
-        else:
-            # Prose around the JSON: decode from the first '{' (or '[' when no object).
-            starts = [i for i in (stripped.find("{"), stripped.find("[")) if i >= 0]
-            if not starts:
-                raise PapayuError("ERR_JSON_INVALID", "no JSON object or array in the text")
-            value, end = _decode_at(stripped, min(starts))
-            _check_tail(stripped, end)
-    if not _json_depth_ok(value):
+        value = _decode_whole(fence.group(1).strip()) if fence and fence.group(1).strip() \
+            else _decode_embedded(stripped)
+    if not json_depth_ok(value):
         raise PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     return value

@@ -48,11 +48,29 @@ def _fast_validator(name: str) -> Callable[[Any], Any]:
     return fastjsonschema.compile(load_schema(name))  # type: ignore[no-any-return]
 
 
+@lru_cache(maxsize=None)
+def _full_validator(name: str) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft7Validator(load_schema(name))
+
+
 def _location(path: Any) -> str:
     out = "$"
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
+
+
+def _message(err: Any) -> tuple[str, str]:
+    """(location, message) of the most specific cause: a oneOf/anyOf failure reports the
+    sub-error that got furthest instead of repeating the whole instance."""
+    while err.context:
+        # Skip the branches whose type does not even match (array vs object in v1's oneOf).
+        typed = [e for e in err.context if not (e.validator == "type" and not e.relative_path)]
+        err = max(typed or err.context, key=lambda e: len(e.absolute_path))
+    message = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+    return _location(err.absolute_path), message
 
 
 def schema_errors(name: str, data: Any, code: str = "ERR_SCHEMA") -> list[PapayuError]:
@@ -66,11 +84,8 @@ def schema_errors(name: str, data: Any, code: str = "ERR_SCHEMA") -> list[Papayu
         pass
     except RecursionError:
         return [PapayuError("ERR_JSON_TOO_DEEP", "JSON too deeply nested", path="$")]
-    import jsonschema
-
-    validator = jsonschema.Draft7Validator(load_schema(name))
     errors = []
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        message = err.message if len(err.message) <= 300 else err.message[:297] + "..."
-        errors.append(PapayuError(code, message, path=_location(err.absolute_path)))
+    for err in sorted(_full_validator(name).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        location, message = _message(err)
+        errors.append(PapayuError(code, message, path=location))
     return errors or [PapayuError(code, "does not match the schema", path="$")]

@@ -1,34 +1,76 @@
-"""Masking of secrets in traces, logs and error messages (SPEC §7).
+"""Masking of secrets in traces, logs and error messages (SPEC §7, seed 002).
 
-Issue 6 owns the full pattern list; every writer of text that may carry model
-output or environment data calls ``mask``.
+Every writer of text that may carry model output, environment data or a URL calls
+``mask``: traces (traces.write_trace), stderr events (output.event) and error
+messages (error_handler). The patterns are deliberately greedy: a masked
+non-secret costs little, a leaked key costs a rotation.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
-_PATTERNS = [
-    re.compile(r"sk-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"(?i)bearer\s+[A-Za-z0-9._\-~+/]+=*"),
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"github_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-]
-_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 MASK = "***"
+
+# Whole-match replacements: the matched text is a credential by its shape.
+_SHAPES = [
+    # PEM private keys (RSA, EC, OPENSSH, PGP...); an unterminated block is masked to the end.
+    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
+               re.S),
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),                         # OpenAI sk-…, sk-proj-…, Anthropic sk-ant-…
+    re.compile(r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}"),         # Stripe
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),                    # GitHub ghp_/gho_/ghu_/ghs_/ghr_
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),                  # GitHub fine-grained
+    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),                     # GitLab
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),                 # Slack
+    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),  # AWS access key ids
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),                        # Google API key
+    re.compile(r"\bhf_[A-Za-z0-9]{30,}"),                           # Hugging Face
+    re.compile(r"\bnpm_[A-Za-z0-9]{36}"),                           # npm
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-~+/]+=*"),
+]
+# Prefix-keeping replacements: group 1 stays, the rest becomes MASK.
+_ASSIGNMENTS = [
+    # https://user:password@host -> https://user:***@host
+    re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+(?=@)"),
+    # Authorization: Basic/Token …
+    re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?)[^\"'\n]+"),
+    # api_key=…, "password": "…", aws_secret_access_key = …, client_secret: …, X_TOKEN=…
+    re.compile(r"(?i)((?<![A-Za-z0-9])[A-Za-z0-9_.\-]*?(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|"
+               r"access[_\-]?key|private[_\-]?key|credentials?)[\"']?\s*[:=]\s*[\"']?)"
+               r"(?![\"'\s,;}]|\*\*\*)[^\s\"',;}]{4,}"),
+]
+# Environment variables whose values are secrets wherever they appear (seed 002).
+_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_SECRET_KEY", "_ACCESS_KEY", "_PRIVATE_KEY",
+                 "_APIKEY", "_PAT")
+_ENV_MIN_LEN = 6  # shorter values ("1", "yes") would mask ordinary words
 
 
 def _env_secret_values() -> list[str]:
-    values = [v for k, v in os.environ.items() if k.upper().endswith(_ENV_SUFFIXES) and len(v) >= 6]
+    values = {v for k, v in os.environ.items() if k.upper().endswith(_ENV_SUFFIXES) and len(v) >= _ENV_MIN_LEN}
     return sorted(values, key=len, reverse=True)
 
 
+def masker() -> Callable[[str], str]:
+    """A ``mask`` bound to the current environment's secret values (read once: for many strings)."""
+    values = _env_secret_values()
+    env_pattern = re.compile("|".join(map(re.escape, values))) if values else None
+
+    def apply(text: str) -> str:
+        if env_pattern is not None:
+            text = env_pattern.sub(MASK, text)
+        for pattern in _SHAPES:
+            text = pattern.sub(MASK, text)
+        for pattern in _ASSIGNMENTS:
+            text = pattern.sub(lambda m: m.group(1) + MASK, text)
+        return text
+
+    return apply
+
+
 def mask(text: str) -> str:
-    for value in _env_secret_values():
-        text = text.replace(value, MASK)
-    for pattern in _PATTERNS:
-        text = pattern.sub(MASK, text)
-    return text
+    """``text`` with every credential we can recognise replaced by ``***``."""
+    return masker()(text)

@@ -24,6 +24,8 @@ SETTINGS: list[Setting] = [
             "protocol used for LLM responses (1 or 2)"),
     Setting("protocol_fallback_to_v1", "PAPAYU_PROTOCOL_FALLBACK_TO_V1", "papayu.protocolFallbackToV1", "1",
             "allow the single v2 -> v1 fallback in APPLY (SPEC §2.4)"),
+    Setting("protected_paths", "PAPAYU_PROTECTED_PATHS", "papayu.protectedPaths", "",
+            "extra protected patterns (comma-separated, gitignore-like) added to the built-in denylist"),
     Setting("normalize_eol", "PAPAYU_NORMALIZE_EOL", "papayu.normalizeEol", "",
             "'lf' normalises CRLF to LF and adds a final newline"),
     Setting("check_command", "PAPAYU_CHECK_COMMAND", "papayu.checkCommand", "",
@@ -44,6 +46,8 @@ SETTINGS: list[Setting] = [
             "most characters of one file block"),
     Setting("context_max_total_chars", "PAPAYU_CONTEXT_MAX_TOTAL_CHARS", "papayu.context.maxTotalChars", "120000",
             "most characters of the whole context"),
+    Setting("context_recent_commits", "PAPAYU_CONTEXT_RECENT_COMMITS", "papayu.context.recentCommits", "5",
+            "the base context lists files changed in this many recent commits"),
     Setting("llm_provider", "PAPAYU_LLM_PROVIDER", "papayu.llm.provider", "",
             "openai | openai-compatible | ollama | local (empty: local unless a base URL is set)"),
     Setting("llm_base_url", "PAPAYU_LLM_BASE_URL", "papayu.llm.baseUrl", "",
@@ -80,6 +84,12 @@ def _git_config(cwd: str) -> dict[str, str]:
 
 def git_config_value(key: str, cwd: str | None = None) -> str | None:
     return _git_config(cwd or os.getcwd()).get(key.lower())
+
+
+def git_config_items(prefix: str, cwd: str | None = None) -> dict[str, str]:
+    """Every `git config` value whose (lower-cased) key starts with ``prefix``, e.g. "papayu.logs."."""
+    prefix = prefix.lower()
+    return {k[len(prefix):]: v for k, v in _git_config(cwd or os.getcwd()).items() if k.startswith(prefix)}
 
 
 def get(name: str, cwd: str | None = None) -> str:

@@ -16,7 +16,8 @@ from papayu_git.errors import PapayuError, ValidationFailed
 from papayu_git.memory import check_memory_patch
 from papayu_git.paths import DEFAULT_PROTECTED, check_path, is_protected
 from papayu_git.protocol import (
-    NO_CHANGES_PREFIX, Action, ActionKind, Mode, Response, parse_json_text, raw_actions,
+    DELETING_KINDS, MAX_JSON_DEPTH, NO_CHANGES_PREFIX, WRITING_KINDS, Action, ActionKind, Mode, Response, coerce_mode, json_depth_ok,
+    parse_json_text, raw_actions,
 )
 from papayu_git.schemas import RESPONSE_SCHEMAS, schema_errors
 
@@ -102,36 +103,70 @@ def _check_tree(action: Action, tree: TreeView) -> list[PapayuError]:
     return []
 
 
+def _check_patch_shape(action: Action) -> list[PapayuError]:
+    path, patch = action.path, action.patch or ""
+    problems = check_content(path, patch)
+    if problems:
+        return problems
+    if not looks_like_unified_diff(patch):
+        return [PapayuError("ERR_PATCH_NOT_UNIFIED", "patch has no '@@' hunk with changed lines", path=path)]
+    if not _SHA256.fullmatch(action.base_sha256 or ""):
+        return [PapayuError("ERR_BASE_SHA256_INVALID", f"{action.base_sha256!r} is not 64 lowercase hex",
+                            path=path)]
+    return []
+
+
+def _check_update(action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None,
+                  tree: TreeView | None) -> list[PapayuError]:
+    path = action.path
+    exists = (tree.entry_kind(path) == "file") if tree is not None else (
+        read_files is not None and path in read_files)
+    if protocol >= 2 and exists:
+        return [PapayuError("ERR_V2_UPDATE_EXISTING_FORBIDDEN", "UPDATE_FILE on an existing file", path=path)]
+    # v1: in APPLY every UPDATE_FILE must name a file read in PLAN (seed 001, golden v1/005).
+    if protocol == 1 and mode is Mode.APPLY and read_files is not None and path not in read_files:
+        return [PapayuError("ERR_UPDATE_WITHOUT_BASE", f"UPDATE_FILE path '{path}' not read in plan", path=path)]
+    return []
+
+
 def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None,
                   tree: TreeView | None, protected: Sequence[str]) -> list[PapayuError]:
     path, kind = action.path, action.kind
     if is_protected(path, protected):
         return [PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env)", path=path)]
-    if action.content is not None:
+    if kind in (ActionKind.CREATE_FILE, ActionKind.UPDATE_FILE):
+        if action.content is None:  # the v1 schema (like upstream's) leaves this to us
+            return [PapayuError("ERR_SCHEMA", f"{kind.value} needs 'content'", path=path)]
         problems = check_content(path, action.content)
         if problems:
             return problems
     if kind is ActionKind.PATCH_FILE:
-        if not looks_like_unified_diff(action.patch or ""):
-            return [PapayuError("ERR_PATCH_NOT_UNIFIED", "patch has no '@@' hunk with changed lines", path=path)]
-        if "\x00" in (action.patch or ""):
-            return [PapayuError("ERR_CONTENT_NUL", "patch contains a NUL byte", path=path)]
-        if not _SHA256.fullmatch(action.base_sha256 or ""):
-            return [PapayuError("ERR_BASE_SHA256_INVALID", f"{action.base_sha256!r} is not 64 lowercase hex",
-                                path=path)]
+        problems = _check_patch_shape(action)
+        if problems:
+            return problems
     if kind is ActionKind.UPDATE_FILE:
-        exists = (tree.entry_kind(path) == "file") if tree is not None else (
-            read_files is not None and path in read_files)
-        if protocol >= 2 and exists:
-            return [PapayuError("ERR_V2_UPDATE_EXISTING_FORBIDDEN", "UPDATE_FILE on an existing file", path=path)]
-        if protocol == 1 and mode is Mode.APPLY and read_files is not None and path not in read_files:
-            return [PapayuError("ERR_UPDATE_WITHOUT_BASE", f"UPDATE_FILE path '{path}' not read in plan", path=path)]
+        problems = _check_update(action, protocol, mode, read_files, tree)
+        if problems:
+            return problems
     if tree is not None:
         return _check_tree(action, tree)
     return []
 
 
+_DIR_KINDS = frozenset({ActionKind.CREATE_DIR, ActionKind.DELETE_DIR})
+
+
+def _same_path_conflict(path: str, kinds: list[ActionKind]) -> PapayuError:
+    names = "+".join(sorted(k.value for k in kinds))
+    if {k in _DIR_KINDS for k in kinds} == {True, False}:
+        return PapayuError("ERR_PATH_COLLISION", f"one path is used as a file and a directory: {names}",
+                           path=path)
+    return PapayuError("ERR_ACTION_CONFLICT", f"incompatible actions on one path: {names}", path=path)
+
+
 def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
+    """One action per path (case-insensitive: checkouts on macOS/Windows fold case);
+    no file may sit above another path of the plan; nothing survives DELETE_DIR (SPEC §2.3)."""
     by_path: dict[str, list[ActionKind]] = defaultdict(list)
     for action in actions:
         by_path[action.path.casefold()].append(action.kind)
@@ -139,13 +174,12 @@ def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
     for action in actions:
         kinds = by_path[action.path.casefold()]
         if len(kinds) > 1:
-            names = "+".join(sorted(k.value for k in kinds))
-            errors.append(PapayuError("ERR_ACTION_CONFLICT", f"incompatible actions on one path: {names}",
-                                      path=action.path))
+            errors.append(_same_path_conflict(action.path, kinds))
             by_path[action.path.casefold()] = []  # report each path once
-    file_paths = {a.path.casefold() for a in actions
-                  if a.kind in (ActionKind.CREATE_FILE, ActionKind.UPDATE_FILE, ActionKind.PATCH_FILE)}
+    file_paths = {a.path.casefold() for a in actions if a.kind in WRITING_KINDS}
     deleted_dirs = {a.path.casefold() for a in actions if a.kind is ActionKind.DELETE_DIR}
+    if not deleted_dirs and not any("/" in a.path for a in actions):
+        return errors
     for action in actions:
         parts = action.path.casefold().split("/")
         for depth in range(1, len(parts)):
@@ -154,7 +188,7 @@ def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
                 errors.append(PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file of this plan",
                                           path=action.path))
                 break
-            if prefix in deleted_dirs and action.kind not in (ActionKind.DELETE_FILE, ActionKind.DELETE_DIR):
+            if prefix in deleted_dirs and action.kind not in DELETING_KINDS:
                 errors.append(PapayuError("ERR_ACTION_CONFLICT", f"DELETE_DIR {prefix} removes this path again",
                                           path=action.path))
                 break
@@ -175,12 +209,15 @@ def validate_response(
     ``read_files`` (path -> sha256 of files shown in PLAN) enables the v1 UPDATE_FILE
     rule; ``tree`` enables the existence, symlink and submodule rules.
     """
-    mode = Mode(mode)
-    if protocol not in RESPONSE_SCHEMAS:
+    mode = coerce_mode(mode)
+    if not isinstance(protocol, int) or protocol not in RESPONSE_SCHEMAS:
         raise PapayuError("ERR_USAGE", f"unknown protocol {protocol}", hint="Use --protocol 1 or 2.")
     if protocol >= 2 and isinstance(data, list):
         raise ValidationFailed([PapayuError("ERR_SCHEMA", "protocol v2 accepts an object, not an array",
                                             path="$", hint="Wrap the actions: {\"actions\": [...], \"summary\": \"...\"}")])
+    if not json_depth_ok(data):  # before any recursive schema code sees it
+        raise ValidationFailed([PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels",
+                                            path="$")])
     items = raw_actions(data)
     if isinstance(items, list) and len(items) > MAX_ACTIONS:
         raise ValidationFailed([PapayuError("ERR_TOO_MANY_ACTIONS", f"{len(items)} actions (max {MAX_ACTIONS})")])

@@ -62,6 +62,7 @@ def _response_mode(data: Any) -> str:
 def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode: str | None,
                    report: FileReport) -> None:
     from papayu_git import golden, schemas, settings
+    from papayu_git.paths import configured_protected
     from papayu_git.validate import validate_response
 
     if kind in ("project", "preferences", "golden"):
@@ -79,10 +80,12 @@ def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode:
         protocol = 1 if isinstance(data, list) else settings.get_int("protocol_version")
     try:
         response = validate_response(data, protocol=protocol, mode=mode or _response_mode(data),
-                                     read_files=read_files)
+                                     read_files=read_files, protected=configured_protected())
         report.warnings.extend(response.warnings)
     except ValidationFailed as exc:
         report.errors.extend(exc.errors)
+    except PapayuError as exc:  # a stored plan naming an unknown protocol or mode
+        report.errors.append(exc)
 
 
 def _expected_kind(detected: str, kinds: tuple[str, ...], report: FileReport) -> str | None:

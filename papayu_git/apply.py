@@ -1,0 +1,298 @@
+"""Pure unified-diff application and new file contents from actions (SPEC §3, §2.3 EOL).
+
+Bytes in, bytes out, or a PapayuError: no I/O, no git. Model-written diffs are
+tolerated the way seed 003 ("PATCH_FILE engine") asks: a hunk is tried at its
+stated line, then at a unique exact match anywhere after the previous hunk
+(offset), then the same two steps ignoring whitespace differences; counts in
+headers are recounted from the body, `@@ @@` headers are located by context
+alone, a missing `\\ No newline at end of file` marker is forgiven. A match is
+only taken when the stated line confirms it or it is the only one: an ambiguous
+or absent match is ERR_PATCH_APPLY_FAILED with the hunk and the closest file
+lines, which is what the model sees in the repair prompt.
+
+Why not libgit2 / GNU patch: libgit2 matches only at the stated line; GNU patch
+can leave a file half-patched and guesses with fuzz (issue 3, measured).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from papayu_git.unified_diff import DiffLine, Hunk, parse_hunks
+from papayu_git.errors import PapayuError
+from papayu_git.protocol import Action, ActionKind
+
+MAX_CANDIDATES = 4
+MAX_SHOWN_LINES = 12
+
+__all__ = ["apply_patch", "new_file_contents", "sha256_hex", "normalize_eol_text"]
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def normalize_eol_text(text: str) -> str:
+    """PAPAYU_NORMALIZE_EOL=lf: CRLF -> LF and a trailing newline (SPEC §2.3)."""
+    text = text.replace("\r\n", "\n")
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+class FileLine(NamedTuple):
+    text: str
+    eol: str  # "\n", "\r\n" or "" (last line without a final newline)
+
+
+class Placement(NamedTuple):
+    start: int  # 0-based index of the hunk's first old line in the original file
+    hunk: Hunk
+
+
+_WS_RUN = re.compile(r"\s+")
+
+
+def _loose(text: str) -> str:
+    """Whitespace-insensitive key: trailing whitespace dropped, runs collapsed, BOM ignored."""
+    return _WS_RUN.sub(" ", text.replace("\ufeff", "").rstrip())
+
+
+def _decode(original: bytes, path: str) -> str:
+    if b"\x00" in original:
+        raise PapayuError("ERR_NON_UTF8_FILE", "the file is binary (contains NUL bytes)", path=path)
+    try:
+        return original.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PapayuError("ERR_NON_UTF8_FILE", f"the file is not UTF-8 ({exc.reason} at byte {exc.start})",
+                          path=path) from None
+
+
+def _split_lines(text: str) -> list[FileLine]:
+    parts = text.split("\n")
+    last = parts.pop()
+    lines = [FileLine(p[:-1], "\r\n") if p.endswith("\r") else FileLine(p, "\n") for p in parts]
+    if last:
+        lines.append(FileLine(last, ""))
+    return lines
+
+
+def _hunk_name(hunk: Hunk, total: int) -> str:
+    return f"hunk {hunk.index} of {total} ({hunk.header})"
+
+
+def _find(keys: Sequence[str], want: Sequence[str], lo: int) -> list[int]:
+    """Every start >= lo where keys[start:start+len(want)] == want."""
+    m = len(want)
+    first = want[0]
+    return [p for p in range(lo, len(keys) - m + 1)
+            if keys[p] == first and list(keys[p:p + m]) == list(want)]
+
+
+def _stated_start(hunk: Hunk) -> int | None:
+    if hunk.old_start is None:
+        return None
+    # "-5,0" means "insert after line 5"; otherwise old_start is the first old line (1-based).
+    return hunk.old_start if not hunk.old_lines else max(hunk.old_start - 1, 0)
+
+
+def _locate(hunk: Hunk, total: int, lines: Sequence[FileLine], lo: int, path: str) -> int:
+    stated = _stated_start(hunk)
+    old = hunk.old_lines
+    if not old:
+        # Pure insertion without context: only the stated line (or an empty file) can place it.
+        if stated is not None and lo <= stated <= len(lines):
+            return stated
+        if not lines and lo == 0:
+            return 0
+        raise PapayuError("ERR_PATCH_APPLY_FAILED",
+                          f"{_hunk_name(hunk, total)} has no context or removed lines to locate it; "
+                          "add context lines copied from the file", path=path)
+    exact = [ln.text for ln in lines]
+    for keys, want in ((exact, list(old)), ([_loose(t) for t in exact], [_loose(t) for t in old])):
+        found = _find(keys, want, lo)
+        if stated in found:
+            return stated  # type: ignore[return-value]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise _ambiguous(hunk, total, lines, found, path)
+    raise _absent(hunk, total, lines, lo, path)
+
+
+def _show(lines: Sequence[FileLine], start: int, stop: int) -> list[str]:
+    stop = min(stop, len(lines), start + MAX_SHOWN_LINES)
+    return [f"  {i + 1:>5} | {lines[i].text}" for i in range(max(start, 0), stop)]
+
+
+def _ambiguous(hunk: Hunk, total: int, lines: Sequence[FileLine], found: list[int], path: str) -> PapayuError:
+    m = len(hunk.old_lines)
+    places = ", ".join(f"lines {p + 1}-{p + m}" for p in found[:MAX_CANDIDATES])
+    more = f" and {len(found) - MAX_CANDIDATES} more" if len(found) > MAX_CANDIDATES else ""
+    shown = [f"candidate at line {p + 1}:\n" + "\n".join(_show(lines, p, p + min(m, 4)))
+             for p in found[:2]]
+    reason = (f"{_hunk_name(hunk, total)} is ambiguous: its {m} context/removed lines match at "
+              f"{len(found)} places ({places}{more}) and the header's line number confirms none.\n"
+              + "\n".join(shown))
+    return PapayuError("ERR_PATCH_APPLY_FAILED", reason, path=path,
+                       hint="Give the exact line numbers in the @@ header, or add context lines "
+                            "that occur only once in the file.")
+
+
+def _closest(lines: Sequence[FileLine], old: Sequence[str], stated: int | None) -> tuple[int, int]:
+    """(start, matching line count) of the window that best matches ``old``, ignoring whitespace."""
+    where: dict[str, list[int]] = {}
+    for i, ln in enumerate(lines):
+        where.setdefault(_loose(ln.text), []).append(i)
+    votes: Counter[int] = Counter()
+    for j, text in enumerate(old):
+        for i in where.get(_loose(text), ()):
+            votes[i - j] += 1
+    if not votes:
+        return (stated if stated is not None else 0), 0
+    anchor = stated if stated is not None else 0
+    start, score = max(votes.items(), key=lambda kv: (kv[1], -abs(kv[0] - anchor)))
+    return start, score
+
+
+def _absent(hunk: Hunk, total: int, lines: Sequence[FileLine], lo: int, path: str) -> PapayuError:
+    old = hunk.old_lines
+    if lo and _find([_loose(ln.text) for ln in lines], [_loose(t) for t in old], 0):
+        return PapayuError(
+            "ERR_PATCH_APPLY_FAILED",
+            f"{_hunk_name(hunk, total)} matches only before the end of the previous hunk (line {lo}); "
+            "hunks must be in file order and must not overlap", path=path,
+            hint="Order hunks by line number and merge overlapping hunks into one.")
+    start, score = _closest(lines, old, _stated_start(hunk))
+    detail = [f"{_hunk_name(hunk, total)} does not match the file: its {len(old)} context/removed lines "
+              "were not found, exactly or ignoring whitespace."]
+    if not lines:
+        detail.append("The file is empty.")
+    elif score:
+        detail.append(f"Closest place in the file, lines {max(start, 0) + 1}-{start + len(old)} "
+                      f"({score} of {len(old)} lines match):")
+        detail.extend(_show(lines, start, start + len(old)))
+        first_bad = next((j for j, t in enumerate(old)
+                          if not 0 <= start + j < len(lines) or _loose(lines[start + j].text) != _loose(t)), None)
+        if first_bad is not None:
+            detail.append(f"first differing hunk line: {old[first_bad]!r}")
+    else:
+        detail.append("No line of the hunk's context occurs in the file.")
+    return PapayuError("ERR_PATCH_APPLY_FAILED", "\n".join(detail), path=path)
+
+
+class EolStyle(NamedTuple):
+    uniform: str | None  # "\n" / "\r\n" when every line ending of the file agrees, else None
+
+    def for_added(self, line: DiffLine) -> str:
+        # Uniform file: keep its style whatever the diff used (a CRLF file stays CRLF).
+        # Mixed or no line endings at all: follow the diff line's own ending.
+        if self.uniform is not None:
+            return self.uniform
+        return "\r\n" if line.crlf else "\n"
+
+
+def _eol_style(lines: Sequence[FileLine]) -> EolStyle:
+    kinds = {ln.eol for ln in lines if ln.eol}
+    return EolStyle(kinds.pop() if len(kinds) == 1 else None)
+
+
+def _place_all(hunks: Sequence[Hunk], lines: Sequence[FileLine], path: str) -> list[Placement]:
+    placed: list[Placement] = []
+    lo = 0
+    for hunk in hunks:
+        start = _locate(hunk, len(hunks), lines, lo, path)
+        placed.append(Placement(start, hunk))
+        lo = start + len(hunk.old_lines)
+    return placed
+
+
+def _build(placed: Sequence[Placement], lines: Sequence[FileLine], style: EolStyle) -> list[FileLine]:
+    out: list[FileLine] = []
+    cur = 0
+    for start, hunk in placed:
+        out.extend(lines[cur:start])
+        q = start
+        for dl in hunk.lines:
+            if dl.tag == " ":
+                out.append(lines[q])  # context keeps the file's own text and ending
+                q += 1
+            elif dl.tag == "-":
+                q += 1
+            else:
+                out.append(FileLine(dl.text, style.for_added(dl)))
+        cur = q
+    out.extend(lines[cur:])
+    return out
+
+
+def _final_newline(placed: Sequence[Placement], lines: Sequence[FileLine]) -> bool | None:
+    """The final-newline state the result must have, or None to leave the built lines as they are."""
+    if not placed:
+        return None
+    start, hunk = placed[-1]
+    if start + len(hunk.old_lines) != len(lines):
+        return None  # the last hunk ends before the end of the file: the last line is untouched
+    original = not lines or lines[-1].eol != ""
+    if hunk.old_no_eol != hunk.new_no_eol:
+        return not hunk.new_no_eol  # the diff states a change of the final newline
+    if not hunk.old_no_eol and hunk.rewrites_last_line_unchanged():
+        return True  # git's shape for "add the final newline" with its marker lost
+    return original
+
+
+def apply_patch(original: bytes, patch: str, *, path: str, normalize_eol: bool = False) -> bytes:
+    """Apply a model-written unified diff to one file's bytes (SPEC §3)."""
+    text = _decode(original, path)
+    hunks = parse_hunks(patch, path=path)
+    lines = _split_lines(text)
+    placed = _place_all(hunks, lines, path)
+    out = _build(placed, lines, _eol_style(lines))
+    want_newline = _final_newline(placed, lines)
+    if out and want_newline is not None:
+        last = out[-1]
+        eol = (last.eol or _eol_style(lines).for_added(DiffLine("+", "", False))) if want_newline else ""
+        out[-1] = FileLine(last.text, eol)
+    result = "".join(ln.text + ln.eol for ln in out)
+    if result == text:
+        raise PapayuError("ERR_PATCH_APPLY_FAILED",
+                          f"the patch changes nothing in the file ({len(hunks)} hunk(s) matched; "
+                          "already applied?)", path=path,
+                          hint="Send a diff against the file as shown (FILE block), with real changes.")
+    if normalize_eol:
+        result = normalize_eol_text(result)
+    return result.encode("utf-8")
+
+
+def _encode_content(action: Action, normalize_eol: bool) -> bytes:
+    text = action.content or ""
+    if normalize_eol:
+        text = normalize_eol_text(text)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PapayuError("ERR_NON_UTF8_FILE", f"content cannot be encoded as UTF-8 ({exc.reason})",
+                          path=action.path) from None
+
+
+def new_file_contents(actions: Sequence[Action], read_blob: Callable[[str], bytes | None],
+                      *, normalize_eol: bool = False) -> dict[str, bytes]:
+    """path -> new bytes for every CREATE_FILE / UPDATE_FILE / PATCH_FILE action.
+
+    ``read_blob(path)`` returns the file's bytes at the base (the branch tip) or None.
+    Base sha256 checks are the transaction's job, not this function's.
+    """
+    out: dict[str, bytes] = {}
+    for action in actions:
+        if action.kind in (ActionKind.CREATE_FILE, ActionKind.UPDATE_FILE):
+            out[action.path] = _encode_content(action, normalize_eol)
+        elif action.kind is ActionKind.PATCH_FILE:
+            original = read_blob(action.path)
+            if original is None:
+                raise PapayuError("ERR_PATCH_MISSING_FILE", "PATCH_FILE for a file that does not exist",
+                                  path=action.path)
+            out[action.path] = apply_patch(original, action.patch or "", path=action.path,
+                                           normalize_eol=normalize_eol)
+    return out

@@ -1,0 +1,186 @@
+"""`git papayu apply [ID|FILE|-]`: run the SPEC §4 transaction for a plan.
+
+FILE or `-` is a model response (JSON); it is stored as a plan first so it gets an
+id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without actions
+(a PLAN-round answer) needs the APPLY round of the LLM layer: ``apply_round_hook``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from papayu_git import output
+from papayu_git.error_handler import handle_errors
+from papayu_git.errors import PapayuError
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from papayu_git.plans import StoredPlan
+    from papayu_git.protocol import Response
+    from papayu_git.transaction import ApplyOptions, ApplyResult
+
+
+def apply_round_hook(repo_root: Path, plan: "StoredPlan", protocol: int | None) -> "StoredPlan":
+    """The APPLY round for a stored plan that has no actions yet (SPEC §1 `apply`).
+
+    Seam for the LLM layer (issue 4): ``papayu_git.llm.rounds.apply_round(repo_root, plan,
+    protocol=...)`` must return the plan with the validated APPLY response (and save it).
+    """
+    try:
+        from papayu_git.llm.rounds import apply_round  # type: ignore[import-not-found]
+    except ImportError:
+        raise PapayuError("ERR_APPLY_ROUND_UNAVAILABLE", f"plan {plan.id} has no actions yet and the APPLY "
+                          "round of the LLM layer is not available") from None
+    return apply_round(repo_root, plan, protocol=protocol)  # type: ignore[no-any-return]
+
+
+def plan_from_json(pdir: Path, repo: "pygit2.Repository", raw: bytes, protocol: int | None,
+                   onto: str | None) -> "StoredPlan":
+    """A response file becomes a stored plan (id, base commit, target branch)."""
+    from papayu_git import plans, settings
+    from papayu_git.protocol import parse_json_text
+    from papayu_git.traces import now_iso
+
+    data = parse_json_text(raw)
+    if plans.is_plan_record(data):
+        plan = plans.StoredPlan.from_json(data)
+    else:
+        version = protocol or (1 if isinstance(data, list) else settings.get_int("protocol_version", repo.workdir))
+        head = None if repo.head_is_unborn else str(repo.head.target)
+        branch = onto or ("" if repo.head_is_detached else repo.head.shorthand)
+        plan = plans.StoredPlan(id=plans.new_id(), mode="apply", protocol=version, base_commit=head or "",
+                                branch=branch, response=data, created_at=now_iso())
+    plans.save(pdir, plan)
+    return plan
+
+
+def load_plan(pdir: Path, repo: "pygit2.Repository", source: str | None, protocol: int | None,
+              onto: str | None) -> "StoredPlan":
+    from papayu_git import plans
+
+    if source == "-":
+        return plan_from_json(pdir, repo, sys.stdin.buffer.read(), protocol, onto)
+    if source and Path(source).is_file():
+        return plan_from_json(pdir, repo, Path(source).read_bytes(), protocol, onto)
+    if source is None:
+        stored = sorted(plans.list_plans(pdir), key=lambda p: (p.created_at, p.id))
+        if not stored:
+            raise PapayuError("ERR_PLAN_NOT_FOUND", "no stored plan; pass a response FILE or `-`")
+        return stored[-1]
+    return plans.load(pdir, source)
+
+
+def response_of(root: Path, plan: "StoredPlan", protocol: int | None) -> tuple["StoredPlan", "Response"]:
+    from papayu_git.protocol import NO_CHANGES_PREFIX, raw_actions
+    from papayu_git.validate import validate_response
+
+    data = plan.response
+    summary = data.get("summary", "") if isinstance(data, dict) else ""
+    if not raw_actions(data) and not str(summary or "").startswith(NO_CHANGES_PREFIX):
+        plan = apply_round_hook(root, plan, protocol)
+        data = plan.response
+    version = protocol or plan.protocol
+    return plan, validate_response(data, protocol=version, mode="apply", read_files=plan.files or None)
+
+
+def _confirm_deletions(response: "Response", yes: bool) -> bool:
+    from papayu_git.protocol import DELETING_KINDS
+
+    doomed = [a.path for a in response.actions if a.kind in DELETING_KINDS]
+    if yes or not doomed:
+        return yes
+    if not sys.stdin.isatty():
+        return False  # the transaction refuses with ERR_DELETE_NOT_CONFIRMED
+    return click.confirm(f"The plan deletes {', '.join(doomed)}. Continue?", default=False, err=True)
+
+
+def run(source: str | None, options: "ApplyOptions", protocol: int | None = None, as_json: bool = False) -> int:
+    import dataclasses
+
+    from papayu_git.housekeeping import open_checkout
+    from papayu_git.transaction import apply_plan
+
+    repo, root, pdir = open_checkout()
+    plan = load_plan(pdir, repo, source, protocol, options.onto)
+    plan, response = response_of(root, plan, protocol)
+    if response.commands_to_run and not options.run_proposed:
+        output.info("The model proposes these commands (NOT run; --run-proposed runs them after the check):")
+        for command in response.commands_to_run:
+            output.info(f"  $ {command}")
+    options = dataclasses.replace(options, yes=_confirm_deletions(response, options.yes))
+    result = apply_plan(root, plan, response, options)
+    report(result, as_json)
+    return 1 if result.state == "rolled_back" else 0
+
+
+def report(result: "ApplyResult", as_json: bool) -> None:
+    if as_json:
+        output.emit_json(result.to_dict())
+        return
+    short = (result.commit or "")[:12]
+    if result.state == "landed":
+        output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
+    elif result.state == "review":
+        output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
+                      f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}")
+    elif result.state == "no_changes":
+        output.result(f"plan {result.plan_id}: nothing to apply")
+    else:
+        _report_rollback(result)
+    if result.check:
+        state = "passed" if result.check["passed"] else "FAILED"
+        output.info(f"check `{result.check['command']}` ({result.check['source']}): {state} "
+                    f"in {result.check['duration_sec']:.1f}s; log: {result.check['log']}")
+
+
+def _report_rollback(result: "ApplyResult") -> None:
+    if result.check and result.check.get("tail"):
+        output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
+        output.info(result.check["tail"])
+        output.info(output.colour("---", "dim", sys.stderr))
+    error = result.error or {}
+    output.error(f"{error.get('code', 'ERR_CHECK_FAILED')}: {error.get('reason', '')} ({error.get('hint', '')})")
+    kept = f"; branch {result.branch} kept" if result.branch_kept else ""
+    output.result(f"rolled back plan {result.plan_id}: {result.target} unchanged{kept}")
+
+
+def _options(**kwargs: Any) -> "ApplyOptions":
+    from papayu_git.transaction import ApplyOptions
+
+    return ApplyOptions(**kwargs)
+
+
+@click.command("apply")
+@click.argument("source", required=False, metavar="[ID|FILE|-]")
+@click.option("--check", "check_cmd", metavar="CMD", help="Check command to run in the worktree (overrides "
+              "papayu.checkCommand, project.json and detection).")
+@click.option("--no-check", is_flag=True, help="Land without running a check.")
+@click.option("--review", is_flag=True, help="Stop after the commit (and check); keep branch papayu/<id>.")
+@click.option("--keep-failed", is_flag=True, help="Keep papayu/<id> when the check fails.")
+@click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch.")
+@click.option("--rebase", is_flag=True, help="If the branch moved, re-apply on its new tip when bases match.")
+@click.option("-y", "--yes", is_flag=True, help="Confirm deletions without asking.")
+@click.option("--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree.")
+@click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol of the response (default: the plan's).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable result with per-stage timings.")
+def command(source: str | None, check_cmd: str | None, no_check: bool, review: bool, keep_failed: bool,
+            onto: str | None, rebase: bool, yes: bool, run_proposed: bool, protocol: str | None,
+            as_json: bool) -> None:
+    """Apply a plan as a commit on papayu/<id>, run the check in a temporary
+    worktree, and fast-forward your branch only if it passes (SPEC §4).
+
+    \b
+    SOURCE: a stored plan ID (or unique prefix), a response FILE, or `-` (stdin);
+    default: the newest stored plan. Your branch, index and working tree stay
+    untouched unless the check passes; on failure papayu/<id> is deleted.
+    Exit 0 landed/review, 1 rolled back or refused (ERR_* printed).
+    """
+    with handle_errors(as_json):
+        options = _options(check=check_cmd, no_check=no_check, review=review, keep_failed=keep_failed, onto=onto,
+                           rebase=rebase, yes=yes, run_proposed=run_proposed)
+        raise SystemExit(run(source, options, int(protocol) if protocol else None, as_json))

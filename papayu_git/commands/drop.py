@@ -1,0 +1,56 @@
+"""`git papayu drop ID`: delete a kept `papayu/<id>` branch (SPEC §1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from papayu_git import output
+from papayu_git.error_handler import handle_errors
+from papayu_git.errors import PapayuError
+
+if TYPE_CHECKING:
+    import pygit2
+
+
+def resolve_generated(repo: "pygit2.Repository", pdir: Path, id_or_prefix: str) -> str:
+    """A plan id (or unique prefix) of a stored plan or of a `papayu/<id>` branch."""
+    from papayu_git import plans
+    from papayu_git.worktree import BRANCH_PREFIX, generated_branches
+
+    name = id_or_prefix[len(BRANCH_PREFIX):] if id_or_prefix.startswith(BRANCH_PREFIX) else id_or_prefix
+    try:
+        return plans.resolve_id(pdir, name)
+    except PapayuError:
+        matches = sorted(i for i in generated_branches(repo) if i.startswith(name))
+        if len(matches) == 1:
+            return matches[0]
+        raise
+
+
+def run(plan_id: str, as_json: bool = False) -> int:
+    from papayu_git.housekeeping import open_checkout
+    from papayu_git.transaction import update_outcome
+    from papayu_git.worktree import delete_branch
+
+    repo, _root, pdir = open_checkout()
+    resolved = resolve_generated(repo, pdir, plan_id)
+    deleted = delete_branch(repo, resolved)
+    if deleted:
+        update_outcome(pdir, resolved, state="dropped")
+    if as_json:
+        output.emit_json({"ok": True, "plan_id": resolved, "branch_deleted": deleted})
+    else:
+        output.result(f"dropped papayu/{resolved}" if deleted else f"plan {resolved} has no branch; nothing to drop")
+    return 0
+
+
+@click.command("drop")
+@click.argument("plan_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def command(plan_id: str, as_json: bool) -> None:
+    """Delete the generated branch papayu/ID (the stored plan is kept). Your branch is not touched."""
+    with handle_errors(as_json):
+        raise SystemExit(run(plan_id, as_json))

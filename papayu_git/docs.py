@@ -1,0 +1,149 @@
+"""Generated documentation: the README tables and the man page come from the code.
+
+`python -m papayu_git.docs --write` rewrites the marked regions of README.md
+(`<!-- NAME:BEGIN -->` … `<!-- NAME:END -->`) and `man/git-papayu.1` (which git shows for
+`git papayu --help`); `--check` exits 1 when either is out of date. tests/test_docs.py
+runs the check, so adding an error code, a setting or a command means regenerating.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MAN_PAGE = ROOT / "man" / "git-papayu.1"
+
+
+class Limit(NamedTuple):
+    what: str
+    value: str
+    code: str
+
+
+def limits() -> list[Limit]:
+    from papayu_git.paths import MAX_PATH_LEN
+    from papayu_git.protocol import MAX_INPUT_BYTES, MAX_JSON_DEPTH
+    from papayu_git.validate import MAX_ACTIONS, MAX_FILE_BYTES, MAX_TOTAL_BYTES, PSEUDO_BINARY_RATIO
+
+    mib = 1024 * 1024
+    return [
+        Limit("path length", f"{MAX_PATH_LEN} characters", "ERR_PATH_TOO_LONG"),
+        Limit("actions per response", str(MAX_ACTIONS), "ERR_TOO_MANY_ACTIONS"),
+        Limit("content of one file (or one patch)", f"{MAX_FILE_BYTES // mib} MiB ({MAX_FILE_BYTES} bytes)",
+              "ERR_FILE_TOO_LARGE"),
+        Limit("all contents and patches together", f"{MAX_TOTAL_BYTES // mib} MiB ({MAX_TOTAL_BYTES} bytes)",
+              "ERR_TOTAL_TOO_LARGE"),
+        Limit("non-printable characters in a content", f"{PSEUDO_BINARY_RATIO:.0%}", "ERR_PSEUDO_BINARY"),
+        Limit("NUL bytes in a content", "0", "ERR_CONTENT_NUL"),
+        Limit("size of a response or file read", f"{MAX_INPUT_BYTES // mib} MiB", "ERR_INPUT_TOO_LARGE"),
+        Limit("JSON nesting depth", f"{MAX_JSON_DEPTH} levels", "ERR_JSON_TOO_DEEP"),
+    ]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def error_table() -> str:
+    from papayu_git.errors import ERROR_CODES
+
+    rows = ["| code | meaning | repair hint (also sent to the model) |", "|---|---|---|"]
+    rows += [f"| `{code}` | {_cell(spec.meaning)} | {_cell(spec.hint)} |" for code, spec in ERROR_CODES.items()]
+    return "\n".join(rows)
+
+
+def limits_table() -> str:
+    rows = ["| limit | value | error code |", "|---|---|---|"]
+    rows += [f"| {_cell(lim.what)} | {lim.value} | `{lim.code}` |" for lim in limits()]
+    return "\n".join(rows)
+
+
+def settings_table() -> str:
+    from papayu_git.settings import markdown_table
+
+    return markdown_table()
+
+
+REGIONS: dict[str, Callable[[], str]] = {
+    "ERROR-TABLE": error_table,
+    "LIMITS-TABLE": limits_table,
+    "SETTINGS-TABLE": settings_table,
+}
+
+
+def render_readme(text: str) -> str:
+    """README text with every marked region replaced by its generated table."""
+    for name, make in REGIONS.items():
+        pattern = re.compile(rf"(<!-- {name}:BEGIN -->\n).*?(<!-- {name}:END -->)", re.S)
+        if not pattern.search(text):
+            raise ValueError(f"README has no <!-- {name}:BEGIN --> ... <!-- {name}:END --> region")
+        body = make()
+        text = pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+    return text
+
+
+def _roff(text: str) -> str:
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in text.splitlines())
+
+
+def man_page() -> str:
+    """roff for `man git-papayu`: git turns `git papayu --help` into `git help papayu`."""
+    from papayu_git import __version__
+    from papayu_git.cli import LAZY_COMMANDS
+    from papayu_git.settings import SETTINGS
+
+    out = [f'.TH GIT\\-PAPAYU 1 "" "papayu\\-git {__version__}" "Git Manual"', ".SH NAME",
+           "git\\-papayu \\- plans from a language model land as commits only when the check passes",
+           ".SH SYNOPSIS", ".B git papayu", "[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]...",
+           ".br", "Also installed as \\fBpapayu\\fR and \\fBpython \\-m papayu_git\\fR.",
+           ".SH DESCRIPTION", _roff(
+               "papayu-git asks a language model for a fix plan in a strict JSON protocol, validates it, "
+               "commits it in a temporary git worktree, runs the project's check there and fast-forwards "
+               "your branch only if the check passes. Your branch, index and working tree are untouched "
+               "otherwise. Run 'git papayu COMMAND -h' for the options of a command."),
+           ".SH COMMANDS"]
+    for name in sorted(LAZY_COMMANDS):
+        out += [".TP", f"\\fB{_roff(name)}\\fR", _roff(LAZY_COMMANDS[name][1])]
+    out += [".SH EXIT STATUS", ".TP", "0", "success", ".TP", "1",
+            _roff("a failure with an ERR_... code and a hint (validation error, check failed, ...)"),
+            ".TP", "2", "usage error", ".TP", "3", "internal bug", ".TP", "130", "interrupted", ".SH ENVIRONMENT"]
+    for setting in SETTINGS:
+        if setting.env:
+            git_key = f" (git config {setting.git_key})" if setting.git_key else ""
+            out += [".TP", f"\\fB{_roff(setting.env)}\\fR", _roff(f"{setting.meaning}{git_key}; "
+                                                                   f"default '{setting.default}'")]
+    out += [".SH SEE ALSO", _roff("README.md of papayu-git: error codes, limits and settings tables."), ""]
+    return "\n".join(out)
+
+
+def _outputs(readme: Path) -> dict[Path, str]:
+    return {readme: render_readme(readme.read_text(encoding="utf-8")), MAN_PAGE: man_page()}
+
+
+def main(argv: list[str]) -> int:
+    write = "--write" in argv
+    paths = [Path(a) for a in argv if not a.startswith("--")]
+    stale = []
+    for path, text in _outputs(paths[0] if paths else README).items():
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if current == text:
+            continue
+        stale.append(path)
+        if write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    for path in stale:
+        print(f"{'updated' if write else 'out of date'}: {path}", file=sys.stderr)
+    if stale and not write:
+        print("run: python -m papayu_git.docs --write", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,96 @@
+"""Cleaning what dead papayu processes left (SPEC §4.7) and `gc`.
+
+Every command calls ``clear_stale`` first: locks whose process is gone are removed,
+after their leftovers are cleaned (the generated branch of a killed apply, a ref
+lock a killed land may have left). ``gc`` also removes idle pooled worktrees and
+generated branches older than N days.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from papayu_git import locks
+from papayu_git.git import common_dir, run_git
+from papayu_git.landing import clear_dead_land
+
+if TYPE_CHECKING:
+    import pygit2
+
+KEPT_STATES = frozenset({"review", "rolled_back"})  # a branch kept on purpose (--review, --keep-failed, dirty)
+
+
+def clear_stale(repo: "pygit2.Repository", pdir: Path) -> list[locks.LockInfo]:
+    git_common = common_dir(repo)
+
+    def dead_apply(info: locks.LockInfo) -> None:
+        plan_id = str(info.data.get("plan", ""))
+        if plan_id and not _kept_on_purpose(repo, pdir, plan_id):
+            from papayu_git.worktree import delete_branch
+
+            delete_branch(repo, plan_id)
+
+    handlers = {"apply": dead_apply, "land": lambda info: clear_dead_land(info, git_common)}
+    return locks.clear_stale(pdir, handlers)
+
+
+def _kept_on_purpose(repo: "pygit2.Repository", pdir: Path, plan_id: str) -> bool:
+    """The branch is the one an earlier, finished run kept (review / --keep-failed)."""
+    from papayu_git import plans
+    from papayu_git.worktree import generated_branches
+
+    try:
+        outcome = plans.load(pdir, plan_id).extra.get("apply") or {}
+    except Exception:  # noqa: BLE001 - an unreadable record keeps nothing
+        return False
+    commit = generated_branches(repo).get(plan_id)
+    return outcome.get("state") in KEPT_STATES and commit is not None and outcome.get("commit") == commit
+
+
+@dataclass
+class GcReport:
+    locks: list[str] = field(default_factory=list)
+    worktrees: list[str] = field(default_factory=list)
+    branches: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+
+
+def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> GcReport:
+    from papayu_git.worktree import BRANCH_PREFIX, delete_branch, generated_branches, remove_idle_worktrees
+
+    report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
+    report.worktrees = [str(p) for p in remove_idle_worktrees(repo_root, pdir)]
+    cutoff = time.time() - days * 86400
+    for plan_id, commit in sorted(generated_branches(repo).items()):
+        if _applying(pdir, plan_id) or repo[commit].commit_time > cutoff:
+            continue
+        if delete_branch(repo, plan_id):
+            report.branches.append(BRANCH_PREFIX + plan_id)
+    checks = pdir / "checks"
+    for log in sorted(checks.glob("*.log")) if checks.is_dir() else []:
+        if log.stat().st_mtime < cutoff:
+            log.unlink(missing_ok=True)
+            report.logs.append(str(log))
+    run_git(["worktree", "prune"], cwd=repo_root, check=False)
+    return report
+
+
+def _applying(pdir: Path, plan_id: str) -> bool:
+    info = locks.read_lock(locks.locks_dir(pdir) / f"apply-{plan_id}.lock")
+    return info is not None and info.alive
+
+
+def open_checkout(start: str | None = None) -> tuple["pygit2.Repository", Path, Path]:
+    """(repo, work tree root, .git/papayu) for a command, after clearing stale locks."""
+    from papayu_git.errors import PapayuError
+    from papayu_git.git import open_repo, papayu_dir
+
+    repo = open_repo(start)
+    if repo.workdir is None:
+        raise PapayuError("ERR_NOT_A_GIT_REPO", f"{repo.path} is a bare repository; run papayu in a work tree")
+    pdir = papayu_dir(repo)
+    clear_stale(repo, pdir)
+    return repo, Path(repo.workdir), pdir

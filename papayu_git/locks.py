@@ -1,0 +1,152 @@
+"""Lock files under `.git/papayu/locks/` guarded by the owner's pid (SPEC §4.7).
+
+A lock is a small JSON file created with O_EXCL. It is stale when its process is
+gone (or the pid was reused: the process start time differs). Every command
+clears stale locks; what a dead owner left behind (its generated branch, git's
+own `*.lock` files of refs it was updating) is cleaned by the caller via
+``on_stale`` callbacks registered per lock kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from papayu_git.errors import PapayuError
+
+
+def locks_dir(papayu_dir: Path) -> Path:
+    return papayu_dir / "locks"
+
+
+def _start_time(pid: int) -> str:
+    """Process start time from /proc (Linux); "" elsewhere, which disables the pid-reuse check."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def pid_alive(pid: int, start_time: str = "") -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if start_time:
+        current = _start_time(pid)
+        if current and current != start_time:
+            return False  # the pid now belongs to another process
+    if Path(f"/proc/{pid}/stat").exists():
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        return state != "Z"  # a zombie holds nothing
+    return True
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    path: Path
+    pid: int
+    start_time: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def alive(self) -> bool:
+        return pid_alive(self.pid, self.start_time)
+
+
+def read_lock(path: Path) -> LockInfo | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return LockInfo(path, int(data["pid"]), str(data.get("start_time", "")), data)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        # Half-written by a process killed between create and write: treat as dead.
+        return LockInfo(path, 0, "", {})
+
+
+def try_acquire(path: Path, /, **data: Any) -> bool:
+    """Create the lock atomically; clear it first when its owner is dead. False if held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    body = json.dumps({"pid": pid, "start_time": _start_time(pid), "created": time.time(), **data})
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            info = read_lock(path)
+            if info is not None and (info.pid == 0 and _young(path) or info.pid and info.alive):
+                return False
+            _unlink(path)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(body)
+        return True
+    return False
+
+
+def _young(path: Path) -> bool:
+    """An empty lock file may be one being written right now: give it a second."""
+    try:
+        return time.time() - path.stat().st_mtime < 1.0
+    except OSError:
+        return False
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def release(path: Path) -> None:
+    info = read_lock(path)
+    if info is not None and info.pid == os.getpid():
+        _unlink(path)
+
+
+@contextmanager
+def held(path: Path, /, *, wait_sec: float = 30.0, what: str = "", **data: Any) -> Iterator[None]:
+    """Hold the lock for the block, waiting up to ``wait_sec`` for another owner."""
+    deadline = time.monotonic() + wait_sec
+    while not try_acquire(path, **data):
+        if time.monotonic() > deadline:
+            info = read_lock(path)
+            raise PapayuError("ERR_LOCKED", f"{what or path.name} is held by pid {info.pid if info else '?'}",
+                              path=str(path))
+        time.sleep(0.02)
+    try:
+        yield
+    finally:
+        release(path)
+
+
+StaleHandler = Callable[[LockInfo], None]
+
+
+def clear_stale(papayu_dir: Path, handlers: dict[str, StaleHandler] | None = None) -> list[LockInfo]:
+    """Remove locks of dead processes, calling ``handlers[kind]`` first so leftovers are cleaned."""
+    cleared: list[LockInfo] = []
+    for directory in (locks_dir(papayu_dir), papayu_dir / "worktrees"):
+        if not directory.is_dir():
+            continue
+        for path in directory.glob("*.lock"):
+            info = read_lock(path)
+            if info is None or (info.pid == 0 and _young(path)) or (info.pid and info.alive):
+                continue
+            handler = (handlers or {}).get(str(info.data.get("kind", "")))
+            if handler is not None:
+                handler(info)
+            _unlink(path)
+            cleared.append(info)
+    return cleared

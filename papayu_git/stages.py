@@ -1,0 +1,44 @@
+"""Stage timings for `--json` and the test pause points (issue 3).
+
+``PAPAYU_TEST_PAUSE_AT=<stage>`` makes papayu print a marker on stderr and sleep
+at that stage until it is killed, so tests can `kill -9` it at a known point
+(after_commit, during_check, during_land) and check that nothing of the user's
+state changed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from papayu_git import output
+
+PAUSE_ENV = "PAPAYU_TEST_PAUSE_AT"
+PAUSE_MARKER = "PAPAYU_PAUSED"
+STAGES = ("after_commit", "during_check", "during_land")
+
+
+def pause_point(stage: str) -> None:
+    if os.environ.get(PAUSE_ENV) != stage:
+        return
+    output.info(f"{PAUSE_MARKER} stage={stage} pid={os.getpid()}")
+    while True:  # until killed: the test's kill -9 is the point
+        time.sleep(3600)
+
+
+class Stopwatch:
+    """Accumulates seconds per stage name (validate, build_commit, check, land)."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 6)

@@ -1,0 +1,139 @@
+"""Protocol metrics from traces and the v2 graduation criteria (seed 003, SPEC §2.4).
+
+Pure: a list of trace dicts in, a dict of numbers out. One trace = one plan or
+apply command; its protocol_* fields describe the repair and fallback rounds
+inside it (traces.py layout).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from papayu_git.golden import trace_mode
+
+GRADUATION_WINDOW = 100          # seed 003: "over the last 100 APPLY"
+GRADUATION_MAX_RATE = 0.01       # seed 003: "< 1%"
+NON_UTF8 = "ERR_NON_UTF8_FILE"
+PATCH_FAILED = "ERR_PATCH_APPLY_FAILED"
+UPDATE_FORBIDDEN = "ERR_V2_UPDATE_EXISTING_FORBIDDEN"
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return round(part / whole, 6) if whole else None
+
+
+def p95(values: Sequence[float]) -> float | None:
+    """Nearest-rank 95th percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def _fell_back(trace: Mapping[str, Any]) -> bool:
+    return bool(trace.get("protocol_fallback_attempted"))
+
+
+def _codes_seen(trace: Mapping[str, Any]) -> set[str]:
+    """Every ERR code the apply met: the one repaired, the one fallen back on, the final one."""
+    codes = {trace.get("protocol_repair_reason"), trace.get("protocol_fallback_reason")}
+    final = trace.get("error_code")
+    codes.add(final.split(":", 1)[0] if isinstance(final, str) else None)
+    return {c for c in codes if isinstance(c, str) and c}
+
+
+def _repaired(trace: Mapping[str, Any]) -> bool:
+    """A v2 repair round ran and the apply then succeeded without falling back."""
+    return trace.get("protocol_repair_attempt") == 1 and not _fell_back(trace) and \
+        trace.get("validation_outcome", "ok") == "ok" and not trace.get("error_code")
+
+
+def _check_state(trace: Mapping[str, Any]) -> str | None:
+    check = trace.get("check")
+    return check.get("state") if isinstance(check, dict) else None
+
+
+def _latency(trace: Mapping[str, Any]) -> float | None:
+    request = trace.get("request")
+    value = request.get("latency_ms") if isinstance(request, dict) else trace.get("latency_ms")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def protocol_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    count = len(applies)
+    reasons = Counter(str(t.get("protocol_fallback_reason") or "unknown") for t in applies if _fell_back(t))
+    fallbacks = sum(reasons.values())
+    non_utf8 = reasons.get(NON_UTF8, 0)
+    repairs = [t for t in applies if t.get("protocol_repair_attempt") == 1]
+    return {
+        "apply_count": count,
+        "fallback_count": fallbacks,
+        "fallback_rate": _ratio(fallbacks, count),
+        # seed 003: NON_UTF8 is a limit of the data, not a failure of v2 — out of both counts.
+        "fallback_rate_excluding_non_utf8": _ratio(fallbacks - non_utf8, count - non_utf8),
+        "fallback_reasons": dict(sorted(reasons.items())),
+        "repair_attempts": len(repairs),
+        "repair_successes": sum(1 for t in repairs if _repaired(t)),
+        "repair_success_rate": _ratio(sum(1 for t in repairs if _repaired(t)), len(repairs)),
+    }
+
+
+def check_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    states = [s for s in map(_check_state, applies) if s in ("passed", "failed", "timeout")]
+    return {"check_runs": len(states), "check_passed": states.count("passed"),
+            "check_pass_rate": _ratio(states.count("passed"), len(states))}
+
+
+def latency_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    values = [v for v in map(_latency, traces) if v is not None]
+    return {"count": len(values), "mean": round(sum(values) / len(values), 3) if values else None,
+            "p95": p95(values)}
+
+
+def _criterion(name: str, value: Any, threshold: str, holds: bool) -> dict[str, Any]:
+    return {"name": name, "value": value, "threshold": threshold, "holds": holds}
+
+
+def graduation(applies: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Seed 003 "Graduation criteria": when PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 is safe."""
+    count = len(applies)
+    patch_failed = sum(1 for t in applies if PATCH_FAILED in _codes_seen(t))
+    repaired = sum(1 for t in applies if t.get("protocol_repair_reason") == PATCH_FAILED and _repaired(t))
+    fell_back = sum(1 for t in applies if _fell_back(t) and t.get("protocol_fallback_reason") == PATCH_FAILED)
+    forbidden = sum(1 for t in applies if UPDATE_FORBIDDEN in _codes_seen(t))
+    rate = metrics["fallback_rate_excluding_non_utf8"]
+    criteria = [
+        _criterion("enough_applies", count, f">= {GRADUATION_WINDOW}", count >= GRADUATION_WINDOW),
+        _criterion("fallback_rate_excluding_non_utf8", rate, "< 0.01", rate is not None and rate < GRADUATION_MAX_RATE),
+        _criterion("patch_apply_failed_rate", _ratio(patch_failed, count), "< 0.01",
+                   count > 0 and patch_failed / count < GRADUATION_MAX_RATE),
+        _criterion("patch_apply_failed_repaired_vs_fallback", {"repaired": repaired, "fallback": fell_back},
+                   "repaired > fallback (or no failures)", patch_failed == 0 or repaired > fell_back),
+        _criterion("v2_update_existing_forbidden_rate", _ratio(forbidden, count), "< 0.01 (tends to 0)",
+                   count > 0 and forbidden / count < GRADUATION_MAX_RATE),
+    ]
+    return {"window": GRADUATION_WINDOW, "criteria": criteria, "ready": all(c["holds"] for c in criteria),
+            "action": "PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 (v2-only) is safe"
+            if all(c["holds"] for c in criteria) else "keep the v1 fallback"}
+
+
+def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WINDOW) -> dict[str, Any]:
+    """Metrics over the last ``last`` APPLY traces (oldest first in ``traces``); latency over
+    every plan/apply trace from the first of those applies on."""
+    apply_positions = [i for i, t in enumerate(traces) if trace_mode(t) == "apply"]
+    window = apply_positions[-last:] if last else apply_positions
+    applies = [traces[i] for i in window]
+    since = window[0] if window else max(0, len(traces) - last)
+    llm_rounds = [t for t in traces[since:] if trace_mode(t) is not None]
+    metrics = protocol_metrics(applies)
+    return {
+        "last": last,
+        "traces": len(traces),
+        **metrics,
+        **check_metrics(applies),
+        "latency_ms": latency_metrics(llm_rounds),
+        "graduation": graduation(applies, metrics),
+    }

@@ -1,0 +1,178 @@
+"""Traces (SPEC §7, seeds 002/003): `.git/papayu/traces/<trace_id>.json`.
+
+One JSON object per LLM round trip (plan, apply, repair, fallback) or apply
+transaction. Layout (every field optional except the first three; writers fill
+what they know, readers — `trace`, `stats`, golden conversion — tolerate gaps):
+
+    trace_format              1
+    trace_id                  uuid4 string (seed 002: "each propose has a trace_id (UUID)")
+    created_at                ISO-8601 UTC with microseconds (sort key for `stats --last N`)
+    command                   "plan" | "apply" | "fix" | "validate" ...
+    plan_id                   the stored plan this trace belongs to
+    config_snapshot           {setting name: value} of settings.SETTINGS (never API keys)
+    schema_version, schema_hash   protocol of the validated answer; sha256 of its schema file
+    request                   {mode, provider, model, input_chars, token_budget, strict_json, latency_ms}
+    context_stats, cache_stats    ContextSession counters (seed 001)
+    plan_files                {path: sha256} shown to the model in PLAN
+    validated_json            the validated (or rejected) model answer
+    validation_outcome        "ok" | "err";   error_code: ERR_* or null
+    protocol_default, protocol_attempts, protocol_fallback_reason, protocol_fallback_stage,
+    protocol_repair_attempt, protocol_fallback_attempted      SPEC §2.4, seed 003
+    check                     {command, state: passed|failed|timeout|skipped, exit_code, duration_sec}
+    apply                     {state: landed|rolled_back|review|no_changes, branch, commit}
+    raw_content               raw model output — only with PAPAYU_TRACE_RAW=1, masked
+
+Every string of the record goes through ``secrets.mask`` before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from papayu_git.errors import PapayuError
+
+TRACE_FORMAT = 1
+# Settings whose names say they might hold a credential never enter a snapshot.
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def new_trace_id() -> str:
+    return str(uuid.uuid4())
+
+
+def traces_dir(papayu_dir: Path) -> Path:
+    return papayu_dir / "traces"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _settings_cwd(papayu_dir: Path) -> str | None:
+    # `.git/papayu` may not exist yet; git config is read from the repository it belongs to.
+    parent = papayu_dir.parent
+    return str(parent) if parent.is_dir() else None
+
+
+def tracing_enabled(papayu_dir: Path | None = None) -> bool:
+    from papayu_git import settings
+
+    return settings.get_bool("trace", _settings_cwd(papayu_dir) if papayu_dir else None)
+
+
+def raw_enabled(papayu_dir: Path | None = None) -> bool:
+    from papayu_git import settings
+
+    return settings.get_bool("trace_raw", _settings_cwd(papayu_dir) if papayu_dir else None)
+
+
+def config_snapshot(cwd: str | None = None) -> dict[str, str]:
+    """Every setting's effective value (SETTINGS table), masked; credentials excluded."""
+    from papayu_git import settings
+    from papayu_git.secrets import masker
+
+    mask = masker()
+    snapshot = {}
+    for setting in settings.SETTINGS:
+        if any(word in setting.name.lower() for word in _SECRET_WORDS):
+            continue
+        snapshot[setting.name] = mask(settings.get(setting.name, cwd))
+    return snapshot
+
+
+def schema_fields(protocol: int) -> dict[str, Any]:
+    """schema_version and schema_hash of the response schema of ``protocol`` (SPEC §2.3)."""
+    from papayu_git.schemas import RESPONSE_SCHEMAS, schema_hash
+
+    return {"schema_version": protocol, "schema_hash": schema_hash(RESPONSE_SCHEMAS[protocol])}
+
+
+def mask_data(data: Any, mask: Callable[[str], str] | None = None) -> Any:
+    """``secrets.mask`` applied to every string (keys included) of a JSON-like value."""
+    if mask is None:
+        from papayu_git.secrets import masker
+
+        mask = masker()
+    if isinstance(data, str):
+        return mask(data)
+    if isinstance(data, dict):
+        return {mask(str(k)): mask_data(v, mask) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [mask_data(v, mask) for v in data]
+    return data
+
+
+def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = {"trace_format": TRACE_FORMAT, "trace_id": trace_id, "created_at": now_iso()}
+    record.update(data)
+    record["trace_id"] = trace_id
+    if "config_snapshot" not in record:
+        record["config_snapshot"] = config_snapshot(_settings_cwd(papayu_dir))
+    if not raw_enabled(papayu_dir):
+        record.pop("raw_content", None)  # seed 002: raw output only on explicit PAPAYU_TRACE_RAW=1
+    return mask_data(record)  # type: ignore[no-any-return]
+
+
+def write_trace(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> Path | None:
+    """Write (or overwrite) `traces/<trace_id>.json`; None when tracing is off (PAPAYU_TRACE=0)."""
+    if not tracing_enabled(papayu_dir):
+        return None
+    directory = traces_dir(papayu_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"{_safe_id(trace_id)}.json"
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    text = json.dumps(build_record(papayu_dir, trace_id, data), ensure_ascii=False, indent=2, default=str)
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def _safe_id(trace_id: str) -> str:
+    if not trace_id or any(c in trace_id for c in "/\\\0") or trace_id.startswith("."):
+        raise PapayuError("ERR_TRACE_NOT_FOUND", f"invalid trace id {trace_id!r}")
+    return trace_id
+
+
+def resolve_id(papayu_dir: Path, id_or_prefix: str) -> Path:
+    directory = traces_dir(papayu_dir)
+    exact = directory / f"{_safe_id(id_or_prefix)}.json"
+    if exact.is_file():
+        return exact
+    matches = sorted(directory.glob(f"{id_or_prefix}*.json")) if directory.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise PapayuError("ERR_TRACE_NOT_FOUND", f"trace id prefix {id_or_prefix!r} is ambiguous",
+                          hint="Give more characters of the id.")
+    raise PapayuError("ERR_TRACE_NOT_FOUND", f"no trace {id_or_prefix!r}", path=str(directory))
+
+
+def load_trace(papayu_dir: Path, id_or_prefix: str) -> dict[str, Any]:
+    path = resolve_id(papayu_dir, id_or_prefix)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PapayuError("ERR_TRACE_NOT_FOUND", f"cannot read {path.name}: {exc}", path=str(path)) from exc
+    if not isinstance(data, dict):
+        raise PapayuError("ERR_TRACE_NOT_FOUND", "not a trace object", path=str(path))
+    return data
+
+
+def load_traces(directory: Path) -> list[dict[str, Any]]:
+    """Every readable trace object in ``directory``, oldest first (by created_at, then name)."""
+    out = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            data.setdefault("trace_id", path.stem)
+            out.append(data)
+    return sorted(out, key=lambda d: (str(d.get("created_at", "")), str(d["trace_id"])))

@@ -1,0 +1,338 @@
+"""The SPEC §4 transaction: validate → preflight → commit → check → land or roll back.
+
+Nothing here touches the user's index or working tree: the commit is built in
+memory (worktree.build_tree), the check runs in a pooled worktree, and the only
+write to the user's side is the final fast-forward / compare-and-swap (landing.py).
+Any failure after the commit exists deletes `papayu/<id>` (unless --keep-failed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from papayu_git import output, settings
+from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.landing import Target, land, resolve_target
+from papayu_git.plans import StoredPlan
+from papayu_git.protocol import DELETING_KINDS, ActionKind, Mode, Response
+from papayu_git.stages import Stopwatch, pause_point
+from papayu_git.worktree import GitTree, TreeChanges, branch_ref
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from papayu_git.check import CheckResult
+
+MAX_REBASE_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    check: str | None = None
+    no_check: bool = False
+    review: bool = False
+    keep_failed: bool = False
+    onto: str | None = None
+    rebase: bool = False
+    yes: bool = False
+    run_proposed: bool = False
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    plan_id: str
+    state: str  # landed | rolled_back | review | no_changes
+    branch: str
+    commit: str | None
+    target: str
+    check: dict[str, Any] | None
+    timings: dict[str, float]
+    error: dict[str, str] | None = None
+    landed_by: str = ""  # fast-forward | update-ref
+    trace_id: str = ""
+    branch_kept: bool = False
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.state != "rolled_back", **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    target: Target
+    base: GitTree
+    response: Response
+    changes: TreeChanges
+
+
+def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, target: Target) -> Prepared:
+    """Everything that can fail before an object is written (SPEC §2.3, §4.2)."""
+    from papayu_git.apply import new_file_contents
+    from papayu_git.validate import validate_response
+
+    base = GitTree(repo, repo[target.tip].tree)
+    validated = validate_response(response.data, protocol=response.protocol, mode=Mode.APPLY,
+                                  read_files=plan.files or None, tree=base)
+    check_bases(validated, plan, base)
+    normalize = settings.get("normalize_eol", repo.workdir).strip().lower() == "lf"
+    actions = validated.ordered_actions()
+    writes = new_file_contents(actions, base.read_blob, normalize_eol=normalize)
+    changes = TreeChanges(
+        writes=dict(writes),
+        delete_files=frozenset(a.path for a in actions if a.kind is ActionKind.DELETE_FILE),
+        delete_dirs=frozenset(a.path for a in actions if a.kind is ActionKind.DELETE_DIR),
+        create_dirs=frozenset(a.path for a in actions if a.kind is ActionKind.CREATE_DIR),
+    )
+    return Prepared(target, base, validated, changes)
+
+
+def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
+    """Bases are compared with the blobs at the tip, not the working tree (SPEC §4.2):
+    PATCH_FILE's base_sha256, and for UPDATE_FILE the sha256 recorded when PLAN showed it."""
+    from papayu_git.apply import sha256_hex
+
+    errors = []
+    for action in response.actions:
+        if action.kind is ActionKind.PATCH_FILE:
+            expected = action.base_sha256
+        elif action.kind is ActionKind.UPDATE_FILE:
+            expected = plan.files.get(action.path) or None
+        else:
+            continue
+        blob = base.read_blob(action.path)
+        if expected is None or blob is None:
+            continue
+        actual = sha256_hex(blob)
+        if actual != expected:
+            errors.append(PapayuError("ERR_BASE_MISMATCH", f"the file at the branch tip has sha256 {actual}, "
+                                      f"the plan expects {expected}", path=action.path))
+    if errors:
+        raise ValidationFailed(errors)
+
+
+def preflight(repo_root: Path, plan: StoredPlan, response: Response, onto: str | None = None) -> None:
+    """Raise every problem a real apply would hit before writing anything; write nothing."""
+    from papayu_git.git import open_repo
+
+    repo = open_repo(repo_root)
+    prepare(repo, plan, response, resolve_target(repo, onto))
+
+
+def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> ApplyResult:
+    from papayu_git import locks
+    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.housekeeping import clear_stale
+    from papayu_git.traces import new_trace_id
+
+    repo = open_repo(repo_root)
+    pdir = papayu_dir(repo)
+    clear_stale(repo, pdir)
+    run = _Run(repo, Path(repo.workdir or repo_root), pdir, plan, options, new_trace_id())
+    with run.watch.stage("validate"):
+        prepared = prepare(repo, plan, response, resolve_target(repo, options.onto))
+    if not prepared.response.actions:
+        return run.finish("no_changes", prepared.target, None)
+    if any(a.kind in DELETING_KINDS for a in prepared.response.actions) and not options.yes:
+        raise PapayuError("ERR_DELETE_NOT_CONFIRMED", "the plan deletes: " + ", ".join(
+            a.path for a in prepared.response.actions if a.kind in DELETING_KINDS))
+    lock = locks.locks_dir(pdir) / f"apply-{plan.id}.lock"
+    with locks.held(lock, wait_sec=0, what=f"plan {plan.id}", kind="apply", plan=plan.id):
+        return run.transaction(prepared)
+
+
+class _Run:
+    """One apply: owns the stopwatch, the generated branch and the outcome record."""
+
+    def __init__(self, repo: "pygit2.Repository", root: Path, pdir: Path, plan: StoredPlan,
+                 options: ApplyOptions, trace_id: str) -> None:
+        self.repo, self.root, self.pdir, self.plan, self.options = repo, root, pdir, plan, options
+        self.trace_id = trace_id
+        self.watch = Stopwatch()
+        self.check: CheckResult | None = None
+        self.warnings: list[str] = []
+
+    @property
+    def branch(self) -> str:
+        return branch_ref(self.plan.id)[len("refs/heads/"):]
+
+    def transaction(self, prepared: Prepared) -> ApplyResult:
+        commit = self.commit(prepared)
+        if commit is None:
+            return self.finish("no_changes", prepared.target, None)
+        pause_point("after_commit")
+        try:
+            for attempt in range(MAX_REBASE_ATTEMPTS + 1):
+                if not self.run_check(commit):
+                    return self.rollback(prepared.target, commit, self.check_error())
+                if self.options.review:
+                    output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
+                    return self.finish("review", prepared.target, commit)
+                try:
+                    with self.watch.stage("land"):
+                        how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id)
+                    break
+                except PapayuError as exc:
+                    if exc.code != "ERR_BRANCH_MOVED" or not self.options.rebase or attempt == MAX_REBASE_ATTEMPTS:
+                        raise
+                prepared = self.reprepare(prepared)
+                commit = self.commit(prepared)
+                if commit is None:
+                    return self.finish("no_changes", prepared.target, None)
+        except PapayuError as exc:
+            keep = exc.code == "ERR_DIRTY_WORKTREE"  # its hint: stash, then `land ID`
+            self.rollback(prepared.target, commit, exc, keep=keep)
+            raise
+        except BaseException:
+            self.rollback(prepared.target, commit, PapayuError("ERR_INTERNAL"))
+            raise
+        self.delete_branch()
+        output.event("APPLY_SUCCESS", plan_id=self.plan.id, branch=prepared.target.branch, commit=commit,
+                     landed_by=how)
+        return self.finish("landed", prepared.target, commit, landed_by=how)
+
+    def commit(self, prepared: Prepared) -> str | None:
+        from papayu_git.worktree import build_tree, commit_message, create_commit, set_branch
+
+        with self.watch.stage("build_commit"):
+            tree_id = build_tree(prepared.base, prepared.changes)
+            if tree_id == prepared.base.tree.id:
+                self.warnings.append("the plan's actions change nothing in the tree")
+                return None
+            message = commit_message(prepared.response.summary or self.plan.goal, self.plan.id, self.trace_id)
+            commit = create_commit(self.repo, tree_id, prepared.target.tip, message)
+            set_branch(self.repo, self.plan.id, commit)
+        return commit
+
+    def reprepare(self, prepared: Prepared) -> Prepared:
+        """--rebase: the same plan on the branch's new tip; bases must still match there."""
+        target = resolve_target(self.repo, prepared.target.branch)
+        output.info(f"{target.branch} moved to {target.tip[:12]}; re-applying the plan there (--rebase)")
+        return prepare(self.repo, self.plan, prepared.response, target)
+
+    def run_check(self, commit: str) -> bool:
+        from papayu_git.check import resolve_command, run_check
+        from papayu_git.worktree import acquire_worktree, release_worktree
+
+        if self.options.no_check:
+            return True
+        with self.watch.stage("check"):
+            command = resolve_command(self.root, GitTree(self.repo, self.repo[commit].tree),
+                                      self.options.check)
+            if command is None:
+                self.warn("no check command found (--check, papayu.checkCommand, project.json, "
+                          "pytest/npm/cargo/go); landing WITHOUT a check")
+                return True
+            worktree = acquire_worktree(self.root, self.pdir, commit, plan_id=self.plan.id,
+                                        pristine=settings.get_bool("pristine", str(self.root)))
+            try:
+                proposed = self.plan_commands() if self.options.run_proposed else ()
+                with output.progress(f"check: {command.command}"):
+                    self.check = run_check(command, worktree.path, self.pdir / "checks" / f"{self.plan.id}.log",
+                                           timeout_sec=settings.get_int("check_timeout_sec", str(self.root)),
+                                           extra_commands=proposed)
+            finally:
+                release_worktree(worktree)
+        return self.check.passed
+
+    def plan_commands(self) -> tuple[str, ...]:
+        data = self.plan.response if isinstance(self.plan.response, dict) else {}
+        return tuple(c for c in data.get("commands_to_run") or () if isinstance(c, str))
+
+    def check_error(self) -> PapayuError:
+        assert self.check is not None
+        if self.check.timed_out:
+            return PapayuError("ERR_CHECK_TIMEOUT", f"`{self.check.command}` ran past "
+                               f"{settings.get_int('check_timeout_sec', str(self.root))}s and was killed")
+        return PapayuError("ERR_CHECK_FAILED", f"`{self.check.command}` exited {self.check.exit_code}; "
+                           f"full output: {self.check.log}")
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+        output.warn(text)
+
+    def delete_branch(self) -> None:
+        from papayu_git.worktree import delete_branch
+
+        delete_branch(self.repo, self.plan.id)
+
+    def rollback(self, target: Target, commit: str, error: PapayuError, *, keep: bool = False) -> ApplyResult:
+        keep = keep or self.options.keep_failed
+        if not keep:
+            self.delete_branch()
+        output.event("APPLY_ROLLBACK", plan_id=self.plan.id, reason=error.code, branch_kept=keep)
+        return self.finish("rolled_back", target, commit, error=error, branch_kept=keep)
+
+    def finish(self, state: str, target: Target, commit: str | None, *, landed_by: str = "",
+               error: PapayuError | None = None, branch_kept: bool = False) -> ApplyResult:
+        result = ApplyResult(
+            plan_id=self.plan.id, state=state, branch=self.branch, commit=commit, target=target.branch,
+            check=self.check.to_dict() if self.check else None, timings=dict(self.watch.timings),
+            error=error.to_dict() if error else None, landed_by=landed_by, trace_id=self.trace_id, branch_kept=branch_kept,
+            warnings=tuple(self.warnings))
+        record_outcome(self.pdir, self.plan, result)
+        return result
+
+
+def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
+    """The outcome goes into the plan record (for list/land/show) and into a trace (SPEC §7)."""
+    from papayu_git import plans, traces
+
+    outcome = {"state": result.state, "branch": result.branch, "commit": result.commit, "target": result.target,
+               "trace_id": result.trace_id, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "check": result.check, "error": result.error}
+    plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
+    check = result.check or {}
+    traces.write_trace(pdir, result.trace_id, {
+        "command": "apply", "plan_id": plan.id, **traces.schema_fields(plan.protocol),
+        "plan_files": plan.files, "validated_json": plan.response,
+        "validation_outcome": "ok", "error_code": (result.error or {}).get("code"),
+        "check": {"command": check.get("command"), "exit_code": check.get("exit_code"),
+                  "duration_sec": check.get("duration_sec"),
+                  "state": "skipped" if not check else "passed" if check.get("passed") else
+                  "timeout" if check.get("timed_out") else "failed"},
+        "apply": {"state": result.state, "branch": result.branch, "commit": result.commit},
+        "timings": result.timings,
+    })
+
+
+def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
+    """`land` / `drop` of a kept branch: update the state recorded in the plan."""
+    from papayu_git import plans
+
+    try:
+        plan = plans.load(pdir, plan_id)
+    except PapayuError:
+        return  # a branch without a plan record (e.g. its record was deleted): nothing to update
+    outcome = {**(plan.extra.get("apply") or {}), **fields,
+               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
+
+
+def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str | None) -> ApplyResult:
+    """`land ID`: fast-forward the target with a kept `papayu/<id>` (its parent must still be the tip)."""
+    from papayu_git import plans
+    from papayu_git.worktree import delete_branch, generated_branches
+
+    commit = generated_branches(repo).get(plan_id)
+    if commit is None:
+        raise PapayuError("ERR_PLAN_NOT_FOUND", f"no branch papayu/{plan_id} to land",
+                          hint="Run 'git papayu list'; only kept (--review / failed) plans can be landed.")
+    try:
+        plan = plans.load(pdir, plan_id)
+        recorded = (plan.extra.get("apply") or {}).get("target") or plan.branch
+    except PapayuError:
+        recorded = ""
+    target = resolve_target(repo, onto or recorded or None)
+    target = Target(target.branch, target.ref, str(repo[commit].parents[0].id))
+    watch = Stopwatch()
+    with watch.stage("land"):
+        how = land(repo, pdir, target, commit, plan_id)
+    delete_branch(repo, plan_id)
+    update_outcome(pdir, plan_id, state="landed", commit=commit, target=target.branch)
+    output.event("APPLY_SUCCESS", plan_id=plan_id, branch=target.branch, commit=commit, landed_by=how)
+    return ApplyResult(plan_id, "landed", branch_ref(plan_id)[11:], commit, target.branch, None,
+                       watch.timings, landed_by=how)

@@ -1,0 +1,104 @@
+"""Helpers for the apply/transaction tests: plan files, user-state snapshots, object counts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import ROOT, git
+
+
+def sha(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def write_plan(directory: Path, actions: list[dict[str, Any]], summary: str = "papayu test plan",
+               name: str = "plan.json", **extra: Any) -> Path:
+    path = directory / name
+    path.write_text(json.dumps({"actions": actions, "summary": summary, **extra}), encoding="utf-8")
+    return path
+
+
+def patch_action(path: str, old: bytes, diff: str) -> dict[str, Any]:
+    return {"kind": "PATCH_FILE", "path": path, "patch": diff, "base_sha256": sha(old)}
+
+
+def snapshot(repo: Path) -> dict[str, Any]:
+    """The user's state: every ref, HEAD, index bytes, every work-tree file (untracked and
+    ignored included, with mode and symlink targets), the stash. `.git/papayu/` is ours."""
+    git_dir = repo / ".git"
+    files: dict[str, Any] = {}
+    for dirpath, dirnames, filenames in os.walk(repo):
+        rel_dir = Path(dirpath).relative_to(repo)
+        if rel_dir.parts[:1] == (".git",):
+            dirnames[:] = []
+            continue
+        for name in sorted(filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]):
+            full = Path(dirpath) / name
+            info = full.lstat()
+            key = str(rel_dir / name)
+            if stat.S_ISLNK(info.st_mode):
+                files[key] = ("link", os.readlink(full))
+            else:
+                files[key] = (oct(info.st_mode), full.read_bytes())
+    return {
+        "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "head": (git_dir / "HEAD").read_bytes(),
+        "index": (git_dir / "index").read_bytes() if (git_dir / "index").exists() else b"",
+        "stash": git(repo, "stash", "list", "--format=%H %gs", check=False),
+        "files": files,
+    }
+
+
+def blob(repo: Path, rev_path: str) -> bytes:
+    """Exact bytes of `git cat-file blob REV:PATH` (no newline translation)."""
+    return subprocess.run(["git", "cat-file", "blob", rev_path], cwd=repo, capture_output=True, check=True).stdout
+
+
+def object_ids(repo: Path) -> set[str]:
+    """Every object in the repository (loose and packed)."""
+    out = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
+    return set(out.split())
+
+
+def run_papayu_bg(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "papayu_git", *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **(env or {})})
+
+
+def wait_for_marker(proc: subprocess.Popen[str], marker: str = "PAPAYU_PAUSED", timeout: float = 60) -> str:
+    """Read stderr lines until the pause marker appears."""
+    import select
+    import time
+
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+        if ready:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                break
+            seen.append(line)
+            if marker in line:
+                return line
+        elif proc.poll() is not None:
+            break
+    raise AssertionError(f"no {marker} from papayu; stderr so far: {''.join(seen)}")
+
+
+def worktree_paths(repo: Path) -> list[str]:
+    out = git(repo, "worktree", "list", "--porcelain")
+    return [line[9:] for line in out.splitlines() if line.startswith("worktree ")]
+
+
+__all__ = ["ROOT", "blob", "sha", "write_plan", "patch_action", "snapshot", "object_ids", "run_papayu_bg",
+           "wait_for_marker", "worktree_paths"]

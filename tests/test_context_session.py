@@ -1,0 +1,183 @@
+"""ContextSession on real git repos: base blobs, refusals, requests, cache, rounds (SPEC §5)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo, papayu
+from papayu_git.context import BlockKind, ContextSession
+from papayu_git.errors import PapayuError
+
+SECRET = "sk-proj-THISMUSTNEVERLEAVE0123456789"
+
+
+def blob_sha256(repo: Path, path: str) -> str:
+    data = subprocess.run(["git", "cat-file", "blob", f"HEAD:{path}"], cwd=repo, capture_output=True,
+                          check=True).stdout
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    lines = "".join(f"line {i}\n" for i in range(1, 301))
+    return make_repo(tmp_path / "proj", {
+        "src/app.py": "def add(a, b):\n    return a + b\n",
+        "src/long.txt": lines,
+        "src/data.bin": bytes(range(256)) * 4,
+        "src/latin1.txt": "caf\xe9\n".encode("latin-1"),
+        ".env": f"OPENAI_API_KEY={SECRET}\n",
+        ".env.example": "OPENAI_API_KEY=\n",
+        "config/secrets/token.txt": f"{SECRET}\n",
+        "keys/server.pem": f"{SECRET}\n",
+        "README.md": "# proj\nneedle here\n",
+        "requirements.txt": "requests\n",
+    })
+
+
+def test_file_block_is_the_base_blob_with_its_full_sha256_even_when_the_tree_is_dirty(project: Path) -> None:
+    (project / "src/app.py").write_text("def add(a, b):\n    return a - b  # local edit\n")
+    session = ContextSession(project, "HEAD")
+    text = session.render(session.fulfil([{"type": "read_file", "path": "src/app.py"}]))
+    sha = blob_sha256(project, "src/app.py")
+    assert f"FILE[src/app.py] (sha256={sha}):\n" in text
+    assert "return a + b" in text and "local edit" not in text and "DIRTY" in text
+    assert session.files_shown == {"src/app.py": sha}
+
+
+def test_line_ranges_show_only_those_lines_and_the_sha_of_the_whole_blob(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    (block,) = session.fulfil([{"type": "read_file", "path": "src/long.txt", "start_line": 10, "end_line": 12}])
+    assert block.text == "...[lines 1-9 omitted]...\nline 10\nline 11\nline 12\n...[lines 13-300 omitted]..."
+    assert block.sha256 == blob_sha256(project, "src/long.txt") and not block.dirty
+
+
+def test_binary_and_non_utf8_files_are_described_not_dumped(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    blocks = session.fulfil([{"type": "read_file", "path": "src/data.bin"},
+                             {"type": "read_file", "path": "src/latin1.txt"}])
+    assert all(b.binary and "content not shown" in b.text for b in blocks)
+    session.render(blocks)
+    assert session.files_shown == {}
+
+
+@pytest.mark.parametrize("path", [".env", "config/secrets/token.txt", "keys/server.pem", "../outside.txt",
+                                  "/etc/passwd", ".git/config", "src/../.env", "~/x", ".GIT/HEAD"])
+def test_forbidden_paths_are_refused_with_a_note_and_never_read(project: Path, path: str) -> None:
+    session = ContextSession(project, "HEAD")
+    blocks = session.fulfil([{"type": "read_file", "path": path}])
+    text = session.render(blocks)
+    assert [b.kind for b in blocks] == [BlockKind.NOTE] and "refused" in text
+    assert SECRET not in text and "[core]" not in text and "root:" not in text
+    assert session.cache_stats["read_misses"] == 0
+
+
+def test_absolute_path_inside_the_repo_is_made_relative(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    (block,) = session.fulfil([{"type": "read_file", "path": str(project / "src/app.py")}])
+    assert block.kind is BlockKind.FILE and block.path == "src/app.py"
+
+
+def test_env_example_is_not_protected(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    (block,) = session.fulfil([{"type": "read_file", "path": ".env.example"}])
+    assert block.kind is BlockKind.FILE
+
+
+def test_search_honours_glob_case_and_max_results_and_skips_protected_files(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    (hits,) = session.fulfil([{"type": "search", "query": "NEEDLE", "case_sensitive": False}])
+    assert hits.text == "README.md:2: needle here"
+    (none,) = session.fulfil([{"type": "search", "query": "NEEDLE"}])
+    assert "no matches" in none.text
+    session = ContextSession(project, "HEAD")
+    (limited,) = session.fulfil([{"type": "search", "query": "line", "glob": "*.txt", "max_results": 3}])
+    assert limited.text.splitlines() == ["src/long.txt:1: line 1", "src/long.txt:2: line 2", "src/long.txt:3: line 3"]
+    (secret,) = session.fulfil([{"type": "search", "query": "sk-proj"}])
+    assert SECRET not in session.render([secret]) and "no matches" in secret.text
+
+
+def test_logs_come_from_configured_sources_keyed_by_source_and_last_n(project: Path) -> None:
+    (project / "app.log").write_text("".join(f"event {i}\n" for i in range(1000)) + f"token {SECRET}\n")
+    git(project, "config", "papayu.logs.runtime", "app.log")
+    session = ContextSession(project, "HEAD")
+    first = session.fulfil([{"type": "logs", "source": "runtime", "last_n": 3},
+                            {"type": "logs", "source": "runtime", "last_n": 3},
+                            {"type": "logs", "source": "runtime", "last_n": 2},
+                            {"type": "logs", "source": "build"}])
+    assert first[0].text == "event 998\nevent 999\ntoken ***" and first[1].text == "event 999\ntoken ***"
+    assert first[2].kind is BlockKind.NOTE and "runtime" in first[2].text
+    stats = session.cache_stats
+    assert (stats["logs_hits"], stats["logs_misses"]) == (1, 3)
+
+
+def test_cache_stats_have_the_upstream_keys_and_count_hits_and_misses(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    session.base_context("fix it")
+    session.fulfil([{"type": "env"}, {"type": "read_file", "path": "src/app.py"},
+                    {"type": "search", "query": "add"}])
+    session.fulfil([{"type": "read_file", "path": "src/app.py"}, {"type": "search", "query": "add"}])
+    golden = json.loads((Path(__file__).parent / "golden/upstream/v1/006_context_diet_applied.json").read_text())
+    assert set(session.cache_stats) == set(golden["context"]["cache_stats"])
+    assert session.cache_stats == {"env_hits": 1, "env_misses": 1, "logs_hits": 0, "logs_misses": 0,
+                                   "read_hits": 1, "read_misses": 1, "search_hits": 1, "search_misses": 1,
+                                   "hit_rate": 0.5}
+    session.render([])
+    assert set(session.context_stats) == set(golden["context"]["context_stats"])
+
+
+def test_a_third_round_of_requests_is_refused(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    session.fulfil([])
+    session.fulfil([{"type": "env"}])
+    with pytest.raises(PapayuError) as info:
+        session.fulfil([{"type": "env"}])
+    assert info.value.code == "ERR_CONTEXT_ROUNDS_EXCEEDED"
+
+
+def test_malformed_requests_become_notes(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    blocks = session.fulfil([{"type": "read_file"}, {"type": "nope"}, "junk",
+                             {"type": "search", "query": "x", "max_results": "5"},
+                             {"type": "read_file", "path": "src/app.py", "start_line": 5, "end_line": 2}])
+    assert [b.kind for b in blocks] == [BlockKind.NOTE] * 5
+    assert all("ERR_CONTEXT_REQUEST_INVALID" in b.text for b in blocks)
+
+
+def test_missing_file_and_directory_requests_are_explained(project: Path) -> None:
+    (project / "untracked.py").write_text("x = 1\n")
+    session = ContextSession(project, "HEAD")
+    missing, untracked, directory = session.fulfil([{"type": "read_file", "path": "nope.py"},
+                                                    {"type": "read_file", "path": "untracked.py"},
+                                                    {"type": "read_file", "path": "src"}])
+    assert "not found in the base commit" in missing.text
+    assert "only in the working tree" in untracked.text and "x = 1" not in untracked.text
+    assert "src/app.py" in directory.text and directory.kind is BlockKind.NOTE
+
+
+def test_env_names_dirty_files_without_their_content_and_the_package_manager(project: Path) -> None:
+    (project / "src/app.py").write_text("DIRTY_CONTENT_MARKER = 1\n")
+    (project / "new_file.py").write_text("UNTRACKED_MARKER = 1\n")
+    session = ContextSession(project, "HEAD")
+    env = session.base_context("just look")[0]
+    assert env.kind is BlockKind.ENV
+    assert "M src/app.py" in env.text and "?? new_file.py" in env.text
+    assert "MARKER" not in env.text
+    assert "pip (requirements.txt)" in env.text and "python: Python 3." in env.text
+    assert "node:" not in env.text and "rust:" not in env.text
+
+
+def test_context_command_prints_the_rendered_context_as_json(project: Path) -> None:
+    log = project.parent / "fail.log"
+    log.write_text(f'Traceback (most recent call last):\n  File "{project}/src/app.py", line 2, in add\n'
+                   "TypeError: boom\n")
+    proc = papayu("context", "fix the crash", "--from-file", str(log), "--json", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["files_shown"] == {"src/app.py": blob_sha256(project, "src/app.py")}
+    assert [b["kind"] for b in data["blocks"]] == ["ENV", "FILE", "LOGS"]
+    assert data["context_stats"]["context_files_count"] == 3

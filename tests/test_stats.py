@@ -1,0 +1,98 @@
+"""`git papayu stats` on a directory of generated traces with known answers (seed 003)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from papayu_git import traces
+from papayu_git.stats import p95
+from tests.conftest import papayu
+
+NON_UTF8, PATCH, FORBIDDEN = "ERR_NON_UTF8_FILE", "ERR_PATCH_APPLY_FAILED", "ERR_V2_UPDATE_EXISTING_FORBIDDEN"
+
+
+def _apply(latency: int, check: str = "passed", fallback: str | None = None, repair: str | None = None) -> dict:
+    data: dict[str, Any] = {
+        "command": "apply", "request": {"mode": "apply", "latency_ms": latency}, "validated_json": {"actions": []},
+        "validation_outcome": "ok", "error_code": None, "protocol_default": 2, "protocol_attempts": [2],
+        "protocol_repair_attempt": 1 if repair else 0, "protocol_fallback_attempted": bool(fallback),
+        "check": {"state": check, "exit_code": 0 if check == "passed" else 1, "duration_sec": 0.5},
+    }
+    if repair:
+        data["protocol_repair_reason"] = repair
+    if fallback:
+        data.update(protocol_fallback_reason=fallback, protocol_fallback_stage="apply", protocol_attempts=[2, 1])
+    return data
+
+
+def _write(papayu_dir: Path, items: list[dict]) -> None:
+    for item in items:
+        assert traces.write_trace(papayu_dir, traces.new_trace_id(), item) is not None
+
+
+@pytest.fixture
+def known_traces(repo: Path) -> Path:
+    """20 old applies (outside the window, all fallbacks), 10 plans, then 100 applies."""
+    papayu_dir = repo / ".git" / "papayu"
+    _write(papayu_dir, [_apply(1, fallback=PATCH, repair=PATCH) for _ in range(20)])
+    _write(papayu_dir, [{"command": "plan", "request": {"mode": "plan", "latency_ms": 99999}} for _ in range(10)])
+    checks = ["passed"] * 80 + ["failed"] * 10 + ["timeout"] * 2 + ["skipped"] * 8
+    kinds = [dict(fallback=NON_UTF8)] * 3 + [dict(fallback=PATCH, repair=PATCH)] * 2 + \
+        [dict(fallback=FORBIDDEN, repair=FORBIDDEN)] + [dict(repair=PATCH)] * 4 + [{}] * 90
+    _write(papayu_dir, [_apply((i + 1) * 10, checks[i], **kinds[i]) for i in range(100)])
+    return traces.traces_dir(papayu_dir)
+
+
+def test_stats_on_known_traces(known_traces: Path, repo: Path) -> None:
+    proc = papayu("stats", "--json", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)
+    assert stats["traces"] == 130 and stats["apply_count"] == 100
+    assert stats["fallback_count"] == 6 and stats["fallback_rate"] == 0.06
+    assert stats["fallback_rate_excluding_non_utf8"] == round(3 / 97, 6)
+    assert stats["fallback_reasons"] == {NON_UTF8: 3, PATCH: 2, FORBIDDEN: 1}
+    assert (stats["repair_attempts"], stats["repair_successes"]) == (7, 4)
+    assert stats["repair_success_rate"] == round(4 / 7, 6)
+    assert (stats["check_runs"], stats["check_passed"]) == (92, 80)
+    assert stats["latency_ms"] == {"count": 100, "mean": 505.0, "p95": 950.0}
+    criteria = {c["name"]: c for c in stats["graduation"]["criteria"]}
+    assert criteria["enough_applies"]["holds"] and not criteria["fallback_rate_excluding_non_utf8"]["holds"]
+    assert criteria["patch_apply_failed_rate"]["value"] == 0.06
+    assert criteria["patch_apply_failed_repaired_vs_fallback"]["value"] == {"repaired": 4, "fallback": 2}
+    assert criteria["patch_apply_failed_repaired_vs_fallback"]["holds"]
+    assert not criteria["v2_update_existing_forbidden_rate"]["holds"]  # 1% is not < 1%
+    assert stats["graduation"]["ready"] is False
+
+
+def test_stats_window_and_directory_option(known_traces: Path, tmp_path: Path) -> None:
+    stats = json.loads(papayu("stats", "--last", "10", "--json", "--traces", str(known_traces),
+                              cwd=tmp_path).stdout)
+    assert stats["apply_count"] == 10 and stats["fallback_count"] == 0
+    assert stats["latency_ms"]["mean"] == 955.0
+    assert stats["graduation"]["criteria"][0] == {"name": "enough_applies", "value": 10,
+                                                   "threshold": ">= 100", "holds": False}
+
+
+def test_graduation_holds_when_only_non_utf8_falls_back(repo: Path) -> None:
+    papayu_dir = repo / ".git" / "papayu"
+    _write(papayu_dir, [_apply(100, fallback=NON_UTF8)] + [_apply(200) for _ in range(99)])
+    proc = papayu("stats", cwd=repo)
+    assert proc.returncode == 0
+    assert "fallback_rate                     1.0%" in proc.stdout
+    assert "fallback_rate_excluding_non_utf8  0.0%" in proc.stdout
+    assert "v2 graduation (READY)" in proc.stdout
+
+
+def test_stats_with_no_traces(repo: Path) -> None:
+    stats = json.loads(papayu("stats", "--json", cwd=repo).stdout)
+    assert stats["apply_count"] == 0 and stats["fallback_rate"] is None and not stats["graduation"]["ready"]
+
+
+def test_p95_nearest_rank() -> None:
+    assert p95([]) is None
+    assert p95([5.0]) == 5.0
+    assert p95([float(v) for v in range(1, 21)]) == 19.0

@@ -1,0 +1,79 @@
+"""traces.py: trace files under .git/papayu/traces, PAPAYU_TRACE / PAPAYU_TRACE_RAW, snapshot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from papayu_git import settings, traces
+from papayu_git.errors import PapayuError
+from papayu_git.schemas import schema_hash
+from tests.conftest import git
+
+
+def _papayu_dir(repo: Path) -> Path:
+    return repo / ".git" / "papayu"
+
+
+def test_write_trace_records_layout_and_schema_hash(repo: Path) -> None:
+    trace_id = traces.new_trace_id()
+    data = {"command": "plan", **traces.schema_fields(2), "validated_json": {"actions": []},
+            "validation_outcome": "ok", "error_code": None}
+    path = traces.write_trace(_papayu_dir(repo), trace_id, data)
+    assert path == _papayu_dir(repo) / "traces" / f"{trace_id}.json"
+    record = json.loads(path.read_text())
+    assert record["trace_id"] == trace_id and record["trace_format"] == 1
+    assert record["schema_hash"] == schema_hash("llm_response_v2") and record["schema_version"] == 2
+    assert record["created_at"].endswith("Z")
+    assert record["config_snapshot"]["protocol_version"] == "2"
+    assert traces.load_trace(_papayu_dir(repo), trace_id[:8])["command"] == "plan"
+
+
+def test_trace_off_writes_nothing(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPAYU_TRACE", "0")
+    assert traces.write_trace(_papayu_dir(repo), traces.new_trace_id(), {"command": "plan"}) is None
+    assert not (_papayu_dir(repo) / "traces").exists()
+
+
+def test_trace_off_through_git_config(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    git(repo, "config", "papayu.trace", "false")
+    settings._git_config.cache_clear()
+    monkeypatch.chdir(repo)
+    assert traces.write_trace(_papayu_dir(repo), traces.new_trace_id(), {"command": "plan"}) is None
+
+
+def test_raw_content_only_with_trace_raw_and_masked(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = 'here {"actions": []} Authorization: Bearer abcdef0123456789xyz sk-proj-AAAABBBBCCCCDDDD1234'
+    trace_id = traces.new_trace_id()
+    record = json.loads(traces.write_trace(_papayu_dir(repo), trace_id, {"raw_content": raw}).read_text())
+    assert "raw_content" not in record
+    monkeypatch.setenv("PAPAYU_TRACE_RAW", "1")
+    record = json.loads(traces.write_trace(_papayu_dir(repo), trace_id, {"raw_content": raw}).read_text())
+    assert record["raw_content"].startswith('here {"actions": []}')
+    assert "abcdef0123456789xyz" not in record["raw_content"] and "AAAABBBB" not in record["raw_content"]
+
+
+def test_config_snapshot_never_holds_api_keys(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPAYU_LLM_API_KEY", "very-secret-key-value-123")
+    monkeypatch.setenv("PAPAYU_LLM_BASE_URL", "https://bob:hunter2pass@llm.example.com/v1")
+    snapshot = traces.config_snapshot(str(repo))
+    text = json.dumps(snapshot)
+    assert "very-secret-key-value-123" not in text and "hunter2pass" not in text
+    assert "llm.example.com" in snapshot["llm_base_url"]
+
+
+def test_load_traces_sorted_oldest_first(repo: Path) -> None:
+    ids = [traces.new_trace_id() for _ in range(3)]
+    for trace_id in ids:
+        traces.write_trace(_papayu_dir(repo), trace_id, {"command": "apply"})
+    loaded = traces.load_traces(traces.traces_dir(_papayu_dir(repo)))
+    assert [t["trace_id"] for t in loaded] == ids
+
+
+def test_unknown_or_unsafe_trace_id_is_an_error(repo: Path) -> None:
+    for bad in ("nope", "../x"):
+        with pytest.raises(PapayuError) as info:
+            traces.load_trace(_papayu_dir(repo), bad)
+        assert info.value.code == "ERR_TRACE_NOT_FOUND"
