@@ -187,6 +187,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_FORGE_AUTH": ErrorSpec("the forge refused the token", "Check GH_TOKEN/GITLAB_TOKEN/GITEA_TOKEN."),
     "ERR_FORGE_NOT_FOUND": ErrorSpec("the forge does not know that repository", "Check the remote URL."),
     "ERR_FORGE_HTTP": ErrorSpec("the forge answered with an error", "Read the status above and retry."),
+    "ERR_PR_NOT_PUSHED": ErrorSpec(
+        "the remote does not have the local papayu/<id> commit, so its checks are not about it",
+        "Run 'git papayu pr ID' to push it, then wait for CI."),
     "ERR_CHECKS_RED": ErrorSpec("the forge's checks failed; nothing landed", "Fix the failure and push again."),
     "ERR_CHECKS_TIMEOUT": ErrorSpec("the forge's checks stayed pending too long", "Run land --when-green again later."),
     "ERR_REMOTE_NOT_FOUND": ErrorSpec("the git remote does not exist", "Check 'git remote -v' or pass --remote NAME."),
