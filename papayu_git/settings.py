@@ -61,7 +61,7 @@ SETTINGS: list[Setting] = [
     Setting("llm_timeout_sec", "PAPAYU_LLM_TIMEOUT_SEC", "papayu.llm.timeoutSec", "90",
             "seconds to wait for one model answer"),
     Setting("forge", "PAPAYU_FORGE", "papayu.forge.type", "",
-            "github | gitlab | gitea for `pr` / `land --when-green` (empty: guessed from the remote's host)"),
+            "github, gitlab or gitea for `pr` and `land --when-green` (empty: guessed from the remote's host)"),
     Setting("forge_api_url", "PAPAYU_FORGE_API_URL", "papayu.forge.apiUrl", "",
             "forge REST API base, e.g. https://git.example.com/api/v4 (empty: derived from the remote)"),
     Setting("forge_web_url", "PAPAYU_FORGE_WEB_URL", "papayu.forge.webUrl", "",
