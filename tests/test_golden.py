@@ -50,8 +50,10 @@ def test_regeneration_reproduces_the_committed_golden(name: str, tmp_path: Path)
     scenario = next(s for s in SCENARIOS if s.name == name)
     out = run_scenario(scenario, tmp_path / "work", tmp_path / "out")
     fresh, committed = json.loads(out.read_text()), json.loads((ROOT / "tests" / "golden" / f"{name}.json").read_text())
-    assert fresh["result"] == committed["result"]
-    assert fresh["protocol"] == committed["protocol"] and fresh["request"]["mode"] == committed["request"]["mode"]
+    stale = "golden traces are stale: run `.venv/bin/python tests/golden/regenerate.py` (README: golden update policy)"
+    assert fresh["result"] == committed["result"], stale
+    assert fresh["protocol"] == committed["protocol"], stale + " — the response schema changed"
+    assert fresh["request"]["mode"] == committed["request"]["mode"]
     assert fresh["context"].get("plan_files") == committed["context"].get("plan_files")
     assert (fresh["result"]["validation_outcome"], fresh["result"]["error_code"]) == scenario.expect
 
