@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from papayu_git.errors import PapayuError
-from papayu_git.git import find_toplevel, run_git
+from papayu_git.git import find_toplevel, run_git, scrubbed_env
 
 
 class HookSpec(NamedTuple):
@@ -53,15 +53,23 @@ def hooks_for(path: str) -> list[HookSpec]:
 # --- the shim: validate the staged versions ---------------------------------
 
 
+def index_env() -> dict[str, str]:
+    """`git commit -a` / `git commit PATH` run the hook against a temporary index named by
+    GIT_INDEX_FILE: that index is what gets committed, so it is the one to read (run_git
+    scrubs the variable by default)."""
+    index = os.environ.get("GIT_INDEX_FILE")
+    return scrubbed_env({"GIT_INDEX_FILE": os.path.abspath(index)} if index else None)
+
+
 def staged_paths(repo_root: Path) -> list[str]:
     """Paths added/copied/modified/renamed in the index (what the commit will contain)."""
     out = run_git(["diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR", "--no-renames"],
-                  cwd=repo_root).stdout
+                  cwd=repo_root, env=index_env()).stdout
     return [p for p in out.split("\0") if p]
 
 
 def indexed_paths(repo_root: Path) -> list[str]:
-    out = run_git(["ls-files", "-z", "--cached"], cwd=repo_root).stdout
+    out = run_git(["ls-files", "-z", "--cached"], cwd=repo_root, env=index_env()).stdout
     return [p for p in out.split("\0") if p]
 
 
@@ -78,7 +86,7 @@ def staged_snapshot(repo_root: Path) -> Iterator[tuple[Path, list[tuple[str, tup
     with tempfile.TemporaryDirectory(prefix="papayu-staged-") as tmp:
         if wanted:
             run_git(["checkout-index", f"--prefix={tmp}/", "-z", "--stdin"], cwd=repo_root,
-                    input="\0".join(wanted) + "\0")
+                    input="\0".join(wanted) + "\0", env=index_env())
         todo = [(p, tuple(k for h in hooks_for(p) for k in h.kinds)) for p in wanted if p in staged]
         yield Path(tmp), todo
 

@@ -146,6 +146,27 @@ def test_installed_shim_blocks_an_invalid_plan_and_passes_a_valid_one(tmp_path: 
     assert head(repo) != before
 
 
+def test_shim_validates_the_index_git_commit_really_uses(tmp_path: Path) -> None:
+    """`commit -a` and `commit PATH` commit a temporary index (GIT_INDEX_FILE): check that one."""
+    import subprocess
+
+    repo = make_repo(tmp_path / "r", {".papa-yu/fix.json": json.dumps(GOOD_PLAN), "x.txt": "x\n"})
+    assert papayu("hooks", "install", cwd=repo).returncode == 0
+    before = head(repo)
+    write(repo, ".papa-yu/fix.json", BAD_PLAN)                 # modified, not staged
+    proc = subprocess.run(["git", "commit", "-q", "-a", "-m", "all"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "ERR_PATH_TRAVERSAL" in proc.stderr + proc.stdout
+    proc = subprocess.run(["git", "commit", "-q", "-m", "only", "--", ".papa-yu/fix.json"], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "ERR_PATH_TRAVERSAL" in proc.stderr + proc.stdout
+    assert head(repo) == before
+    write(repo, "x.txt", "y\n")                               # the bad plan stays out of this commit
+    proc = subprocess.run(["git", "commit", "-q", "-m", "x only", "--", "x.txt"], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert git(repo, "show", "HEAD:.papa-yu/fix.json") == json.dumps(GOOD_PLAN)
+
+
 def test_shim_finds_papayu_without_the_recorded_interpreter(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
     hook = repo / ".git" / "hooks" / "pre-commit"
