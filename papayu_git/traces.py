@@ -1,7 +1,7 @@
 """Traces (SPEC §7, seeds 002/003): `.git/papayu/traces/<trace_id>.json`.
 
-One JSON object per LLM round trip (plan, apply, repair, fallback) or apply
-transaction. Layout (every field optional except the first three; writers fill
+One JSON object per plan or apply command (its repair and v2->v1 fallback rounds
+are described by the protocol_* fields, so `stats` counts one trace as one APPLY). Layout (every field optional except the first three; writers fill
 what they know, readers — `trace`, `stats`, golden conversion — tolerate gaps):
 
     trace_format              1
@@ -17,7 +17,7 @@ what they know, readers — `trace`, `stats`, golden conversion — tolerate gap
     validated_json            the validated (or rejected) model answer
     validation_outcome        "ok" | "err";   error_code: ERR_* or null
     protocol_default, protocol_attempts, protocol_fallback_reason, protocol_fallback_stage,
-    protocol_repair_attempt, protocol_fallback_attempted      SPEC §2.4, seed 003
+    protocol_repair_attempt, protocol_repair_reason, protocol_fallback_attempted   SPEC §2.4, seed 003
     check                     {command, state: passed|failed|timeout|skipped, exit_code, duration_sec}
     apply                     {state: landed|rolled_back|review|no_changes, branch, commit}
     raw_content               raw model output — only with PAPAYU_TRACE_RAW=1, masked
