@@ -80,9 +80,9 @@ def memory_table() -> str:
 
 REGIONS: dict[str, Callable[[], str]] = {
     "ERROR-TABLE": error_table,
-    "MEMORY-TABLE": memory_table,
     "LIMITS-TABLE": limits_table,
     "SETTINGS-TABLE": settings_table,
+    "MEMORY-TABLE": memory_table,
 }
 
 
