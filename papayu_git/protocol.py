@@ -120,17 +120,15 @@ def coerce_mode(value: object) -> Mode:
 
 def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Iterative (never recursive) check that ``value`` nests at most ``limit`` levels."""
-    stack = [(value, 1)]
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            if depth >= limit and item:
+        children = item.values() if isinstance(item, dict) else item
+        nested = [c for c in children if isinstance(c, (dict, list))]
+        if nested:
+            if depth >= limit:
                 return False
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            if depth >= limit and item:
-                return False
-            stack.extend((v, depth + 1) for v in item)
+            stack.extend((c, depth + 1) for c in nested)
     return True
 
 
