@@ -23,7 +23,10 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SEPARATORS = re.compile(r"[\\/]")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_MAYBE_GIT = re.compile("git", re.I)   # cheap pre-filter: most paths never mention git
+_MAYBE_GIT = re.compile("git", re.I)
+# The common case in one regex: plain segments that start with a letter, digit or '_' cannot be
+# '.', '..', '.git' or 'git~1', cannot be absolute, a drive or '~' (fast path, bench/validate_bench.py).
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*)*")   # cheap pre-filter: most paths never mention git
 _SEGMENT_CODES = {
     "..": ("ERR_PATH_TRAVERSAL", "path has a '..' segment"),
     ".": ("ERR_PATH_DOT_SEGMENT", "path has a '.' or empty segment"),
@@ -59,6 +62,8 @@ def check_path(path: object, *, kind: str = "") -> str:
     """Return the normalised path or raise the ERR_PATH_* code of the first broken rule."""
     if not isinstance(path, str) or path == "":
         raise PapayuError("ERR_PATH_EMPTY", "path is empty", path="")
+    if len(path) <= MAX_PATH_LEN and _PLAIN.fullmatch(path):
+        return path
     problem = _path_error(path)
     if problem:
         raise PapayuError(problem[0], problem[1], path=_shown(path))
