@@ -1,11 +1,13 @@
 """`make demo`: papayu-git end to end on a built-in sample repository.
 
-Grows with the product: today it validates a good and a bad plan; the apply and
-LLM issues extend it to plan -> apply -> land / roll back.
+Validates a good and a bad plan, then runs the real transaction on a sample
+project with a failing test: a wrong fix is rolled back (branch unchanged), the
+right fix lands. (The LLM issue puts the model in front of the plans.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -30,10 +32,7 @@ def sh(*args: str, cwd: Path = WORK, check: bool = True) -> subprocess.Completed
     return proc
 
 
-def main() -> None:
-    shutil.rmtree(WORK, ignore_errors=True)
-    WORK.mkdir()
-    papayu = [sys.executable, "-m", "papayu_git"]
+def demo_validate(papayu: list[str]) -> None:
     step("A good plan validates")
     good = {"actions": [{"kind": "CREATE_FILE", "path": "hello.py", "content": "print('hi')\n"}],
             "summary": "add hello.py"}
@@ -45,7 +44,70 @@ def main() -> None:
     (WORK / "bad.json").write_text(json.dumps(bad))
     proc = sh(*papayu, "validate", "bad.json", check=False)
     assert proc.returncode == 1, "the bad plan must be rejected"
-    print("\ndemo finished: good plan accepted, bad plan rejected (exit 1)")
+
+
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def sample_repo() -> Path:
+    """A tiny project with a failing test, a local edit and an untracked note of the user's."""
+    repo = WORK / "sample"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "calc.py").write_text(BUGGY)
+    (repo / "tests" / "test_calc.py").write_text(TEST)
+    (repo / "pyproject.toml").write_text("[tool.pytest.ini_options]\npythonpath = ['.']\n")
+    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "Demo User"],
+                 ["config", "user.email", "demo@example.com"], ["add", "-A"], ["commit", "-q", "-m", "calc"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    (repo / "NOTES.md").write_text("my untracked notes\n")
+    return repo
+
+
+def patch_plan(new_line: str, summary: str) -> dict[str, object]:
+    diff = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+            f"-    return a - b\n+    {new_line}\n")
+    return {"actions": [{"kind": "PATCH_FILE", "path": "calc.py", "patch": diff,
+                         "base_sha256": hashlib.sha256(BUGGY.encode()).hexdigest()}], "summary": summary}
+
+
+def demo_apply(papayu: list[str]) -> None:
+    repo = sample_repo()
+    check = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+    sh("git", "config", "papayu.checkCommand", check, cwd=repo)
+    step("The sample project's test fails")
+    assert sh(*check.split(), cwd=repo, check=False).returncode != 0
+    head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
+
+    step("A WRONG plan (a * b) is committed in a temporary worktree; the check fails there -> rolled back")
+    (WORK / "wrong.json").write_text(json.dumps(patch_plan("return a * b", "use multiplication")))
+    proc = sh(*papayu, "apply", str(WORK / "wrong.json"), cwd=repo, check=False)
+    assert proc.returncode == 1, "the wrong plan must be rolled back"
+    step("Your branch, working tree and untracked files are unchanged")
+    sh("git", "log", "--oneline", cwd=repo)
+    sh("git", "status", "--short", cwd=repo)
+    assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head
+    assert (repo / "calc.py").read_text() == BUGGY and (repo / "NOTES.md").exists()
+    assert not sh("git", "branch", "--list", "papayu/*", cwd=repo).stdout.strip()
+
+    step("The fix plan (a + b) passes the check in the worktree -> main is fast-forwarded")
+    (WORK / "fix.json").write_text(json.dumps(patch_plan("return a + b", "fix add(): use addition")))
+    sh(*papayu, "apply", str(WORK / "fix.json"), cwd=repo)
+    sh("git", "log", "-1", "--format=%h %s%n%n%b", cwd=repo)
+    assert "return a + b" in (repo / "calc.py").read_text() and (repo / "NOTES.md").exists()
+    sh(*check.split(), cwd=repo)
+    step("Plans and their states")
+    sh(*papayu, "list", cwd=repo)
+
+
+def main() -> None:
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir()
+    papayu = [sys.executable, "-m", "papayu_git"]
+    demo_validate(papayu)
+    demo_apply(papayu)
+    print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed")
 
 
 if __name__ == "__main__":

@@ -83,12 +83,30 @@ def _hunk_name(hunk: Hunk, total: int) -> str:
     return f"hunk {hunk.index} of {total} ({hunk.header})"
 
 
-def _find(keys: Sequence[str], want: Sequence[str], lo: int) -> list[int]:
-    """Every start >= lo where keys[start:start+len(want)] == want."""
-    m = len(want)
-    first = want[0]
-    return [p for p in range(lo, len(keys) - m + 1)
-            if keys[p] == first and list(keys[p:p + m]) == list(want)]
+class _Index:
+    """The file's lines for matching: exact texts and whitespace-insensitive keys, each with a
+    first-line -> positions map so that a hunk is looked up, not scanned for."""
+
+    def __init__(self, lines: Sequence[FileLine]) -> None:
+        self.lines = lines
+        self._keys: dict[bool, list[str]] = {}
+        self._where: dict[bool, dict[str, list[int]]] = {}
+
+    def keys(self, loose: bool) -> list[str]:
+        if loose not in self._keys:
+            self._keys[loose] = [_loose(ln.text) if loose else ln.text for ln in self.lines]
+            where: dict[str, list[int]] = {}
+            for i, key in enumerate(self._keys[loose]):
+                where.setdefault(key, []).append(i)
+            self._where[loose] = where
+        return self._keys[loose]
+
+    def find(self, old: Sequence[str], loose: bool) -> list[int]:
+        """Every start where the whole block ``old`` matches."""
+        keys = self.keys(loose)
+        want = [_loose(t) for t in old] if loose else list(old)
+        m = len(want)
+        return [p for p in self._where[loose].get(want[0], ()) if keys[p:p + m] == want]
 
 
 def _stated_start(hunk: Hunk) -> int | None:
@@ -98,28 +116,70 @@ def _stated_start(hunk: Hunk) -> int | None:
     return hunk.old_start if not hunk.old_lines else max(hunk.old_start - 1, 0)
 
 
-def _locate(hunk: Hunk, total: int, lines: Sequence[FileLine], lo: int, path: str) -> int:
+def _choose(hunk: Hunk, index: _Index, lo: int, hi: int) -> int | None:
+    """The hunk's start within [lo, hi), or None while it is absent or ambiguous there.
+
+    Exact matches first, whitespace-insensitive ones only when no exact one fits (SPEC §3).
+    Among several, the header's line decides; without it the hunk stays open until its
+    neighbours narrow [lo, hi) (hunks are in file order and never overlap).
+    """
     stated = _stated_start(hunk)
     old = hunk.old_lines
     if not old:
         # Pure insertion without context: only the stated line (or an empty file) can place it.
-        if stated is not None and lo <= stated <= len(lines):
+        if stated is not None and lo <= stated <= hi:
             return stated
-        if not lines and lo == 0:
-            return 0
-        raise PapayuError("ERR_PATCH_APPLY_FAILED",
-                          f"{_hunk_name(hunk, total)} has no context or removed lines to locate it; "
-                          "add context lines copied from the file", path=path)
-    exact = [ln.text for ln in lines]
-    for keys, want in ((exact, list(old)), ([_loose(t) for t in exact], [_loose(t) for t in old])):
-        found = _find(keys, want, lo)
-        if stated in found:
-            return stated  # type: ignore[return-value]
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            raise _ambiguous(hunk, total, lines, found, path)
-    raise _absent(hunk, total, lines, lo, path)
+        return 0 if not index.lines else None
+    for loose in (False, True):
+        valid = [p for p in index.find(old, loose) if lo <= p and p + len(old) <= hi]
+        if stated in valid or len(valid) == 1:
+            return stated if stated in valid else valid[0]
+        if valid:
+            return None
+    return None
+
+
+def _bounds(i: int, starts: Sequence[int | None], hunks: Sequence[Hunk], size: int) -> tuple[int, int]:
+    lo = next((s + len(hunks[j].old_lines) for j in range(i - 1, -1, -1)
+               if (s := starts[j]) is not None), 0)
+    hi = next((s for j in range(i + 1, len(hunks)) if (s := starts[j]) is not None), size)
+    return lo, hi
+
+
+def _place_all(hunks: Sequence[Hunk], lines: Sequence[FileLine], path: str) -> list[Placement]:
+    index = _Index(lines)
+    starts: list[int | None] = [None] * len(hunks)
+    progress = True
+    while progress:
+        progress = False
+        for i, hunk in enumerate(hunks):
+            if starts[i] is None:
+                starts[i] = _choose(hunk, index, *_bounds(i, starts, hunks, len(lines)))
+                progress = progress or starts[i] is not None
+    for i, hunk in enumerate(hunks):
+        if starts[i] is None:
+            raise _failure(hunk, len(hunks), index, *_bounds(i, starts, hunks, len(lines)), path=path)
+    return [Placement(s, h) for s, h in zip(starts, hunks) if s is not None]
+
+
+def _failure(hunk: Hunk, total: int, index: _Index, lo: int, hi: int, *, path: str) -> PapayuError:
+    old = hunk.old_lines
+    if not old:
+        return PapayuError("ERR_PATCH_APPLY_FAILED",
+                           f"{_hunk_name(hunk, total)} has no context or removed lines to locate it; "
+                           "add context lines copied from the file", path=path)
+    for loose in (False, True):
+        found = index.find(old, loose)
+        valid = [p for p in found if lo <= p and p + len(old) <= hi]
+        if len(valid) > 1:
+            return _ambiguous(hunk, total, index.lines, valid, path)
+        if found and not valid:
+            return PapayuError(
+                "ERR_PATCH_APPLY_FAILED",
+                f"{_hunk_name(hunk, total)} matches only at line {found[0] + 1}, outside lines {lo + 1}-{hi} "
+                "left between its neighbouring hunks; hunks must be in file order and must not overlap",
+                path=path, hint="Order hunks by line number and merge overlapping hunks into one.")
+    return _absent(hunk, total, index.lines, path)
 
 
 def _show(lines: Sequence[FileLine], start: int, stop: int) -> list[str]:
@@ -133,8 +193,11 @@ def _ambiguous(hunk: Hunk, total: int, lines: Sequence[FileLine], found: list[in
     more = f" and {len(found) - MAX_CANDIDATES} more" if len(found) > MAX_CANDIDATES else ""
     shown = [f"candidate at line {p + 1}:\n" + "\n".join(_show(lines, p, p + min(m, 4)))
              for p in found[:2]]
+    stated = _stated_start(hunk)
+    header = ("the header has no line number" if stated is None
+              else f"the header's line {stated + 1} is none of them")
     reason = (f"{_hunk_name(hunk, total)} is ambiguous: its {m} context/removed lines match at "
-              f"{len(found)} places ({places}{more}) and the header's line number confirms none.\n"
+              f"{len(found)} places ({places}{more}) and {header}.\n"
               + "\n".join(shown))
     return PapayuError("ERR_PATCH_APPLY_FAILED", reason, path=path,
                        hint="Give the exact line numbers in the @@ header, or add context lines "
@@ -157,14 +220,8 @@ def _closest(lines: Sequence[FileLine], old: Sequence[str], stated: int | None) 
     return start, score
 
 
-def _absent(hunk: Hunk, total: int, lines: Sequence[FileLine], lo: int, path: str) -> PapayuError:
+def _absent(hunk: Hunk, total: int, lines: Sequence[FileLine], path: str) -> PapayuError:
     old = hunk.old_lines
-    if lo and _find([_loose(ln.text) for ln in lines], [_loose(t) for t in old], 0):
-        return PapayuError(
-            "ERR_PATCH_APPLY_FAILED",
-            f"{_hunk_name(hunk, total)} matches only before the end of the previous hunk (line {lo}); "
-            "hunks must be in file order and must not overlap", path=path,
-            hint="Order hunks by line number and merge overlapping hunks into one.")
     start, score = _closest(lines, old, _stated_start(hunk))
     detail = [f"{_hunk_name(hunk, total)} does not match the file: its {len(old)} context/removed lines "
               "were not found, exactly or ignoring whitespace."]
@@ -197,16 +254,6 @@ class EolStyle(NamedTuple):
 def _eol_style(lines: Sequence[FileLine]) -> EolStyle:
     kinds = {ln.eol for ln in lines if ln.eol}
     return EolStyle(kinds.pop() if len(kinds) == 1 else None)
-
-
-def _place_all(hunks: Sequence[Hunk], lines: Sequence[FileLine], path: str) -> list[Placement]:
-    placed: list[Placement] = []
-    lo = 0
-    for hunk in hunks:
-        start = _locate(hunk, len(hunks), lines, lo, path)
-        placed.append(Placement(start, hunk))
-        lo = start + len(hunk.old_lines)
-    return placed
 
 
 def _build(placed: Sequence[Placement], lines: Sequence[FileLine], style: EolStyle) -> list[FileLine]:

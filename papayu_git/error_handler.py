@@ -31,8 +31,10 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
         yield
     except PapayuError as exc:
         if json_output:
+            from papayu_git.traces import mask_data
+
             errors = getattr(exc, "errors", [exc])
-            output.emit_json({"ok": False, "errors": [e.to_dict() for e in errors]})
+            output.emit_json({"ok": False, "errors": mask_data([e.to_dict() for e in errors])})
         else:
             from papayu_git.secrets import mask
 
@@ -45,6 +47,8 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
         raise
     except Exception as exc:  # anything else escaping is a bug (STYLE.md §2)
         report = _write_crash_report(exc)
-        output.error(f"ERR_INTERNAL: {type(exc).__name__}: {exc}\n"
+        from papayu_git.secrets import mask
+
+        output.error(f"ERR_INTERNAL: {type(exc).__name__}: {mask(str(exc))}\n"
                      f"This is a bug in papayu; the traceback is in {report}")
         sys.exit(EXIT_BUG)

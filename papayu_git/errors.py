@@ -127,6 +127,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "Only user.* / project.* keys listed in ENGINEERING_MEMORY may be patched."),
     "ERR_MEMORY_TYPE": ErrorSpec(
         "memory_patch value has the wrong type", "Use the documented type (e.g. ask_budget 0..2 integer)."),
+    "ERR_MEMORY_SECRET": ErrorSpec(
+        "the memory value looks like a secret (API key, token, password); papayu never stores secrets",
+        "Keep secrets in environment variables or a credential store, not in engineering memory."),
     "ERR_PROJECT_INVALID": ErrorSpec(
         ".papa-yu/project.json does not match its schema", "See schemas/project.json for keys and types."),
     "ERR_PREFERENCES_INVALID": ErrorSpec(

@@ -241,8 +241,26 @@ def asks_to_remember(goal: str) -> bool:
     return bool(_REMEMBER.search(goal or "")) and not _NOT_REMEMBER.search(goal or "")
 
 
+def secret_errors(values: dict[str, Any]) -> list[PapayuError]:
+    """Values that ``secrets.mask`` would change: never written to memory files (SPEC: no raw secrets)."""
+    from papayu_git.secrets import masker
+
+    mask = masker()
+    errors = []
+    for key, value in values.items():
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and mask(t) != t for t in texts):
+            errors.append(PapayuError("ERR_MEMORY_SECRET", f"the value of {key} looks like a credential", path=key))
+    return errors
+
+
 def set_values(repo_root: Path | None, values: dict[str, Any]) -> list[Path]:
-    """Write whitelisted, type-checked dotted keys into their layer files."""
+    """Write whitelisted, type-checked dotted keys into their layer files; refuses secrets."""
+    from papayu_git import output
+
+    for err in secret_errors(values):
+        output.event("MEMORY_SET_REJECTED", code=err.code, key=err.path, value=values[err.path])
+        raise err
     written = []
     for layer in LAYERS:
         mine = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith(layer + ".")}
@@ -264,8 +282,10 @@ def apply_memory_patch(repo_root: Path, patch: Any, goal: str, accept_flag: bool
                      reason="not requested (say 'remember' or pass --accept-memory)")
         return []
     accepted, unknown, wrong = check_memory_patch(patch)
-    for err in unknown + wrong:
+    secret = secret_errors(accepted)
+    for err in unknown + wrong + secret:
         output.event("MEMORY_PATCH_REJECTED", code=err.code, key=err.path, reason=err.reason)
+    accepted = {k: v for k, v in accepted.items() if k not in {e.path for e in secret}}
     set_values(repo_root, accepted)
     if accepted:
         output.event("MEMORY_PATCH_APPLIED", keys=",".join(sorted(accepted)))

@@ -79,9 +79,12 @@ def format_event(name: str, fields: Mapping[str, object]) -> str:
 def event(name: str, **fields: object) -> None:
     """A stderr event (LLM_REQUEST_SENT, APPLY_SUCCESS, ...), shown with -v or PAPAYU_LOG=1."""
     if events_enabled():
-        from papayu_git.secrets import mask
+        from papayu_git.secrets import masker
 
-        print(mask(format_event(name, fields)), file=sys.stderr, flush=True)
+        # Mask each value before quoting (a quoted password with spaces), then the whole line.
+        mask = masker()
+        masked = {k: mask(v) if isinstance(v, str) else v for k, v in fields.items()}
+        print(mask(format_event(name, masked)), file=sys.stderr, flush=True)
 
 
 @contextmanager

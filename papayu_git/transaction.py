@@ -132,13 +132,17 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
     pdir = papayu_dir(repo)
     clear_stale(repo, pdir)
     run = _Run(repo, Path(repo.workdir or repo_root), pdir, plan, options, new_trace_id())
-    with run.watch.stage("validate"):
-        prepared = prepare(repo, plan, response, resolve_target(repo, options.onto))
+    try:
+        with run.watch.stage("validate"):
+            prepared = prepare(repo, plan, response, resolve_target(repo, options.onto))
+        if any(a.kind in DELETING_KINDS for a in prepared.response.actions) and not options.yes:
+            raise PapayuError("ERR_DELETE_NOT_CONFIRMED", "the plan deletes: " + ", ".join(
+                a.path for a in prepared.response.actions if a.kind in DELETING_KINDS))
+    except PapayuError as exc:
+        record_refusal(pdir, plan, run.trace_id, exc)
+        raise
     if not prepared.response.actions:
         return run.finish("no_changes", prepared.target, None)
-    if any(a.kind in DELETING_KINDS for a in prepared.response.actions) and not options.yes:
-        raise PapayuError("ERR_DELETE_NOT_CONFIRMED", "the plan deletes: " + ", ".join(
-            a.path for a in prepared.response.actions if a.kind in DELETING_KINDS))
     lock = locks.locks_dir(pdir) / f"apply-{plan.id}.lock"
     with locks.held(lock, wait_sec=0, what=f"plan {plan.id}", kind="apply", plan=plan.id):
         return run.transaction(prepared)
@@ -154,12 +158,14 @@ class _Run:
         self.watch = Stopwatch()
         self.check: CheckResult | None = None
         self.warnings: list[str] = []
+        self.proposed: tuple[str, ...] = ()
 
     @property
     def branch(self) -> str:
         return branch_ref(self.plan.id)[len("refs/heads/"):]
 
     def transaction(self, prepared: Prepared) -> ApplyResult:
+        self.proposed = prepared.response.commands_to_run
         commit = self.commit(prepared)
         if commit is None:
             return self.finish("no_changes", prepared.target, None)
@@ -239,8 +245,7 @@ class _Run:
         return self.check.passed
 
     def plan_commands(self) -> tuple[str, ...]:
-        data = self.plan.response if isinstance(self.plan.response, dict) else {}
-        return tuple(c for c in data.get("commands_to_run") or () if isinstance(c, str))
+        return tuple(c for c in self.proposed if isinstance(c, str))
 
     def check_error(self) -> PapayuError:
         assert self.check is not None
@@ -297,6 +302,17 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
         "apply": {"state": result.state, "branch": result.branch, "commit": result.commit},
         "timings": result.timings,
     })
+
+
+def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError) -> None:
+    """Refused before any object was written: recorded in the plan and a trace (golden-comparable)."""
+    from papayu_git import traces
+
+    errors = [e.to_dict() for e in getattr(exc, "errors", [exc])]
+    update_outcome(pdir, plan.id, state="refused", error=errors[0], trace_id=trace_id)
+    traces.write_trace(pdir, trace_id, {
+        "command": "apply", "plan_id": plan.id, **traces.schema_fields(plan.protocol), "plan_files": plan.files,
+        "validated_json": plan.response, "validation_outcome": "err", "error_code": exc.code, "errors": errors})
 
 
 def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:

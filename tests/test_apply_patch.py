@@ -305,3 +305,10 @@ def test_property_shifted_headers_apply_exactly_or_fail(case: tuple[str, str], o
         assert exc.code == "ERR_PATCH_APPLY_FAILED"
         return
     assert result == new.encode()
+
+
+def test_ambiguous_hunk_is_placed_between_its_neighbours() -> None:
+    # The middle block occurs twice; only the copy between the two other hunks keeps the order.
+    original = b"head\nfirst\nsame\nblock\ntail-a\nsecond\nsame\nblock\ntail-b\nthird\n"
+    patch = "@@ @@\n-head\n+HEAD\n first\n@@ @@\n same\n-block\n+BLOCK\n@@ @@\n tail-a\n-second\n+SECOND\n"
+    assert apply(original, patch) == b"HEAD\nfirst\nsame\nBLOCK\ntail-a\nSECOND\nsame\nblock\ntail-b\nthird\n"

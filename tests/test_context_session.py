@@ -181,3 +181,27 @@ def test_context_command_prints_the_rendered_context_as_json(project: Path) -> N
     assert data["files_shown"] == {"src/app.py": blob_sha256(project, "src/app.py")}
     assert [b["kind"] for b in data["blocks"]] == ["ENV", "FILE", "LOGS"]
     assert data["context_stats"]["context_files_count"] == 3
+
+
+def test_user_protected_patterns_from_git_config_are_refused_too(project: Path) -> None:
+    git(project, "config", "papayu.protectedPaths", "src/*.txt")
+    session = ContextSession(project, "HEAD")
+    (refused,) = session.fulfil([{"type": "read_file", "path": "src/long.txt"}])
+    assert refused.kind is BlockKind.NOTE and "ERR_PROTECTED_PATH" in refused.text
+
+
+def test_env_carries_project_memory_and_its_package_manager(project: Path) -> None:
+    (project / ".papa-yu").mkdir()
+    (project / ".papa-yu/project.json").write_text(json.dumps(
+        {"schema_version": 1, "project": {"default_test_command": "pytest -q", "package_manager": "uv"}}))
+    env = ContextSession(project, "HEAD").base_context("look")[0]
+    assert 'project_memory: {"default_test_command": "pytest -q", "package_manager": "uv"}' in env.text
+    assert "package_managers: uv (project memory), pip (requirements.txt)" in env.text
+
+
+def test_a_frame_brings_80_lines_either_side_of_its_line(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "long", {"mod.py": "".join(f"x{i} = {i}\n" for i in range(1, 401))})
+    log = f'Traceback (most recent call last):\n  File "{repo}/mod.py", line 200, in <module>\nNameError: y\n'
+    (block,) = [b for b in ContextSession(repo, "HEAD").base_context("fix", log) if b.kind is BlockKind.FILE]
+    assert block.text.splitlines()[1] == "x120 = 120" and block.text.splitlines()[-2] == "x280 = 280"
+    assert block.text.startswith("...[lines 1-119 omitted]...") and block.priority == 0

@@ -108,8 +108,10 @@ def run(source: str | None, options: "ApplyOptions", protocol: int | None = None
     repo, root, pdir = open_checkout()
     plan = load_plan(pdir, repo, source, protocol, options.onto)
     plan, response = response_of(root, plan, protocol)
-    if response.commands_to_run and not options.run_proposed:
-        output.info("The model proposes these commands (NOT run; --run-proposed runs them after the check):")
+    if response.commands_to_run:
+        output.info("The model proposes these commands (" + (
+            "--run-proposed: they run in the worktree after the check):" if options.run_proposed else
+            "NOT run; --run-proposed runs them in the worktree after the check):"))
         for command in response.commands_to_run:
             output.info(f"  $ {command}")
     options = dataclasses.replace(options, yes=_confirm_deletions(response, options.yes))

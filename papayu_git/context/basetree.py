@@ -98,8 +98,10 @@ class BaseTree:
         wanted = list(paths) if paths is not None else None
         if wanted == []:
             return {}
-        args = ["--literal-pathspecs", "status", "--porcelain=v1", "-z", "--no-renames"]
-        out = run_git([*args, "--", *wanted] if wanted else args, cwd=self.repo_root, check=False).stdout
+        # --no-optional-locks: status must not write the user's index (its stat refresh).
+        args = ["--no-optional-locks", "--literal-pathspecs", "status", "--porcelain=v1", "-z", "--no-renames"]
+        args += ["-uno", "--", *wanted] if wanted else []
+        out = run_git(args, cwd=self.repo_root, check=False).stdout
         status = {record[3:]: record[:2] for record in out.split("\0") if len(record) > 3}
         if wanted is None:
             self._dirty = status
