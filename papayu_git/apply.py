@@ -289,6 +289,10 @@ def _build(placed: Sequence[Placement], lines: Sequence[FileLine], style: EolSty
                 out.append(FileLine(dl.text, style.for_added(dl)))
         cur = q
     out.extend(lines[cur:])
+    # The old last line may lack a newline and now be followed by added lines.
+    for i in range(len(out) - 1):
+        if not out[i].eol:
+            out[i] = FileLine(out[i].text, style.uniform or out[i + 1].eol or "\n")
     return out
 
 
