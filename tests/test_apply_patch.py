@@ -416,3 +416,9 @@ def test_property_diff_that_ignores_a_missing_final_newline_keeps_it_missing(cas
     patch = _difflib_patch(old + "\n", new + "\n")
     assert "\\ No newline" not in patch
     assert apply(old.encode(), patch) == new.encode()
+
+
+def test_git_quoted_non_ascii_path_names_the_same_file() -> None:
+    patch = ('diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n--- "a/caf\\303\\251.py"\n'
+             '+++ "b/caf\\303\\251.py"\n@@ -1 +1 @@\n-x\n+y\n')
+    assert apply_patch(b"x\n", patch, path="café.py") == b"y\n"
