@@ -22,7 +22,8 @@ Classes: unperturbed; hunk line numbers moved by a random +-1..20 (each hunk its
 wrong hunk counts; `@@ @@` headers without numbers; trailing whitespace dropped from context
 lines (only diffs that have some); `\\ No newline at end of file` removed (natural cases plus
 each change re-diffed with both versions' final newline removed, when the diff then
-touches the end of the file).
+touches the end of the file); and all of these at once, on the changes and on their
+trailing-whitespace variants.
 """
 
 from __future__ import annotations
@@ -167,8 +168,8 @@ def build_corpus(dest: Path, limit: int, seed: int) -> Path:
 
 def commit_all(repo: Path, message: str) -> None:
     git(["add", "-A"], repo)
-    git(["-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q",
-         "--no-verify", "-m", message], repo)
+    git(["-c", "user.name=bench", "-c", "user.email=bench@example.com", "-c", "commit.gpgsign=false",
+         "commit", "-q", "--no-verify", "-m", message], repo)
 
 
 # --- perturbations -------------------------------------------------------------------------
@@ -228,6 +229,8 @@ PERTURBATIONS: dict[str, Callable[[str, random.Random], str]] = {
     "@@ @@ (no numbers)": no_numbers,
     "context trailing ws dropped": strip_context_ws,
     "no-newline marker missing": drop_marker,
+    "all of the above at once": lambda diff, rng: drop_marker(strip_context_ws(
+        wrong_counts(shift_lines(diff, rng), rng), rng), rng),
 }
 
 
@@ -313,7 +316,9 @@ def show_failure(name: str, case: Case, patch: str) -> None:
 def measure(cases: list[Case], seed: int, scratch: Path,
             show_failures: bool = False) -> tuple[dict[str, Tally], float]:
     rng = random.Random(seed)
-    extra = {"no-newline marker missing": without_final_newline, "context trailing ws dropped": with_trailing_ws}
+    extra: dict[str, Callable[[Case, Path], Case | None]] = {
+        "no-newline marker missing": without_final_newline, "context trailing ws dropped": with_trailing_ws,
+        "all of the above at once": with_trailing_ws}
     results: dict[str, Tally] = {}
     papayu_time = 0.0
     for name, perturb in PERTURBATIONS.items():

@@ -60,6 +60,16 @@ SETTINGS: list[Setting] = [
             "chat | fixit | fix-plan"),
     Setting("llm_timeout_sec", "PAPAYU_LLM_TIMEOUT_SEC", "papayu.llm.timeoutSec", "90",
             "seconds to wait for one model answer"),
+    Setting("forge", "PAPAYU_FORGE", "papayu.forge.type", "",
+            "github, gitlab or gitea for `pr` and `land --when-green` (empty: guessed from the remote's host)"),
+    Setting("forge_api_url", "PAPAYU_FORGE_API_URL", "papayu.forge.apiUrl", "",
+            "forge REST API base, e.g. https://git.example.com/api/v4 (empty: derived from the remote)"),
+    Setting("forge_web_url", "PAPAYU_FORGE_WEB_URL", "papayu.forge.webUrl", "",
+            "forge web base for the compare URL printed without a token (empty: https://<remote host>)"),
+    Setting("checks_timeout_sec", "PAPAYU_CHECKS_TIMEOUT_SEC", "papayu.checksTimeoutSec", "3600",
+            "`land --when-green`: give up (ERR_CHECKS_TIMEOUT) when checks stay pending this long"),
+    Setting("checks_interval_sec", "PAPAYU_CHECKS_INTERVAL_SEC", "papayu.checksIntervalSec", "30",
+            "`land --when-green`: seconds between polls of the forge's checks"),
 ]
 
 _BY_NAME = {s.name: s for s in SETTINGS}
