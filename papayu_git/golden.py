@@ -116,9 +116,13 @@ GOLDEN_REQUEST_FIELDS = ("mode", "input_chars", "token_budget", "strict_json", "
 
 
 def trace_mode(trace: Mapping[str, Any]) -> str | None:
+    """plan | apply: request.mode, else the trace's own mode, else its command (the transaction's
+    apply trace has no request block); None for anything else."""
     request = trace.get("request") if isinstance(trace.get("request"), dict) else {}
-    mode = request.get("mode") or trace.get("mode")
-    return mode if mode in ("plan", "apply") else None
+    for mode in (request.get("mode"), trace.get("mode"), trace.get("command")):
+        if mode in ("plan", "apply"):
+            return str(mode)
+    return None
 
 
 def trace_to_golden(trace: Mapping[str, Any]) -> dict[str, Any]:

@@ -205,3 +205,31 @@ def test_a_frame_brings_80_lines_either_side_of_its_line(tmp_path: Path) -> None
     (block,) = [b for b in ContextSession(repo, "HEAD").base_context("fix", log) if b.kind is BlockKind.FILE]
     assert block.text.splitlines()[1] == "x120 = 120" and block.text.splitlines()[-2] == "x280 = 280"
     assert block.text.startswith("...[lines 1-119 omitted]...") and block.priority == 0
+
+
+def test_cache_and_diet_events_go_to_stderr(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PAPAYU_LOG", "1")
+    monkeypatch.setenv("PAPAYU_CONTEXT_MAX_TOTAL_CHARS", "3000")
+    session = ContextSession(project, "HEAD")
+    blocks = session.fulfil([{"type": "env"}, {"type": "env"}, {"type": "read_file", "path": "src/long.txt"}])
+    text = session.render(blocks)
+    err = capsys.readouterr().err
+    assert session.last_diet is not None
+    assert "CONTEXT_CACHE_MISS key=env" in err and "CONTEXT_CACHE_HIT key=env" in err
+    assert "CONTEXT_CACHE_MISS key=read:src/long.txt:()" in err
+    assert len(text) <= 3000 and [b.kind for b in session.last_diet.dropped] == [BlockKind.ENV]
+    assert f"CONTEXT_DIET_APPLIED files=1 dropped=1 truncated=0 total_chars={len(text)}" in err
+
+
+def test_a_session_started_in_a_subdirectory_reads_repo_paths(project: Path) -> None:
+    session = ContextSession(project / "src", "HEAD")
+    (block,) = session.fulfil([{"type": "read_file", "path": "src/app.py"}])
+    assert block.kind is BlockKind.FILE and session.repo_root == project.resolve()
+
+
+@pytest.mark.parametrize("base", ["no-such-branch", "HEAD:src"])
+def test_a_base_that_is_not_a_commit_is_an_error(project: Path, base: str) -> None:
+    with pytest.raises(PapayuError) as info:
+        ContextSession(project, base)
+    assert info.value.code == "ERR_GIT_COMMAND" and base in info.value.reason

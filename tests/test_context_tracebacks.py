@@ -68,6 +68,17 @@ def test_chained_python_exception_brings_both_files(tmp_path: Path) -> None:
     assert shown["pkg/main.py"].priority == 0                       # the last frame printed
 
 
+def test_a_log_from_another_checkout_maps_by_path_tail(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "mine", CALC)
+    ci = tmp_path / "home/runner/work/calc/calc"
+    ci.parent.mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", str(repo), str(ci)], check=True)
+    log = run([sys.executable, "-m", "pytest", "--tb=native", "-p", "no:cacheprovider", "tests"], ci)
+    assert f'File "{ci}/src/calc.py", line 2' in log
+    shown = context_for(repo, log)
+    assert {"src/calc.py", "tests/test_calc.py"} <= shown.keys() and shown["src/calc.py"].priority == 0
+
+
 def test_syntax_error_brings_the_broken_file(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "syntax", {"src/bad.py": "x = 1\n\ndef f(:\n    pass\n"})
     log = run([sys.executable, "-c", "import sys; sys.path.insert(0, 'src'); import bad"], repo)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from papayu_git.errors import PapayuError
 from papayu_git.git import run_git
 
 _LS_FORMAT = "%(objectmode) %(objecttype) %(objectname)%x09%(path)"
@@ -48,12 +49,20 @@ class BaseTree:
     """The base commit's tree, read through git plumbing and cached per plan cycle."""
 
     def __init__(self, repo_root: Path, base_commit: str) -> None:
-        self.repo_root = repo_root
-        self.base = run_git(["rev-parse", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
-                            cwd=repo_root).stdout.strip()
+        # One process for both: the top level (paths are relative to it) and the base commit.
+        proc = run_git(["rev-parse", "--show-toplevel", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
+                       cwd=repo_root, check=False)
+        lines = proc.stdout.split("\n")
+        if proc.returncode != 0 or len(lines) < 2 or not lines[1].strip():
+            if "not a git repository" in proc.stderr:
+                raise PapayuError("ERR_NOT_A_GIT_REPO", f"{repo_root} is not in a git work tree")
+            raise PapayuError("ERR_GIT_COMMAND", f"{base_commit!r} is not a commit of this repository")
+        self.repo_root = Path(lines[0].strip())
+        self.base = lines[1].strip()
         self._entries: dict[str, TreeEntry | None] = {}
         self._blobs: dict[str, Blob] = {}
         self._all_paths: list[str] | None = None
+        self._by_basename: dict[str, list[str]] | None = None
         self._dirty: dict[str, str] | None = None
 
     def entries(self, paths: Iterable[str]) -> dict[str, TreeEntry | None]:
@@ -86,6 +95,15 @@ class BaseTree:
             out = run_git(["ls-tree", "-r", "-z", "--name-only", self.base], cwd=self.repo_root).stdout
             self._all_paths = [p for p in out.split("\0") if p]
         return self._all_paths
+
+    def by_basename(self) -> dict[str, list[str]]:
+        """base name -> paths: suffix lookups for frames whose path is not at the root."""
+        if self._by_basename is None:
+            index: dict[str, list[str]] = {}
+            for path in self.all_paths():
+                index.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+            self._by_basename = index
+        return self._by_basename
 
     def top_level(self) -> set[str]:
         out = run_git(["ls-tree", "-z", "--name-only", self.base], cwd=self.repo_root).stdout

@@ -27,8 +27,8 @@ class ContextSession:
     """Owns the cache of one plan cycle; every FILE block comes from the base commit's blobs."""
 
     def __init__(self, repo_root: Path, base_commit: str) -> None:
-        self.repo_root = Path(repo_root)
-        self.tree = BaseTree(self.repo_root, base_commit)
+        self.tree = BaseTree(Path(repo_root), base_commit)
+        self.repo_root = self.tree.repo_root
         self.base_commit = self.tree.base
         self.protected = configured_protected(str(self.repo_root))
         self.limits = DietLimits.from_settings(self.repo_root)
