@@ -2,7 +2,7 @@
 
 Bytes in, bytes out, or a PapayuError: no I/O, no git. Model-written diffs are
 tolerated the way seed 003 ("PATCH_FILE engine") asks: a hunk is tried at its
-stated line, then at a unique exact match anywhere after the previous hunk
+stated line, then at a unique exact match between its neighbouring hunks
 (offset), then the same two steps ignoring whitespace differences; counts in
 headers are recounted from the body, `@@ @@` headers are located by context
 alone, a missing `\\ No newline at end of file` marker is forgiven. A match is
@@ -22,9 +22,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from papayu_git.unified_diff import DiffLine, Hunk, parse_hunks
 from papayu_git.errors import PapayuError
 from papayu_git.protocol import Action, ActionKind
+from papayu_git.unified_diff import DiffLine, Hunk, parse_hunks
 
 MAX_CANDIDATES = 4
 MAX_SHOWN_LINES = 12
@@ -101,12 +101,16 @@ class _Index:
             self._where[loose] = where
         return self._keys[loose]
 
+    def positions(self, key: str, loose: bool) -> list[int]:
+        self.keys(loose)
+        return self._where[loose].get(key, [])
+
     def find(self, old: Sequence[str], loose: bool) -> list[int]:
         """Every start where the whole block ``old`` matches."""
         keys = self.keys(loose)
         want = [_loose(t) for t in old] if loose else list(old)
         m = len(want)
-        return [p for p in self._where[loose].get(want[0], ()) if keys[p:p + m] == want]
+        return [p for p in self.positions(want[0], loose) if keys[p:p + m] == want]
 
 
 def _stated_start(hunk: Hunk) -> int | None:
@@ -126,10 +130,12 @@ def _choose(hunk: Hunk, index: _Index, lo: int, hi: int) -> int | None:
     stated = _stated_start(hunk)
     old = hunk.old_lines
     if not old:
-        # Pure insertion without context: only the stated line (or an empty file) can place it.
-        if stated is not None and lo <= stated <= hi:
-            return stated
-        return 0 if not index.lines else None
+        # Pure insertion without context cannot be verified anywhere: accept only the two
+        # places a header can state unmistakably, the start and the end of the file.
+        edges = {0, len(index.lines)}
+        if not index.lines:
+            return 0  # an empty file has one place
+        return stated if stated in edges and lo <= stated <= hi else None
     for loose in (False, True):
         valid = [p for p in index.find(old, loose) if lo <= p and p + len(old) <= hi]
         if stated in valid or len(valid) == 1:
@@ -166,7 +172,8 @@ def _failure(hunk: Hunk, total: int, index: _Index, lo: int, hi: int, *, path: s
     old = hunk.old_lines
     if not old:
         return PapayuError("ERR_PATCH_APPLY_FAILED",
-                           f"{_hunk_name(hunk, total)} has no context or removed lines to locate it; "
+                           f"{_hunk_name(hunk, total)} has no context or removed lines to locate it "
+                           "(only the start or the end of the file can be given by line number); "
                            "add context lines copied from the file", path=path)
     for loose in (False, True):
         found = index.find(old, loose)
@@ -179,7 +186,7 @@ def _failure(hunk: Hunk, total: int, index: _Index, lo: int, hi: int, *, path: s
                 f"{_hunk_name(hunk, total)} matches only at line {found[0] + 1}, outside lines {lo + 1}-{hi} "
                 "left between its neighbouring hunks; hunks must be in file order and must not overlap",
                 path=path, hint="Order hunks by line number and merge overlapping hunks into one.")
-    return _absent(hunk, total, index.lines, path)
+    return _absent(hunk, total, index, path)
 
 
 def _show(lines: Sequence[FileLine], start: int, stop: int) -> list[str]:
@@ -204,37 +211,47 @@ def _ambiguous(hunk: Hunk, total: int, lines: Sequence[FileLine], found: list[in
                             "that occur only once in the file.")
 
 
-def _closest(lines: Sequence[FileLine], old: Sequence[str], stated: int | None) -> tuple[int, int]:
+def _closest(index: _Index, old: Sequence[str], stated: int | None) -> tuple[int, int]:
     """(start, matching line count) of the window that best matches ``old``, ignoring whitespace."""
-    where: dict[str, list[int]] = {}
-    for i, ln in enumerate(lines):
-        where.setdefault(_loose(ln.text), []).append(i)
     votes: Counter[int] = Counter()
     for j, text in enumerate(old):
-        for i in where.get(_loose(text), ()):
+        for i in index.positions(_loose(text), loose=True):
             votes[i - j] += 1
-    if not votes:
-        return (stated if stated is not None else 0), 0
     anchor = stated if stated is not None else 0
+    if not votes:
+        return anchor, 0
     start, score = max(votes.items(), key=lambda kv: (kv[1], -abs(kv[0] - anchor)))
     return start, score
 
 
-def _absent(hunk: Hunk, total: int, lines: Sequence[FileLine], path: str) -> PapayuError:
-    old = hunk.old_lines
-    start, score = _closest(lines, old, _stated_start(hunk))
+def _window(lines: Sequence[FileLine], old: Sequence[str], start: int) -> list[str]:
+    """The file lines at ``start``, each differing one followed by what the hunk expected."""
+    out = []
+    for j, want in enumerate(old[:MAX_SHOWN_LINES]):
+        i = start + j
+        have = lines[i].text if 0 <= i < len(lines) else None
+        if have is not None:
+            out.append(f"  {i + 1:>5} | {have}")
+        if have is None or _loose(have) != _loose(want):
+            out.append(f"        ^ hunk line {j + 1} expects: {want!r}")
+    return out
+
+
+def _absent(hunk: Hunk, total: int, index: _Index, path: str) -> PapayuError:
+    old, lines = hunk.old_lines, index.lines
     detail = [f"{_hunk_name(hunk, total)} does not match the file: its {len(old)} context/removed lines "
               "were not found, exactly or ignoring whitespace."]
+    applied = index.find(hunk.new_lines, loose=False) if hunk.new_lines else []
+    if applied:
+        detail.append(f"Its result lines are already in the file at line {applied[0] + 1}: "
+                      "the change looks already applied.")
+    start, score = _closest(index, old, _stated_start(hunk))
     if not lines:
         detail.append("The file is empty.")
     elif score:
-        detail.append(f"Closest place in the file, lines {max(start, 0) + 1}-{start + len(old)} "
+        detail.append(f"Closest place in the file, from line {max(start, 0) + 1} "
                       f"({score} of {len(old)} lines match):")
-        detail.extend(_show(lines, start, start + len(old)))
-        first_bad = next((j for j, t in enumerate(old)
-                          if not 0 <= start + j < len(lines) or _loose(lines[start + j].text) != _loose(t)), None)
-        if first_bad is not None:
-            detail.append(f"first differing hunk line: {old[first_bad]!r}")
+        detail.extend(_window(lines, old, start))
     else:
         detail.append("No line of the hunk's context occurs in the file.")
     return PapayuError("ERR_PATCH_APPLY_FAILED", "\n".join(detail), path=path)
@@ -272,6 +289,10 @@ def _build(placed: Sequence[Placement], lines: Sequence[FileLine], style: EolSty
                 out.append(FileLine(dl.text, style.for_added(dl)))
         cur = q
     out.extend(lines[cur:])
+    # The old last line may lack a newline and now be followed by added lines.
+    for i in range(len(out) - 1):
+        if not out[i].eol:
+            out[i] = FileLine(out[i].text, style.uniform or out[i + 1].eol or "\n")
     return out
 
 
@@ -296,12 +317,12 @@ def apply_patch(original: bytes, patch: str, *, path: str, normalize_eol: bool =
     hunks = parse_hunks(patch, path=path)
     lines = _split_lines(text)
     placed = _place_all(hunks, lines, path)
-    out = _build(placed, lines, _eol_style(lines))
+    style = _eol_style(lines)
+    out = _build(placed, lines, style)
     want_newline = _final_newline(placed, lines)
     if out and want_newline is not None:
         last = out[-1]
-        eol = (last.eol or _eol_style(lines).for_added(DiffLine("+", "", False))) if want_newline else ""
-        out[-1] = FileLine(last.text, eol)
+        out[-1] = FileLine(last.text, (last.eol or style.uniform or "\n") if want_newline else "")
     result = "".join(ln.text + ln.eol for ln in out)
     if result == text:
         raise PapayuError("ERR_PATCH_APPLY_FAILED",

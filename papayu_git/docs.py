@@ -68,10 +68,21 @@ def settings_table() -> str:
     return markdown_table()
 
 
+def memory_table() -> str:
+    from papayu_git.memory import MEMORY_WHITELIST, git_config_key
+
+    rows = ["| key | type | file | git config override |", "|---|---|---|---|"]
+    for key, kind in MEMORY_WHITELIST.items():
+        where = "preferences.json" if key.startswith("user.") else ".papa-yu/project.json"
+        rows.append(f"| `{key}` | {kind} | {where} | `{git_config_key(key)}` |")
+    return "\n".join(rows)
+
+
 REGIONS: dict[str, Callable[[], str]] = {
     "ERROR-TABLE": error_table,
     "LIMITS-TABLE": limits_table,
     "SETTINGS-TABLE": settings_table,
+    "MEMORY-TABLE": memory_table,
 }
 
 

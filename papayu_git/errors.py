@@ -40,6 +40,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_UNKNOWN_FILE_KIND": ErrorSpec(
         "papayu cannot tell what kind of file this is",
         "Pass a plan/response, .papa-yu/project.json, preferences.json or a golden trace."),
+    "ERR_WRONG_FILE_KIND": ErrorSpec(
+        "the file is valid JSON of another kind than the hook (or --kind) expects",
+        "Move the file where files of its kind live (README: pre-commit hooks), or fix its content."),
     "ERR_FILE_NOT_FOUND": ErrorSpec(
         "the file does not exist or cannot be read",
         "Check the path; run 'git papayu list' to see stored plans."),
@@ -187,8 +190,15 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_FORGE_AUTH": ErrorSpec("the forge refused the token", "Check GH_TOKEN/GITLAB_TOKEN/GITEA_TOKEN."),
     "ERR_FORGE_NOT_FOUND": ErrorSpec("the forge does not know that repository", "Check the remote URL."),
     "ERR_FORGE_HTTP": ErrorSpec("the forge answered with an error", "Read the status above and retry."),
+    "ERR_PR_NOT_PUSHED": ErrorSpec(
+        "the remote does not have the local papayu/<id> commit, so its checks are not about it",
+        "Run 'git papayu pr ID' to push it, then wait for CI."),
     "ERR_CHECKS_RED": ErrorSpec("the forge's checks failed; nothing landed", "Fix the failure and push again."),
     "ERR_CHECKS_TIMEOUT": ErrorSpec("the forge's checks stayed pending too long", "Run land --when-green again later."),
+    "ERR_REMOTE_NOT_FOUND": ErrorSpec("the git remote does not exist", "Check 'git remote -v' or pass --remote NAME."),
+    "ERR_HOOK_EXISTS": ErrorSpec(
+        "another pre-commit hook is installed; papayu will not overwrite it silently",
+        "Pass --chain to run it before papayu's checks, or --force to replace it (a backup is kept)."),
     # --- catch-all ---------------------------------------------------------------
     "ERR_USAGE": ErrorSpec("the command line is wrong", "See --help."),
     "ERR_INTERNAL": ErrorSpec("an internal bug in papayu", "Please report it with the trace file named above."),

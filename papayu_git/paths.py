@@ -7,7 +7,7 @@ against the base tree in validate.py.
 from __future__ import annotations
 
 import re
-from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Sequence
 
 from papayu_git.errors import PapayuError
@@ -22,6 +22,16 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SEPARATORS = re.compile(r"[\\/]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_MAYBE_GIT = re.compile("git", re.I)
+# The common case in one regex: plain segments that start with a letter, digit or '_' cannot be
+# '.', '..', '.git' or 'git~1', cannot be absolute, a drive or '~' (fast path, bench/validate_bench.py).
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*)*")   # cheap pre-filter: most paths never mention git
+_SEGMENT_CODES = {
+    "..": ("ERR_PATH_TRAVERSAL", "path has a '..' segment"),
+    ".": ("ERR_PATH_DOT_SEGMENT", "path has a '.' or empty segment"),
+    "": ("ERR_PATH_DOT_SEGMENT", "path has a '.' or empty segment"),
+}
 
 
 def _is_git_segment(segment: str) -> bool:
@@ -30,58 +40,106 @@ def _is_git_segment(segment: str) -> bool:
     return folded == ".git" or folded == "git~1"
 
 
+def _shown(path: str) -> str:
+    shown = path if len(path) <= 80 else path[:77] + "..."
+    return shown if shown.isprintable() else shown.encode("unicode_escape").decode("ascii")
+
+
+def _path_error(path: str) -> tuple[str, str] | None:
+    """(code, reason) of the first broken rule, None when the path is fine."""
+    if _CONTROL.search(path):
+        return "ERR_PATH_CONTROL_CHAR", "path contains a NUL or control character"
+    if len(path) > MAX_PATH_LEN:
+        return "ERR_PATH_TOO_LONG", f"path has {len(path)} characters (max {MAX_PATH_LEN})"
+    if path[0] in "/\\" or _DRIVE.match(path):
+        return "ERR_PATH_ABSOLUTE", "path is absolute"
+    if path[0] == "~":
+        return "ERR_PATH_HOME", "path starts with '~'"
+    return None
+
+
 def check_path(path: object, *, kind: str = "") -> str:
     """Return the normalised path or raise the ERR_PATH_* code of the first broken rule."""
     if not isinstance(path, str) or path == "":
         raise PapayuError("ERR_PATH_EMPTY", "path is empty", path="")
-    shown = path if len(path) <= 80 else path[:77] + "..."
-    shown = shown.encode("unicode_escape").decode("ascii") if not shown.isprintable() else shown
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in path):
-        raise PapayuError("ERR_PATH_CONTROL_CHAR", "path contains a NUL or control character", path=shown)
-    if len(path) > MAX_PATH_LEN:
-        raise PapayuError("ERR_PATH_TOO_LONG", f"path has {len(path)} characters (max {MAX_PATH_LEN})", path=shown)
-    if path[0] in "/\\" or _DRIVE.match(path):
-        raise PapayuError("ERR_PATH_ABSOLUTE", "path is absolute", path=shown)
-    if path[0] == "~":
-        raise PapayuError("ERR_PATH_HOME", "path starts with '~'", path=shown)
+    if len(path) <= MAX_PATH_LEN and _PLAIN.fullmatch(path):
+        return path
+    problem = _path_error(path)
+    if problem:
+        raise PapayuError(problem[0], problem[1], path=_shown(path))
+    original = path
     if kind in ("CREATE_DIR", "DELETE_DIR") and path.endswith("/") and len(path) > 1:
         path = path[:-1]
     segments = _SEPARATORS.split(path)
+    maybe_git = _MAYBE_GIT.search(path) is not None
     for segment in segments:
-        if segment == "..":
-            raise PapayuError("ERR_PATH_TRAVERSAL", "path has a '..' segment", path=shown)
-        if segment in ("", "."):
-            raise PapayuError("ERR_PATH_DOT_SEGMENT", "path has a '.' or empty segment", path=shown)
-        if _is_git_segment(segment):
-            raise PapayuError("ERR_PATH_GIT_DIR", "path is inside .git", path=shown)
+        bad = _SEGMENT_CODES.get(segment)
+        if bad:
+            raise PapayuError(bad[0], bad[1], path=_shown(original))
+        if maybe_git and _is_git_segment(segment):
+            raise PapayuError("ERR_PATH_GIT_DIR", "path is inside .git", path=_shown(original))
     return "/".join(segments)
 
 
-def _match(pattern_segments: list[str], path_segments: list[str]) -> bool:
-    if not pattern_segments:
-        return not path_segments
-    head, rest = pattern_segments[0], pattern_segments[1:]
-    if head == "**":
-        return any(_match(rest, path_segments[i:]) for i in range(len(path_segments) + 1))
-    return bool(path_segments) and fnmatchcase(path_segments[0], head) and _match(rest, path_segments[1:])
+def _glob_segment(segment: str) -> str:
+    """fnmatch syntax for one path segment: '*' and '?' never cross '/'."""
+    out, i = [], 0
+    while i < len(segment):
+        c = segment[i]
+        close = segment.find("]", i + 2) if c == "[" else -1
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif close > 0:
+            body = segment[i + 1:close]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = close
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def pattern_regex(pattern: str) -> str:
+    """gitignore-like: a pattern without '/' matches the base name at any depth; '**' is any
+    number of segments (also none). The regex runs on the case-folded path plus a final '/'."""
+    segments = pattern.casefold().split("/")
+    if len(segments) == 1:
+        segments = ["**", segments[0]]
+    return "".join("(?:[^/]*/)*" if seg == "**" else _glob_segment(seg) + "/" for seg in segments)
+
+
+@lru_cache(maxsize=64)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[tuple[bool, re.Pattern[str]], ...]]:
+    """(any pattern, runs): runs of patterns with the same polarity merged into one regex,
+    last run first (the last matching pattern wins, like .gitignore)."""
+    runs: list[tuple[bool, list[str]]] = []
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        body = pattern_regex(pattern[1:] if negate else pattern)
+        if runs and runs[-1][0] == negate:
+            runs[-1][1].append(body)
+        else:
+            runs.append((negate, [body]))
+    any_pattern = re.compile("(?:" + "|".join(b for negate, bodies in runs if not negate for b in bodies) + ")")
+    return any_pattern, tuple((negate, re.compile("(?:" + "|".join(bodies) + ")")) for negate, bodies in reversed(runs))
 
 
 def matches_pattern(pattern: str, path: str) -> bool:
-    """gitignore-like: a pattern without '/' matches the base name at any depth."""
-    folded = path.casefold().split("/")
-    pattern = pattern.casefold()
-    if "/" not in pattern:
-        return fnmatchcase(folded[-1], pattern)
-    return _match(pattern.split("/"), folded)
+    return re.fullmatch(pattern_regex(pattern), path.casefold() + "/") is not None
 
 
 def is_protected(path: str, patterns: Sequence[str] = DEFAULT_PROTECTED) -> bool:
-    protected = False
-    for pattern in patterns:
-        negate = pattern.startswith("!")
-        if matches_pattern(pattern[1:] if negate else pattern, path):
-            protected = not negate
-    return protected
+    folded = path.casefold() + "/"
+    any_pattern, runs = _compiled(tuple(patterns))
+    if not any_pattern.fullmatch(folded):
+        return False  # the common case: one regex and done
+    for negate, regex in runs:
+        if regex.fullmatch(folded):
+            return not negate
+    return False
 
 
 def protected_patterns(extra: Sequence[str] = ()) -> tuple[str, ...]:

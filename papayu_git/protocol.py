@@ -120,17 +120,17 @@ def coerce_mode(value: object) -> Mode:
 
 def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Iterative (never recursive) check that ``value`` nests at most ``limit`` levels."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            if depth >= limit and item:
-                return False
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            if depth >= limit and item:
-                return False
-            stack.extend((v, depth + 1) for v in item)
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 1
+    while level:
+        if depth > limit:
+            return False
+        below = []
+        for item in level:
+            for child in (item.values() if isinstance(item, dict) else item):
+                if isinstance(child, (dict, list)):
+                    below.append(child)
+        level, depth = below, depth + 1
     return True
 
 

@@ -76,6 +76,16 @@ SETTINGS: list[Setting] = [
             "context window of the embedded llama.cpp server, in tokens"),
     Setting("local_start_timeout_sec", "PAPAYU_LOCAL_START_TIMEOUT_SEC", "papayu.local.startTimeoutSec", "120",
             "seconds to wait for the embedded llama.cpp server to answer"),
+    Setting("forge", "PAPAYU_FORGE", "papayu.forge.type", "",
+            "github, gitlab or gitea for `pr` and `land --when-green` (empty: guessed from the remote's host)"),
+    Setting("forge_api_url", "PAPAYU_FORGE_API_URL", "papayu.forge.apiUrl", "",
+            "forge REST API base, e.g. https://git.example.com/api/v4 (empty: derived from the remote)"),
+    Setting("forge_web_url", "PAPAYU_FORGE_WEB_URL", "papayu.forge.webUrl", "",
+            "forge web base for the compare URL printed without a token (empty: https://<remote host>)"),
+    Setting("checks_timeout_sec", "PAPAYU_CHECKS_TIMEOUT_SEC", "papayu.checksTimeoutSec", "3600",
+            "`land --when-green`: give up (ERR_CHECKS_TIMEOUT) when checks stay pending this long"),
+    Setting("checks_interval_sec", "PAPAYU_CHECKS_INTERVAL_SEC", "papayu.checksIntervalSec", "30",
+            "`land --when-green`: seconds between polls of the forge's checks"),
 ]
 
 _BY_NAME = {s.name: s for s in SETTINGS}
@@ -98,8 +108,14 @@ def _git_config(cwd: str) -> dict[str, str]:
     return values
 
 
+def _config_key(cwd: str) -> str:
+    """One `git config --list` per repository: `repo/`, `repo` and `repo/.git` share it."""
+    path = cwd.rstrip("/") or "/"
+    return os.path.dirname(path) if os.path.basename(path) == ".git" else path
+
+
 def git_config_value(key: str, cwd: str | None = None) -> str | None:
-    return _git_config(cwd or os.getcwd()).get(key.lower())
+    return _git_config(_config_key(cwd or os.getcwd())).get(key.lower())
 
 
 def git_config_items(prefix: str, cwd: str | None = None) -> dict[str, str]:

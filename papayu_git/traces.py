@@ -1,7 +1,7 @@
 """Traces (SPEC §7, seeds 002/003): `.git/papayu/traces/<trace_id>.json`.
 
-One JSON object per LLM round trip (plan, apply, repair, fallback) or apply
-transaction. Layout (every field optional except the first three; writers fill
+One JSON object per plan or apply command (its repair and v2->v1 fallback rounds
+are described by the protocol_* fields, so `stats` counts one trace as one APPLY). Layout (every field optional except the first three; writers fill
 what they know, readers — `trace`, `stats`, golden conversion — tolerate gaps):
 
     trace_format              1
@@ -17,7 +17,7 @@ what they know, readers — `trace`, `stats`, golden conversion — tolerate gap
     validated_json            the validated (or rejected) model answer
     validation_outcome        "ok" | "err";   error_code: ERR_* or null
     protocol_default, protocol_attempts, protocol_fallback_reason, protocol_fallback_stage,
-    protocol_repair_attempt, protocol_fallback_attempted      SPEC §2.4, seed 003
+    protocol_repair_attempt, protocol_repair_reason, protocol_fallback_attempted   SPEC §2.4, seed 003
     check                     {command, state: passed|failed|timeout|skipped, exit_code, duration_sec}
     apply                     {state: landed|rolled_back|review|no_changes, branch, commit}
     raw_content               raw model output — only with PAPAYU_TRACE_RAW=1, masked
@@ -108,8 +108,12 @@ def mask_data(data: Any, mask: Callable[[str], str] | None = None) -> Any:
     return data
 
 
-def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> dict[str, Any]:
+def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any],
+                 existing: dict[str, Any] | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {"trace_format": TRACE_FORMAT, "trace_id": trace_id, "created_at": now_iso()}
+    if existing:
+        record.update(existing)
+        record["updated_at"] = now_iso()
     record.update(data)
     record["trace_id"] = trace_id
     if "config_snapshot" not in record:
@@ -120,17 +124,30 @@ def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> dict[
 
 
 def write_trace(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> Path | None:
-    """Write (or overwrite) `traces/<trace_id>.json`; None when tracing is off (PAPAYU_TRACE=0)."""
+    """Write `traces/<trace_id>.json`; None when tracing is off (PAPAYU_TRACE=0).
+
+    Several modules contribute to one trace (the LLM round, then the transaction): a second
+    write with the same id merges its top-level keys into the existing record (later wins).
+    """
     if not tracing_enabled(papayu_dir):
         return None
     directory = traces_dir(papayu_dir)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{_safe_id(trace_id)}.json"
+    existing = _read_object(target)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    text = json.dumps(build_record(papayu_dir, trace_id, data), ensure_ascii=False, indent=2, default=str)
+    text = json.dumps(build_record(papayu_dir, trace_id, data, existing), ensure_ascii=False, indent=2, default=str)
     tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, target)
     return target
+
+
+def _read_object(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _safe_id(trace_id: str) -> str:

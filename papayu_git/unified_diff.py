@@ -11,6 +11,7 @@ changes nothing, is an error, never a silent no-op.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,12 +94,19 @@ def _range(regex: re.Pattern[str], inner: str) -> tuple[int | None, int | None]:
     return int(m.group(1)), (int(m.group(2)) if m.group(2) is not None else 1)
 
 
-def _counts(lines: Sequence[DiffLine]) -> tuple[int, int]:
-    return sum(dl.tag != "+" for dl in lines), sum(dl.tag != "-" for dl in lines)
-
-
 def _is_file_header(rows: Sequence[_Row], j: int) -> bool:
     return rows[j].text.startswith("--- ") and j + 1 < len(rows) and rows[j + 1].text.startswith("+++ ")
+
+
+def _next_change(rows: Sequence[_Row], j: int) -> int:
+    """Index of the next '+'/'-' line before a header ends the hunk, or -1."""
+    for k in range(j, len(rows)):
+        text = rows[k].text
+        if text.startswith(("@@", "diff --git ", "--- ", "+++ ")) or text == "-- ":
+            return -1
+        if text[:1] in ("+", "-"):
+            return k
+    return -1
 
 
 class _Body(NamedTuple):
@@ -111,38 +119,57 @@ class _Body(NamedTuple):
 def _read_body(rows: Sequence[_Row], start: int, want: tuple[int | None, int | None]) -> _Body:
     lines: list[DiffLine] = []
     old_no_eol = new_no_eol = False
+    change_ahead = -1
+    old_n = new_n = 0
     j = start
     while j < len(rows):
         text, crlf = rows[j]
-        met = want[0] is not None and _counts(lines) == want
         if text.startswith("@@") or text.startswith("diff --git "):
             break
-        # While the header's counts are not reached, "--- x" is a removed "-- x" line (SQL, Lua).
-        if (met or want[0] is None) and (_is_file_header(rows, j) or text == "-- "):
+        # Until the header's counts are reached, "--- x" is a removed "-- x" line (SQL, Lua).
+        reached = want[0] is None or (old_n >= want[0] and new_n >= (want[1] or 0))
+        if reached and (_is_file_header(rows, j) or text == "-- "):
             break  # next file, or a `git format-patch` signature
-        if text == "":
-            lines.append(DiffLine(" ", "", crlf))  # blank context line that lost its space
-        elif text[0] in " -+":
-            lines.append(DiffLine(text[0], text[1:], crlf))
+        if text == "" or text[0] in " -+":
+            tag = text[:1] or " "  # an empty row is a blank context line that lost its space
+            lines.append(DiffLine(tag, text[1:], crlf))
+            old_n += tag != "+"
+            new_n += tag != "-"
         elif text[0] == _MARKER:
             if lines and lines[-1].tag != "+":
                 old_no_eol = True
             if lines and lines[-1].tag != "-":
                 new_no_eol = True
+        elif j < change_ahead or (change_ahead := _next_change(rows, j + 1)) > j:
+            # A context line that lost its leading space; it only narrows the match, because
+            # context lines are copied from the file, never from the diff.
+            lines.append(DiffLine(" ", text, crlf))
+            old_n += 1
+            new_n += 1
         else:
             break
         j += 1
     # Blank rows past the stated counts (or at the end of the patch) are padding, not context.
-    while lines and lines[-1] == DiffLine(" ", "", lines[-1].crlf) and (
-            (want[0] is not None and _counts(lines)[0] > want[0]) or (want[0] is None and j == len(rows))):
+    while lines and lines[-1].tag == " " and not lines[-1].text and (
+            (want[0] is not None and old_n > want[0]) or (want[0] is None and j == len(rows))):
         lines.pop()
+        old_n -= 1
     return _Body(tuple(lines), old_no_eol, new_no_eol, j)
+
+
+def _unquote(name: str) -> str:
+    """git's C-style quoting of unusual paths: "a/caf\\303\\251.py" -> a/café.py."""
+    try:
+        raw = codecs.escape_decode(name[1:-1].encode("utf-8"))[0]
+        return raw.decode("utf-8") if isinstance(raw, bytes) else name[1:-1]
+    except (UnicodeDecodeError, ValueError):
+        return name[1:-1]
 
 
 def _section_name(row: str) -> str | None:
     name = row.split("\t")[0].strip()
-    if name.startswith('"') and name.endswith('"'):
-        name = name[1:-1]
+    if len(name) >= 2 and name.startswith('"') and name.endswith('"'):
+        name = _unquote(name)
     if name == "/dev/null":
         return None
     return name[2:] if name[:2] in ("a/", "b/") else name
@@ -166,7 +193,9 @@ class _Scan:
 
 def _read_hunk(scan: _Scan, rows: Sequence[_Row], i: int) -> int:
     header = _HEADER.match(rows[i].text)
-    assert header is not None
+    if header is None:
+        raise scan.fail("ERR_PATCH_NOT_UNIFIED",
+                        f"line {i + 1} ({rows[i].text[:60]!r}) is not a hunk header '@@ -l,n +l,n @@'")
     inner = header.group(1)
     old_start, old_count = _range(_OLD_RANGE, inner)
     _new_start, new_count = _range(_NEW_RANGE, inner)

@@ -45,13 +45,17 @@ def looks_like_unified_diff(patch: str) -> bool:
     return bool(_HUNK_HEADER.search(patch)) and bool(_CHANGE_LINE.search(patch))
 
 
+def utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def check_content(path: str, content: str) -> list[PapayuError]:
     if "\x00" in content:
         return [PapayuError("ERR_CONTENT_NUL", "content contains a NUL byte", path=path)]
-    size = len(content.encode("utf-8", "surrogatepass"))
+    size = utf8_size(content)
     if size > MAX_FILE_BYTES:
         return [PapayuError("ERR_FILE_TOO_LARGE", f"{size} bytes (max {MAX_FILE_BYTES})", path=path)]
-    if content:
+    if content and _NON_PRINTABLE.search(content):
         bad = len(_NON_PRINTABLE.findall(content))
         if bad / len(content) > PSEUDO_BINARY_RATIO:
             return [PapayuError("ERR_PSEUDO_BINARY", f"{bad} of {len(content)} characters are non-printable",
@@ -59,9 +63,11 @@ def check_content(path: str, content: str) -> list[PapayuError]:
     return []
 
 
-def _to_action(item: Mapping[str, Any]) -> Action:
-    return Action(ActionKind(item["kind"]), item["path"], item.get("content"), item.get("patch"),
-                  item.get("base_sha256"))
+_KINDS = {kind.value: kind for kind in ActionKind}
+
+
+def _to_action(item: Mapping[str, Any], path: str) -> Action:
+    return Action(_KINDS[item["kind"]], path, item.get("content"), item.get("patch"), item.get("base_sha256"))
 
 
 def _check_tree(action: Action, tree: TreeView) -> list[PapayuError]:
@@ -135,12 +141,15 @@ def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping
     if is_protected(path, protected):
         return [PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env)", path=path)]
     if kind in (ActionKind.CREATE_FILE, ActionKind.UPDATE_FILE):
-        if action.content is None:  # the v1 schema (like upstream's) leaves this to us
-            return [PapayuError("ERR_SCHEMA", f"{kind.value} needs 'content'", path=path)]
+        if action.content is None:  # the schemas leave "required by kind" to us (see their description)
+            return [PapayuError("ERR_SCHEMA", f"'content' is a required property of {kind.value}", path=path)]
         problems = check_content(path, action.content)
         if problems:
             return problems
     if kind is ActionKind.PATCH_FILE:
+        if action.patch is None:
+            return [PapayuError("ERR_SCHEMA", "'patch' and 'base_sha256' are required properties of PATCH_FILE",
+                                path=path)]
         problems = _check_patch_shape(action)
         if problems:
             return problems
@@ -164,26 +173,33 @@ def _same_path_conflict(path: str, kinds: list[ActionKind]) -> PapayuError:
     return PapayuError("ERR_ACTION_CONFLICT", f"incompatible actions on one path: {names}", path=path)
 
 
+def _prefixes(path: str) -> list[str]:
+    """'a/b/c' -> ['a', 'a/b']."""
+    out, pos = [], path.find("/")
+    while pos > 0:
+        out.append(path[:pos])
+        pos = path.find("/", pos + 1)
+    return out
+
+
 def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
     """One action per path (case-insensitive: checkouts on macOS/Windows fold case);
     no file may sit above another path of the plan; nothing survives DELETE_DIR (SPEC §2.3)."""
+    folded = [a.path.casefold() for a in actions]
     by_path: dict[str, list[ActionKind]] = defaultdict(list)
-    for action in actions:
-        by_path[action.path.casefold()].append(action.kind)
+    for action, key in zip(actions, folded):
+        by_path[key].append(action.kind)
     errors = []
-    for action in actions:
-        kinds = by_path[action.path.casefold()]
-        if len(kinds) > 1:
-            errors.append(_same_path_conflict(action.path, kinds))
-            by_path[action.path.casefold()] = []  # report each path once
-    file_paths = {a.path.casefold() for a in actions if a.kind in WRITING_KINDS}
-    deleted_dirs = {a.path.casefold() for a in actions if a.kind is ActionKind.DELETE_DIR}
-    if not deleted_dirs and not any("/" in a.path for a in actions):
-        return errors
-    for action in actions:
-        parts = action.path.casefold().split("/")
-        for depth in range(1, len(parts)):
-            prefix = "/".join(parts[:depth])
+    if len(by_path) < len(actions):
+        for action, key in zip(actions, folded):
+            kinds = by_path[key]
+            if len(kinds) > 1:
+                errors.append(_same_path_conflict(action.path, kinds))
+                by_path[key] = []  # report each path once
+    file_paths = {key for a, key in zip(actions, folded) if a.kind in WRITING_KINDS}
+    deleted_dirs = {key for a, key in zip(actions, folded) if a.kind is ActionKind.DELETE_DIR}
+    for action, key in zip(actions, folded):
+        for prefix in _prefixes(key):
             if prefix in file_paths:
                 errors.append(PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file of this plan",
                                           path=action.path))
@@ -193,6 +209,56 @@ def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
                                           path=action.path))
                 break
     return errors
+
+
+def _check_actions(items: Sequence[Mapping[str, Any]], protocol: int, mode: Mode,
+                   read_files: Mapping[str, str] | None, tree: TreeView | None,
+                   protected: Sequence[str]) -> tuple[list[Action], list[PapayuError]]:
+    errors: list[PapayuError] = []
+    actions: list[Action] = []
+    total = 0
+    for item in items:
+        try:
+            path = check_path(item["path"], kind=item["kind"])
+        except PapayuError as exc:
+            errors.append(exc)
+            continue
+        action = _to_action(item, path)
+        actions.append(action)
+        total += utf8_size(action.content) if action.content else 0
+        total += utf8_size(action.patch) if action.patch else 0
+        errors.extend(_check_action(action, protocol, mode, read_files, tree, protected))
+    errors.extend(_check_conflicts(actions))
+    if total > MAX_TOTAL_BYTES:
+        errors.append(PapayuError("ERR_TOTAL_TOO_LARGE", f"{total} bytes of content (max {MAX_TOTAL_BYTES})"))
+    return actions, errors
+
+
+def _check_structure(data: Any, protocol: int) -> Any:
+    """Depth, form, action count and schema; returns the raw actions."""
+    if not json_depth_ok(data):  # before any recursive schema code sees it
+        raise ValidationFailed([PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels",
+                                            path="$")])
+    if protocol >= 2 and isinstance(data, list):
+        raise ValidationFailed([PapayuError("ERR_SCHEMA", "protocol v2 accepts an object, not an array",
+                                            path="$", hint="Wrap the actions: {\"actions\": [...], \"summary\": \"...\"}")])
+    items = raw_actions(data)
+    if isinstance(items, list) and len(items) > MAX_ACTIONS:
+        raise ValidationFailed([PapayuError("ERR_TOO_MANY_ACTIONS", f"{len(items)} actions (max {MAX_ACTIONS})")])
+    problems = schema_errors(RESPONSE_SCHEMAS[protocol], data)
+    if problems:
+        raise ValidationFailed(problems)
+    return items
+
+
+def _check_memory(obj: Mapping[str, Any], protocol: int, errors: list[PapayuError]) -> tuple[dict[str, Any],
+                                                                                             list[PapayuError]]:
+    memory, unknown, wrong = check_memory_patch(obj.get("memory_patch", {}))
+    errors.extend(wrong)
+    if protocol >= 2:
+        errors.extend(unknown)  # the upstream v2 schema closes memory_patch
+        return memory, []
+    return memory, unknown  # v1: keys outside the whitelist are dropped (seed 001), with a warning
 
 
 def validate_response(
@@ -212,51 +278,16 @@ def validate_response(
     mode = coerce_mode(mode)
     if not isinstance(protocol, int) or protocol not in RESPONSE_SCHEMAS:
         raise PapayuError("ERR_USAGE", f"unknown protocol {protocol}", hint="Use --protocol 1 or 2.")
-    if protocol >= 2 and isinstance(data, list):
-        raise ValidationFailed([PapayuError("ERR_SCHEMA", "protocol v2 accepts an object, not an array",
-                                            path="$", hint="Wrap the actions: {\"actions\": [...], \"summary\": \"...\"}")])
-    if not json_depth_ok(data):  # before any recursive schema code sees it
-        raise ValidationFailed([PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels",
-                                            path="$")])
-    items = raw_actions(data)
-    if isinstance(items, list) and len(items) > MAX_ACTIONS:
-        raise ValidationFailed([PapayuError("ERR_TOO_MANY_ACTIONS", f"{len(items)} actions (max {MAX_ACTIONS})")])
-    problems = schema_errors(RESPONSE_SCHEMAS[protocol], data)
-    if problems:
-        raise ValidationFailed(problems)
-
-    errors: list[PapayuError] = []
-    actions: list[Action] = []
-    total = 0
-    for item in items:
-        try:
-            path = check_path(item["path"], kind=item["kind"])
-        except PapayuError as exc:
-            errors.append(exc)
-            continue
-        action = _to_action({**item, "path": path})
-        actions.append(action)
-        total += len(action.content.encode("utf-8", "surrogatepass")) if action.content else 0
-        total += len(action.patch.encode("utf-8", "surrogatepass")) if action.patch else 0
-        errors.extend(_check_action(action, protocol, mode, read_files, tree, protected))
-    errors.extend(_check_conflicts(actions))
-    if total > MAX_TOTAL_BYTES:
-        errors.append(PapayuError("ERR_TOTAL_TOO_LARGE", f"{total} bytes of content (max {MAX_TOTAL_BYTES})"))
-
+    items = _check_structure(data, protocol)
+    actions, errors = _check_actions(items, protocol, mode, read_files, tree, protected)
     obj: Mapping[str, Any] = data if isinstance(data, dict) else {}
     summary = obj.get("summary", "") or ""
     context_requests = tuple(obj.get("context_requests") or ())
+    # A response asking for more context is not a final APPLY answer (the LLM layer fulfils it).
     if mode is Mode.APPLY and not items and not context_requests and not summary.startswith(NO_CHANGES_PREFIX):
         errors.append(PapayuError("ERR_EMPTY_APPLY", "APPLY without actions needs a summary starting with "
                                   f"'{NO_CHANGES_PREFIX}'", path="summary"))
-
-    memory, unknown, wrong = check_memory_patch(obj.get("memory_patch", {}))
-    errors.extend(wrong)
-    warnings: list[PapayuError] = []
-    if protocol >= 2:
-        errors.extend(unknown)  # the v2 schema upstream closes memory_patch
-    else:
-        warnings.extend(unknown)  # v1: keys outside the whitelist are dropped (seed 001)
+    memory, warnings = _check_memory(obj, protocol, errors)
     if errors:
         raise ValidationFailed(errors)
     proposed = obj.get("proposed_changes") if isinstance(obj.get("proposed_changes"), dict) else {}

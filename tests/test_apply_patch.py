@@ -151,7 +151,12 @@ def test_absent_match_shows_the_closest_lines() -> None:
     assert err.code == "ERR_PATCH_APPLY_FAILED"
     assert "hunk 1 of 1 (@@ -40,3 +40,3 @@) does not match" in err.reason
     assert "     41 | line 41" in err.reason and "2 of 3 lines match" in err.reason
-    assert "'line 41 typo'" in err.reason
+    assert "^ hunk line 2 expects: 'line 41 typo'" in err.reason
+
+
+def test_already_applied_patch_is_reported_as_such() -> None:
+    err = apply_error(edited(BASE, 41, "new\n"), "@@ -40,3 +40,3 @@\n line 40\n-line 41\n+new\n line 42\n")
+    assert err.code == "ERR_PATCH_APPLY_FAILED" and "already applied" in err.reason
 
 
 @pytest.mark.parametrize("patch", ["just text\n", "--- a/x\n+++ b/x\n", "@@ -1 +1 @@\n"])
@@ -285,7 +290,7 @@ def _difflib_patch(old: str, new: str) -> str:
     return "".join(out)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text_and_edit(unique=False))
 def test_property_difflib_diff_applies_back_exactly(case: tuple[str, str]) -> None:
     old, new = case
@@ -293,7 +298,7 @@ def test_property_difflib_diff_applies_back_exactly(case: tuple[str, str]) -> No
     assert apply(old.encode(), _difflib_patch(old, new)) == new.encode()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text_and_edit(unique=True), st.integers(-30, 30))
 def test_property_shifted_headers_apply_exactly_or_fail(case: tuple[str, str], offset: int) -> None:
     old, new = case
@@ -312,3 +317,126 @@ def test_ambiguous_hunk_is_placed_between_its_neighbours() -> None:
     original = b"head\nfirst\nsame\nblock\ntail-a\nsecond\nsame\nblock\ntail-b\nthird\n"
     patch = "@@ @@\n-head\n+HEAD\n first\n@@ @@\n same\n-block\n+BLOCK\n@@ @@\n tail-a\n-second\n+SECOND\n"
     assert apply(original, patch) == b"HEAD\nfirst\nsame\nBLOCK\ntail-a\nSECOND\nsame\nblock\ntail-b\nthird\n"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text_and_edit(unique=False))
+def test_property_parser_agrees_with_unidiff_on_well_formed_diffs(case: tuple[str, str]) -> None:
+    # unidiff is the reference parser for well-formed diffs; ours must read them identically.
+    import unidiff
+
+    from papayu_git.unified_diff import parse_hunks
+
+    old, new = case
+    assume(old != new)
+    patch = _difflib_patch(old, new)
+    ours = parse_hunks(patch, path=PATH)
+    theirs = [h for f in unidiff.PatchSet(patch) for h in f]
+    assert len(ours) == len(theirs) >= 1
+    for mine, ref in zip(ours, theirs):
+        ref_lines = [(ln.line_type, ln.value.rstrip("\n")) for ln in ref if ln.line_type in " -+"]
+        assert [(dl.tag, dl.text) for dl in mine.lines] == ref_lines
+        assert mine.old_start == ref.source_start
+        markers = [prev.line_type for prev, ln in zip(list(ref), list(ref)[1:]) if ln.line_type == "\\"]
+        assert mine.old_no_eol == any(t in " -" for t in markers)
+        assert mine.new_no_eol == any(t in " +" for t in markers)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text_and_edit(unique=False), st.integers(-10, 10))
+def test_property_repetitive_text_with_shifted_headers_is_exact_or_explained(
+        case: tuple[str, str], offset: int) -> None:
+    """Repeated lines: a shifted header may point exactly at another copy of a hunk's lines.
+    Then the header is the only disambiguation there is, and papayu follows it (like git);
+    in every other case the result is the intended file or ERR_PATCH_APPLY_FAILED."""
+    from papayu_git.unified_diff import parse_hunks
+
+    old, new = case
+    assume(old != new)
+    patch = shift_headers(_difflib_patch(old, new), offset)
+    try:
+        result = apply(old.encode(), patch)
+    except PapayuError as exc:
+        assert exc.code == "ERR_PATCH_APPLY_FAILED"
+        return
+    if result != new.encode():
+        lines = old.split("\n")
+        true_patch = parse_hunks(_difflib_patch(old, new), path=PATH)
+        moved = parse_hunks(patch, path=PATH)
+        decoys = [h for h, t in zip(moved, true_patch) if h.old_lines and h.old_start is not None
+                  and h.old_start != t.old_start
+                  and tuple(lines[h.old_start - 1:h.old_start - 1 + len(h.old_lines)]) == h.old_lines]
+        assert decoys, f"wrong result without a decoy copy at the stated line:\n{patch}"
+
+
+def test_insertion_without_context_only_at_the_edges() -> None:
+    assert apply(b"a\nb\n", "@@ -0,0 +1 @@\n+top\n") == b"top\na\nb\n"
+    assert apply(b"a\nb\n", "@@ -2,0 +3 @@\n+end\n") == b"a\nb\nend\n"
+    err = apply_error(b"a\nb\nc\n", "@@ -1,0 +2 @@\n+middle\n")
+    assert err.code == "ERR_PATCH_APPLY_FAILED" and "no context" in err.reason
+    assert apply(b"", "@@ -1,0 +1,2 @@\n+x\n+y\n") == b"x\ny\n"
+
+
+def test_context_line_without_leading_space_inside_a_hunk() -> None:
+    assert apply(b"a\nb\nc\nd\n", "```diff\n@@ -1,4 +1,4 @@\n a\nb\n-c\n+C\n d\n```\n") == b"a\nb\nC\nd\n"
+
+
+def test_sql_comment_lines_are_not_file_headers_inside_a_counted_hunk() -> None:
+    original = b"select 1;\n-- old note\nselect 2;\n"
+    patch = "@@ -1,3 +1,3 @@\n select 1;\n--- old note\n+++ new note\n select 2;\n"
+    assert apply(original, patch) == b"select 1;\n++ new note\nselect 2;\n"
+
+
+def test_trailing_blank_rows_and_format_patch_signature_are_not_context() -> None:
+    expected = edited(BASE, 99, "ninety-nine\n")
+    patch = udiff(BASE.decode(), expected.decode())
+    assert apply(BASE, patch + "\n\n") == expected
+    assert apply(BASE, patch + "-- \n2.39.5\n\n") == expected
+
+
+def test_large_hunk_is_parsed_in_linear_time() -> None:
+    big = "".join(f"row {i}\n" for i in range(20000))
+    new = big.replace("row 5\n", "row five\n").replace("row 19995\n", "changed\n")
+    patch = udiff(big, new, n=20000)  # one hunk of ~20k lines
+    assert apply(big.encode(), patch) == new.encode()
+
+
+def test_lines_appended_after_a_last_line_without_newline() -> None:
+    assert apply(b"a\nb", "@@ -1,2 +1,3 @@\n a\n b\n+c\n") == b"a\nb\nc"
+    assert apply(b"a\r\nb", "@@ -2,0 +3 @@\n+c\n") == b"a\r\nb\r\nc"
+    assert apply(b"b", "@@ -1 +1,2 @@\n b\n+c\n") == b"b\nc"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text_and_edit(unique=False))
+def test_property_diff_that_ignores_a_missing_final_newline_keeps_it_missing(case: tuple[str, str]) -> None:
+    # Models diff as if every line ended in a newline; the file's final-newline state stays.
+    old, new = (t.rstrip("\n") for t in case)
+    assume(old and new and old != new)
+    patch = _difflib_patch(old + "\n", new + "\n")
+    assert "\\ No newline" not in patch
+    assert apply(old.encode(), patch) == new.encode()
+
+
+def test_git_quoted_non_ascii_path_names_the_same_file() -> None:
+    patch = ('diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n--- "a/caf\\303\\251.py"\n'
+             '+++ "b/caf\\303\\251.py"\n@@ -1 +1 @@\n-x\n+y\n')
+    assert apply_patch(b"x\n", patch, path="café.py") == b"y\n"
+
+
+_diffish = st.lists(st.one_of(
+    st.sampled_from(["@@ @@", "@@ -1,2 +1,2 @@", "@@ -0,0 +1 @@", "@@ -3 +3,0 @@", "--- a/src/app.py",
+                     "+++ b/src/app.py", "\\ No newline at end of file", "-- ", "", "diff --git a/x b/x",
+                     "new file mode 100644", "```"]),
+    st.text(alphabet=" -+\\@abc\r\t", max_size=6)), max_size=20).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_diffish, st.sampled_from([b"", b"a\nb\nc\n", b"a\r\nb\r\n", b"a\nb", b"a\n\na\n"]))
+def test_property_any_patch_text_gives_bytes_or_a_papayu_error(patch: str, original: bytes) -> None:
+    try:
+        result = apply(original, patch)
+    except PapayuError as exc:
+        assert exc.code in ("ERR_PATCH_NOT_UNIFIED", "ERR_PATCH_APPLY_FAILED", "ERR_PATCH_UNSUPPORTED")
+        return
+    assert result != original

@@ -181,3 +181,64 @@ def test_context_command_prints_the_rendered_context_as_json(project: Path) -> N
     assert data["files_shown"] == {"src/app.py": blob_sha256(project, "src/app.py")}
     assert [b["kind"] for b in data["blocks"]] == ["ENV", "FILE", "LOGS"]
     assert data["context_stats"]["context_files_count"] == 3
+
+
+def test_user_protected_patterns_from_git_config_are_refused_too(project: Path) -> None:
+    git(project, "config", "papayu.protectedPaths", "src/*.txt")
+    session = ContextSession(project, "HEAD")
+    (refused,) = session.fulfil([{"type": "read_file", "path": "src/long.txt"}])
+    assert refused.kind is BlockKind.NOTE and "ERR_PROTECTED_PATH" in refused.text
+
+
+def test_env_carries_project_memory_and_its_package_manager(project: Path) -> None:
+    (project / ".papa-yu").mkdir()
+    (project / ".papa-yu/project.json").write_text(json.dumps(
+        {"schema_version": 1, "project": {"default_test_command": "pytest -q", "package_manager": "uv"}}))
+    env = ContextSession(project, "HEAD").base_context("look")[0]
+    assert 'project_memory: {"default_test_command": "pytest -q", "package_manager": "uv"}' in env.text
+    assert "package_managers: uv (project memory), pip (requirements.txt)" in env.text
+
+
+def test_a_frame_brings_80_lines_either_side_of_its_line(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "long", {"mod.py": "".join(f"x{i} = {i}\n" for i in range(1, 401))})
+    log = f'Traceback (most recent call last):\n  File "{repo}/mod.py", line 200, in <module>\nNameError: y\n'
+    (block,) = [b for b in ContextSession(repo, "HEAD").base_context("fix", log) if b.kind is BlockKind.FILE]
+    assert block.text.splitlines()[1] == "x120 = 120" and block.text.splitlines()[-2] == "x280 = 280"
+    assert block.text.startswith("...[lines 1-119 omitted]...") and block.priority == 0
+
+
+def test_cache_and_diet_events_go_to_stderr(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PAPAYU_LOG", "1")
+    monkeypatch.setenv("PAPAYU_CONTEXT_MAX_TOTAL_CHARS", "3000")
+    session = ContextSession(project, "HEAD")
+    blocks = session.fulfil([{"type": "env"}, {"type": "env"}, {"type": "read_file", "path": "src/long.txt"}])
+    text = session.render(blocks)
+    err = capsys.readouterr().err
+    assert session.last_diet is not None
+    assert "CONTEXT_CACHE_MISS key=env" in err and "CONTEXT_CACHE_HIT key=env" in err
+    assert "CONTEXT_CACHE_MISS key=read:src/long.txt:()" in err
+    assert len(text) <= 3000 and [b.kind for b in session.last_diet.dropped] == [BlockKind.ENV]
+    assert f"CONTEXT_DIET_APPLIED files=1 dropped=1 truncated=0 total_chars={len(text)}" in err
+
+
+def test_a_session_started_in_a_subdirectory_reads_repo_paths(project: Path) -> None:
+    session = ContextSession(project / "src", "HEAD")
+    (block,) = session.fulfil([{"type": "read_file", "path": "src/app.py"}])
+    assert block.kind is BlockKind.FILE and session.repo_root == project.resolve()
+
+
+@pytest.mark.parametrize("base", ["no-such-branch", "HEAD:src"])
+def test_a_base_that_is_not_a_commit_is_an_error(project: Path, base: str) -> None:
+    with pytest.raises(PapayuError) as info:
+        ContextSession(project, base)
+    assert info.value.code == "ERR_GIT_COMMAND" and base in info.value.reason
+
+
+def test_an_excerpt_is_not_sent_again_beside_the_whole_file(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    log = f'Traceback (most recent call last):\n  File "{project}/src/long.txt", line 150, in x\nValueError\n'
+    base = session.base_context("fix", log)
+    text = session.render(base + session.fulfil([{"type": "read_file", "path": "src/long.txt"}]))
+    assert text.count("FILE[src/long.txt]") == 1 and "omitted" not in text
+    assert [b.priority for b in session.last_diet.blocks if b.kind is BlockKind.FILE] == [0]

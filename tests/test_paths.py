@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from papayu_git.errors import PapayuError
 from papayu_git.paths import (
@@ -139,3 +141,17 @@ def test_user_patterns_add_to_the_denylist_but_never_remove_from_it(monkeypatch:
     assert is_protected(".env", patterns) and is_protected("a.pem", patterns)
     assert not is_protected("src/app.py", patterns)
     assert protected_patterns(["", "  "]) == DEFAULT_PROTECTED
+
+
+@settings(max_examples=150, deadline=None)
+@given(path=st.lists(st.sampled_from(list("aZ9_.-/~:\\ ") + ["git", "GIT", ".git", "~1", ".."]), max_size=10)
+       .map("".join))
+def test_fast_path_never_accepts_what_a_rule_rejects(path: str) -> None:
+    from papayu_git.paths import _PLAIN
+
+    if _PLAIN.fullmatch(path):
+        segments = path.split("/")
+        assert not {"", ".", ".."} & set(segments)
+        assert not any(s.casefold().rstrip(". ") in (".git", "git~1") for s in segments)
+        assert path[0] not in "/\\~" and ":" not in path
+        assert check_path(path) == path

@@ -96,3 +96,18 @@ def test_p95_nearest_rank() -> None:
     assert p95([]) is None
     assert p95([5.0]) == 5.0
     assert p95([float(v) for v in range(1, 21)]) == 19.0
+
+
+def test_stats_counts_traces_of_real_applies(repo: Path, tmp_path: Path) -> None:
+    """Real `apply FILE` runs (transaction traces: command=apply, check block) feed stats."""
+    response = tmp_path / "response.json"
+    for name, check in (("a.md", "true"), ("b.md", "false"), ("c.md", "true")):
+        response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": name, "content": "x\n"}],
+                                        "summary": f"add {name}"}))
+        proc = papayu("apply", str(response), "--check", check, "-y", cwd=repo)
+        assert proc.returncode == (0 if check == "true" else 1), proc.stderr
+    stats = json.loads(papayu("stats", "--json", cwd=repo).stdout)
+    assert stats["apply_count"] == 3 and stats["fallback_count"] == 0
+    assert (stats["check_runs"], stats["check_passed"]) == (3, 2)
+    rows = json.loads(papayu("trace", "list", "--json", cwd=repo).stdout)["traces"]
+    assert [r["check"] for r in rows] == ["passed", "failed", "passed"]

@@ -77,3 +77,14 @@ def test_unknown_or_unsafe_trace_id_is_an_error(repo: Path) -> None:
         with pytest.raises(PapayuError) as info:
             traces.load_trace(_papayu_dir(repo), bad)
         assert info.value.code == "ERR_TRACE_NOT_FOUND"
+
+
+def test_second_write_merges_into_the_same_trace(repo: Path) -> None:
+    trace_id = traces.new_trace_id()
+    first = json.loads(traces.write_trace(_papayu_dir(repo), trace_id, {
+        "command": "apply", "request": {"mode": "apply", "latency_ms": 5}, "protocol_repair_attempt": 1}).read_text())
+    merged = json.loads(traces.write_trace(_papayu_dir(repo), trace_id, {
+        "command": "apply", "check": {"state": "passed"}}).read_text())
+    assert merged["request"] == {"mode": "apply", "latency_ms": 5} and merged["protocol_repair_attempt"] == 1
+    assert merged["check"] == {"state": "passed"} and merged["created_at"] == first["created_at"]
+    assert "updated_at" in merged

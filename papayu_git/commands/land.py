@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import click
 
 from papayu_git.error_handler import handle_errors
 
 
-def run(plan_id: str, onto: str | None = None, as_json: bool = False) -> int:
+@dataclass(frozen=True)
+class WhenGreen:
+    """`--when-green`: wait for the forge's checks of the pushed commit first (SPEC §9)."""
+    timeout: float
+    interval: float
+    remote: str | None = None
+    forge: str | None = None
+
+
+def run(plan_id: str, onto: str | None = None, as_json: bool = False, when_green: WhenGreen | None = None) -> int:
     from papayu_git.commands.apply import report
     from papayu_git.commands.drop import resolve_generated
     from papayu_git.housekeeping import open_checkout
     from papayu_git.transaction import land_branch
 
+    if when_green is not None:
+        from papayu_git.commands.pr import ensure_still_at, wait_for_green
+
+        gen, _checks, _forge = wait_for_green(plan_id, remote=when_green.remote, forge_kind=when_green.forge,
+                                              timeout=when_green.timeout, interval=when_green.interval)
+        ensure_still_at(gen)
     repo, _root, pdir = open_checkout()
     result = land_branch(repo, pdir, resolve_generated(repo, pdir, plan_id), onto)
     report(result, as_json)
@@ -22,13 +39,33 @@ def run(plan_id: str, onto: str | None = None, as_json: bool = False) -> int:
 @click.command("land")
 @click.argument("plan_id", metavar="ID")
 @click.option("--onto", metavar="BRANCH", help="Land on BRANCH (default: the branch the plan was applied to).")
+@click.option("--when-green", is_flag=True, help="First wait until the forge's checks of the pushed "
+              "papayu/ID commit are green (after 'git papayu pr ID').")
+@click.option("--timeout", type=float, metavar="SEC", help="--when-green: give up after SEC seconds "
+              "(default PAPAYU_CHECKS_TIMEOUT_SEC, 3600).")
+@click.option("--interval", type=float, metavar="SEC", help="--when-green: seconds between polls "
+              "(default PAPAYU_CHECKS_INTERVAL_SEC, 30).")
+@click.option("--remote", metavar="R", help="--when-green: the remote 'pr' pushed to (default: the recorded one).")
+@click.option("--forge", "forge_kind", type=click.Choice(["github", "gitlab", "gitea"]),
+              help="--when-green: forge type (default: the recorded one, else guessed from the remote).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(plan_id: str, onto: str | None, as_json: bool) -> None:
+def command(plan_id: str, onto: str | None, when_green: bool, timeout: float | None, interval: float | None,
+            remote: str | None, forge_kind: str | None, as_json: bool) -> None:
     """Land a reviewed plan: fast-forward the target branch to papayu/ID.
 
     Same rules as apply: a checked-out branch moves like `git merge --ff-only`
     (refused with ERR_DIRTY_WORKTREE if a touched file has uncommitted edits),
     otherwise a compare-and-swap; ERR_BRANCH_MOVED if the branch moved.
+
+    With --when-green the forge's combined status / check runs / pipeline of the
+    pushed commit are polled first; red (ERR_CHECKS_RED) or still pending at the
+    timeout (ERR_CHECKS_TIMEOUT) lands nothing.
     """
+    from papayu_git import settings
+
     with handle_errors(as_json):
-        raise SystemExit(run(plan_id, onto, as_json))
+        wait = WhenGreen(
+            timeout if timeout is not None else float(settings.get_int("checks_timeout_sec")),
+            interval if interval is not None else float(settings.get_int("checks_interval_sec")),
+            remote, forge_kind) if when_green else None
+        raise SystemExit(run(plan_id, onto, as_json, wait))

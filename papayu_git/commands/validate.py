@@ -88,10 +88,27 @@ def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode:
         report.errors.append(exc)
 
 
-def validate_file(path: Path, protocol: int | None, mode: str | None) -> FileReport:
+def _expected_kind(detected: str, kinds: tuple[str, ...], report: FileReport) -> str | None:
+    """The kind to validate as, or None (error recorded) when a hook got the wrong kind of file.
+
+    "response" is only the fallback of detect_kind, so a hook expecting one other kind
+    validates such a file as that kind: its schema then names what is missing.
+    """
+    if not kinds or detected in kinds:
+        return detected
+    if detected == "response" and len(kinds) == 1:
+        return kinds[0]
+    report.errors.append(PapayuError(
+        "ERR_WRONG_FILE_KIND", f"this is a {detected} file; expected {' or '.join(kinds)}",
+        hint="Move the file where files of its kind live (README: pre-commit hooks), or fix its content."))
+    return None
+
+
+def validate_file(path: Path, protocol: int | None, mode: str | None, kinds: tuple[str, ...] = (),
+                  display: str | None = None) -> FileReport:
     from papayu_git.protocol import parse_json_text
 
-    report = FileReport(str(path))
+    report = FileReport(display or str(path))
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -103,8 +120,21 @@ def validate_file(path: Path, protocol: int | None, mode: str | None) -> FileRep
         report.errors.append(exc)
         return report
     report.kind = detect_kind(path, data)
-    _validate_data(path, data, report.kind, protocol, mode, report)
+    kind = _expected_kind(report.kind, kinds, report)
+    if kind is not None:
+        report.kind = kind
+        _validate_data(path, data, kind, protocol, mode, report)
     return report
+
+
+def _staged_reports(protocol: int | None, mode: str | None, kinds: tuple[str, ...]) -> list[FileReport]:
+    """The index versions of hook-matched files (the shim in hooks/pre-commit, SPEC §9)."""
+    from papayu_git.git import find_toplevel
+    from papayu_git.hooks import staged_snapshot
+
+    with staged_snapshot(find_toplevel()) as (tmp, todo):
+        return [validate_file(tmp / rel, protocol, mode, kinds or hook_kinds, display=rel)
+                for rel, hook_kinds in todo]
 
 
 def _line(file: str, err: PapayuError) -> str:
@@ -112,8 +142,11 @@ def _line(file: str, err: PapayuError) -> str:
     return f"{file}: {err.code}: {where}{err.reason} ({err.hint})"
 
 
-def run(files: list[str], protocol: int | None = None, mode: str | None = None, as_json: bool = False) -> int:
-    reports = [validate_file(Path(f), protocol, mode) for f in files]
+def run(files: list[str], protocol: int | None = None, mode: str | None = None, as_json: bool = False,
+        kinds: tuple[str, ...] = (), staged: bool = False) -> int:
+    reports = [validate_file(Path(f), protocol, mode, kinds) for f in files]
+    if staged:
+        reports += _staged_reports(protocol, mode, kinds)
     if as_json:
         output.emit_json({"ok": all(r.ok for r in reports), "files": [r.to_dict() for r in reports]})
     else:
@@ -127,18 +160,35 @@ def run(files: list[str], protocol: int | None = None, mode: str | None = None, 
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _parse_kinds(value: str | None) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in (value or "").split(",") if k.strip())
+    unknown = [k for k in kinds if k not in FILE_KINDS]
+    if unknown:
+        raise click.BadParameter(f"unknown kind {', '.join(unknown)}; choose from {', '.join(FILE_KINDS)}",
+                                 param_hint="--kind")
+    return kinds
+
+
 @click.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol of response files (default: "
               "PAPAYU_PROTOCOL_VERSION, 2; an array is always v1).")
 @click.option("--mode", type=click.Choice(["plan", "apply"]), help="Validate as a PLAN or an APPLY answer "
               "(default: the response's own 'mode', else apply when it has actions).")
+@click.option("--kind", "kind", metavar="KIND[,KIND]", help="Accept only these kinds (" + ", ".join(FILE_KINDS)
+              + "); another kind fails with ERR_WRONG_FILE_KIND. Used by the pre-commit hooks.")
+@click.option("--staged", is_flag=True, help="Validate the staged (index) versions of the files the pre-commit "
+              "hooks cover (.papa-yu/*.json, golden traces); used by the hooks/pre-commit shim.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(files: tuple[str, ...], protocol: str | None, mode: str | None, as_json: bool) -> None:
+def command(files: tuple[str, ...], protocol: str | None, mode: str | None, kind: str | None, staged: bool,
+            as_json: bool) -> None:
     """Validate FILE… : model responses, stored plans, .papa-yu/project.json,
     preferences.json and golden traces (the kind is detected from the content).
 
     Prints `FILE: ERR_CODE: reason (hint)` per problem. Exit 0 when all are valid, 1 otherwise.
     """
+    if not files and not staged:
+        raise click.UsageError("give FILE… or --staged")
+    kinds = _parse_kinds(kind)
     with handle_errors(as_json):
-        raise SystemExit(run(list(files), int(protocol) if protocol else None, mode, as_json))
+        raise SystemExit(run(list(files), int(protocol) if protocol else None, mode, as_json, kinds, staged))

@@ -17,10 +17,12 @@ from papayu_git.context.blocks import PRIORITY_HIGH, PRIORITY_MANIFEST, PRIORITY
 from papayu_git.context.files import EXCERPT_RADIUS, Range, refusal_note, repo_relative
 from papayu_git.context.heuristics import ErrorHints, Frame
 from papayu_git.errors import PapayuError
+from papayu_git.paths import is_protected
 from papayu_git.git import run_git
 
 MAX_FRAME_FILES = 6
 MAX_TEST_FILES = 2
+MAX_TEST_NAMES = 5
 MAX_MODULES_PER_TEST = 2
 MANIFESTS = ("pyproject.toml", "package.json", "poetry.lock", "Pipfile", "setup.cfg", "Cargo.toml", "go.mod",
              "pom.xml", "build.gradle", "build.gradle.kts")
@@ -61,23 +63,42 @@ class Planner:
     def locate(self, raw_paths: list[str], suffix_only: frozenset[str] = frozenset()) -> dict[str, str]:
         """raw path -> repo path present in the base tree (refusals become notes, unknowns vanish)."""
         relative: dict[str, str] = {}
+        foreign: list[str] = []                  # absolute paths of another checkout (CI logs)
         for raw in dict.fromkeys(raw_paths):
             try:
                 relative[raw] = repo_relative(raw, self.tree.repo_root, self.protected)
             except PapayuError as exc:
                 if exc.code == "ERR_PROTECTED_PATH":
                     self.notes.append(refusal_note(f"error trace names {exc.path}", exc))
+                elif exc.code == "ERR_PATH_ABSOLUTE":
+                    foreign.append(raw)
         entries = self.tree.entries([r for raw, r in relative.items() if raw not in suffix_only])
         located = {raw: rel for raw, rel in relative.items() if (entries.get(rel) or _NOBLOB).type == "blob"}
-        for raw in relative.keys() - located.keys():
+        for raw in [r for r in relative if r not in located]:
             match = self._unique_suffix(relative[raw])
+            if match:
+                located[raw] = match
+        for raw in foreign:
+            match = self._checkout_suffix(raw)
             if match:
                 located[raw] = match
         return located
 
     def _unique_suffix(self, rel: str) -> str | None:
-        matches = [p for p in self.tree.all_paths() if p == rel or p.endswith("/" + rel)]
+        candidates = self.tree.by_basename().get(rel.rsplit("/", 1)[-1], [])
+        matches = [p for p in candidates if p == rel or p.endswith("/" + rel)]
         return matches[0] if len(matches) == 1 else None
+
+    def _checkout_suffix(self, absolute: str) -> str | None:
+        """`/home/runner/work/app/app/src/x.py` -> `src/x.py`: the longest tail of at least two
+        segments that is a path of the base tree (a bare file name is too weak a match)."""
+        segments = [s for s in absolute.replace("\\", "/").split("/") if s]
+        candidates = set(self.tree.by_basename().get(segments[-1], [])) if segments else set()
+        for start in range(1, len(segments) - 1):
+            tail = "/".join(segments[start:])
+            if tail in candidates and not is_protected(tail, self.protected):
+                return tail
+        return None
 
     def add_frames(self, frames: tuple[Frame, ...]) -> None:
         located = self.locate([f.path for f in frames], frozenset(f.path for f in frames if f.suffix_only))
@@ -89,13 +110,13 @@ class Planner:
         order = list(dict.fromkeys([*primary, *(p for _, p in mapped)]))[:MAX_FRAME_FILES]
         for frame, path in mapped:
             if path in order:
-                span = (frame.line - EXCERPT_RADIUS, frame.line + EXCERPT_RADIUS)
+                span = (max(1, frame.line - EXCERPT_RADIUS), frame.line + EXCERPT_RADIUS)
                 self.add(path, [span], PRIORITY_TOP if path in primary else PRIORITY_HIGH)
 
     def add_tests(self, hints: ErrorHints) -> None:
         tests = list(self.locate(list(hints.test_paths)).values())
-        for name in hints.test_names:
-            tests += self._files_defining(name)
+        if hints.test_names:
+            tests += self._files_defining(hints.test_names[:MAX_TEST_NAMES])
         for test in list(dict.fromkeys(tests))[:MAX_TEST_FILES]:
             self.add(test, [], PRIORITY_HIGH)
             for module in self._modules_under_test(test)[:MAX_MODULES_PER_TEST]:
@@ -108,12 +129,15 @@ class Planner:
         for name in wanted:
             self.add(name, [], PRIORITY_MANIFEST)
 
-    def _files_defining(self, name: str) -> list[str]:
-        proc = run_git(["grep", "-l", "-w", "-F", "-I", "-e", name, self.tree.base, "--"],
+    def _files_defining(self, names: tuple[str, ...]) -> list[str]:
+        """Test files that mention one of the names (one `git grep` for all of them)."""
+        patterns = [arg for name in names for arg in ("-e", name)]
+        proc = run_git(["grep", "-l", "-w", "-F", "-I", *patterns, self.tree.base, "--"],
                        cwd=self.tree.repo_root, check=False)
         prefix = self.tree.base + ":"
         paths = [line[len(prefix):] for line in proc.stdout.splitlines() if line.startswith(prefix)]
-        return [p for p in paths if re.search(r"(?i)test|spec", p)][:MAX_TEST_FILES]
+        tests = [p for p in paths if re.search(r"(?i)test|spec", p)]
+        return (tests or paths)[:MAX_TEST_FILES]
 
     def _modules_under_test(self, test: str) -> list[str]:
         blob = self.tree.blobs([e for e in self.tree.entries([test]).values() if e]).get(test)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from papayu_git.errors import PapayuError
 from papayu_git.git import run_git
 
 _LS_FORMAT = "%(objectmode) %(objecttype) %(objectname)%x09%(path)"
@@ -48,12 +49,20 @@ class BaseTree:
     """The base commit's tree, read through git plumbing and cached per plan cycle."""
 
     def __init__(self, repo_root: Path, base_commit: str) -> None:
-        self.repo_root = repo_root
-        self.base = run_git(["rev-parse", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
-                            cwd=repo_root).stdout.strip()
+        # One process for both: the top level (paths are relative to it) and the base commit.
+        proc = run_git(["rev-parse", "--show-toplevel", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
+                       cwd=repo_root, check=False)
+        lines = proc.stdout.split("\n")
+        if proc.returncode != 0 or len(lines) < 2 or not lines[1].strip():
+            if "not a git repository" in proc.stderr:
+                raise PapayuError("ERR_NOT_A_GIT_REPO", f"{repo_root} is not in a git work tree")
+            raise PapayuError("ERR_GIT_COMMAND", f"{base_commit!r} is not a commit of this repository")
+        self.repo_root = Path(lines[0].strip())
+        self.base = lines[1].strip()
         self._entries: dict[str, TreeEntry | None] = {}
         self._blobs: dict[str, Blob] = {}
         self._all_paths: list[str] | None = None
+        self._by_basename: dict[str, list[str]] | None = None
         self._dirty: dict[str, str] | None = None
 
     def entries(self, paths: Iterable[str]) -> dict[str, TreeEntry | None]:
@@ -87,6 +96,15 @@ class BaseTree:
             self._all_paths = [p for p in out.split("\0") if p]
         return self._all_paths
 
+    def by_basename(self) -> dict[str, list[str]]:
+        """base name -> paths: suffix lookups for frames whose path is not at the root."""
+        if self._by_basename is None:
+            index: dict[str, list[str]] = {}
+            for path in self.all_paths():
+                index.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+            self._by_basename = index
+        return self._by_basename
+
     def top_level(self) -> set[str]:
         out = run_git(["ls-tree", "-z", "--name-only", self.base], cwd=self.repo_root).stdout
         return {p for p in out.split("\0") if p}
@@ -98,8 +116,10 @@ class BaseTree:
         wanted = list(paths) if paths is not None else None
         if wanted == []:
             return {}
-        args = ["--literal-pathspecs", "status", "--porcelain=v1", "-z", "--no-renames"]
-        out = run_git([*args, "--", *wanted] if wanted else args, cwd=self.repo_root, check=False).stdout
+        # --no-optional-locks: status must not write the user's index (its stat refresh).
+        args = ["--no-optional-locks", "--literal-pathspecs", "status", "--porcelain=v1", "-z", "--no-renames"]
+        args += ["-uno", "--", *wanted] if wanted else []
+        out = run_git(args, cwd=self.repo_root, check=False).stdout
         status = {record[3:]: record[:2] for record in out.split("\0") if len(record) > 3}
         if wanted is None:
             self._dirty = status

@@ -21,7 +21,6 @@ from papayu_git.context.blocks import PRIORITY_TOP, BlockKind, ContextBlock
 
 VERSION_TIMEOUT_SEC = 5.0
 LIST_MAX = 40
-PROJECT_MEMORY_FILE = ".papa-yu/project.json"
 
 # Lockfile/manifest -> package manager, most specific first (a lockfile beats its manifest).
 PACKAGE_MANAGERS: tuple[tuple[str, str], ...] = (
@@ -104,12 +103,10 @@ def venv_line(repo_root: Path) -> str:
 
 
 def project_memory(repo_root: Path) -> dict[str, object]:
-    try:
-        data = json.loads((repo_root / PROJECT_MEMORY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    project = data.get("project") if isinstance(data, dict) else None
-    return project if isinstance(project, dict) else {}
+    """project.* values of `.papa-yu/project.json` (memory.py owns the file and its whitelist)."""
+    from papayu_git.memory import read_layer
+
+    return read_layer("project", repo_root, strict=False)
 
 
 def _listing(items: list[str]) -> str:

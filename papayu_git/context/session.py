@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
 from papayu_git import output, settings
-from papayu_git.context import autocontext, env, logs, search
+from papayu_git.context import env, logs, search
 from papayu_git.context.autocontext import Planner, ReadSpec
-from papayu_git.context.basetree import BaseTree
-from papayu_git.context.blocks import PRIORITY_TOP, BlockKind, ContextBlock, note
+from papayu_git.context.basetree import MODE_SYMLINK, BaseTree
+from papayu_git.context.blocks import PRIORITY_TOP, BlockKind, ContextBlock
 from papayu_git.context.cache import ContextCache
 from papayu_git.context.diet import DietLimits, DietResult, apply_diet
-from papayu_git.context.files import entry_note, file_block, refusal_note, repo_relative
+from papayu_git.context.files import EXCERPT_RADIUS, entry_note, file_block, refusal_note, repo_relative
 from papayu_git.context.heuristics import parse_error_text
 from papayu_git.errors import PapayuError
-from papayu_git.paths import protected_patterns
+from papayu_git.paths import configured_protected
 
 MAX_ROUNDS = 2            # seed 000 §2: context_requests are fulfilled in at most 2 rounds
 FROM_FILE_TAIL_LINES = 200
@@ -25,10 +27,10 @@ class ContextSession:
     """Owns the cache of one plan cycle; every FILE block comes from the base commit's blobs."""
 
     def __init__(self, repo_root: Path, base_commit: str) -> None:
-        self.repo_root = Path(repo_root)
-        self.tree = BaseTree(self.repo_root, base_commit)
+        self.tree = BaseTree(Path(repo_root), base_commit)
+        self.repo_root = self.tree.repo_root
         self.base_commit = self.tree.base
-        self.protected = protected_patterns()
+        self.protected = configured_protected(str(self.repo_root))
         self.limits = DietLimits.from_settings(self.repo_root)
         self.cache = ContextCache()
         self.rounds = 0
@@ -68,14 +70,12 @@ class ContextSession:
             entries = self.tree.entries([s.path for s in todo])
             self.tree.blobs([e for e in entries.values() if e and e.type == "blob"])
             dirty = self.tree.dirty([s.path for s in todo])
-        blocks = []
-        for spec, key in zip(specs, keys):
-            blocks.append(self.cache.get(key, lambda spec=spec: self._read_one(spec, dirty)))
+        blocks = [self.cache.get(key, partial(self._read_one, spec, dirty)) for spec, key in zip(specs, keys)]
         return [_with_role(b, spec) for b, spec in zip(blocks, specs)]
 
     def _read_one(self, spec: ReadSpec, dirty: dict[str, str]) -> ContextBlock:
         entry = self.tree.entries([spec.path])[spec.path]
-        if entry is None or entry.type != "blob" or entry.mode in ("120000",):
+        if entry is None or entry.type != "blob" or entry.mode == MODE_SYMLINK:
             return entry_note(self.tree, spec.path, entry)
         blob = self.tree.blobs([entry])[spec.path]
         return file_block(blob, ranges=spec.ranges, priority=spec.priority, requested=spec.requested,
@@ -120,7 +120,7 @@ class ContextSession:
 
     # --- rendering ----------------------------------------------------------------------
     def render(self, blocks: Sequence[ContextBlock]) -> str:
-        result = apply_diet(list(dict.fromkeys(blocks)), self.limits)   # a block shown twice is sent once
+        result = apply_diet(_without_repeats(blocks), self.limits)
         self.last_diet = result
         self.context_stats = result.stats
         for block in result.blocks:
@@ -134,12 +134,29 @@ class ContextSession:
         return result.text
 
 
+def _without_repeats(blocks: Sequence[ContextBlock]) -> list[ContextBlock]:
+    """A block shown twice is sent once; an excerpt of a file that is also shown whole is left out
+    (the whole-file block inherits its priority)."""
+    unique = list(dict.fromkeys(blocks))
+    whole = {b.path: b for b in unique if b.kind is BlockKind.FILE and not b.detail}
+    top: dict[str, int] = {}
+    for block in unique:
+        if block.kind is BlockKind.FILE and block.path in whole:
+            top[block.path] = min(top.get(block.path, block.priority), block.priority)
+    kept = []
+    for block in unique:
+        if block.kind is BlockKind.FILE and block.path in whole:
+            if block is not whole[block.path]:
+                continue
+            block = replace(block, priority=min(block.priority, top[block.path]))
+        kept.append(block)
+    return kept
+
+
 def _with_role(block: ContextBlock, spec: ReadSpec) -> ContextBlock:
     """A cached block keeps its content; priority/requested follow the current request."""
     if block.kind is not BlockKind.FILE or (block.priority, block.requested) == (spec.priority, spec.requested):
         return block
-    from dataclasses import replace
-
     return replace(block, priority=min(block.priority, spec.priority), requested=block.requested or spec.requested)
 
 
@@ -175,7 +192,7 @@ def _line_range(request: dict[str, Any]) -> list[tuple[int, int]]:
     if start is None and end is None:
         return []
     start = max(1, start or 1)
-    end = end if end is not None else start + 2 * autocontext.EXCERPT_RADIUS
+    end = end if end is not None else start + 2 * EXCERPT_RADIUS
     if end < start:
         raise PapayuError("ERR_CONTEXT_REQUEST_INVALID", f"end_line {end} is before start_line {start}")
     return [(start, end)]

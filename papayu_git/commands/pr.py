@@ -1,0 +1,229 @@
+"""`git papayu pr ID`: push `papayu/<id>` and open a pull/merge request (SPEC §1, §9).
+
+The forge's CI then runs the check; `git papayu land ID --when-green` lands the same
+commit with the same fast-forward rules once the forge's checks are green.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from papayu_git import output
+from papayu_git.error_handler import handle_errors
+from papayu_git.errors import PapayuError
+from papayu_git.git import run_git, scrubbed_env
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from papayu_git.forge import Checks, Forge
+    from papayu_git.plans import StoredPlan
+
+FORGES = ("github", "gitlab", "gitea")
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A kept `papayu/<id>` branch, its commit and its plan record (None if the record is gone)."""
+    repo: "pygit2.Repository"
+    root: Path
+    pdir: Path
+    plan_id: str
+    sha: str
+    plan: "StoredPlan | None"
+
+    @property
+    def branch(self) -> str:
+        return f"papayu/{self.plan_id}"
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return dict((self.plan.extra.get("pr") if self.plan else None) or {})
+
+    def target(self) -> str:
+        apply = (self.plan.extra.get("apply") or {}) if self.plan else {}
+        return str(apply.get("target") or (self.plan.branch if self.plan else "") or "")
+
+
+def load_generated(plan_id: str) -> Generated:
+    from papayu_git import plans
+    from papayu_git.commands.drop import resolve_generated
+    from papayu_git.housekeeping import open_checkout
+    from papayu_git.worktree import generated_branches
+
+    repo, root, pdir = open_checkout()
+    resolved = resolve_generated(repo, pdir, plan_id)
+    sha = generated_branches(repo).get(resolved)
+    if sha is None:
+        raise PapayuError("ERR_BRANCH_NOT_FOUND", f"no branch papayu/{resolved}",
+                          hint="Keep the commit with 'git papayu apply ID --review' first.")
+    try:
+        plan: StoredPlan | None = plans.load(pdir, resolved)
+    except PapayuError:
+        plan = None
+    return Generated(repo, root, pdir, resolved, sha, plan)
+
+
+def remote_url(root: Path, remote: str) -> str:
+    proc = run_git(["remote", "get-url", remote], cwd=root, check=False)
+    if proc.returncode != 0:
+        raise PapayuError("ERR_REMOTE_NOT_FOUND", f"no remote {remote!r}", path=remote)
+    return proc.stdout.strip()
+
+
+def pick_remote(gen: Generated, remote: str | None) -> str:
+    """--remote, else the one `pr` used, else the target branch's upstream remote, else origin."""
+    if remote or gen.record.get("remote"):
+        return str(remote or gen.record["remote"])
+    target = gen.target()
+    configured = run_git(["config", f"branch.{target}.remote"], cwd=gen.root, check=False).stdout.strip()
+    return configured if target and configured and configured != "." else "origin"
+
+
+def push(gen: Generated, remote: str) -> None:
+    ref = f"refs/heads/{gen.branch}"
+    env = scrubbed_env({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    with output.progress(f"pushing {gen.branch} to {remote}"):
+        proc = run_git(["push", "--porcelain", remote, f"{ref}:{ref}"], cwd=gen.root, check=False, env=env)
+    if proc.returncode != 0:
+        from papayu_git.secrets import mask
+
+        detail = mask((proc.stderr + proc.stdout).strip()[-1500:])
+        raise PapayuError("ERR_PUSH_FAILED", f"git push {remote} {gen.branch} failed: {detail}", path=remote)
+
+
+def title_of(gen: Generated) -> str:
+    response = (gen.plan.response if gen.plan else None) or {}
+    summary = response.get("summary", "") if isinstance(response, dict) else ""
+    line = (summary or (gen.plan.goal if gen.plan else "") or gen.branch).strip().splitlines()[0]
+    return "papayu: " + (line if len(line) <= 70 else line[:69] + "…")
+
+
+def body_of(gen: Generated) -> str:
+    """Summary, plan steps, risks, check result and trace id (SPEC §1 `pr`), secrets masked."""
+    from papayu_git.secrets import mask
+
+    plan = gen.plan
+    response = (plan.response if plan else None) or {}
+    response = response if isinstance(response, dict) else {}
+    apply = (plan.extra.get("apply") or {}) if plan else {}
+    parts = ["## Summary", response.get("summary") or (plan.goal if plan else "") or "-"]
+    steps = [f"{i}. {s.get('step', '')}" + (f" — {s['details']}" if s.get("details") else "")
+             for i, s in enumerate(response.get("plan") or [], 1) if isinstance(s, dict)]
+    if steps:
+        parts += ["", "## Plan", *steps]
+    if response.get("risks"):
+        parts += ["", "## Risks", *[f"- {r}" for r in response["risks"]]]
+    check = apply.get("check") or {}
+    verdict = ("not run" if not check else
+               f"`{check.get('command')}` {'passed' if check.get('passed') else 'FAILED'} "
+               f"(exit {check.get('exit_code')}, {float(check.get('duration_sec') or 0):.1f}s)")
+    trace = apply.get("trace_id") or (plan.trace_id if plan else "")
+    parts += ["", "## Check", f"Local check: {verdict}", "", "---",
+              f"Papayu-Plan: {gen.plan_id}", f"Papayu-Trace: {trace or '-'}", f"Commit: {gen.sha}",
+              f"Land when CI is green: `git papayu land {gen.plan_id} --when-green`"]
+    return mask("\n".join(parts))
+
+
+def _record(gen: Generated, data: dict[str, Any]) -> None:
+    from papayu_git import plans
+
+    if gen.plan is not None:
+        plans.save(gen.pdir, dataclasses.replace(gen.plan, extra={**gen.plan.extra, "pr": data}))
+
+
+def run(plan_id: str, remote: str | None = None, base: str | None = None, draft: bool = False,
+        forge_kind: str | None = None, as_json: bool = False) -> int:
+    from papayu_git.forge import TOKEN_ENV, compare_url, open_pull_request, resolve_forge
+
+    gen = load_generated(plan_id)
+    remote = pick_remote(gen, remote)
+    forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
+    base = base or gen.target() or "main"
+    push(gen, remote)
+    data: dict[str, Any] = {"remote": remote, "forge": forge.kind.value, "base": base, "head": gen.branch,
+                            "sha": gen.sha, "number": None, "url": None, "existing": False}
+    if forge.token:
+        pr = open_pull_request(forge, head=gen.branch, base=base, title=title_of(gen), body=body_of(gen),
+                               draft=draft)
+        data.update(number=pr.number, url=pr.url, existing=pr.existing)
+        output.event("PR_OPENED", plan_id=gen.plan_id, forge=forge.kind.value, number=pr.number,
+                     existing=pr.existing)
+    _record(gen, data)
+    compare = "" if forge.token else compare_url(forge, base, gen.branch)
+    if as_json:
+        output.emit_json({"ok": True, "plan_id": gen.plan_id, **data, "compare_url": compare or None})
+    elif forge.token:
+        word = "reused the open" if data["existing"] else "opened"
+        output.result(f"pushed {gen.branch} ({gen.sha[:12]}) to {remote}; {word} pull request "
+                      f"#{data['number']}: {data['url']}")
+    else:
+        names = "/".join(TOKEN_ENV[forge.kind])
+        output.result(f"pushed {gen.branch} ({gen.sha[:12]}) to {remote}")
+        output.result(f"open the pull request: {compare or f'{gen.branch} -> {base} on your forge'}")
+        output.info(f"(set {names} to open it automatically)")
+    return 0
+
+
+# --- land --when-green --------------------------------------------------------
+
+
+def pushed_sha(gen: Generated, remote: str) -> str | None:
+    out = run_git(["ls-remote", remote, f"refs/heads/{gen.branch}"], cwd=gen.root, check=False,
+                  env=scrubbed_env({"GIT_TERMINAL_PROMPT": "0"})).stdout.split()
+    return out[0] if out else None
+
+
+def wait_for_green(plan_id: str, *, remote: str | None, forge_kind: str | None, timeout: float,
+                   interval: float) -> tuple[Generated, "Checks", "Forge"]:
+    """Poll the forge's checks of the pushed `papayu/<id>` commit until green (land --when-green)."""
+    from papayu_git.forge import resolve_forge, wait_until_green
+
+    gen = load_generated(plan_id)
+    remote = pick_remote(gen, remote)
+    forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
+    remote_sha = pushed_sha(gen, remote)
+    if remote_sha != gen.sha:
+        where = f"is at {remote_sha[:12]}" if remote_sha else "does not exist"
+        raise PapayuError("ERR_PR_NOT_PUSHED", f"{gen.branch} on {remote} {where}; the local commit is "
+                          f"{gen.sha[:12]}", path=gen.branch)
+    checks = wait_until_green(forge, gen.sha, timeout=timeout, interval=interval)
+    return gen, checks, forge
+
+
+def ensure_still_at(gen: Generated) -> None:
+    """The checks were about ``gen.sha``: land nothing if papayu/<id> moved meanwhile."""
+    from papayu_git.worktree import generated_branches
+
+    now = generated_branches(gen.repo).get(gen.plan_id)
+    if now != gen.sha:
+        raise PapayuError("ERR_BRANCH_MOVED", f"{gen.branch} moved from {gen.sha[:12]} while the checks ran",
+                          path=gen.branch, hint="Push it again with 'git papayu pr ID', then land --when-green.")
+
+
+@click.command("pr")
+@click.argument("plan_id", metavar="ID")
+@click.option("--remote", metavar="R", help="Remote to push to (default: the target branch's upstream, else origin).")
+@click.option("--base", metavar="B", help="Branch to merge into (default: the branch the plan was applied to).")
+@click.option("--draft", is_flag=True, help="Open the pull request as a draft.")
+@click.option("--forge", "forge_kind", type=click.Choice(FORGES),
+              help="Forge type (default: guessed from the remote's host name, or papayu.forge.type).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def command(plan_id: str, remote: str | None, base: str | None, draft: bool, forge_kind: str | None,
+            as_json: bool) -> None:
+    """Push papayu/ID and open a pull/merge request for it (PR-based apply).
+
+    \b
+    Tokens come from the environment and are never printed or stored:
+      GitHub GH_TOKEN or GITHUB_TOKEN, GitLab GITLAB_TOKEN, Gitea GITEA_TOKEN.
+    Without a token the branch is pushed and the compare URL is printed.
+    Self-hosted forges: PAPAYU_FORGE_API_URL (git config papayu.forge.apiUrl).
+    When the forge's CI is green: git papayu land ID --when-green
+    """
+    with handle_errors(as_json):
+        raise SystemExit(run(plan_id, remote, base, draft, forge_kind, as_json))

@@ -1,0 +1,80 @@
+"""Forge detection from remote URLs, compare URLs and the combination of check states (pure parts)."""
+
+from __future__ import annotations
+
+import pytest
+
+from papayu_git.errors import PapayuError
+from papayu_git.forge import (
+    ChecksState, ForgeKind, RemoteRepo, combine, compare_url, guess_kind, parse_remote_url, resolve_forge,
+)
+
+
+@pytest.mark.parametrize(("url", "host", "path"), [
+    ("https://github.com/acme/widget.git", "github.com", "acme/widget"),
+    ("https://github.com/acme/widget", "github.com", "acme/widget"),
+    ("git@github.com:acme/widget.git", "github.com", "acme/widget"),
+    ("ssh://git@gitlab.example.com:2222/group/sub/proj.git", "gitlab.example.com", "group/sub/proj"),
+    ("https://user:pw@codeberg.org/acme/widget.git", "codeberg.org", "acme/widget"),
+    ("git://127.0.0.1:9418/acme/widget.git", "127.0.0.1", "acme/widget"),
+    ("file:///srv/git/acme/widget.git", "", "acme/widget"),
+    ("/srv/git/acme/widget.git", "", "acme/widget"),
+])
+def test_parse_remote_url(url: str, host: str, path: str) -> None:
+    assert parse_remote_url(url) == RemoteRepo(host, path)
+
+
+def test_parse_remote_url_needs_owner_and_name() -> None:
+    with pytest.raises(PapayuError) as info:
+        parse_remote_url("https://example.com/widget.git")
+    assert info.value.code == "ERR_FORGE_UNKNOWN"
+
+
+@pytest.mark.parametrize(("host", "kind"), [
+    ("github.com", ForgeKind.GITHUB), ("github.acme.corp", ForgeKind.GITHUB), ("gitlab.com", ForgeKind.GITLAB),
+    ("gitlab.acme.io", ForgeKind.GITLAB), ("gitea.com", ForgeKind.GITEA), ("codeberg.org", ForgeKind.GITEA),
+    ("git.acme.io", None), ("", None),
+])
+def test_guess_kind_from_the_host(host: str, kind: ForgeKind | None) -> None:
+    assert guess_kind(RemoteRepo(host, "a/b")) is kind
+
+
+def test_resolve_forge_defaults_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "GITEA_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    gh = resolve_forge("git@github.com:acme/widget.git", None)
+    assert (gh.kind, gh.api_url, gh.web_url, gh.token) == (ForgeKind.GITHUB, "https://api.github.com",
+                                                           "https://github.com", None)
+    monkeypatch.setenv("GITHUB_TOKEN", "abc")
+    assert resolve_forge("https://github.com/a/b", None).token == "abc"
+    monkeypatch.setenv("GH_TOKEN", "first")
+    assert resolve_forge("https://github.com/a/b", None).token == "first"
+    gl = resolve_forge("https://gitlab.acme.io/g/s/p.git", None)
+    assert (gl.api_url, gl.gitlab_project) == ("https://gitlab.acme.io/api/v4", "g%2Fs%2Fp")
+    assert "abc" not in repr(resolve_forge("https://github.com/a/b", None))
+    monkeypatch.setenv("PAPAYU_FORGE_API_URL", "http://127.0.0.1:1/api/v1/")
+    local = resolve_forge("file:///srv/acme/widget.git", "gitea")
+    assert (local.api_url, local.web_url) == ("http://127.0.0.1:1/api/v1", "http://127.0.0.1:1")
+    with pytest.raises(PapayuError) as info:
+        resolve_forge("https://git.acme.io/a/b.git", None)
+    assert info.value.code == "ERR_FORGE_UNKNOWN"
+
+
+def test_compare_urls_per_forge() -> None:
+    gh = resolve_forge("https://github.com/acme/widget.git", None)
+    assert compare_url(gh, "main", "papayu/1") == "https://github.com/acme/widget/compare/main...papayu/1?expand=1"
+    gl = resolve_forge("https://gitlab.com/grp/widget.git", None)
+    assert compare_url(gl, "main", "papayu/1") == (
+        "https://gitlab.com/grp/widget/-/merge_requests/new?merge_request%5Bsource_branch%5D=papayu%2F1"
+        "&merge_request%5Btarget_branch%5D=main")
+    gt = resolve_forge("https://codeberg.org/acme/widget.git", None)
+    assert compare_url(gt, "main", "papayu/1") == "https://codeberg.org/acme/widget/compare/main...papayu/1"
+
+
+def test_combine_red_wins_nothing_reported_is_pending() -> None:
+    G, R, P = ChecksState.GREEN, ChecksState.RED, ChecksState.PENDING
+    assert combine([]).state is P
+    assert combine([("a", G), ("b", G)]).state is G
+    assert combine([("a", G), ("b", P)]).state is P
+    assert combine([("a", P), ("b", R)]).state is R
+    assert combine([("a", G), ("b", R), ("c", R)]).describe(R) == "b, c"
