@@ -18,7 +18,7 @@ from papayu_git.errors import PapayuError
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 OLLAMA_BASE_URL = "http://127.0.0.1:11434"
-LOCAL_MODEL_NAME = "gemma-3-270m-it-q4_k_m"
+LOCAL_MODEL_NAME = "gemma-3-270m-q4_k_m"
 
 # seed 001 "Параметры генерации": 16384 tokens, capped at 4096 when the input is > 80k chars.
 DEFAULT_MAX_TOKENS = 16384

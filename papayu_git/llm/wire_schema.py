@@ -91,13 +91,13 @@ def grammar_schema(protocol: int) -> dict[str, Any]:
     bounded = lambda items, n: {"type": "array", "items": items, "maxItems": n}  # noqa: E731
     text = lambda n: {"type": "string", "maxLength": n}  # noqa: E731
     props = {
-        "summary": text(400),
-        "actions": bounded(strict["actions"]["items"], 4),
-        "plan": bounded(_closed({"step": text(80), "details": text(240)}), 5),
-        "questions": bounded(text(200), 2),
-        "context_requests": bounded(strict["context_requests"]["items"], 3),
-        "risks": bounded(text(200), 3),
-        "commands_to_run": bounded(text(120), 2),
+        "summary": text(160),
+        "actions": bounded(strict["actions"]["items"], 3),
+        "plan": bounded(_closed({"step": text(60), "details": text(120)}), 3),
+        "questions": bounded(text(120), 2),
+        "context_requests": bounded(strict["context_requests"]["items"], 2),
+        "risks": bounded(text(120), 2),
+        "commands_to_run": bounded(text(80), 2),
     }
     return {"type": "object", "properties": props, "required": ["summary", "actions"], "additionalProperties": False}
 
