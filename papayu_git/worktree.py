@@ -132,7 +132,7 @@ def _write_tree(repo: "pygit2.Repository", tree: "pygit2.Tree | None", edit: _Ed
             builder.insert(name, leaf[0], leaf[1])
     for name, child in edit.children.items():
         existing = builder.get(name)
-        subtree = repo[existing.id] if existing is not None and existing.filemode == MODE_TREE else None
+        subtree: Any = repo[existing.id] if existing is not None and existing.filemode == MODE_TREE else None
         oid = _write_tree(repo, subtree, child, is_root=False)
         if oid is None:
             if existing is not None:
@@ -187,6 +187,12 @@ def create_commit(repo: "pygit2.Repository", tree_id: Any, parent: Any, message:
     oid = repo.create_commit(None, signature(repo, "AUTHOR"), signature(repo, "COMMITTER"), message,
                              tree_id, [parent])
     return str(oid)
+
+
+def commit_of(repo: "pygit2.Repository", oid: str) -> "pygit2.Commit":
+    import pygit2
+
+    return repo[oid].peel(pygit2.Commit)
 
 
 def branch_ref(plan_id: str) -> str:

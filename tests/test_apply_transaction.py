@@ -278,3 +278,18 @@ def test_rebase_refuses_when_the_new_tip_changed_a_base(repo: Path, tmp_path: Pa
     assert data["_rc"] == 1 and _codes(data) == ["ERR_BASE_MISMATCH"]
     assert git(repo, "rev-parse", "main").strip() == moved
     assert git(repo, "branch", "--list", "papayu/*") == ""
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_untracked_or_ignored_file_at_a_created_path_is_never_overwritten(repo: Path, tmp_path: Path,
+                                                                          ignored: bool) -> None:
+    if ignored:
+        (repo / ".gitignore").write_text("local.cfg\n")
+        git(repo, "add", ".gitignore")
+        git(repo, "commit", "-q", "-m", "ignore")
+    (repo / "local.cfg").write_text("precious local settings\n")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "local.cfg", "content": "from the plan\n"}])
+    data = _apply(repo, plan, "--no-check")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"]
+    assert "local.cfg" in data["errors"][0]["reason"]
+    assert (repo / "local.cfg").read_text() == "precious local settings\n"
