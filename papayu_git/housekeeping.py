@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git import locks
-from papayu_git.git import common_dir, run_git
+from papayu_git.git import common_dir
 from papayu_git.landing import clear_dead_land
 
 if TYPE_CHECKING:
@@ -76,7 +76,6 @@ def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> G
         if log.stat().st_mtime < cutoff:
             log.unlink(missing_ok=True)
             report.logs.append(str(log))
-    run_git(["worktree", "prune"], cwd=repo_root, check=False)
     return report
 
 
