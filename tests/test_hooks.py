@@ -49,6 +49,15 @@ def test_pre_commit_hooks_yaml_matches_the_hooks_table() -> None:
         assert entry["entry"] == f"papayu validate --kind {','.join(spec.kinds)}"
 
 
+def test_pre_commit_accepts_the_manifest() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pre_commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize(("path", "hook_ids"), [
     (".papa-yu/plans/fix.json", {"papayu-validate-plans"}),
     ("sub/.papa-yu/answer.json", {"papayu-validate-plans"}),
