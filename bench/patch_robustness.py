@@ -1,6 +1,6 @@
 """How often model-style broken diffs still apply correctly: papayu vs git apply vs GNU patch.
 
-    .venv/bin/python bench/patch_robustness.py [REPO] [--max-changes N] [--seed S] [--json]
+    .venv/bin/python bench/patch_robustness.py [REPO] [--corpus] [--max-changes N] [--seed S] [--json]
 
 Cases are the real file changes of a git repository: for each non-merge commit, each
 modified UTF-8 text file gives (old blob, `git diff` of that file, new blob). The diff
@@ -365,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-changes", type=int, default=300)
     parser.add_argument("--min-changes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--corpus", action="store_true",
+                        help="use the corpus of successive Python source versions even when REPO has enough changes")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--show-failures", action="store_true", help="print papayu's error for each miss")
     args = parser.parse_args(argv)
@@ -372,11 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         cases = repo_cases(args.repo, args.max_changes)
         source = f"{args.repo} ({len(cases)} file changes from its commits)"
-        if len(cases) < args.min_changes:
+        if args.corpus or len(cases) < args.min_changes:
             corpus = build_corpus(scratch / "corpus", args.max_changes, args.seed)
             cases = repo_cases(corpus, args.max_changes)
-            source = (f"{args.repo} had too few file changes; corpus of successive Python source "
-                      "versions on this machine")
+            source = "corpus of successive Python source versions on this machine" + (
+                "" if args.corpus else f" ({args.repo} has fewer than {args.min_changes} file changes)")
         results, papayu_time = measure(cases, args.seed, scratch, args.show_failures)
     n_applies = sum(t.cases for t in results.values())
     papayu_ms = 1000 * papayu_time / max(n_applies, 1)

@@ -233,3 +233,12 @@ def test_a_base_that_is_not_a_commit_is_an_error(project: Path, base: str) -> No
     with pytest.raises(PapayuError) as info:
         ContextSession(project, base)
     assert info.value.code == "ERR_GIT_COMMAND" and base in info.value.reason
+
+
+def test_an_excerpt_is_not_sent_again_beside_the_whole_file(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    log = f'Traceback (most recent call last):\n  File "{project}/src/long.txt", line 150, in x\nValueError\n'
+    base = session.base_context("fix", log)
+    text = session.render(base + session.fulfil([{"type": "read_file", "path": "src/long.txt"}]))
+    assert text.count("FILE[src/long.txt]") == 1 and "omitted" not in text
+    assert [b.priority for b in session.last_diet.blocks if b.kind is BlockKind.FILE] == [0]
