@@ -16,7 +16,8 @@ Python sources found on this machine -- the standard library of every installed 
 several versions (pip's and setuptools' vendored copies beside the standalone ones).
 One commit adds every older version, then one commit per file turns it into the newer
 version, so each change is a real upstream edit between two releases. Files over 256 KiB
-are skipped; N changes are sampled with a fixed seed.
+are skipped; N changes are sampled with a fixed seed. On a machine with a single Python the
+corpus is only the vendored copies (a few dozen changes); the table says how many it used.
 
 Classes: unperturbed; hunk line numbers moved by a random +-1..20 (each hunk its own);
 wrong hunk counts; `@@ @@` headers without numbers; trailing whitespace dropped from context

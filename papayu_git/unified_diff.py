@@ -193,7 +193,9 @@ class _Scan:
 
 def _read_hunk(scan: _Scan, rows: Sequence[_Row], i: int) -> int:
     header = _HEADER.match(rows[i].text)
-    assert header is not None
+    if header is None:
+        raise scan.fail("ERR_PATCH_NOT_UNIFIED",
+                        f"line {i + 1} ({rows[i].text[:60]!r}) is not a hunk header '@@ -l,n +l,n @@'")
     inner = header.group(1)
     old_start, old_count = _range(_OLD_RANGE, inner)
     _new_start, new_count = _range(_NEW_RANGE, inner)

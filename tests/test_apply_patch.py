@@ -422,3 +422,21 @@ def test_git_quoted_non_ascii_path_names_the_same_file() -> None:
     patch = ('diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n--- "a/caf\\303\\251.py"\n'
              '+++ "b/caf\\303\\251.py"\n@@ -1 +1 @@\n-x\n+y\n')
     assert apply_patch(b"x\n", patch, path="café.py") == b"y\n"
+
+
+_diffish = st.lists(st.one_of(
+    st.sampled_from(["@@ @@", "@@ -1,2 +1,2 @@", "@@ -0,0 +1 @@", "@@ -3 +3,0 @@", "--- a/src/app.py",
+                     "+++ b/src/app.py", "\\ No newline at end of file", "-- ", "", "diff --git a/x b/x",
+                     "new file mode 100644", "```"]),
+    st.text(alphabet=" -+\\@abc\r\t", max_size=6)), max_size=20).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_diffish, st.sampled_from([b"", b"a\nb\nc\n", b"a\r\nb\r\n", b"a\nb", b"a\n\na\n"]))
+def test_property_any_patch_text_gives_bytes_or_a_papayu_error(patch: str, original: bytes) -> None:
+    try:
+        result = apply(original, patch)
+    except PapayuError as exc:
+        assert exc.code in ("ERR_PATCH_NOT_UNIFIED", "ERR_PATCH_APPLY_FAILED", "ERR_PATCH_UNSUPPORTED")
+        return
+    assert result != original
