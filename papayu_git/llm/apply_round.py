@@ -42,11 +42,12 @@ class ProtocolTrail:
     fallback_reason: str | None = None
     fallback_stage: str | None = None
     repair_attempt: int = 0
+    repair_reason: str | None = None
 
     def fields(self) -> dict[str, Any]:
         return {"protocol_default": self.default, "protocol_attempts": list(self.attempts),
                 "protocol_fallback_reason": self.fallback_reason, "protocol_fallback_stage": self.fallback_stage,
-                "protocol_repair_attempt": self.repair_attempt,
+                "protocol_repair_attempt": self.repair_attempt, "protocol_repair_reason": self.repair_reason,
                 "protocol_fallback_attempted": self.fallback_reason is not None}
 
 
@@ -106,9 +107,11 @@ def _negotiate(repo_root: Path, plan: plans.StoredPlan, client: ChatClient, log:
     seen: set[str] = set()
     trail.attempts.append(plan.protocol)
     try:
-        return _attempt(repo_root, plan, client, plan.protocol, text, log, onto, seen)
+        response = _attempt(repo_root, plan, client, plan.protocol, text, log, onto, seen)
+        trail.repair_attempt, trail.repair_reason = log.repairs, log.repair_reason
+        return response
     except InvalidAnswer as exc:
-        trail.repair_attempt = log.repairs
+        trail.repair_attempt, trail.repair_reason = log.repairs, log.repair_reason
         reason = _fallback_reason(exc, plan, repo_root)
         if reason is None:
             raise

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     import httpx
 
 MAX_RETRY_AFTER_SEC = 30.0
-_FORMAT_WORDS = ("response_format", "json_schema", "structured output", "format")
+# Words of a server's complaint about response_format (OpenAI, vLLM, llama.cpp, LM Studio, Ollama).
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
 
 
 @dataclass(frozen=True)
@@ -221,11 +222,13 @@ def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def _rejects_format(response: "httpx.Response") -> bool:
-    """A 4xx/5xx naming response_format/json_schema: the server cannot do strict mode (SPEC §8)."""
-    if response.status_code < 400 or response.status_code == 429:
+    """A 4xx/5xx naming response_format/json_schema: the server cannot do this rung (SPEC §8).
+    A plain 4xx that mentions "format" counts too (Ollama: `invalid format`); 429 never does."""
+    status = response.status_code
+    if status < 400 or status == 429:
         return False
     body = _body_excerpt(response).lower()
-    return any(word in body for word in _FORMAT_WORDS[:3]) or ("format" in body and response.status_code < 500)
+    return any(word in body for word in _FORMAT_WORDS) or (status < 500 and "format" in body)
 
 
 def _raise_for_status(response: "httpx.Response") -> None:

@@ -56,6 +56,9 @@ class CallLog:
     preflight_sec: float = 0.0
     calls: int = 0
     repairs: int = 0
+    repair_reason: str | None = None
+    input_chars: int = 0
+    token_budget: int = 0
     raw: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
@@ -96,6 +99,7 @@ class Conversation:
                 raise InvalidAnswer(errors, repaired=False) from None
         output.event("LLM_RESPONSE_REPAIR", codes=",".join(dict.fromkeys(e.code for e in errors)))
         self.log.repairs += 1
+        self.log.repair_reason = errors[0].code
         self.messages.append({"role": "user", "content": repair_message(repair_text(errors), self.protocol)})
         text = self._call()
         try:
@@ -109,6 +113,7 @@ class Conversation:
 
     def _call(self) -> str:
         input_chars = sum(len(m["content"]) for m in self.messages)
+        self.log.input_chars, self.log.token_budget = input_chars, self.client.config.max_tokens(input_chars)
         reply = self.client.complete(self.messages, response_format(self.protocol), input_chars=input_chars)
         self.log.calls += 1
         self.log.model_sec += reply.model_sec

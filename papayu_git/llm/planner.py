@@ -143,10 +143,10 @@ def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _C
 
 
 def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> PlanOutcome:
-    started = time.perf_counter()
-    base_commit, branch = base_of(repo_root)
     from papayu_git.context import ContextSession
 
+    started = time.perf_counter()
+    base_commit, branch = base_of(repo_root)
     cycle = _Cycle(session=ContextSession(repo_root, base_commit))
     blocks = _timed_context(cycle, cycle.session.base_context, request.goal, request.log_text)
     context_text = _timed_context(cycle, cycle.session.render, blocks)
@@ -165,22 +165,29 @@ def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> Plan
     response = _limit_questions(response, budget, cycle)
     shown_text = "\n".join([request.goal, request.log_text or "", *cycle.messages])
     flags = behaviour.flag_answer(response, cycle.session.files_shown, shown_text)
-    memory_fields = _memory(repo_root, response, request, cycle)
+    extra = {"prompt_mode": request.prompt_mode.value, "ask_budget": budget, "behaviour_flags": flags,
+             "behaviour": {"act": decision.act, "reasons": list(decision.reasons), "missing": list(decision.missing)},
+             **_memory(repo_root, response, request, cycle)}
     cycle.warnings.extend(cycle.log.notes)
     storage_started = time.perf_counter()
     plan = plans.StoredPlan(
         id=plans.new_id(), goal=request.goal, mode=round_mode.value, protocol=request.protocol,
         base_commit=base_commit, branch=branch, files=dict(cycle.session.files_shown), response=response.data,
         trace_id=trace_id, created_at=traces.now_iso(), context="\n\n".join(cycle.messages),
-        extra={"prompt_mode": request.prompt_mode.value, "behaviour": {"act": decision.act,
-               "reasons": list(decision.reasons), "missing": list(decision.missing)},
-               "behaviour_flags": flags, "warnings": list(cycle.warnings), "ask_budget": budget, **memory_fields})
+        extra={**extra, "warnings": list(cycle.warnings)})
+    plan, path = _store(repo_root, plan, client, _trace(plan, request, cycle, client, response, flags))
+    return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags),
+                       _timings(cycle, started, storage_started))
+
+
+def _store(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
+           trace: dict[str, Any]) -> tuple[plans.StoredPlan, Path]:
+    """Save the plan (API key scrubbed) and its trace."""
     pdir = papayu_dir(open_repo(repo_root))
     plan = plans.StoredPlan.from_json(scrub_key(plan.to_json(), client.config.api_key))
     path = plans.save(pdir, plan)
-    traces.write_trace(pdir, trace_id, _trace(plan, request, cycle, client, response, flags))
-    timings = _timings(cycle, started, storage_started)
-    return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags), timings)
+    traces.write_trace(pdir, plan.trace_id, trace)
+    return plan, path
 
 
 def _timings(cycle: _Cycle, started: float, storage_started: float) -> dict[str, float]:
@@ -189,10 +196,12 @@ def _timings(cycle: _Cycle, started: float, storage_started: float) -> dict[str,
             "validation": cycle.log.validation_sec, "storage": now - storage_started, "total": now - started}
 
 
-def request_fields(client: ChatClient, mode: str, log: CallLog) -> dict[str, Any]:
+def request_fields(client: ChatClient, mode: str, log: CallLog, prompt_mode: str = "") -> dict[str, Any]:
+    """The trace's `request` record (docs/ARCHITECTURE.md, traces): mode is the round, plan|apply."""
     config = client.config
-    return {"mode": mode, "provider": config.provider.value, "model": client.model(),
-            "base_url": config.base_url, "strict_json": bool(client.formats),
+    return {"mode": mode, "prompt_mode": prompt_mode or mode, "provider": config.provider.value,
+            "model": client.model(), "base_url": config.base_url, "input_chars": log.input_chars,
+            "token_budget": log.token_budget, "strict_json": bool(client.formats),
             "response_format_fallback": client.format_fallback, "calls": log.calls, "repairs": log.repairs,
             "latency_ms": round(log.model_sec * 1000), "usage": log.usage}
 
@@ -202,7 +211,7 @@ def _trace(plan: plans.StoredPlan, request: PlanRequest, cycle: _Cycle, client: 
     return {
         "command": "plan", "plan_id": plan.id, "goal": plan.goal, "mode": plan.mode,
         "prompt_mode": request.prompt_mode.value, **traces.schema_fields(request.protocol),
-        "request": request_fields(client, request.prompt_mode.value, cycle.log),
+        "request": request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
         "context_stats": dict(cycle.session.context_stats), "cache_stats": dict(cycle.session.cache_stats),
         "plan_files": dict(plan.files), "validated_json": response.data, "validation_outcome": "ok",
         "error_code": None, "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
@@ -215,7 +224,7 @@ def _write_failure_trace(repo_root: Path, trace_id: str, request: PlanRequest, c
                          client: ChatClient, exc: PapayuError) -> None:
     data = {"command": "plan", "goal": request.goal, "prompt_mode": request.prompt_mode.value,
             **traces.schema_fields(request.protocol),
-            "request": request_fields(client, request.prompt_mode.value, cycle.log),
+            "request": request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
             "context_stats": dict(cycle.session.context_stats), "validation_outcome": "err",
             "error_code": getattr(exc, "cause_code", exc.code), "error": exc.format(),
             "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
