@@ -1,6 +1,6 @@
 """How often model-style broken diffs still apply correctly: papayu vs git apply vs GNU patch.
 
-    .venv/bin/python bench/patch_robustness.py [REPO] [--max-changes N] [--seed S] [--json]
+    .venv/bin/python bench/patch_robustness.py [REPO] [--corpus] [--max-changes N] [--seed S] [--json]
 
 Cases are the real file changes of a git repository: for each non-merge commit, each
 modified UTF-8 text file gives (old blob, `git diff` of that file, new blob). The diff
@@ -16,7 +16,8 @@ Python sources found on this machine -- the standard library of every installed 
 several versions (pip's and setuptools' vendored copies beside the standalone ones).
 One commit adds every older version, then one commit per file turns it into the newer
 version, so each change is a real upstream edit between two releases. Files over 256 KiB
-are skipped; N changes are sampled with a fixed seed.
+are skipped; N changes are sampled with a fixed seed. On a machine with a single Python the
+corpus is only the vendored copies (a few dozen changes); the table says how many it used.
 
 Classes: unperturbed; hunk line numbers moved by a random +-1..20 (each hunk its own);
 wrong hunk counts; `@@ @@` headers without numbers; trailing whitespace dropped from context
@@ -365,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-changes", type=int, default=300)
     parser.add_argument("--min-changes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--corpus", action="store_true",
+                        help="use the corpus of successive Python source versions even when REPO has enough changes")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--show-failures", action="store_true", help="print papayu's error for each miss")
     args = parser.parse_args(argv)
@@ -372,11 +375,11 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         cases = repo_cases(args.repo, args.max_changes)
         source = f"{args.repo} ({len(cases)} file changes from its commits)"
-        if len(cases) < args.min_changes:
+        if args.corpus or len(cases) < args.min_changes:
             corpus = build_corpus(scratch / "corpus", args.max_changes, args.seed)
             cases = repo_cases(corpus, args.max_changes)
-            source = (f"{args.repo} had too few file changes; corpus of successive Python source "
-                      "versions on this machine")
+            source = "corpus of successive Python source versions on this machine" + (
+                "" if args.corpus else f" ({args.repo} has fewer than {args.min_changes} file changes)")
         results, papayu_time = measure(cases, args.seed, scratch, args.show_failures)
     n_applies = sum(t.cases for t in results.values())
     papayu_ms = 1000 * papayu_time / max(n_applies, 1)

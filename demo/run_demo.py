@@ -104,12 +104,26 @@ def demo_apply(papayu: list[str]) -> None:
     sh(*papayu, "list", cwd=repo)
 
 
+def demo_hooks(papayu: list[str]) -> None:
+    repo = WORK / "sample"
+    step("The plain git pre-commit hook: an invalid plan file under .papa-yu/ cannot be committed")
+    sh(*papayu, "hooks", "install", cwd=repo)
+    (repo / ".papa-yu").mkdir(exist_ok=True)
+    (repo / ".papa-yu" / "escape.json").write_text(json.dumps(
+        {"actions": [{"kind": "CREATE_FILE", "path": "../outside.txt", "content": "x"}], "summary": "escape"}))
+    sh("git", "add", ".papa-yu", cwd=repo)
+    assert sh("git", "commit", "-q", "-m", "add a plan", cwd=repo, check=False).returncode != 0
+    sh("git", "reset", "-q", cwd=repo)
+    (repo / ".papa-yu" / "escape.json").unlink()
+
+
 def main() -> None:
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir()
     papayu = [sys.executable, "-m", "papayu_git"]
     demo_validate(papayu)
     demo_apply(papayu)
+    demo_hooks(papayu)
     print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed")
 
 

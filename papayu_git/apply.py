@@ -2,7 +2,7 @@
 
 Bytes in, bytes out, or a PapayuError: no I/O, no git. Model-written diffs are
 tolerated the way seed 003 ("PATCH_FILE engine") asks: a hunk is tried at its
-stated line, then at a unique exact match anywhere after the previous hunk
+stated line, then at a unique exact match between its neighbouring hunks
 (offset), then the same two steps ignoring whitespace differences; counts in
 headers are recounted from the body, `@@ @@` headers are located by context
 alone, a missing `\\ No newline at end of file` marker is forgiven. A match is
@@ -22,9 +22,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from papayu_git.unified_diff import DiffLine, Hunk, parse_hunks
 from papayu_git.errors import PapayuError
 from papayu_git.protocol import Action, ActionKind
+from papayu_git.unified_diff import DiffLine, Hunk, parse_hunks
 
 MAX_CANDIDATES = 4
 MAX_SHOWN_LINES = 12
@@ -289,6 +289,10 @@ def _build(placed: Sequence[Placement], lines: Sequence[FileLine], style: EolSty
                 out.append(FileLine(dl.text, style.for_added(dl)))
         cur = q
     out.extend(lines[cur:])
+    # The old last line may lack a newline and now be followed by added lines.
+    for i in range(len(out) - 1):
+        if not out[i].eol:
+            out[i] = FileLine(out[i].text, style.uniform or out[i + 1].eol or "\n")
     return out
 
 
@@ -313,12 +317,12 @@ def apply_patch(original: bytes, patch: str, *, path: str, normalize_eol: bool =
     hunks = parse_hunks(patch, path=path)
     lines = _split_lines(text)
     placed = _place_all(hunks, lines, path)
-    out = _build(placed, lines, _eol_style(lines))
+    style = _eol_style(lines)
+    out = _build(placed, lines, style)
     want_newline = _final_newline(placed, lines)
     if out and want_newline is not None:
         last = out[-1]
-        eol = (last.eol or _eol_style(lines).for_added(DiffLine("+", "", False))) if want_newline else ""
-        out[-1] = FileLine(last.text, eol)
+        out[-1] = FileLine(last.text, (last.eol or style.uniform or "\n") if want_newline else "")
     result = "".join(ln.text + ln.eol for ln in out)
     if result == text:
         raise PapayuError("ERR_PATCH_APPLY_FAILED",

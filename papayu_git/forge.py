@@ -121,7 +121,10 @@ def resolve_forge(remote_url: str, kind: str | None, *, cwd: str | None = None) 
     from papayu_git import settings
 
     remote = parse_remote_url(remote_url)
-    chosen = kind or settings.get("forge", cwd) or None
+    chosen = (kind or settings.get("forge", cwd) or "").strip().lower()
+    if chosen and chosen not in {k.value for k in ForgeKind}:
+        raise PapayuError("ERR_FORGE_UNKNOWN", f"unknown forge type {chosen!r}",
+                          hint="Use github, gitlab or gitea (--forge, PAPAYU_FORGE, papayu.forge.type).")
     forge_kind = ForgeKind(chosen) if chosen else guess_kind(remote)
     if forge_kind is None:
         raise PapayuError("ERR_FORGE_UNKNOWN", f"cannot tell the forge of {remote_url!r}")

@@ -115,10 +115,15 @@ def check_replay(trace: Mapping[str, Any], path: Path | None = None) -> list[Pap
 GOLDEN_REQUEST_FIELDS = ("mode", "input_chars", "token_budget", "strict_json", "provider", "model")
 
 
+def trace_request(trace: Mapping[str, Any]) -> dict[str, Any]:
+    request = trace.get("request")
+    return request if isinstance(request, dict) else {}
+
+
 def trace_mode(trace: Mapping[str, Any]) -> str | None:
     """plan | apply: request.mode, else the trace's own mode, else its command (the transaction's
     apply trace has no request block); None for anything else."""
-    request = trace.get("request") if isinstance(trace.get("request"), dict) else {}
+    request = trace_request(trace)
     for mode in (request.get("mode"), trace.get("mode"), trace.get("command")):
         if mode in ("plan", "apply"):
             return str(mode)
@@ -139,7 +144,7 @@ def trace_to_golden(trace: Mapping[str, Any]) -> dict[str, Any]:
         raise PapayuError("ERR_GOLDEN_INVALID", "the trace has no validated_json or no plan/apply mode",
                           hint="Only LLM round traces (plan/apply) convert to golden traces.")
     version = int(trace.get("schema_version") or 2)
-    request = trace.get("request") if isinstance(trace.get("request"), dict) else {}
+    request = trace_request(trace)
     code = trace.get("error_code") or None
     outcome = trace.get("validation_outcome") or ("err" if code else "ok")
     if code in APPLY_TIME_CODES:

@@ -14,41 +14,71 @@ from collections.abc import Callable
 
 MASK = "***"
 
-# Start of a token: not preceded by a letter/digit, or right after a backslash escape
-# such as \\n (a secret inside a repr() or JSON-escaped text).
-_B = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
-# Whole-match replacements: the matched text is a credential by its shape.
-_SHAPES = [
-    # PEM private keys (RSA, EC, OPENSSH, PGP...); an unterminated block is masked to the end.
-    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
-               re.S),
-    re.compile(_B + r"sk-[A-Za-z0-9_\-]{8,}"),                         # OpenAI sk-…, sk-proj-…, Anthropic sk-ant-…
-    re.compile(_B + r"[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}"),         # Stripe
-    re.compile(_B + r"gh[pousr]_[A-Za-z0-9]{20,}"),                    # GitHub ghp_/gho_/ghu_/ghs_/ghr_
-    re.compile(_B + r"github_pat_[A-Za-z0-9_]{20,}"),                  # GitHub fine-grained
-    re.compile(_B + r"glpat-[A-Za-z0-9_\-]{20,}"),                     # GitLab
-    re.compile(_B + r"xox[abposr]-[A-Za-z0-9\-]{10,}"),                 # Slack
-    re.compile(_B + r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),  # AWS access key ids
-    re.compile(_B + r"AIza[0-9A-Za-z_\-]{35}"),                        # Google API key
-    re.compile(_B + r"hf_[A-Za-z0-9]{30,}"),                           # Hugging Face
-    re.compile(_B + r"npm_[A-Za-z0-9]{36}"),                           # npm
-    re.compile(_B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
-    re.compile(r"(?i)" + _B + r"bearer\s+[A-Za-z0-9._\-~+/]+=*"),
-]
+# PEM private keys (RSA, EC, OPENSSH, PGP...); an unterminated block is masked to the end.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)", re.S)
+# Credentials recognised by their shape, in one alternation (one pass over the text; a
+# leading literal keeps the scan fast). A match glued to a preceding letter or digit is
+# not a token start ("task-…" is not "sk-…"), unless that letter ends a backslash escape
+# such as \n (a secret inside a repr() or JSON-escaped text).
+_TOKENS = re.compile("|".join([
+    r"sk-[A-Za-z0-9_\-]{8,}",                                   # OpenAI sk-…, sk-proj-…, Anthropic sk-ant-…
+    r"[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}",                   # Stripe
+    r"gh[pousr]_[A-Za-z0-9]{20,}",                              # GitHub ghp_/gho_/ghu_/ghs_/ghr_
+    r"github_pat_[A-Za-z0-9_]{20,}",                            # GitHub fine-grained
+    r"glpat-[A-Za-z0-9_\-]{20,}",                               # GitLab
+    r"xox[abposr]-[A-Za-z0-9\-]{10,}",                          # Slack
+    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",  # AWS access key ids
+    r"AIza[0-9A-Za-z_\-]{35}",                                  # Google API key
+    r"hf_[A-Za-z0-9]{30,}",                                     # Hugging Face
+    r"npm_[A-Za-z0-9]{36}",                                     # npm
+    r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
+    r"(?i:bearer)\s+[A-Za-z0-9._\-~+/]+=*",
+]))
 # Prefix-keeping replacements: group 1 stays, the rest becomes MASK.
-_PREFIXED = [
+_PREFIXED = re.compile(
     # https://user:password@host -> https://user:***@host
-    re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+(?=@)"),
+    r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+(?=@)"
     # Authorization: Basic/Token …
-    re.compile(r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?)[^\"'\n]+"),
-]
-# api_key=…, "password": "…", aws_secret_access_key = …, client_secret: …, X_TOKEN=…: the key
-# name must END with the keyword (token_budget, max_tokens stay readable); a quoted value is
-# masked up to its closing quote (passwords with spaces).
+    r"|((?i:authorization)[\"']?\s*[:=]\s*[\"']?)[^\"'\n]+")
+# api_key=…, "password": "…", aws_secret_access_key = …, client_secret: …, X_TOKEN=…: the
+# keyword must END the key name (token_budget, max_tokens stay readable); a quoted value
+# is masked up to its closing quote (passwords with spaces). Line by line (see _sub_lines).
 _ASSIGNMENT = re.compile(
-    r"(?i)((?<![A-Za-z0-9])[A-Za-z0-9_.\-]*?(?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|"
-    r"access[_\-]?key|private[_\-]?key|credentials?)[\"']?\s*[:=]\s*)"
-    r"(\"[^\"\n]+\"|'[^'\n]+'|(?!\*\*\*)[^\s\"',;}]{4,})")
+    r"(?i)((?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key|private[_\-]?key|credentials?)"
+    r"[\"']?\s*[:=]\s*)(\"[^\"\n]+\"|'[^'\n]+'|(?!\*\*\*)[^\s\"',;}]{4,})")
+
+
+# Words one of which a line must contain (lower-cased) before the slower patterns run on it.
+_PREFIXED_NEEDLES = ("://", "authorization")
+_ASSIGNMENT_NEEDLES = ("key", "secret", "token", "passw", "pwd", "credential")
+
+
+def _sub_lines(pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str,
+               needles: tuple[str, ...]) -> str:
+    """``pattern.sub`` on the lines that contain a needle: most model output has none."""
+    if not any(n in text.lower() for n in needles):
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        lowered = line.lower()
+        if any(n in lowered for n in needles):
+            lines[i] = pattern.sub(repl, line)
+    return "\n".join(lines)
+
+
+def _token_start(text: str, start: int) -> bool:
+    if start == 0 or not text[start - 1].isalnum():
+        return True
+    return start >= 2 and text[start - 2] == "\\" and text[start - 1] in "nrt"
+
+
+def _mask_token(match: re.Match[str]) -> str:
+    return MASK if _token_start(match.string, match.start()) else match.group(0)
+
+
+def _mask_prefixed(match: re.Match[str]) -> str:
+    return (match.group(1) or match.group(2)) + MASK
 
 
 def _mask_assignment(match: re.Match[str]) -> str:
@@ -76,11 +106,11 @@ def masker() -> Callable[[str], str]:
     def apply(text: str) -> str:
         if env_pattern is not None:
             text = env_pattern.sub(MASK, text)
-        for pattern in _SHAPES:
-            text = pattern.sub(MASK, text)
-        for pattern in _PREFIXED:
-            text = pattern.sub(lambda m: m.group(1) + MASK, text)
-        return _ASSIGNMENT.sub(_mask_assignment, text)
+        if "PRIVATE KEY" in text:
+            text = _PRIVATE_KEY.sub(MASK, text)
+        text = _TOKENS.sub(_mask_token, text)
+        text = _sub_lines(_PREFIXED, _mask_prefixed, text, _PREFIXED_NEEDLES)
+        return _sub_lines(_ASSIGNMENT, _mask_assignment, text, _ASSIGNMENT_NEEDLES)
 
     return apply
 

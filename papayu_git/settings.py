@@ -92,8 +92,14 @@ def _git_config(cwd: str) -> dict[str, str]:
     return values
 
 
+def _config_key(cwd: str) -> str:
+    """One `git config --list` per repository: `repo/`, `repo` and `repo/.git` share it."""
+    path = cwd.rstrip("/") or "/"
+    return os.path.dirname(path) if os.path.basename(path) == ".git" else path
+
+
 def git_config_value(key: str, cwd: str | None = None) -> str | None:
-    return _git_config(cwd or os.getcwd()).get(key.lower())
+    return _git_config(_config_key(cwd or os.getcwd())).get(key.lower())
 
 
 def git_config_items(prefix: str, cwd: str | None = None) -> dict[str, str]:

@@ -72,11 +72,13 @@ class Prepared:
 def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, target: Target) -> Prepared:
     """Everything that can fail before an object is written (SPEC §2.3, §4.2)."""
     from papayu_git.apply import new_file_contents
+    from papayu_git.paths import configured_protected
     from papayu_git.validate import validate_response
 
     base = GitTree(repo, repo[target.tip].tree)
     validated = validate_response(response.data, protocol=response.protocol, mode=Mode.APPLY,
-                                  read_files=plan.files or None, tree=base)
+                                  read_files=plan.files or None, tree=base,
+                                  protected=configured_protected(repo.workdir))
     check_bases(validated, plan, base)
     normalize = settings.get("normalize_eol", repo.workdir).strip().lower() == "lf"
     actions = validated.ordered_actions()
@@ -220,11 +222,11 @@ class _Run:
         return prepare(self.repo, self.plan, prepared.response, target)
 
     def run_check(self, commit: str) -> bool:
+        if self.options.no_check:
+            return True
         from papayu_git.check import resolve_command, run_check
         from papayu_git.worktree import acquire_worktree, release_worktree
 
-        if self.options.no_check:
-            return True
         with self.watch.stage("check"):
             command = resolve_command(self.root, GitTree(self.repo, self.repo[commit].tree),
                                       self.options.check)

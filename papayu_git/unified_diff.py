@@ -11,6 +11,7 @@ changes nothing, is an error, never a silent no-op.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -156,10 +157,19 @@ def _read_body(rows: Sequence[_Row], start: int, want: tuple[int | None, int | N
     return _Body(tuple(lines), old_no_eol, new_no_eol, j)
 
 
+def _unquote(name: str) -> str:
+    """git's C-style quoting of unusual paths: "a/caf\\303\\251.py" -> a/café.py."""
+    try:
+        raw = codecs.escape_decode(name[1:-1].encode("utf-8"))[0]
+        return raw.decode("utf-8") if isinstance(raw, bytes) else name[1:-1]
+    except (UnicodeDecodeError, ValueError):
+        return name[1:-1]
+
+
 def _section_name(row: str) -> str | None:
     name = row.split("\t")[0].strip()
-    if name.startswith('"') and name.endswith('"'):
-        name = name[1:-1]
+    if len(name) >= 2 and name.startswith('"') and name.endswith('"'):
+        name = _unquote(name)
     if name == "/dev/null":
         return None
     return name[2:] if name[:2] in ("a/", "b/") else name
@@ -183,7 +193,9 @@ class _Scan:
 
 def _read_hunk(scan: _Scan, rows: Sequence[_Row], i: int) -> int:
     header = _HEADER.match(rows[i].text)
-    assert header is not None
+    if header is None:
+        raise scan.fail("ERR_PATCH_NOT_UNIFIED",
+                        f"line {i + 1} ({rows[i].text[:60]!r}) is not a hunk header '@@ -l,n +l,n @@'")
     inner = header.group(1)
     old_start, old_count = _range(_OLD_RANGE, inner)
     _new_start, new_count = _range(_NEW_RANGE, inner)

@@ -399,3 +399,44 @@ def test_large_hunk_is_parsed_in_linear_time() -> None:
     new = big.replace("row 5\n", "row five\n").replace("row 19995\n", "changed\n")
     patch = udiff(big, new, n=20000)  # one hunk of ~20k lines
     assert apply(big.encode(), patch) == new.encode()
+
+
+def test_lines_appended_after_a_last_line_without_newline() -> None:
+    assert apply(b"a\nb", "@@ -1,2 +1,3 @@\n a\n b\n+c\n") == b"a\nb\nc"
+    assert apply(b"a\r\nb", "@@ -2,0 +3 @@\n+c\n") == b"a\r\nb\r\nc"
+    assert apply(b"b", "@@ -1 +1,2 @@\n b\n+c\n") == b"b\nc"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text_and_edit(unique=False))
+def test_property_diff_that_ignores_a_missing_final_newline_keeps_it_missing(case: tuple[str, str]) -> None:
+    # Models diff as if every line ended in a newline; the file's final-newline state stays.
+    old, new = (t.rstrip("\n") for t in case)
+    assume(old and new and old != new)
+    patch = _difflib_patch(old + "\n", new + "\n")
+    assert "\\ No newline" not in patch
+    assert apply(old.encode(), patch) == new.encode()
+
+
+def test_git_quoted_non_ascii_path_names_the_same_file() -> None:
+    patch = ('diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n--- "a/caf\\303\\251.py"\n'
+             '+++ "b/caf\\303\\251.py"\n@@ -1 +1 @@\n-x\n+y\n')
+    assert apply_patch(b"x\n", patch, path="café.py") == b"y\n"
+
+
+_diffish = st.lists(st.one_of(
+    st.sampled_from(["@@ @@", "@@ -1,2 +1,2 @@", "@@ -0,0 +1 @@", "@@ -3 +3,0 @@", "--- a/src/app.py",
+                     "+++ b/src/app.py", "\\ No newline at end of file", "-- ", "", "diff --git a/x b/x",
+                     "new file mode 100644", "```"]),
+    st.text(alphabet=" -+\\@abc\r\t", max_size=6)), max_size=20).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_diffish, st.sampled_from([b"", b"a\nb\nc\n", b"a\r\nb\r\n", b"a\nb", b"a\n\na\n"]))
+def test_property_any_patch_text_gives_bytes_or_a_papayu_error(patch: str, original: bytes) -> None:
+    try:
+        result = apply(original, patch)
+    except PapayuError as exc:
+        assert exc.code in ("ERR_PATCH_NOT_UNIFIED", "ERR_PATCH_APPLY_FAILED", "ERR_PATCH_UNSUPPORTED")
+        return
+    assert result != original

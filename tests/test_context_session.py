@@ -233,3 +233,24 @@ def test_a_base_that_is_not_a_commit_is_an_error(project: Path, base: str) -> No
     with pytest.raises(PapayuError) as info:
         ContextSession(project, base)
     assert info.value.code == "ERR_GIT_COMMAND" and base in info.value.reason
+
+
+def test_an_excerpt_is_not_sent_again_beside_the_whole_file(project: Path) -> None:
+    session = ContextSession(project, "HEAD")
+    log = f'Traceback (most recent call last):\n  File "{project}/src/long.txt", line 150, in x\nValueError\n'
+    base = session.base_context("fix", log)
+    text = session.render(base + session.fulfil([{"type": "read_file", "path": "src/long.txt"}]))
+    assert text.count("FILE[src/long.txt]") == 1 and "omitted" not in text
+    assert [b.priority for b in session.last_diet.blocks if b.kind is BlockKind.FILE] == [0]
+
+
+def test_search_glob_alternatives_in_braces(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "web", {"src/a.ts": "token\n", "src/b.tsx": "token\n", "src/c.js": "token\n"})
+    (block,) = ContextSession(repo, "HEAD").fulfil([{"type": "search", "query": "token", "glob": "*.{ts,tsx}"}])
+    assert block.text.splitlines() == ["src/a.ts:1: token", "src/b.tsx:1: token"]
+
+
+def test_a_line_range_past_the_end_says_so(project: Path) -> None:
+    (block,) = ContextSession(project, "HEAD").fulfil([{"type": "read_file", "path": "src/app.py",
+                                                        "start_line": 50, "end_line": 60}])
+    assert block.text == "...[the file has 2 lines; lines 50-60 are past its end]..."

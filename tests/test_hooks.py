@@ -66,6 +66,44 @@ def test_hook_patterns_select_the_right_files(path: str, hook_ids: set[str]) -> 
     assert yaml_ids == hook_ids
 
 
+@pytest.mark.parametrize("path", [".papa-yu/plans/fix.json", "sub/.papa-yu/project.json", "a/golden_traces/v1/1.json",
+                                  "golden/x.json", "src/app.json", ".papa-yu/notes.md", "xgolden/a.json"])
+def test_shim_prefilter_ere_agrees_with_the_python_patterns(path: str) -> None:
+    import subprocess
+
+    from papayu_git.hooks import files_regex
+
+    by_grep = subprocess.run(["grep", "-Eq", files_regex()], input=path + "\n", text=True).returncode == 0
+    assert by_grep == any(re.search(h.files, path) for h in HOOKS)
+
+
+def test_shim_skips_python_when_no_covered_file_is_staged(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = make_repo(tmp_path / "r")
+    assert papayu("hooks", "install", cwd=repo).returncode == 0
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(re.sub(r"^PAPAYU_PYTHON=.*$", "PAPAYU_PYTHON='/nonexistent/python'", hook.read_text(), flags=re.M))
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}       # no papayu anywhere: running it would fail
+    write(repo, "x.txt", "x")
+    git(repo, "add", "-A")
+    proc = subprocess.run(["git", "commit", "-q", "-m", "x"], cwd=repo, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    write(repo, ".papa-yu/пла н.json", GOOD_PLAN)         # quoted by git without quotePath=false
+    git(repo, "add", "-A")
+    proc = subprocess.run(["git", "commit", "-q", "-m", "p"], cwd=repo, env=env, capture_output=True, text=True)
+    assert proc.returncode != 0 and "papayu-git is not installed" in proc.stderr
+
+
+def test_shim_blocks_a_bad_plan_with_a_non_ascii_name(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    assert papayu("hooks", "install", cwd=repo).returncode == 0
+    write(repo, ".papa-yu/план.json", BAD_PLAN)
+    git(repo, "add", "-A")
+    rc, out = commit(repo)
+    assert rc != 0 and ".papa-yu/план.json: ERR_PATH_TRAVERSAL" in out
+
+
 def test_validate_kind_rejects_a_file_of_another_kind(tmp_path: Path) -> None:
     write(tmp_path, "project.json", {"project": {"default_test_command": "pytest"}})
     proc = papayu("validate", "--kind", "plan,response", str(tmp_path / "project.json"))
@@ -144,6 +182,27 @@ def test_installed_shim_blocks_an_invalid_plan_and_passes_a_valid_one(tmp_path: 
     rc, out = commit(repo)
     assert rc == 0, out
     assert head(repo) != before
+
+
+def test_shim_validates_the_index_git_commit_really_uses(tmp_path: Path) -> None:
+    """`commit -a` and `commit PATH` commit a temporary index (GIT_INDEX_FILE): check that one."""
+    import subprocess
+
+    repo = make_repo(tmp_path / "r", {".papa-yu/fix.json": json.dumps(GOOD_PLAN), "x.txt": "x\n"})
+    assert papayu("hooks", "install", cwd=repo).returncode == 0
+    before = head(repo)
+    write(repo, ".papa-yu/fix.json", BAD_PLAN)                 # modified, not staged
+    proc = subprocess.run(["git", "commit", "-q", "-a", "-m", "all"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "ERR_PATH_TRAVERSAL" in proc.stderr + proc.stdout
+    proc = subprocess.run(["git", "commit", "-q", "-m", "only", "--", ".papa-yu/fix.json"], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "ERR_PATH_TRAVERSAL" in proc.stderr + proc.stdout
+    assert head(repo) == before
+    write(repo, "x.txt", "y\n")                               # the bad plan stays out of this commit
+    proc = subprocess.run(["git", "commit", "-q", "-m", "x only", "--", "x.txt"], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert git(repo, "show", "HEAD:.papa-yu/fix.json") == json.dumps(GOOD_PLAN)
 
 
 def test_shim_finds_papayu_without_the_recorded_interpreter(tmp_path: Path) -> None:

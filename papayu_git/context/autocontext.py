@@ -110,7 +110,7 @@ class Planner:
         order = list(dict.fromkeys([*primary, *(p for _, p in mapped)]))[:MAX_FRAME_FILES]
         for frame, path in mapped:
             if path in order:
-                span = (frame.line - EXCERPT_RADIUS, frame.line + EXCERPT_RADIUS)
+                span = (max(1, frame.line - EXCERPT_RADIUS), frame.line + EXCERPT_RADIUS)
                 self.add(path, [span], PRIORITY_TOP if path in primary else PRIORITY_HIGH)
 
     def add_tests(self, hints: ErrorHints) -> None:

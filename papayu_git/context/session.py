@@ -120,7 +120,7 @@ class ContextSession:
 
     # --- rendering ----------------------------------------------------------------------
     def render(self, blocks: Sequence[ContextBlock]) -> str:
-        result = apply_diet(list(dict.fromkeys(blocks)), self.limits)   # a block shown twice is sent once
+        result = apply_diet(_without_repeats(blocks), self.limits)
         self.last_diet = result
         self.context_stats = result.stats
         for block in result.blocks:
@@ -132,6 +132,25 @@ class ContextSession:
                          dropped=stats["context_files_dropped_count"],
                          truncated=stats["context_truncated_files_count"], total_chars=stats["context_total_chars"])
         return result.text
+
+
+def _without_repeats(blocks: Sequence[ContextBlock]) -> list[ContextBlock]:
+    """A block shown twice is sent once; an excerpt of a file that is also shown whole is left out
+    (the whole-file block inherits its priority)."""
+    unique = list(dict.fromkeys(blocks))
+    whole = {b.path: b for b in unique if b.kind is BlockKind.FILE and not b.detail}
+    top: dict[str, int] = {}
+    for block in unique:
+        if block.kind is BlockKind.FILE and block.path in whole:
+            top[block.path] = min(top.get(block.path, block.priority), block.priority)
+    kept = []
+    for block in unique:
+        if block.kind is BlockKind.FILE and block.path in whole:
+            if block is not whole[block.path]:
+                continue
+            block = replace(block, priority=min(block.priority, top[block.path]))
+        kept.append(block)
+    return kept
 
 
 def _with_role(block: ContextBlock, spec: ReadSpec) -> ContextBlock:

@@ -1,0 +1,176 @@
+"""apply + land cost against `git apply --index` + `git commit` of the same diff (issue 3).
+
+Synthetic repositories of 1k, 10k and 50k files are built once with `git fast-import`
+and cached under /tmp (PAPAYU_BENCH_CACHE). For plans of 1, 10 and 100 PATCH_FILEs,
+`papayu apply --no-check --json` is timed beside the baseline in the same run; both
+land on the checked-out branch, which is reset between runs. papayu's own per-stage
+timings (from --json) show its work without interpreter start-up. A last table times
+the check stage with a pooled worktree: first use (git worktree add) and reuse.
+
+    python bench/apply_bench.py [--sizes 1000,10000,50000] [--plans 1,10,100] [--repeat 3]
+
+Targets: <= 2.0x the baseline at 10 files on 20k+ files; 1k -> 50k growth <= 1.5x;
+no full checkout after the first use of a pooled worktree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache"))
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
+       "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+LINES = 12
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, env=ENV)
+    if proc.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)} failed: {proc.stderr.decode()}")
+    return proc.stdout.decode()
+
+
+def path_of(i: int) -> str:
+    return f"src/d{i // 500:03d}/s{(i // 50) % 10}/f{i:05d}.txt"
+
+
+def content_of(i: int) -> bytes:
+    return "".join(f"file {i} line {n}: some text to patch\n" for n in range(LINES)).encode()
+
+
+def build_repo(n_files: int) -> Path:
+    """A cached repository of ``n_files`` files (one commit, checked out on main)."""
+    repo = CACHE / f"repo-{n_files}"
+    if (repo / ".git" / "bench-ready").exists():
+        return repo
+    subprocess.run(["rm", "-rf", str(repo)], check=True)
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    chunks = [b"commit refs/heads/main\ncommitter Bench <bench@example.com> 1700000000 +0000\ndata 4\nbase\n"]
+    for i in range(n_files):
+        data = content_of(i)
+        chunks.append(f"M 100644 inline {path_of(i)}\ndata {len(data)}\n".encode() + data + b"\n")
+    git(repo, "fast-import", "--quiet", input=b"".join(chunks))
+    git(repo, "checkout", "-q", "-f", "main")
+    (repo / ".git" / "bench-ready").write_text("ok")
+    return repo
+
+
+def make_diff(indices: list[int]) -> tuple[str, list[dict[str, str]]]:
+    """One hunk per file changing line 5; returns (combined diff, PATCH_FILE actions)."""
+    combined, actions = [], []
+    for i in indices:
+        old = content_of(i).decode().splitlines(keepends=True)
+        new = list(old)
+        new[5] = new[5].replace("some text", "PATCHED text")
+        hunk = "".join([f"--- a/{path_of(i)}\n", f"+++ b/{path_of(i)}\n", "@@ -3,7 +3,7 @@\n",
+                        *(" " + line for line in old[2:5]), "-" + old[5], "+" + new[5],
+                        *(" " + line for line in old[6:9])])
+        combined.append(hunk)
+        actions.append({"kind": "PATCH_FILE", "path": path_of(i), "patch": hunk,
+                        "base_sha256": hashlib.sha256(content_of(i)).hexdigest()})
+    return "".join(combined), actions
+
+
+def timed(cmd: list[str], repo: Path, input: bytes | None = None) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=repo, input=input, capture_output=True, env=ENV)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.decode()[-2000:]}")
+    return elapsed, proc.stdout
+
+
+def reset(repo: Path, base: str) -> None:
+    git(repo, "reset", "-q", "--hard", base)
+
+
+def measure(repo: Path, n_patch: int, repeat: int, tmp: Path) -> dict[str, float]:
+    base = git(repo, "rev-parse", "HEAD").strip()
+    step = max(1, (int(git(repo, "ls-files", "--", "src").count("\n")) // max(n_patch, 1)))
+    diff, actions = make_diff([k * step for k in range(n_patch)])
+    plan = tmp / f"plan-{n_patch}.json"
+    plan.write_text(json.dumps({"actions": actions, "summary": f"bench {n_patch}"}))
+    (tmp / "bench.diff").write_text(diff)
+    ours, theirs, stages = [], [], []
+    for _ in range(repeat):
+        elapsed, out = timed([sys.executable, "-m", "papayu_git", "apply", str(plan), "--no-check", "--json"], repo)
+        ours.append(elapsed)
+        stages.append(json.loads(out)["timings"])
+        reset(repo, base)
+        start = time.perf_counter()
+        timed(["git", "apply", "--index", str(tmp / "bench.diff")], repo)
+        timed(["git", "commit", "-q", "-m", "baseline"], repo)
+        theirs.append(time.perf_counter() - start)
+        reset(repo, base)
+    inner = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in ("validate", "build_commit", "land")}
+    return {"papayu": statistics.median(ours), "baseline": statistics.median(theirs), **inner}
+
+
+def measure_check(repo: Path, tmp: Path) -> tuple[float, float]:
+    """Check stage with `--check true`: first use of the pool (worktree add), then reuse."""
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "worktree", "prune")
+    subprocess.run([sys.executable, "-m", "papayu_git", "gc", "--days", "0"], cwd=repo, env=ENV,
+                   capture_output=True)
+    results = []
+    for k in range(2):
+        _diff, actions = make_diff([k * 7 + 3])
+        plan = tmp / f"check-{k}.json"
+        plan.write_text(json.dumps({"actions": actions, "summary": "bench check"}))
+        _t, out = timed([sys.executable, "-m", "papayu_git", "apply", str(plan), "--check", "true", "--json"], repo)
+        results.append(json.loads(out)["timings"]["check"])
+        reset(repo, base)
+    return results[0], results[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--plans", default="1,10,100")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-check-table", action="store_true", help="skip the pooled-worktree table")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    tmp = CACHE / "plans"
+    tmp.mkdir(parents=True, exist_ok=True)
+    rows, checks = [], []
+    for size in sizes:
+        print(f"building/using repo of {size} files ...", file=sys.stderr, flush=True)
+        repo = build_repo(size)
+        for n in (int(p) for p in args.plans.split(",")):
+            rows.append((size, n, measure(repo, n, args.repeat, tmp)))
+        if not args.no_check_table:
+            checks.append((size, *measure_check(repo, tmp)))
+    print_tables(rows, checks)
+
+
+def print_tables(rows: list[tuple[int, int, dict[str, float]]], checks: list[tuple[int, float, float]]) -> None:
+    ms = lambda s: f"{s * 1000:8.0f}"  # noqa: E731
+    print("| repo files | PATCH_FILEs | papayu apply+land ms | git apply --index + commit ms | ratio "
+          "| papayu validate ms | build_commit ms | land ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, n, r in rows:
+        print(f"| {size} | {n} | {ms(r['papayu'])} | {ms(r['baseline'])} | {r['papayu'] / r['baseline']:.2f}x "
+              f"| {ms(r['validate'])} | {ms(r['build_commit'])} | {ms(r['land'])} |")
+    ten = {size: r["papayu"] for size, n, r in rows if n == 10}
+    if len(ten) > 1:
+        small, large = min(ten), max(ten)
+        print(f"\ngrowth at 10 files, {small} -> {large} files: {ten[large] / ten[small]:.2f}x (target <= 1.5x)")
+    if checks:
+        print("\n| repo files | check stage, first use (worktree add) ms | check stage, pooled reuse ms |")
+        print("|---:|---:|---:|")
+        for size, first, again in checks:
+            print(f"| {size} | {ms(first)} | {ms(again)} |")
+
+
+if __name__ == "__main__":
+    main()
