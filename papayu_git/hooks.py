@@ -35,7 +35,9 @@ HOOKS: tuple[HookSpec, ...] = (
              r"(^|/)\.papa-yu/(project|preferences)\.json$", ("plan", "response")),
     HookSpec("papayu-validate-project", r"(^|/)\.papa-yu/project\.json$", "", ("project",)),
     # Upstream keeps golden traces in docs/golden_traces/v1/ (seed 001); tests often use golden/.
-    HookSpec("papayu-golden-traces", r"(^|/)(golden|golden_traces)/.+\.json$", "", ("golden",)),
+    # JSON Schemas kept beside the traces (upstream's schemas/ dir) are not traces.
+    HookSpec("papayu-golden-traces", r"(^|/)(golden|golden_traces)/.+\.json$",
+             r"(^|/)(golden|golden_traces)/(.+/)?schemas?/", ("golden",)),
 )
 
 SHIM_NAME = "pre-commit"

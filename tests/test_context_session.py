@@ -242,3 +242,22 @@ def test_an_excerpt_is_not_sent_again_beside_the_whole_file(project: Path) -> No
     text = session.render(base + session.fulfil([{"type": "read_file", "path": "src/long.txt"}]))
     assert text.count("FILE[src/long.txt]") == 1 and "omitted" not in text
     assert [b.priority for b in session.last_diet.blocks if b.kind is BlockKind.FILE] == [0]
+
+
+def test_search_glob_alternatives_in_braces(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "web", {"src/a.ts": "token\n", "src/b.tsx": "token\n", "src/c.js": "token\n"})
+    (block,) = ContextSession(repo, "HEAD").fulfil([{"type": "search", "query": "token", "glob": "*.{ts,tsx}"}])
+    assert block.text.splitlines() == ["src/a.ts:1: token", "src/b.tsx:1: token"]
+
+
+def test_a_line_range_past_the_end_says_so(project: Path) -> None:
+    (block,) = ContextSession(project, "HEAD").fulfil([{"type": "read_file", "path": "src/app.py",
+                                                        "start_line": 50, "end_line": 60}])
+    assert block.text == "...[the file has 2 lines; lines 50-60 are past its end]..."
+
+
+def test_files_named_in_the_goal_are_shown_and_secrets_named_there_refused(project: Path) -> None:
+    blocks = ContextSession(project, "HEAD").base_context("fix add() in src/app.py; keys/server.pem too")
+    assert [b.path for b in blocks if b.kind is BlockKind.FILE] == ["src/app.py"]
+    notes = [b.text for b in blocks if b.kind is BlockKind.NOTE]
+    assert len(notes) == 1 and "ERR_PROTECTED_PATH" in notes[0] and SECRET not in notes[0]

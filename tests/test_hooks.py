@@ -49,6 +49,15 @@ def test_pre_commit_hooks_yaml_matches_the_hooks_table() -> None:
         assert entry["entry"] == f"papayu validate --kind {','.join(spec.kinds)}"
 
 
+def test_pre_commit_accepts_the_manifest() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pre_commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize(("path", "hook_ids"), [
     (".papa-yu/plans/fix.json", {"papayu-validate-plans"}),
     ("sub/.papa-yu/answer.json", {"papayu-validate-plans"}),
@@ -56,6 +65,8 @@ def test_pre_commit_hooks_yaml_matches_the_hooks_table() -> None:
     (".papa-yu/preferences.json", set()),
     ("docs/golden_traces/v1/001.json", {"papayu-golden-traces"}),
     ("tests/golden/002.json", {"papayu-golden-traces"}),
+    ("tests/golden/upstream/schemas/llm_response_schema.json", set()),
+    ("golden/schema/x.json", set()),
     ("src/app.json", set()),
     (".papa-yu/notes.md", set()),
 ])
@@ -149,6 +160,16 @@ def test_staged_validation_replays_golden_traces_and_skips_unmatched_files(tmp_p
     files = {f["file"]: f["kind"] for f in json.loads(proc.stdout)["files"]}
     assert files == {"docs/golden_traces/v1/001_fix_bug_plan.json": "golden",
                      "docs/golden_traces/v1/002_fix_bug_apply.json": "golden"}
+
+
+def test_golden_hook_accepts_every_golden_file_of_this_repository() -> None:
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True).stdout
+    golden = [p for p in tracked.split("\0") if any(h.id == "papayu-golden-traces" for h in hooks_for(p))]
+    assert len(golden) >= 12
+    proc = papayu("validate", "--kind", "golden", *golden, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout
 
 
 def test_staged_golden_trace_with_a_changed_outcome_fails(tmp_path: Path) -> None:

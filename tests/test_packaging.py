@@ -68,3 +68,16 @@ def test_schema_hash_of_this_install_is_the_file_sha256() -> None:
         path = schemas.schema_dir() / f"{name}.json"
         assert schemas.schema_hash(name) == hashlib.sha256(path.read_bytes()).hexdigest()
         assert schemas.load_schema(name)["$schema"].startswith("http://json-schema.org/")
+
+
+def test_installed_wheel_carries_the_git_hook_shim(wheel: Path, tmp_path: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("papayu_git/hook_data/pre-commit") == (ROOT / "hooks" / "pre-commit").read_bytes()
+        zf.extractall(tmp_path / "site")
+    probe = "from papayu_git import hooks; print(hooks.shim_source()); print(hooks.shim_text('/x/python'))"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    source, text = proc.stdout.split("\n", 1)
+    assert Path(source) == tmp_path / "site" / "papayu_git" / "hook_data" / "pre-commit"
+    assert "PAPAYU_PYTHON='/x/python'" in text and "PAPAYU_FILES_RE='(^|/)" in text

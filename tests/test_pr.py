@@ -208,6 +208,14 @@ def test_pr_refuses_an_unknown_forge_before_pushing(kept: Kept) -> None:
     assert remote_ref(kept.bare) == ""
 
 
+def test_pr_with_a_token_but_no_api_url_pushes_nothing(kept: Kept, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITEA_TOKEN", TOKEN)
+    proc = papayu("pr", PLAN_ID, "--forge", "gitea", cwd=kept.repo)       # file:// remote: no host to derive from
+    assert proc.returncode == 1 and "ERR_FORGE_UNKNOWN" in proc.stderr and "PAPAYU_FORGE_API_URL" in proc.stderr
+    assert remote_ref(kept.bare) == ""
+    assert TOKEN not in proc.stderr
+
+
 def test_pr_reports_a_missing_remote_and_a_missing_branch(kept: Kept) -> None:
     proc = papayu("pr", PLAN_ID, "--remote", "nope", "--forge", "github", cwd=kept.repo)
     assert proc.returncode == 1 and "ERR_REMOTE_NOT_FOUND" in proc.stderr

@@ -88,3 +88,28 @@ def test_second_write_merges_into_the_same_trace(repo: Path) -> None:
     assert merged["request"] == {"mode": "apply", "latency_ms": 5} and merged["protocol_repair_attempt"] == 1
     assert merged["check"] == {"state": "passed"} and merged["created_at"] == first["created_at"]
     assert "updated_at" in merged
+
+
+def test_event_format_is_stable_and_greppable() -> None:
+    from papayu_git.output import format_event
+
+    line = format_event("LLM_REQUEST_SENT", {"model": "gpt-4o-mini", "token_budget": 4096, "strict": True,
+                                             "reason": 'has "quotes" and spaces', "empty": "", "kv": "a=b",
+                                             "files": ["a.py", "b.py"]})
+    assert line == ('LLM_REQUEST_SENT model=gpt-4o-mini token_budget=4096 strict=true '
+                    'reason="has \\"quotes\\" and spaces" empty="" kv="a=b" files="[\\"a.py\\", \\"b.py\\"]"')
+
+
+def test_events_only_with_papayu_log_and_masked(repo: Path, tmp_path: Path) -> None:
+    from tests.conftest import papayu
+
+    response = tmp_path / "r.json"
+    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "n.md", "content": "x\n"}],
+                                    "summary": "notes"}))
+    quiet = papayu("apply", str(response), "--check", "true", "-y", cwd=repo)
+    assert quiet.returncode == 0 and "APPLY_SUCCESS" not in quiet.stderr
+    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "m.md", "content": "x\n"}],
+                                    "summary": "notes"}))
+    loud = papayu("apply", str(response), "--check", "true", "-y", cwd=repo, env={"PAPAYU_LOG": "1"})
+    lines = [line for line in loud.stderr.splitlines() if line.startswith("APPLY_SUCCESS ")]
+    assert len(lines) == 1 and " plan_id=" in lines[0] and " branch=main" in lines[0]

@@ -145,6 +145,9 @@ def run(plan_id: str, remote: str | None = None, base: str | None = None, draft:
     remote = pick_remote(gen, remote)
     forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
     base = base or gen.target() or "main"
+    if forge.token and not forge.api_url:   # fail before anything leaves the machine
+        raise PapayuError("ERR_FORGE_UNKNOWN", f"no API URL for the {forge.kind.value} forge of remote {remote!r}",
+                          hint="Set PAPAYU_FORGE_API_URL or git config papayu.forge.apiUrl.")
     push(gen, remote)
     data: dict[str, Any] = {"remote": remote, "forge": forge.kind.value, "base": base, "head": gen.branch,
                             "sha": gen.sha, "number": None, "url": None, "existing": False}

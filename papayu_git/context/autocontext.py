@@ -65,13 +65,11 @@ class Planner:
         relative: dict[str, str] = {}
         foreign: list[str] = []                  # absolute paths of another checkout (CI logs)
         for raw in dict.fromkeys(raw_paths):
-            try:
-                relative[raw] = repo_relative(raw, self.tree.repo_root, self.protected)
-            except PapayuError as exc:
-                if exc.code == "ERR_PROTECTED_PATH":
-                    self.notes.append(refusal_note(f"error trace names {exc.path}", exc))
-                elif exc.code == "ERR_PATH_ABSOLUTE":
-                    foreign.append(raw)
+            rel = self._relative(raw, "the error trace")
+            if rel:
+                relative[raw] = rel
+            elif rel == "":
+                foreign.append(raw)
         entries = self.tree.entries([r for raw, r in relative.items() if raw not in suffix_only])
         located = {raw: rel for raw, rel in relative.items() if (entries.get(rel) or _NOBLOB).type == "blob"}
         for raw in [r for r in relative if r not in located]:
@@ -121,6 +119,23 @@ class Planner:
             self.add(test, [], PRIORITY_HIGH)
             for module in self._modules_under_test(test)[:MAX_MODULES_PER_TEST]:
                 self.add(module, [], PRIORITY_HIGH)
+
+    def add_goal_paths(self, paths: tuple[str, ...]) -> None:
+        """Files the goal names, whole (only those that exist in the base tree)."""
+        relative = [rel for rel in (self._relative(raw, "the goal") for raw in paths) if rel]
+        for path, entry in self.tree.entries(relative).items():
+            if entry is not None and entry.type == "blob":
+                self.add(path, [], PRIORITY_HIGH)
+
+    def _relative(self, raw: str, source: str) -> str | None:
+        """The repo path of ``raw``; "" for an absolute path outside the repository; None when
+        refused (a protected path becomes a NOTE) or malformed."""
+        try:
+            return repo_relative(raw, self.tree.repo_root, self.protected)
+        except PapayuError as exc:
+            if exc.code == "ERR_PROTECTED_PATH":
+                self.notes.append(refusal_note(f"{source} names {exc.path}", exc))
+            return "" if exc.code == "ERR_PATH_ABSOLUTE" else None
 
     def add_manifests(self) -> None:
         names = self.tree.top_level()

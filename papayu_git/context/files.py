@@ -67,7 +67,10 @@ def excerpt(text: str, ranges: Sequence[Range]) -> tuple[str, str]:
     """(body, detail) showing only ``ranges``; omitted stretches become `...[lines a-b omitted]...`."""
     lines = text.splitlines(keepends=True)
     merged = merge_ranges(ranges, len(lines))
-    if not merged or merged == [(1, len(lines))]:
+    if not merged:
+        asked = ", ".join(f"{a}-{b}" for a, b in ranges)
+        return f"...[the file has {len(lines)} lines; lines {asked} are past its end]...", f"0 of {len(lines)} lines"
+    if merged == [(1, len(lines))]:
         return text, ""
     parts: list[str] = []
     previous = 0

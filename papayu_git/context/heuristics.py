@@ -36,6 +36,10 @@ _TEST_WORD_NAME = re.compile(r"(?i)(?:\btest|тест)\s+[`'\"]?(?P<name>[A-Za-z
 _TEST_PATH = re.compile(rf"(?<![\w./\\@+~-])(?P<path>[\w./@+~-]*(?:test|spec)[\w./@+~-]*\.(?:{SOURCE_EXTENSIONS}))"
                         r"(?:::(?P<name>\w+))?", re.I)
 
+# A file named in the goal ("fix src/parse.py", "README.md"); only names present in the base tree count.
+_GOAL_PATH = re.compile(r"(?<![\w./\\@+~-])(?P<path>(?:[\w.@+~-]+/)*[\w@+~-][\w.@+~-]*\.[A-Za-z0-9]{1,10})(?![\w/-])")
+MAX_GOAL_PATHS = 8
+
 # Frames in these places are never the project's code (the issue: site-packages, node_modules, std).
 IGNORED_SEGMENTS = ("site-packages", "dist-packages", "node_modules", ".cargo", "rustc", "go/pkg/mod",
                     "lib/python", "__pypackages__", ".venv", "venv", ".tox", ".nox")
@@ -55,6 +59,7 @@ class ErrorHints:
     missing_module: bool = False
     test_paths: tuple[str, ...] = ()
     test_names: tuple[str, ...] = ()
+    goal_paths: tuple[str, ...] = ()      # file paths the goal names ("fix the parser in src/parse.py")
 
 
 def _java_frames(text: str) -> list[Frame]:
@@ -114,4 +119,5 @@ def parse_error_text(goal: str, log_text: str | None = None) -> ErrorHints:
         missing_module=bool(_MISSING_MODULE.search(text)),
         test_paths=tuple(dict.fromkeys(p for p in test_paths if not is_ignored_frame(p))),
         test_names=tuple(dict.fromkeys(n.split("::")[-1].split("[")[0] for n in names)),
+        goal_paths=tuple(dict.fromkeys(m.group("path") for m in _GOAL_PATH.finditer(goal)))[:MAX_GOAL_PATHS],
     )

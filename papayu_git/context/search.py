@@ -7,6 +7,7 @@ The query is a fixed string (models send symbols, not regexes); `glob` limits th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -19,6 +20,8 @@ from papayu_git.secrets import mask
 DEFAULT_MAX_RESULTS = 50
 MAX_RESULTS_LIMIT = 500
 MAX_LINE_CHARS = 300
+MAX_GLOB_ALTERNATIVES = 32
+_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
 
 
 @dataclass(frozen=True)
@@ -33,10 +36,21 @@ class SearchQuery:
 
 
 def pathspec(glob: str) -> list[str]:
+    """git pathspecs for a model's glob: `{a,b}` alternatives expanded (git globs have none)."""
     if not glob:
         return []
-    glob = glob.lstrip("/")
-    return [f":(glob){glob}" if "/" in glob else f":(glob)**/{glob}"]
+    specs = []
+    for pattern in expand_braces(glob.lstrip("/"))[:MAX_GLOB_ALTERNATIVES]:
+        specs.append(f":(glob){pattern}" if "/" in pattern else f":(glob)**/{pattern}")
+    return specs
+
+
+def expand_braces(pattern: str) -> list[str]:
+    match = _BRACES.search(pattern)
+    if not match:
+        return [pattern]
+    head, tail = pattern[:match.start()], pattern[match.end():]
+    return [x for alt in match.group(1).split(",") for x in expand_braces(f"{head}{alt}{tail}")]
 
 
 def grep(tree: BaseTree, q: SearchQuery, protected: Sequence[str]) -> tuple[list[tuple[str, int, str]], str]:

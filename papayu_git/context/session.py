@@ -52,6 +52,7 @@ class ContextSession:
         planner = Planner(self.tree, self.protected)
         planner.add_frames(hints.frames)
         planner.add_tests(hints)
+        planner.add_goal_paths(hints.goal_paths)
         if hints.missing_module:
             planner.add_manifests()
         blocks = [self.env(), *planner.notes, *self.read(list(planner.specs.values()))]

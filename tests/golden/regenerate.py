@@ -1,6 +1,6 @@
 """Regenerate tests/golden/v1 and v2 from real papayu traces (README: golden update policy).
 
-    .venv/bin/python tests/golden/regenerate.py [OUT_DIR]      # default: tests/golden
+    .venv/bin/python tests/golden/regenerate.py [OUT_DIR] [--driver=cli]   # default: tests/golden
 
 For every scenario (tests/golden/scenarios.py) a real git repository is built, the
 PLAN and APPLY rounds run, each round writes a real trace (.git/papayu/traces), and
@@ -9,14 +9,16 @@ the real CLI converts the chosen trace: `git papayu trace golden ID OUT`.
 Driver: the rounds run through papayu's own context engine (ContextSession), validator
 (validate_response), memory (apply_memory_patch) and patch engine (apply.new_file_contents
 after the base_sha256 check of SPEC §4.2), and the trace is written with traces.write_trace in
-the layout of docs/ARCHITECTURE.md. When the `plan`/`apply` commands land, the rounds are
-to be driven through them against `ScriptedModel` instead (the answers stay the same).
+the layout of docs/ARCHITECTURE.md. `--driver=cli` runs the same scenarios through the real
+`plan` / `apply` commands against `ScriptedModel`, an OpenAI-compatible server on 127.0.0.1
+(for when the LLM layer is in main; the answers stay the same).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,16 +31,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.golden.scenarios import SCENARIOS, Scenario  # noqa: E402
+from tests.golden.scenarios import SCENARIOS, Answer, Scenario  # noqa: E402
 
 MODEL = "scripted-golden"
 PROVIDER = "openai-compatible"
 
 
 class ScriptedModel:
-    """An OpenAI-compatible /v1/chat/completions server answering from a queue (stdlib, 127.0.0.1:0)."""
+    """An OpenAI-compatible /v1/chat/completions server (stdlib, 127.0.0.1:0) answering each request
+    with the next scripted answer, built from the FILE[path] (sha256=…) headers it was sent; the
+    last answer repeats (repair retries get the same answer)."""
 
-    def __init__(self, answers: list[str]) -> None:
+    def __init__(self, answers: list[Answer]) -> None:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
         model = self
@@ -47,7 +51,7 @@ class ScriptedModel:
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 model.requests.append(body)
-                content = model.answers.pop(0) if model.answers else "{}"
+                content = json.dumps(model.next_answer(body), ensure_ascii=False)
                 data = json.dumps({"id": "golden", "object": "chat.completion", "model": MODEL,
                                    "choices": [{"index": 0, "finish_reason": "stop",
                                                 "message": {"role": "assistant", "content": content}}],
@@ -65,6 +69,12 @@ class ScriptedModel:
         self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
+    def next_answer(self, body: dict[str, Any]) -> Any:
+        text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, dict))
+        shown = dict(_FILE_HEADER.findall(text))
+        builder = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return builder(shown)
+
     def __enter__(self) -> "ScriptedModel":
         self.thread.start()
         return self
@@ -72,6 +82,9 @@ class ScriptedModel:
     def __exit__(self, *exc: Any) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+_FILE_HEADER = re.compile(r"FILE\[([^\]\n]+)\] \(sha256=([0-9a-f]{64})\)")
 
 
 def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
@@ -184,22 +197,65 @@ def run_scenario(scenario: Scenario, work: Path, out_dir: Path) -> Path:
     finally:
         for key, value in saved.items():
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
-    out = out_dir / f"{scenario.name}.json"
-    proc = subprocess.run([sys.executable, "-m", "papayu_git", "trace", "golden", ids[scenario.golden_of], str(out)],
+    return _convert(repo, ids[scenario.golden_of], out_dir / f"{scenario.name}.json", scenario.name)
+
+
+def _papayu(repo: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "papayu_git", *args, "--json"], cwd=repo, capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=300)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        raise SystemExit(f"papayu {' '.join(args)}: no JSON (rc {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return data if isinstance(data, dict) else {}
+
+
+def run_scenario_cli(scenario: Scenario, work: Path, out_dir: Path) -> Path:
+    """The same scenario through the real `plan` / `apply` commands against ScriptedModel."""
+    from papayu_git.golden import trace_mode
+    from papayu_git.traces import load_traces, traces_dir
+
+    repo = make_repo(work / scenario.name.replace("/", "_"), scenario.repo_files())
+    first = scenario.plan(shown_with_fallback(repo, {}))
+    final = (lambda shown: {**first, "context_requests": []}) if first.get("context_requests") else scenario.plan
+    log = work / f"{scenario.name.replace('/', '_')}.log"
+    log.write_text(scenario.log or "")
+    with ScriptedModel([scenario.plan, final]) as model:
+        env = {**scenario.env, "PAPAYU_LLM_PROVIDER": PROVIDER, "PAPAYU_LLM_BASE_URL": model.base_url,
+               "PAPAYU_LLM_MODEL": MODEL, "PAPAYU_PROTOCOL_VERSION": str(scenario.protocol),
+               "PAPAYU_PROTOCOL_FALLBACK_TO_V1": "0", "PAPAYU_TRACE": "1"}
+        plan = _papayu(repo, env, "plan", scenario.goal, *(["--from-file", str(log)] if scenario.log else []))
+        if scenario.apply is not None:
+            if scenario.between:
+                scenario.between(repo)
+            model.answers = [scenario.apply]
+            _papayu(repo, env, "apply", str(plan.get("id") or plan.get("plan_id")), "--no-check", "-y")
+    rounds = [t for t in load_traces(traces_dir(repo / ".git" / "papayu"))
+              if trace_mode(t) == scenario.golden_of and "validated_json" in t]
+    if not rounds:
+        raise SystemExit(f"{scenario.name}: no {scenario.golden_of} trace was written")
+    return _convert(repo, str(rounds[-1]["trace_id"]), out_dir / f"{scenario.name}.json", scenario.name)
+
+
+def _convert(repo: Path, trace_id: str, out: Path, name: str) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "papayu_git", "trace", "golden", trace_id, str(out)],
                           cwd=repo, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"{scenario.name}: trace golden failed:\n{proc.stdout}{proc.stderr}")
+        raise SystemExit(f"{name}: trace golden failed:\n{proc.stdout}{proc.stderr}")
     return out
 
 
-def generate(out_dir: Path) -> list[Path]:
+def generate(out_dir: Path, driver: str = "validation") -> list[Path]:
+    run = run_scenario_cli if driver == "cli" else run_scenario
     with tempfile.TemporaryDirectory(prefix="papayu-golden-") as tmp:
-        return [run_scenario(s, Path(tmp), out_dir) for s in SCENARIOS]
+        return [run(s, Path(tmp), out_dir) for s in SCENARIOS]
 
 
 def main(argv: list[str]) -> int:
-    out_dir = Path(argv[0]) if argv else ROOT / "tests" / "golden"
-    for path in generate(out_dir):
+    driver = "cli" if "--driver=cli" in argv else "validation"
+    paths = [a for a in argv if not a.startswith("--")]
+    out_dir = Path(paths[0]) if paths else ROOT / "tests" / "golden"
+    for path in generate(out_dir, driver):
         golden = json.loads(path.read_text())
         result = golden["result"]
         print(f"{path.relative_to(out_dir)}: {result['validation_outcome']} {result['error_code'] or ''}".rstrip())
