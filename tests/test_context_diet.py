@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from papayu_git.context.blocks import BlockKind, ContextBlock, render_blocks
 from papayu_git.context.diet import TOP_PRIORITY_MIN_CHARS, DietLimits, apply_diet, truncate_middle
@@ -117,8 +120,6 @@ def test_logs_chars_count_only_kept_log_bodies() -> None:
     blocks = [ContextBlock(BlockKind.LOGS, "runtime", "x" * 5000), file_block("a.py", 100)]
     assert apply_diet(blocks, DietLimits()).stats["context_logs_chars"] == 5000
 
-
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
 
 
 @hsettings(max_examples=150, deadline=None)
