@@ -30,7 +30,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "fix": ("papayu_git.commands.fix", "Plan GOAL, then apply it after confirmation (takes apply's options)."),
     "local-server": ("papayu_git.commands.local_server",
                      "Run the embedded local model (llama.cpp, Gemma 3 270M) in the foreground for reuse."),
-    "hooks": ("papayu_git.commands.hooks", "Install the plain git pre-commit hook (for users without pre-commit)."),
+    "hooks": ("papayu_git.commands.hooks", "Install / uninstall the plain git pre-commit hook (for users without pre-commit)."),
     "pr": ("papayu_git.commands.pr", "Push papayu/<id> and open a pull/merge request (GitHub, GitLab, Gitea)."),
     "validate": ("papayu_git.commands.validate",
                  "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
