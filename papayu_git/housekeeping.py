@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git import locks
-from papayu_git.git import common_dir, run_git
+from papayu_git.git import common_dir
 from papayu_git.landing import clear_dead_land
 
 if TYPE_CHECKING:
@@ -59,13 +59,15 @@ class GcReport:
 
 
 def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> GcReport:
-    from papayu_git.worktree import BRANCH_PREFIX, delete_branch, generated_branches, remove_idle_worktrees
+    from papayu_git.worktree import (
+        BRANCH_PREFIX, commit_of, delete_branch, generated_branches, remove_idle_worktrees,
+    )
 
     report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
     report.worktrees = [str(p) for p in remove_idle_worktrees(repo_root, pdir)]
     cutoff = time.time() - days * 86400
     for plan_id, commit in sorted(generated_branches(repo).items()):
-        if _applying(pdir, plan_id) or repo[commit].commit_time > cutoff:
+        if _applying(pdir, plan_id) or commit_of(repo, commit).commit_time > cutoff:
             continue
         if delete_branch(repo, plan_id):
             report.branches.append(BRANCH_PREFIX + plan_id)
@@ -74,7 +76,6 @@ def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> G
         if log.stat().st_mtime < cutoff:
             log.unlink(missing_ok=True)
             report.logs.append(str(log))
-    run_git(["worktree", "prune"], cwd=repo_root, check=False)
     return report
 
 

@@ -40,7 +40,7 @@ def resolve_target(repo: "pygit2.Repository", onto: str | None) -> Target:
     else:
         if repo.head_is_detached:
             raise PapayuError("ERR_DETACHED_HEAD", "HEAD is detached")
-        ref = repo.references["HEAD"].target
+        ref = str(repo.references["HEAD"].target)
         name = ref[len("refs/heads/"):]
     tip = branch_tip(repo, ref)
     if tip is None:
@@ -121,7 +121,9 @@ _LISTED = re.compile(r"^\t(.+)$", re.M)
 def fast_forward(workdir: Path, commit: str, target: Target) -> None:
     env = _c_locale()
     env["GIT_MERGE_AUTOEDIT"] = "no"
-    proc = run_git(["merge", "--ff-only", "--no-stat", "-q", commit], cwd=workdir, check=False, env=env)
+    # --no-overwrite-ignore: an ignored file of the user's at a path the plan creates is data, not debris.
+    args = ["merge", "--ff-only", "--no-overwrite-ignore", "--no-stat", "-q", commit]
+    proc = run_git(args, cwd=workdir, check=False, env=env)
     if proc.returncode == 0:
         return
     message = proc.stderr + proc.stdout

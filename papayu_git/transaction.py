@@ -266,7 +266,7 @@ class _Run:
 
         delete_branch(self.repo, self.plan.id)
 
-    def rollback(self, target: Target, commit: str, error: PapayuError, *, keep: bool = False) -> ApplyResult:
+    def rollback(self, target: Target, commit: str | None, error: PapayuError, *, keep: bool = False) -> ApplyResult:
         keep = keep or self.options.keep_failed
         if not keep:
             self.delete_branch()
@@ -278,7 +278,8 @@ class _Run:
         result = ApplyResult(
             plan_id=self.plan.id, state=state, branch=self.branch, commit=commit, target=target.branch,
             check=self.check.to_dict() if self.check else None, timings=dict(self.watch.timings),
-            error=error.to_dict() if error else None, landed_by=landed_by, trace_id=self.trace_id, branch_kept=branch_kept,
+            error=error.to_dict() if error else None, landed_by=landed_by, trace_id=self.trace_id,
+            branch_kept=branch_kept,
             warnings=tuple(self.warnings))
         record_outcome(self.pdir, self.plan, result)
         return result
@@ -333,7 +334,7 @@ def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
 def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str | None) -> ApplyResult:
     """`land ID`: fast-forward the target with a kept `papayu/<id>` (its parent must still be the tip)."""
     from papayu_git import plans
-    from papayu_git.worktree import delete_branch, generated_branches
+    from papayu_git.worktree import commit_of, delete_branch, generated_branches
 
     commit = generated_branches(repo).get(plan_id)
     if commit is None:
@@ -345,7 +346,7 @@ def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str |
     except PapayuError:
         recorded = ""
     target = resolve_target(repo, onto or recorded or None)
-    target = Target(target.branch, target.ref, str(repo[commit].parents[0].id))
+    target = Target(target.branch, target.ref, str(commit_of(repo, commit).parents[0].id))
     watch = Stopwatch()
     with watch.stage("land"):
         how = land(repo, pdir, target, commit, plan_id)

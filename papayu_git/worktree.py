@@ -132,7 +132,7 @@ def _write_tree(repo: "pygit2.Repository", tree: "pygit2.Tree | None", edit: _Ed
             builder.insert(name, leaf[0], leaf[1])
     for name, child in edit.children.items():
         existing = builder.get(name)
-        subtree = repo[existing.id] if existing is not None and existing.filemode == MODE_TREE else None
+        subtree: Any = repo[existing.id] if existing is not None and existing.filemode == MODE_TREE else None
         oid = _write_tree(repo, subtree, child, is_root=False)
         if oid is None:
             if existing is not None:
@@ -187,6 +187,12 @@ def create_commit(repo: "pygit2.Repository", tree_id: Any, parent: Any, message:
     oid = repo.create_commit(None, signature(repo, "AUTHOR"), signature(repo, "COMMITTER"), message,
                              tree_id, [parent])
     return str(oid)
+
+
+def commit_of(repo: "pygit2.Repository", oid: str) -> "pygit2.Commit":
+    import pygit2
+
+    return repo[oid].peel(pygit2.Commit)
 
 
 def branch_ref(plan_id: str) -> str:
@@ -293,25 +299,43 @@ def release_worktree(worktree: PooledWorktree) -> None:
 
 
 def _remove_slot(repo_root: Path, path: Path) -> None:
-    """Remove a pool slot completely, including an entry a killed `git worktree add` left
-    locked as "initializing" (only `remove -f -f` removes that; `prune` does not)."""
-    if path.exists() or _registered(repo_root, path):
+    """Remove one pool slot completely (the caller holds its lock), including an entry a killed
+    `git worktree add` left locked as "initializing" (`remove -f -f` removes it, prune does not).
+    Never a repository-wide `git worktree prune`: it races with another apply's `worktree add`."""
+    admins = _admin_dirs_of(repo_root, path)
+    if admins:
         run_git(["worktree", "remove", "-f", "-f", str(path)], cwd=repo_root, check=False)
     shutil.rmtree(path, ignore_errors=True)
-    run_git(["worktree", "prune"], cwd=repo_root, check=False)
+    for admin in admins:
+        shutil.rmtree(admin, ignore_errors=True)
 
 
-def _registered(repo_root: Path, path: Path) -> bool:
-    listing = run_git(["worktree", "list", "--porcelain"], cwd=repo_root, check=False).stdout
-    return any(line == f"worktree {path}" for line in listing.splitlines())
+def _admin_dirs_of(repo_root: Path, path: Path) -> list[Path]:
+    """`.git/worktrees/<name>` entries whose gitdir points at the slot ``path``."""
+    from papayu_git.git import open_repo
+
+    admin_root = common_dir(open_repo(repo_root)) / "worktrees"
+    out = []
+    for admin in admin_root.iterdir() if admin_root.is_dir() else []:
+        try:
+            target = (admin / "gitdir").read_text().strip()
+        except OSError:
+            target = ""
+        if Path(target) == path / ".git" or (not target and admin.name == path.name):
+            out.append(admin)
+    return out
 
 
 def remove_idle_worktrees(repo_root: Path, papayu_dir: Path) -> list[Path]:
     """`gc`: remove every pool slot nobody holds, and registrations of vanished slots."""
     removed: list[Path] = []
     pool = pool_dir(papayu_dir)
-    listing = run_git(["worktree", "list", "--porcelain"], cwd=repo_root, check=False).stdout
-    registered = {Path(line[9:]) for line in listing.splitlines() if line.startswith("worktree ")}
+    admin_root = papayu_dir.parent / "worktrees"
+    registered = set()
+    for admin in admin_root.iterdir() if admin_root.is_dir() else []:
+        gitdir = admin / "gitdir"
+        if gitdir.is_file():
+            registered.add(Path(gitdir.read_text().strip()).parent)
     candidates = {p for p in registered if p.parent == pool} | (
         {p for p in pool.iterdir() if p.is_dir()} if pool.is_dir() else set())
     for path in sorted(candidates):

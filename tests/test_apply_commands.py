@@ -15,7 +15,8 @@ from papayu_git import plans
 def test_review_then_show_list_and_land(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "r.txt", "content": "reviewed\n"}],
                       summary="add r.txt")
-    proc = papayu("apply", str(plan), "--review", "--check", "test -f r.txt", "--json", cwd=repo, env={"PAPAYU_LOG": "1"})
+    proc = papayu("apply", str(plan), "--review", "--check", "test -f r.txt", "--json", cwd=repo,
+                  env={"PAPAYU_LOG": "1"})
     data = json.loads(proc.stdout)
     assert proc.returncode == 0 and data["state"] == "review"
     assert "PREVIEW_READY" in proc.stderr

@@ -94,7 +94,7 @@ def test_four_parallel_applies_each_land_or_report_branch_moved(repo: Path, tmp_
     results = _parallel(repo, tmp_path)
     landed = {f"f{i}.txt" for i, r in enumerate(results) if r["_rc"] == 0}
     for r in results:
-        assert r["_rc"] == 0 and r["state"] == "landed" or [e["code"] for e in r["errors"]] == ["ERR_BRANCH_MOVED"]
+        assert r["_rc"] == 0 and r["state"] == "landed" or [e["code"] for e in r["errors"]] == ["ERR_BRANCH_MOVED"], r
     assert landed and _landed_files(repo) == landed  # never a lost update
     assert int(git(repo, "rev-list", "--count", f"{base}..HEAD")) == len(landed)
     assert git(repo, "status", "--porcelain") == ""

@@ -243,3 +243,53 @@ def test_worktree_is_reused_and_ignored_caches_survive_unless_pristine(repo: Pat
         runs.append(data["check"]["tail"].splitlines()[-1])
     assert runs == ["1", "2", "1"]
     assert len([p for p in (repo / ".git/papayu/worktrees").iterdir() if p.is_dir()]) == 1
+
+
+def test_v1_update_file_is_checked_against_the_sha256_recorded_in_plan(repo: Path, tmp_path: Path) -> None:
+    from papayu_git import plans
+
+    pdir = repo / ".git/papayu"
+    shown = sha((repo / "README.md").read_bytes())
+    response = {"actions": [{"kind": "UPDATE_FILE", "path": "README.md", "content": "# rewritten\n"}],
+                "summary": "rewrite"}
+    plans.save(pdir, plans.StoredPlan(id="20260101-000000-000001", protocol=1, mode="apply",
+                                      files={"README.md": shown}, response=response))
+    (repo / "README.md").write_text("# sample\nchanged after planning\n")
+    git(repo, "commit", "-q", "-am", "README moved on")
+    proc = papayu("apply", "20260101-000000-000001", "--no-check", "--json", cwd=repo)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_BASE_MISMATCH"
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    proc = papayu("apply", "20260101-000000-000001", "--no-check", "--json", cwd=repo)
+    assert proc.returncode == 0, proc.stdout
+    assert (repo / "README.md").read_text() == "# rewritten\n"
+
+
+def test_rebase_refuses_when_the_new_tip_changed_a_base(repo: Path, tmp_path: Path) -> None:
+    old = (repo / "README.md").read_bytes()
+    diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# sample\n+# patched\n"
+    plan = write_plan(tmp_path, [patch_action("README.md", old, diff)])
+    git(repo, "checkout", "-q", "-b", "other")
+    (repo / "README.md").write_text("# sample\nchanged by someone else\n")
+    git(repo, "commit", "-q", "-am", "other change")
+    moved = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    # The check moves main (as a concurrent push would) while papayu is checking.
+    data = _apply(repo, plan, "--check", f"git -C {repo} update-ref refs/heads/main {moved}", "--rebase")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_BASE_MISMATCH"]
+    assert git(repo, "rev-parse", "main").strip() == moved
+    assert git(repo, "branch", "--list", "papayu/*") == ""
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_untracked_or_ignored_file_at_a_created_path_is_never_overwritten(repo: Path, tmp_path: Path,
+                                                                          ignored: bool) -> None:
+    if ignored:
+        (repo / ".gitignore").write_text("local.cfg\n")
+        git(repo, "add", ".gitignore")
+        git(repo, "commit", "-q", "-m", "ignore")
+    (repo / "local.cfg").write_text("precious local settings\n")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "local.cfg", "content": "from the plan\n"}])
+    data = _apply(repo, plan, "--no-check")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"]
+    assert "local.cfg" in data["errors"][0]["reason"]
+    assert (repo / "local.cfg").read_text() == "precious local settings\n"

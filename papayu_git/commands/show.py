@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 def plan_diff(repo: "pygit2.Repository", plan_id: str, recorded_commit: str | None, colour: bool) -> str:
     """`git diff` of papayu/<id> (or of the recorded commit once landed) against its parent."""
     from papayu_git.git import run_git
-    from papayu_git.worktree import generated_branches
+    from papayu_git.worktree import commit_of, generated_branches
 
     commit = generated_branches(repo).get(plan_id) or recorded_commit
     if not commit or commit not in repo:
         return ""
-    parent = str(repo[commit].parents[0].id)
+    parent = str(commit_of(repo, commit).parents[0].id)
     args = ["diff", "--stat", "--patch", f"--color={'always' if colour else 'never'}", parent, commit]
     return str(run_git(args, cwd=repo.workdir).stdout)
 
@@ -51,7 +51,7 @@ def run(plan_id: str, as_json: bool = False) -> int:
 
 
 def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
-    data = plan.response if isinstance(plan.response, dict) else {"actions": plan.response or []}
+    data: dict[str, Any] = plan.response if isinstance(plan.response, dict) else {"actions": plan.response or []}
     output.result(output.colour(f"plan {plan.id}", "bold") + f"  state: {outcome.get('state', 'not applied')}")
     if plan.goal:
         output.result(f"goal: {plan.goal}")
