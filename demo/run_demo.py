@@ -44,6 +44,9 @@ def demo_validate(papayu: list[str]) -> None:
     (WORK / "bad.json").write_text(json.dumps(bad))
     proc = sh(*papayu, "validate", "bad.json", check=False)
     assert proc.returncode == 1, "the bad plan must be rejected"
+    step("The 12 golden traces of the original papa-yu replay with their recorded outcomes")
+    traces = sorted(str(p) for p in (ROOT / "tests" / "golden" / "upstream").glob("v*/*.json"))
+    sh(*papayu, "validate", *traces)
 
 
 

@@ -317,11 +317,12 @@ def commit_checks(forge: Forge, http: "httpx.Client", sha: str) -> Checks:
     """GitHub: combined status + check runs; Gitea: combined status; GitLab: pipelines/statuses."""
     if forge.kind is ForgeKind.GITLAB:
         return combine(_gitlab_items(forge, http, sha))
-    status = request(http, "GET", f"/repos/{forge.repo.path}/commits/{sha}/status").json()
+    page = {"per_page": 100} if forge.kind is ForgeKind.GITHUB else {"limit": 50}
+    status = request(http, "GET", f"/repos/{forge.repo.path}/commits/{sha}/status", params=page).json()
     items = [(str(s.get("context") or "status"), _word_state(s.get("state") or s.get("status")))
              for s in status.get("statuses") or []]
     if forge.kind is ForgeKind.GITHUB:
-        runs = request(http, "GET", f"/repos/{forge.repo.path}/commits/{sha}/check-runs").json()
+        runs = request(http, "GET", f"/repos/{forge.repo.path}/commits/{sha}/check-runs", params=page).json()
         for run in runs.get("check_runs") or []:
             done = run.get("status") == "completed"
             items.append((str(run.get("name") or "check"),

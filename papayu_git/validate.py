@@ -290,7 +290,8 @@ def validate_response(
     memory, warnings = _check_memory(obj, protocol, errors)
     if errors:
         raise ValidationFailed(errors)
-    proposed = obj.get("proposed_changes") if isinstance(obj.get("proposed_changes"), dict) else {}
+    proposed_raw = obj.get("proposed_changes")
+    proposed: Mapping[str, Any] = proposed_raw if isinstance(proposed_raw, dict) else {}
     return Response(
         data=data, protocol=protocol, mode=mode, actions=tuple(actions), summary=summary,
         context_requests=context_requests, memory_patch=memory,

@@ -48,12 +48,11 @@ def test_trace_replays_with_the_recorded_outcome(path: Path) -> None:
     assert got == EXPECTED.get(rel(path), golden.Outcome("ok", None))
 
 
-@pytest.mark.parametrize("path", TRACES, ids=rel)
-def test_copies_are_verbatim(path: Path) -> None:
-    upstream = UPSTREAM_DIR / rel(path)
-    if not upstream.is_file():
+def test_copies_are_verbatim() -> None:
+    if not UPSTREAM_DIR.is_dir():
         pytest.skip("../shared/compat is not next to this checkout")
-    assert path.read_bytes() == upstream.read_bytes()
+    for path in TRACES:
+        assert path.read_bytes() == (UPSTREAM_DIR / rel(path)).read_bytes(), rel(path)
 
 
 def test_apply_time_traces_are_marked_for_the_apply_step() -> None:

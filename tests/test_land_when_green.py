@@ -63,6 +63,7 @@ def test_lands_after_github_status_and_check_runs_turn_green(pushed: Kept) -> No
     assert (pushed.repo / "src" / "calc.py").read_text() == "x = 1\n"      # checked-out main fast-forwarded
     polls = server.calls("GET", f"/repos/acme/widget/commits/{pushed.sha}/check-runs")
     assert len(polls) == 3 and polls[0].headers["authorization"] == "Bearer t0ken-value"
+    assert polls[0].query == {"per_page": "100"}          # more than the default 30 check runs
 
 
 def test_red_check_run_lands_nothing(pushed: Kept) -> None:
