@@ -3,10 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+comma := ,
 # Editable installs skip data files: copy the man page `git papayu --help` shows by hand.
 MAN := $(VENV)/share/man/man1/git-papayu.1
 EXTRAS ?= test,local
+# The stamp names the extras too: `make venv EXTRAS=test` then `make test` installs the rest.
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)-$(subst $(comma),-,$(EXTRAS))
 
 .PHONY: test demo venv bench clean
 

@@ -26,7 +26,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "gc": ("papayu_git.commands.gc", "Remove stale worktrees, locks and old generated branches."),
     "context": ("papayu_git.commands.context",
                 "Show the context a plan would send to the model (debug; nothing is sent)."),
-    "hooks": ("papayu_git.commands.hooks", "Install the plain git pre-commit hook (for users without pre-commit)."),
+    "hooks": ("papayu_git.commands.hooks", "Install / uninstall the plain git pre-commit hook (for users without pre-commit)."),
     "pr": ("papayu_git.commands.pr", "Push papayu/<id> and open a pull/merge request (GitHub, GitLab, Gitea)."),
     "validate": ("papayu_git.commands.validate",
                  "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),

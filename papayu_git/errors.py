@@ -199,6 +199,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_HOOK_EXISTS": ErrorSpec(
         "another pre-commit hook is installed; papayu will not overwrite it silently",
         "Pass --chain to run it before papayu's checks, or --force to replace it (a backup is kept)."),
+    "ERR_HOOK_NOT_INSTALLED": ErrorSpec(
+        "papayu's pre-commit hook is not installed here", "Nothing to remove; see 'git papayu hooks install'."),
     # --- catch-all ---------------------------------------------------------------
     "ERR_USAGE": ErrorSpec("the command line is wrong", "See --help."),
     "ERR_INTERNAL": ErrorSpec("an internal bug in papayu", "Please report it with the trace file named above."),

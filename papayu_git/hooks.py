@@ -193,3 +193,19 @@ def install_shim(start: Path, *, chain: bool = False, force: bool = False) -> In
         raise _refuse(hook, text)
     _write_executable(hook, shim_text())
     return InstallResult(hook, state, previous)
+
+
+def uninstall_shim(start: Path) -> tuple[Path, Path | None]:
+    """Remove papayu's shim and put a chained hook back; (hook path, restored hook or None)."""
+    hook = hooks_dir(find_toplevel(start)) / SHIM_NAME
+    if not (hook.exists() or hook.is_symlink()):
+        raise PapayuError("ERR_HOOK_NOT_INSTALLED", "no pre-commit hook is installed", path=str(hook))
+    if SHIM_MARKER not in _read_hook(hook):
+        raise PapayuError("ERR_HOOK_NOT_INSTALLED", "the pre-commit hook is not papayu's; left alone", path=str(hook),
+                          hint="Remove it by hand if you mean to.")
+    chained = hook.with_name(SHIM_NAME + CHAINED_SUFFIX)
+    if chained.exists() or chained.is_symlink():
+        os.replace(chained, hook)
+        return hook, hook
+    hook.unlink()
+    return hook, None

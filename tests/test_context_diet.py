@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from papayu_git.context.blocks import BlockKind, ContextBlock, render_blocks
 from papayu_git.context.diet import TOP_PRIORITY_MIN_CHARS, DietLimits, apply_diet, truncate_middle
@@ -116,3 +119,38 @@ def test_notes_are_never_counted_or_dropped() -> None:
 def test_logs_chars_count_only_kept_log_bodies() -> None:
     blocks = [ContextBlock(BlockKind.LOGS, "runtime", "x" * 5000), file_block("a.py", 100)]
     assert apply_diet(blocks, DietLimits()).stats["context_logs_chars"] == 5000
+
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.text(alphabet="ab\n", max_size=3000), st.integers(min_value=60, max_value=3000))
+def test_truncation_never_exceeds_the_limit_and_keeps_a_true_prefix_and_suffix(text: str, limit: int) -> None:
+    out = truncate_middle(text, limit)
+    assert len(out) <= limit
+    if len(text) <= limit:
+        assert out == text
+    else:
+        head, _, rest = out.partition("...[TRUNCATED ")
+        tail = rest.split(" chars]...", 1)[1]
+        tail = tail[1:] if tail.startswith("\n") else tail
+        head = head[:-1] if head.endswith("\n") and not text.startswith(head) else head
+        assert text.startswith(head) and text.endswith(tail)
+        assert removed_count(out) == len(text) - len(head) - len(tail)
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(list(BlockKind)), st.integers(0, 3), st.booleans(),
+                          st.integers(0, 30000)), max_size=14),
+       st.integers(1, 10), st.integers(500, 30000), st.integers(5000, 150000))
+def test_the_diet_holds_its_limits(specs: list[tuple[BlockKind, int, bool, int]], max_files: int,
+                                   max_file_chars: int, max_total: int) -> None:
+    blocks = [ContextBlock(kind, f"b{i}", "x" * size, priority, path=f"b{i}", sha256=SHA, requested=req)
+              for i, (kind, priority, req, size) in enumerate(specs)]
+    result = apply_diet(blocks, DietLimits(max_files, max_file_chars, max_total))
+    counted = [b for b in result.blocks if b.kind is not BlockKind.NOTE]
+    assert len(counted) <= max_files
+    assert all(len(b.text) <= max_file_chars for b in counted)
+    assert len(result.blocks) + len(result.dropped) == len(blocks)
+    if len(result.text) > max_total:                 # only the 4k floor of priority-0 files may overflow
+        assert all(b.kind is BlockKind.FILE and b.priority == 0 for b in counted)   # notes are never cut
+        assert all(len(b.text) <= TOP_PRIORITY_MIN_CHARS for b in counted)

@@ -261,3 +261,10 @@ def test_files_named_in_the_goal_are_shown_and_secrets_named_there_refused(proje
     assert [b.path for b in blocks if b.kind is BlockKind.FILE] == ["src/app.py"]
     notes = [b.text for b in blocks if b.kind is BlockKind.NOTE]
     assert len(notes) == 1 and "ERR_PROTECTED_PATH" in notes[0] and SECRET not in notes[0]
+
+
+def test_context_command_text_mode_prints_the_context_and_a_summary(project: Path) -> None:
+    proc = papayu("context", "fix add() in src/app.py", cwd=project / "src")
+    assert proc.returncode == 0, proc.stderr
+    assert f"FILE[src/app.py] (sha256={blob_sha256(project, 'src/app.py')}):" in proc.stdout
+    assert "context: 2 blocks" in proc.stderr and "ENV:" in proc.stdout

@@ -306,6 +306,13 @@ def test_install_chain_runs_the_old_hook_first(tmp_path: Path) -> None:
     proc = papayu("hooks", "install", "--json", cwd=repo)
     assert json.loads(proc.stdout)["state"] == "updated"
     assert (hook.parent / "pre-commit.papayu-chained").exists()
+    # uninstall puts the old hook back; a second uninstall finds nothing of papayu's
+    proc = papayu("hooks", "uninstall", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert hook.read_text().startswith("#!/bin/sh\ntouch") and not (hook.parent / "pre-commit.papayu-chained").exists()
+    proc = papayu("hooks", "uninstall", cwd=repo)
+    assert proc.returncode == 1 and "ERR_HOOK_NOT_INSTALLED" in proc.stderr
+    assert hook.read_text().startswith("#!/bin/sh\ntouch")
 
 
 def test_install_force_keeps_a_backup_and_replaces_a_symlink_not_its_target(tmp_path: Path) -> None:

@@ -26,6 +26,10 @@ def run(goal: str, log_file: str | None = None, base: str = "HEAD", as_json: boo
                           "cache_stats": session.cache_stats})
     else:
         output.result(text)
+        stats = session.context_stats
+        output.info(f"context: {stats['context_files_count']} blocks, {stats['context_total_chars']} chars, "
+                    f"{stats['context_files_dropped_count']} dropped, {stats['context_truncated_files_count']} "
+                    f"truncated; base {session.base_commit[:12]}")
     return 0
 
 

@@ -52,3 +52,25 @@ def install(chain: bool, force: bool, as_json: bool) -> None:
         raise click.UsageError("--chain and --force exclude each other")
     with handle_errors(as_json):
         raise SystemExit(run_install(chain, force, as_json))
+
+
+def run_uninstall(as_json: bool = False) -> int:
+    from papayu_git.hooks import uninstall_shim
+
+    hook, restored = uninstall_shim(Path.cwd())
+    if as_json:
+        output.emit_json({"ok": True, "hook": str(hook), "restored": str(restored) if restored else None})
+    else:
+        output.result(f"removed: {hook}" + ("; the chained hook is back in place" if restored else ""))
+    return 0
+
+
+@command.command("uninstall")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def uninstall(as_json: bool) -> None:
+    """Remove papayu's pre-commit shim; a hook kept by --chain is put back.
+
+    A hook that is not papayu's is left alone (ERR_HOOK_NOT_INSTALLED).
+    """
+    with handle_errors(as_json):
+        raise SystemExit(run_uninstall(as_json))

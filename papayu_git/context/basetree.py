@@ -126,7 +126,7 @@ class BaseTree:
         return status
 
     def recent_paths(self, commits: int) -> list[str]:
-        out = run_git(["log", f"-n{commits}", "--name-only", "--format=", "-z", self.base, "--"],
+        out = run_git(["log", f"-n{commits}", "--no-merges", "--name-only", "--format=", "-z", self.base, "--"],
                       cwd=self.repo_root, check=False).stdout
         return list(dict.fromkeys(p.strip("\n") for p in out.split("\0") if p.strip("\n")))
 
