@@ -301,7 +301,8 @@ def build_memory_block(repo_root: Path | None) -> str:
     memory = {layer: values for layer, values in memory_json(repo_root).items() if values}
     if not memory:
         return ""
-    body = _fit(memory, MEMORY_BLOCK_LIMIT - len(MEMORY_BLOCK_HEADER) - len(MEMORY_BLOCK_FOOTER) - 4)
+    frame = len(MEMORY_BLOCK_HEADER.encode()) + len(MEMORY_BLOCK_FOOTER.encode()) + 3  # + three newlines
+    body = _fit(memory, MEMORY_BLOCK_LIMIT - frame)
     return f"{MEMORY_BLOCK_HEADER}\n{body}\n\n{MEMORY_BLOCK_FOOTER}"
 
 

@@ -187,9 +187,11 @@ class _Run:
                     if exc.code != "ERR_BRANCH_MOVED" or not self.options.rebase or attempt == MAX_REBASE_ATTEMPTS:
                         raise
                 prepared = self.reprepare(prepared)
-                commit = self.commit(prepared)
-                if commit is None:
+                rebased = self.commit(prepared)
+                if rebased is None:  # the new tip already has the plan's result
+                    self.delete_branch()
                     return self.finish("no_changes", prepared.target, None)
+                commit = rebased
         except PapayuError as exc:
             keep = exc.code == "ERR_DIRTY_WORKTREE"  # its hint: stash, then `land ID`
             self.rollback(prepared.target, commit, exc, keep=keep)

@@ -132,3 +132,12 @@ def test_user_memory_works_outside_a_repository(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["errors"][0]["code"] == "ERR_NOT_A_GIT_REPO"
     assert json.loads(papayu("memory", "show", "--json", cwd=tmp_path).stdout)["user"] == \
         {"default_language": "python"}
+
+
+def test_memory_block_limit_counts_bytes_of_non_ascii(repo: Path) -> None:
+    memory.set_values(repo, {"project.ci_notes": "Тесты долго, по умолчанию smoke. " * 2000,
+                             "project.test_roots": [f"tests/части{i}" for i in range(2000)]})
+    block = memory.build_memory_block(repo)
+    assert len(block.encode()) <= memory.MEMORY_BLOCK_LIMIT
+    data = json.loads(block.splitlines()[1])
+    assert data["project"]["ci_notes"].startswith("Тесты долго") and data["project"]["test_roots"][0] == "tests/части0"
