@@ -81,6 +81,19 @@ def wire_schema(protocol: int) -> dict[str, Any]:
     })
 
 
+def _action_by_kind(protocol: int) -> dict[str, Any]:
+    """One closed shape per kind (anyOf): a grammar then cannot put `content` on a PATCH_FILE."""
+    def shape(kinds: list[str], **fields: Any) -> dict[str, Any]:
+        return _closed({"kind": {"type": "string", "enum": kinds}, "path": {"type": "string"}, **fields})
+    writes = ["CREATE_FILE"] if protocol >= 2 else ["CREATE_FILE", "UPDATE_FILE"]
+    shapes = [shape(writes, content={"type": "string"}),
+              shape(["CREATE_DIR", "DELETE_FILE", "DELETE_DIR"])]
+    if protocol >= 2:
+        shapes.insert(0, shape(["PATCH_FILE"], patch={"type": "string"}, base_sha256={"type": "string",
+                                                                                      "pattern": "^[0-9a-f]{64}$"}))
+    return {"anyOf": shapes}
+
+
 @lru_cache(maxsize=None)
 def grammar_schema(protocol: int) -> dict[str, Any]:
     """For servers that compile the schema into a sampling grammar (llama-cpp-python's
@@ -92,7 +105,7 @@ def grammar_schema(protocol: int) -> dict[str, Any]:
     text = lambda n: {"type": "string", "maxLength": n}  # noqa: E731
     props = {
         "summary": text(160),
-        "actions": bounded(strict["actions"]["items"], 3),
+        "actions": bounded(_action_by_kind(protocol), 3),
         "plan": bounded(_closed({"step": text(60), "details": text(120)}), 3),
         "questions": bounded(text(120), 2),
         "context_requests": bounded(strict["context_requests"]["items"], 2),
