@@ -75,6 +75,7 @@ def test_strict_plan_sends_deterministic_request_with_schema_and_file_hashes(cal
     assert (body["model"], body["temperature"], body["top_p"], body["max_tokens"]) == ("test-model", 0, 1, 16384)
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["strict"] is True
+    assert body["response_format"]["json_schema"]["name"] == "papayu_plan_v2"
     schema = body["response_format"]["json_schema"]["schema"]
     assert schema["additionalProperties"] is False and set(schema["required"]) == set(schema["properties"])
     assert shown_files(body)["calc.py"] == sha(CALC)           # full-blob sha256 in the FILE header

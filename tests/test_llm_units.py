@@ -88,6 +88,7 @@ def test_grammar_schema_ties_fields_to_the_action_kind() -> None:
     for bad in ({**patch, "content": "x"}, {"kind": "UPDATE_FILE", "path": "a.py", "content": "x"},
                 {"kind": "DELETE_FILE", "path": "a.py", "content": "x"}):
         assert list(validator.iter_errors({"summary": "s", "actions": [bad]})), bad
+    assert grammar_schema(2, plan_only=True)["properties"]["actions"]["maxItems"] == 0
 
 
 def test_null_fields_of_the_wire_format_validate_as_absent() -> None:

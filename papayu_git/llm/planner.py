@@ -169,7 +169,8 @@ def _plan_cycle(repo_root: Path, request: PlanRequest, client: ChatClient, cycle
     round_mode = request.prompt_mode.round
     conv = Conversation(client, system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget),
                         protocol=request.protocol, mode=round_mode,
-                        read_files=dict(cycle.session.files_shown), log=cycle.log)
+                        read_files=dict(cycle.session.files_shown), log=cycle.log,
+                        plan_only=request.prompt_mode is PromptMode.FIX_PLAN)
     trace_id = traces.new_trace_id()
     try:
         response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)
