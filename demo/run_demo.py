@@ -104,6 +104,18 @@ def demo_apply(papayu: list[str]) -> None:
     sh(*papayu, "list", cwd=repo)
 
 
+def demo_observability(papayu: list[str]) -> None:
+    repo = WORK / "sample"
+    step("Every apply left a trace (secrets masked); stats judge the v2 protocol over the last applies")
+    sh(*papayu, "trace", "list", cwd=repo)
+    sh(*papayu, "stats", "--last", "10", cwd=repo)
+    step("Engineering memory: project defaults the model sees in ENGINEERING_MEMORY")
+    sh(*papayu, "memory", "set", "project.test_roots", "tests", cwd=repo)
+    sh(*papayu, "memory", "show", cwd=repo)
+    sh("git", "checkout", "-q", "--", ".", cwd=repo)
+    (repo / ".papa-yu" / "project.json").unlink()
+
+
 def demo_hooks(papayu: list[str]) -> None:
     repo = WORK / "sample"
     step("The plain git pre-commit hook: an invalid plan file under .papa-yu/ cannot be committed")
@@ -123,6 +135,7 @@ def main() -> None:
     papayu = [sys.executable, "-m", "papayu_git"]
     demo_validate(papayu)
     demo_apply(papayu)
+    demo_observability(papayu)
     demo_hooks(papayu)
     print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed")
 

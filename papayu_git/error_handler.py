@@ -43,6 +43,11 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
     except KeyboardInterrupt:
         output.error("interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # `papayu list --json | head`: the reader left; like git, stop quietly. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_OK)
     except (SystemExit, GeneratorExit):
         raise
     except Exception as exc:  # anything else escaping is a bug (STYLE.md §2)

@@ -6,7 +6,8 @@ their leading space. A strict parser drops or misreads such hunks silently
 (measured with unidiff: `@@ @@` gives zero hunks, a short count drops the
 hunk's last lines without an error). So a scanner reads each hunk body up to
 the next header and recounts it. A diff that yields no hunk, or a hunk that
-changes nothing, is an error, never a silent no-op.
+changes nothing, is an error, never a silent no-op. On well-formed diffs the
+tests hold this scanner to unidiff's reading (tests/test_apply_patch.py).
 """
 
 from __future__ import annotations

@@ -197,3 +197,16 @@ def test_git_papayu_runs_subcommands(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "ERR_PATH_GIT_DIR" in proc.stdout
     version = subprocess.run(["papayu", "--version"], capture_output=True, text=True, env=venv_env())
     assert version.returncode == 0 and "papayu-git" in version.stdout
+
+
+def test_a_closed_pipe_ends_quietly_without_a_crash_report(tmp_path: Path) -> None:
+    files = []
+    for i in range(400):
+        f = tmp_path / f"plan{i}.json"
+        f.write_text('{"actions": [], "summary": "NO_CHANGES: nothing"}')
+        files.append(str(f))
+    proc = subprocess.run(f"{sys.executable} -m papayu_git validate --json {' '.join(files)} | head -c 10",
+                          shell=True, capture_output=True, text=True, timeout=60)
+    assert "ERR_INTERNAL" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stdout) == 10

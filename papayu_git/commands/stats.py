@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,8 @@ def print_report(stats: dict[str, Any]) -> None:
     output.result(f"v2 graduation ({'READY' if grad['ready'] else 'not yet'}): {grad['action']}")
     for c in grad["criteria"]:
         mark = output.colour("ok  ", "green") if c["holds"] else output.colour("no  ", "red")
-        output.result(f"  {mark}{c['name']}: {c['value']} (needs {c['threshold']})")
+        value = json.dumps(c["value"]) if isinstance(c["value"], dict) else c["value"]
+        output.result(f"  {mark}{c['name']}: {value} (needs {c['threshold']})")
 
 
 def run(last: int, traces_from: str | None, as_json: bool) -> int:

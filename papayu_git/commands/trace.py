@@ -48,6 +48,8 @@ def run_list(last: int | None, as_json: bool) -> int:
     for row in rows:
         fields = [str(row["created_at"] or "")[:19], str(row["trace_id"]), row["command"] or "-", row["mode"] or "-",
                   f"v{row['protocol']}" if row["protocol"] else "-", row["outcome"] or "-", row["error_code"] or ""]
+        if row["check"]:
+            fields.append(f"check={row['check']}")
         if row["fallback"]:
             fields.append("fallback")
         output.result("  ".join(fields).rstrip())
