@@ -54,9 +54,9 @@ BUGGY = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
 
-def sample_repo() -> Path:
+def sample_repo(name: str = "sample") -> Path:
     """A tiny project with a failing test, a local edit and an untracked note of the user's."""
-    repo = WORK / "sample"
+    repo = WORK / name
     (repo / "tests").mkdir(parents=True)
     (repo / "calc.py").write_text(BUGGY)
     (repo / "tests" / "test_calc.py").write_text(TEST)
@@ -129,6 +129,52 @@ def demo_hooks(papayu: list[str]) -> None:
     (repo / ".papa-yu" / "escape.json").unlink()
 
 
+STRONGER_MODEL = """\
+The embedded model (Gemma 3 270M) is tiny: papayu's validation and check are what keep it safe.
+Point papayu at a stronger model for real work:
+  OpenAI:        export PAPAYU_LLM_PROVIDER=openai OPENAI_API_KEY=sk-...  [PAPAYU_LLM_MODEL=gpt-4o-mini]
+  Ollama:        export PAPAYU_LLM_PROVIDER=ollama PAPAYU_LLM_MODEL=qwen2.5-coder:7b
+  llama.cpp/vLLM/LM Studio (OpenAI-compatible):
+                 export PAPAYU_LLM_BASE_URL=http://127.0.0.1:8080/v1 PAPAYU_LLM_MODEL=<served model>
+  (or the same keys in git config: git config papayu.llm.baseUrl ...; README: providers)"""
+
+
+def demo_local_model(papayu: list[str]) -> None:
+    """The model in front: plan -> apply on the embedded local model (issue 4 §6).
+
+    The tiny model is often wrong; a rejected answer or a rolled-back fix is a valid ending:
+    the point is that nothing reaches the user's branch unless the check passes."""
+    import importlib.util
+    import os
+
+    step("The whole flow with a real model: the embedded local llama.cpp server (Gemma 3 270M)")
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("papayu-git[local] is not installed here (make venv installs it); skipping the model step")
+        print(STRONGER_MODEL)
+        return
+    repo = sample_repo("sample-llm")
+    sh("git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo)
+    head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAPAYU_LLM_")}
+    env.update(PAPAYU_LLM_MAX_TOKENS="512", PAPAYU_LLM_TIMEOUT_SEC="900", PAPAYU_LOG="1")
+    goal = "fix the failing test tests/test_calc.py: add() must return a + b"
+    print(f"$ git papayu fix {goal!r} -y    (no provider configured -> the local model is started)", flush=True)
+    proc = subprocess.run([*papayu, "fix", goal, "-y"], cwd=repo, env=env, text=True, capture_output=True)
+    sys.stdout.write(proc.stdout)
+    sys.stdout.write(proc.stderr[-6000:])
+    landed = proc.returncode == 0 and sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() != head
+    if landed:
+        step("The model's fix passed the check in the worktree and landed")
+        sh("git", "log", "-1", "--format=%h %s", cwd=repo)
+    else:
+        step("The model's answer was rejected or its change failed the check: nothing landed")
+        assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head, "the branch must be unchanged"
+        assert (repo / "calc.py").read_text() == BUGGY, "the working tree must be unchanged"
+        sh("git", "status", "--short", cwd=repo)
+    print()
+    print(STRONGER_MODEL)
+
+
 def main() -> None:
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir()
@@ -137,7 +183,9 @@ def main() -> None:
     demo_apply(papayu)
     demo_observability(papayu)
     demo_hooks(papayu)
-    print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed")
+    demo_local_model(papayu)
+    print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed, "
+          "and the local model's attempt ended cleanly")
 
 
 if __name__ == "__main__":

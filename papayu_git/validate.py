@@ -67,7 +67,11 @@ _KINDS = {kind.value: kind for kind in ActionKind}
 
 
 def _to_action(item: Mapping[str, Any], path: str) -> Action:
-    return Action(_KINDS[item["kind"]], path, item.get("content"), item.get("patch"), item.get("base_sha256"))
+    # v1 actions allow extra fields of any type (its schema is open): only strings are action data.
+    def text(key: str) -> str | None:
+        value = item.get(key)
+        return value if isinstance(value, str) else None
+    return Action(_KINDS[item["kind"]], path, text("content"), text("patch"), text("base_sha256"))
 
 
 def _check_tree(action: Action, tree: TreeView) -> list[PapayuError]:

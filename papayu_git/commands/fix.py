@@ -1,0 +1,97 @@
+"""`git papayu fix GOAL`: `plan`, then `apply` after confirmation (SPEC §1).
+
+One model serves both rounds (the embedded server starts once). Takes every option of
+`apply`; `-y` skips the confirmation (and confirms deletions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from papayu_git import output
+from papayu_git.error_handler import handle_errors
+
+if TYPE_CHECKING:
+    from papayu_git.transaction import ApplyOptions
+
+
+def _confirmed(plan_id: str, yes: bool) -> bool:
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        output.info(f"papayu: not confirmed (no terminal); apply later with: git papayu apply {plan_id}")
+        return False
+    return click.confirm(f"Apply plan {plan_id}?", default=False, err=True)
+
+
+def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: str | None = None,
+        protocol: int | None = None, accept_memory: bool = False, as_json: bool = False) -> int:
+    from papayu_git.commands import apply as apply_command
+    from papayu_git.commands import plan as plan_command
+    from papayu_git.git import find_toplevel
+    from papayu_git.llm.rounds import shared_client
+    from papayu_git.llm.routing import resolve
+    from papayu_git.llm.session import open_client
+    from papayu_git.transaction import apply_plan
+
+    route = resolve(goal, mode)
+    if route.confirm:
+        return apply_command.run(None, options, protocol, as_json)
+    root = find_toplevel()
+    with open_client(root) as client, shared_client(client):
+        outcome = plan_command.make(goal, route, protocol, from_file, accept_memory, client)
+        if not as_json:
+            plan_command.render(outcome)
+        if outcome.response.is_no_changes or not _confirmed(outcome.plan.id, options.yes):
+            if as_json:
+                output.emit_json({"ok": True, "plan": plan_command.as_dict(outcome), "apply": None})
+            return 0
+        plan, response = apply_command.response_of(root, outcome.plan, protocol)
+    options = dataclasses.replace(options, yes=True)  # the user confirmed the fix (or passed -y)
+    result = apply_plan(root, plan, response, options)
+    if as_json:
+        output.emit_json({"ok": result.state != "rolled_back", "plan": plan_command.as_dict(outcome),
+                          "apply": result.to_dict()})
+    else:
+        apply_command.report(result, False)
+    return 1 if result.state == "rolled_back" else 0
+
+
+@click.command("fix")
+@click.argument("goal")
+@click.option("--mode", type=click.Choice(["plan", "apply", "fix-plan", "chat", "fixit"]),
+              help="How the model is asked first (default: from the goal, else PAPAYU_LLM_MODE).")
+@click.option("--from-file", "from_file", metavar="LOG", help="A log or test output to diagnose ('-' = stdin).")
+@click.option("--check", "check_cmd", metavar="CMD", help="Check command to run in the worktree.")
+@click.option("--no-check", is_flag=True, help="Land without running a check.")
+@click.option("--review", is_flag=True, help="Stop after the commit (and check); keep branch papayu/<id>.")
+@click.option("--keep-failed", is_flag=True, help="Keep papayu/<id> when the check fails.")
+@click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch.")
+@click.option("--rebase", is_flag=True, help="If the branch moved, re-apply on its new tip when bases match.")
+@click.option("-y", "--yes", is_flag=True, help="Apply without asking (deletions included).")
+@click.option("--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree.")
+@click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION).")
+@click.option("--accept-memory", is_flag=True, help="Apply the model's memory_patch (else only on 'remember …').")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable plan and apply result.")
+def command(goal: str, mode: str | None, from_file: str | None, check_cmd: str | None, no_check: bool,
+            review: bool, keep_failed: bool, onto: str | None, rebase: bool, yes: bool, run_proposed: bool,
+            protocol: str | None, accept_memory: bool, as_json: bool) -> None:
+    """Plan GOAL with the model, then apply the plan after confirmation.
+
+    \b
+    Same as `git papayu plan GOAL` followed by `git papayu apply <ID>`: the change
+    is committed on papayu/<id>, checked in a temporary worktree and lands on your
+    branch only if the check passes; otherwise it is rolled back and your branch,
+    index and working tree are untouched. Exit 0 landed/review/not applied, 1 rolled back.
+    """
+    from papayu_git.transaction import ApplyOptions
+
+    with handle_errors(as_json):
+        options = ApplyOptions(check=check_cmd, no_check=no_check, review=review, keep_failed=keep_failed,
+                               onto=onto, rebase=rebase, yes=yes, run_proposed=run_proposed)
+        raise SystemExit(run(goal, options, mode, from_file, int(protocol) if protocol else None, accept_memory,
+                             as_json))

@@ -1,0 +1,244 @@
+"""HTTP side of the LLM layer (SPEC §8): the one place that owns httpx for model calls.
+
+`ChatClient.complete` sends one chat request and returns the model's text. It speaks OpenAI
+Chat Completions (OpenAI, llama.cpp server, vLLM, LM Studio, Ollama /v1) and Ollama's native
+/api/chat. Generation is deterministic (temperature 0, top_p 1). It retries with exponential
+backoff on 429, 5xx and connection errors, drops `response_format` once when the server
+rejects it (LLM_RESPONSE_FORMAT_FALLBACK), and ends every failure in an ERR_LLM_* code.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from papayu_git import output
+from papayu_git.errors import PapayuError
+from papayu_git.llm.config import LLMConfig, Provider
+from papayu_git.llm.wire_schema import grammar_schema
+from papayu_git.secrets import mask
+
+if TYPE_CHECKING:
+    import httpx
+
+MAX_RETRY_AFTER_SEC = 30.0
+# Words of a server's complaint about response_format (OpenAI, vLLM, llama.cpp, LM Studio, Ollama).
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    text: str
+    model_sec: float
+    finish_reason: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+def chat_url(config: LLMConfig) -> str:
+    base = config.base_url.rstrip("/")
+    if config.provider is Provider.OLLAMA:
+        return base if base.endswith("/api/chat") else base.removesuffix("/v1") + "/api/chat"
+    if base.endswith("/chat/completions"):
+        return base
+    return base + "/chat/completions" if base.endswith("/v1") else base + "/v1/chat/completions"
+
+
+def _body_excerpt(response: "httpx.Response") -> str:
+    try:
+        text = response.text
+    except Exception:  # undecodable body: the status alone must do
+        return ""
+    return mask(" ".join(text.split()))[:400]
+
+
+class ChatClient:
+    """One client per plan cycle: keeps the connection and what the server turned out to support."""
+
+    def __init__(self, config: LLMConfig, transport: "httpx.BaseTransport | None" = None) -> None:
+        import httpx
+
+        self.config = config
+        # The capability ladder of SPEC §8: OpenAI `json_schema`, then llama-cpp-python's
+        # `json_object` + schema (its server knows only that form), then no response_format.
+        # The embedded server is llama-cpp-python, so it starts on the rung it understands.
+        # Ollama's native API has one rung: `format` = the schema.
+        ladder = {Provider.LOCAL: ["json_object"], Provider.OLLAMA: ["format"]}.get(
+            config.provider, ["json_schema", "json_object"])
+        self.formats: list[str] = ladder if config.strict_json else []
+        self.format_fallback = False
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        timeout = httpx.Timeout(config.timeout_sec, connect=min(10.0, config.timeout_sec))
+        self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+        self._model = config.model
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "ChatClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- request bodies --------------------------------------------------------------
+    def _payload(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None,
+                 max_tokens: int) -> dict[str, Any]:
+        schema = response_format["json_schema"]["schema"] if response_format else None
+        if self.config.provider is Provider.OLLAMA:
+            body: dict[str, Any] = {"model": self.model(), "messages": messages, "stream": False,
+                                    "options": {"temperature": 0, "top_p": 1, "num_predict": max_tokens}}
+            if schema is not None and self.formats:
+                body["format"] = schema
+            return body
+        body = {"model": self.model(), "messages": messages, "temperature": 0, "top_p": 1,
+                "max_tokens": max_tokens, "presence_penalty": 0, "frequency_penalty": 0, "stream": False}
+        if self.config.provider is Provider.LOCAL:
+            body["messages"] = _system_into_user(messages)
+        if response_format is not None and self.formats:
+            body["response_format"] = (response_format if self.formats[0] == "json_schema"
+                                       else {"type": "json_object", "schema": grammar_schema(self.protocol_of(response_format))})
+        return body
+
+    @staticmethod
+    def protocol_of(response_format: dict[str, Any]) -> int:
+        return 1 if response_format["json_schema"]["name"].endswith("v1") else 2
+
+    def model(self) -> str:
+        if not self._model:
+            self._model = self._discover_model()
+        return self._model
+
+    def _discover_model(self) -> str:
+        url = chat_url(self.config).removesuffix("/chat/completions") + "/models"
+        try:
+            data = self._http.get(url).json()
+            return str(data["data"][0]["id"])
+        except Exception as exc:  # any failure here is a configuration problem to explain
+            raise PapayuError("ERR_LLM_CONFIG", f"no PAPAYU_LLM_MODEL and {url} lists no model ({exc})",
+                              hint="Set PAPAYU_LLM_MODEL to a model the server serves.") from None
+
+    # --- sending ---------------------------------------------------------------------
+    def complete(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None,
+                 *, input_chars: int) -> ChatReply:
+        max_tokens = self.config.max_tokens(input_chars)
+        output.event("LLM_REQUEST_SENT", provider=self.config.provider.value, model=self.model(),
+                     input_chars=input_chars, token_budget=max_tokens,
+                     response_format=self._format_name(response_format))
+        started = time.monotonic()
+        response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
+        while response_format is not None and self._format_name(response_format) != "none" \
+                and _rejects_format(response):
+            rejected = self._format_name(response_format)
+            self._drop_format()
+            output.event("LLM_RESPONSE_FORMAT_FALLBACK", status=response.status_code, rejected=rejected,
+                         next=self._format_name(response_format))
+            response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
+        _raise_for_status(response)
+        reply = self._reply(response, time.monotonic() - started)
+        output.event("LLM_RESPONSE_OK", chars=len(reply.text), model_sec=round(reply.model_sec, 3),
+                     finish_reason=reply.finish_reason)
+        return reply
+
+    def _format_name(self, response_format: dict[str, Any] | None) -> str:
+        return self.formats[0] if response_format is not None and self.formats else "none"
+
+    def _drop_format(self) -> None:
+        """Remember for this cycle that the server cannot do the current rung."""
+        self.format_fallback = True
+        self.formats.pop(0)
+
+    def _send_with_retries(self, payload: dict[str, Any]) -> "httpx.Response":
+        import httpx
+
+        url = chat_url(self.config)
+        for attempt in range(self.config.retries + 1):
+            last = attempt == self.config.retries
+            try:
+                response = self._http.post(url, json=payload)
+            except httpx.TimeoutException:
+                # A model that did not answer in timeout_sec will not answer faster on a retry.
+                output.event("LLM_REQUEST_TIMEOUT", timeout_sec=self.config.timeout_sec)
+                raise PapayuError("ERR_LLM_TIMEOUT", f"no answer from {url} within {self.config.timeout_sec:g} s",
+                                  hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.") from None
+            except httpx.TransportError as exc:
+                if last:
+                    raise PapayuError("ERR_LLM_CONNECT", f"{url}: {type(exc).__name__}: {exc}") from None
+                self._sleep(attempt, None)
+                continue
+            if (response.status_code == 429 or response.status_code >= 500) and not last \
+                    and not _rejects_format(response):
+                self._sleep(attempt, response.headers.get("retry-after"))
+                continue
+            return response
+        raise AssertionError("unreachable")
+
+    def _sleep(self, attempt: int, retry_after: str | None) -> None:
+        delay = self.config.backoff_sec * (2 ** attempt)
+        if retry_after:
+            try:
+                delay = float(retry_after)
+            except ValueError:
+                pass
+        output.event("LLM_RETRY", attempt=attempt + 1, delay_sec=round(min(delay, MAX_RETRY_AFTER_SEC), 3))
+        time.sleep(max(0.0, min(delay, MAX_RETRY_AFTER_SEC)))
+
+    def _reply(self, response: "httpx.Response", elapsed: float) -> ChatReply:
+        try:
+            data = response.json()
+            if self.config.provider is Provider.OLLAMA:
+                text, finish = data["message"]["content"], str(data.get("done_reason", ""))
+                usage = {"prompt_tokens": data.get("prompt_eval_count"), "completion_tokens": data.get("eval_count")}
+            else:
+                choice = data["choices"][0]
+                text, finish, usage = choice["message"]["content"], str(choice.get("finish_reason") or ""), \
+                    data.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise PapayuError("ERR_LLM_HTTP", f"unexpected answer shape from {chat_url(self.config)}: "
+                              f"{_body_excerpt(response)[:200]}",
+                              hint="Is the base URL an OpenAI-compatible (or Ollama) chat API?") from None
+        if not isinstance(text, str):
+            text = "" if text is None else json.dumps(text)
+        return ChatReply(text=text, model_sec=elapsed, finish_reason=finish, usage=dict(usage))
+
+
+def scrub_key(data: Any, key: str) -> Any:
+    """The API key never reaches disk: remove it from anything about to be stored (a model may
+    echo it back, or it may sit in a file shown as context)."""
+    if not key or key not in json.dumps(data, ensure_ascii=False):
+        return data
+    return json.loads(json.dumps(data, ensure_ascii=False).replace(key, "***"))
+
+
+def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """llama-cpp-python's `gemma` chat format drops system messages; Gemma has no system role,
+    so the instructions go in front of the first user turn (as Gemma's own template does)."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
+    return rest
+
+
+def _rejects_format(response: "httpx.Response") -> bool:
+    """A 4xx/5xx naming response_format/json_schema: the server cannot do this rung (SPEC §8).
+    A plain 4xx that mentions "format" counts too (Ollama: `invalid format`); 429 never does."""
+    status = response.status_code
+    if status < 400 or status == 429:
+        return False
+    body = _body_excerpt(response).lower()
+    return any(word in body for word in _FORMAT_WORDS) or (status < 500 and "format" in body)
+
+
+def _raise_for_status(response: "httpx.Response") -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    url, excerpt = str(response.request.url), _body_excerpt(response)
+    if status in (401, 403):
+        raise PapayuError("ERR_LLM_AUTH", f"{url} answered {status}: {excerpt}")
+    if status == 429:
+        raise PapayuError("ERR_LLM_RATE_LIMITED", f"{url} still answered 429 after retries: {excerpt}")
+    hint = "Check PAPAYU_LLM_MODEL: the server does not know it." if status == 404 else None
+    raise PapayuError("ERR_LLM_HTTP", f"{url} answered {status}: {excerpt}", hint=hint)

@@ -1,0 +1,111 @@
+"""Which model papayu talks to, and how (SPEC §8).
+
+Settings come from `papayu_git.settings` (environment, then `git config papayu.llm.*`).
+API keys come only from the environment (PAPAYU_LLM_API_KEY, then OPENAI_API_KEY): they are
+never read from git config, never written to plans, traces or logs (``snapshot`` omits them).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from papayu_git import settings
+from papayu_git.errors import PapayuError
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+OLLAMA_BASE_URL = "http://127.0.0.1:11434"
+LOCAL_MODEL_NAME = "gemma-3-270m-q4_k_m"
+
+# seed 001 "Параметры генерации": 16384 tokens, capped at 4096 when the input is > 80k chars.
+DEFAULT_MAX_TOKENS = 16384
+LARGE_INPUT_MAX_TOKENS = 4096
+LARGE_INPUT_CHARS = 80_000
+
+
+class Provider(str, Enum):
+    OPENAI = "openai"
+    OPENAI_COMPATIBLE = "openai-compatible"
+    OLLAMA = "ollama"            # native /api/chat with `format` = JSON schema
+    LOCAL = "local"              # embedded llama.cpp server (papayu-git[local])
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    provider: Provider
+    base_url: str
+    model: str
+    api_key: str = ""
+    strict_json: bool = True
+    timeout_sec: float = 90.0
+    retries: int = 3
+    backoff_sec: float = 1.0
+    max_tokens_cap: int = 0      # 0: no cap beyond the seed's 16384/4096 rule
+
+    def with_base_url(self, base_url: str) -> "LLMConfig":
+        return replace(self, base_url=base_url)
+
+    def max_tokens(self, input_chars: int) -> int:
+        budget = LARGE_INPUT_MAX_TOKENS if input_chars > LARGE_INPUT_CHARS else DEFAULT_MAX_TOKENS
+        return min(budget, self.max_tokens_cap) if self.max_tokens_cap > 0 else budget
+
+    def snapshot(self) -> dict[str, Any]:
+        """What traces record (config_snapshot): everything except the key itself."""
+        return {"provider": self.provider.value, "base_url": self.base_url, "model": self.model,
+                "api_key_set": bool(self.api_key), "strict_json": self.strict_json,
+                "timeout_sec": self.timeout_sec, "retries": self.retries,
+                "max_tokens_cap": self.max_tokens_cap, "temperature": 0, "top_p": 1}
+
+
+def api_key_from_env() -> str:
+    return os.environ.get("PAPAYU_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY") or ""
+
+
+def _provider(raw: str, base_url: str) -> Provider:
+    if not raw:
+        # Nothing configured: the embedded model, unless a server URL was given (SPEC §8, issue 4).
+        return Provider.OPENAI_COMPATIBLE if base_url else Provider.LOCAL
+    aliases = {"compatible": "openai-compatible", "openai_compatible": "openai-compatible",
+               "llamacpp": "openai-compatible", "llama.cpp": "openai-compatible", "vllm": "openai-compatible",
+               "lmstudio": "openai-compatible"}
+    try:
+        return Provider(aliases.get(raw.strip().lower(), raw.strip().lower()))
+    except ValueError:
+        raise PapayuError("ERR_LLM_CONFIG", f"unknown provider {raw!r}",
+                          hint="PAPAYU_LLM_PROVIDER is one of: openai, openai-compatible, ollama, local.") from None
+
+
+def _float(name: str, cwd: str | None) -> float:
+    try:
+        return float(settings.get(name, cwd))
+    except ValueError:
+        raise PapayuError("ERR_LLM_CONFIG", f"{name} must be a number, got {settings.get(name, cwd)!r}") from None
+
+
+def load_config(cwd: str | None = None) -> LLMConfig:
+    base_url = settings.get("llm_base_url", cwd).strip().rstrip("/")
+    provider = _provider(settings.get("llm_provider", cwd), base_url)
+    model = settings.get("llm_model", cwd).strip()
+    if provider is Provider.OPENAI:
+        base_url, model = base_url or OPENAI_BASE_URL, model or OPENAI_DEFAULT_MODEL
+    elif provider is Provider.OLLAMA:
+        base_url = base_url or OLLAMA_BASE_URL
+    elif provider is Provider.LOCAL:
+        model = model or LOCAL_MODEL_NAME
+    if provider is Provider.OPENAI_COMPATIBLE and not base_url:
+        raise PapayuError("ERR_LLM_CONFIG", "provider openai-compatible needs a base URL",
+                          hint="Set PAPAYU_LLM_BASE_URL, e.g. http://127.0.0.1:8080/v1.")
+    # An OpenAI-compatible server without a model name: the client asks its /models (llama.cpp,
+    # vLLM, LM Studio and Ollama /v1 all list what they serve). Ollama's native API cannot.
+    if provider is Provider.OLLAMA and not model:
+        raise PapayuError("ERR_LLM_CONFIG", f"provider {provider.value} needs a model name",
+                          hint="Set PAPAYU_LLM_MODEL (or git config papayu.llm.model).")
+    return LLMConfig(
+        provider=provider, base_url=base_url, model=model, api_key=api_key_from_env(),
+        strict_json=settings.get_bool("llm_strict_json", cwd),
+        timeout_sec=_float("llm_timeout_sec", cwd), retries=max(0, settings.get_int("llm_retries", cwd)),
+        backoff_sec=_float("llm_backoff_sec", cwd), max_tokens_cap=max(0, settings.get_int("llm_max_tokens", cwd)),
+    )

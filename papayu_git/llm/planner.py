@@ -1,0 +1,236 @@
+"""The PLAN cycle of `git papayu plan` (SPEC §1, §5, §8; seeds 000, 001, 004).
+
+context → system prompt (mode, protocol, ENGINEERING_MEMORY) → model → local validation
+(one repair) → up to 2 rounds of context_requests → behaviour checks → stored plan + trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from papayu_git import output, plans, settings, traces
+from papayu_git.errors import PapayuError
+from papayu_git.git import open_repo, papayu_dir, run_git
+from papayu_git.llm import behaviour
+from papayu_git.llm.client import ChatClient, scrub_key
+from papayu_git.llm.conversation import CallLog, Conversation
+from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
+from papayu_git.protocol import Mode, Response
+
+if TYPE_CHECKING:
+    from papayu_git.context import ContextSession
+
+MAX_ROUNDS = 2  # SPEC §5: context_requests are fulfilled in at most 2 rounds
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    goal: str
+    prompt_mode: PromptMode = PromptMode.FIX_PLAN
+    protocol: int = 2
+    log_text: str | None = None
+    accept_memory: bool = False
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    plan: plans.StoredPlan
+    response: Response
+    path: Path
+    warnings: tuple[str, ...] = ()
+    flags: tuple[dict[str, str], ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+
+@dataclass
+class _Cycle:
+    """What one PLAN cycle collected along the way (mutable accumulator)."""
+
+    session: "ContextSession"
+    log: CallLog = field(default_factory=CallLog)
+    messages: list[str] = field(default_factory=list)      # user messages = the plan's context
+    context_sec: float = 0.0
+    refused_requests: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def base_of(repo_root: Path) -> tuple[str, str]:
+    """(commit, branch) the plan is made against; branch is '' on a detached HEAD."""
+    head = run_git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], cwd=repo_root, check=False)
+    if head.returncode != 0:
+        raise PapayuError("ERR_GIT_COMMAND", "the repository has no commit yet",
+                          hint="Make a first commit; papayu plans against a commit.")
+    branch = run_git(["symbolic-ref", "--short", "-q", "HEAD"], cwd=repo_root, check=False).stdout.strip()
+    return head.stdout.strip(), branch
+
+
+def memory_block(repo_root: Path) -> str:
+    """The ENGINEERING_MEMORY block (seed 001) that follows the system prompt."""
+    from papayu_git.memory import build_memory_block
+
+    return build_memory_block(repo_root)
+
+
+def ask_budget(repo_root: Path) -> int:
+    """Seed 004 ask_budget 0..2: memory user.ask_budget, else PAPAYU_LLM_ASK_BUDGET."""
+    from papayu_git.memory import memory_value
+
+    value = memory_value(repo_root, "user.ask_budget")
+    if not isinstance(value, int) or isinstance(value, bool):
+        value = settings.get_int("llm_ask_budget", str(repo_root))
+    return max(0, min(2, value))
+
+
+def _timed_context(cycle: _Cycle, fn: Any, *args: Any) -> Any:
+    started = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        cycle.context_sec += time.perf_counter() - started
+
+
+def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -> Response:
+    cycle.messages.append(first)
+    response = conv.ask(first)
+    rounds = 0
+    while response.context_requests and rounds < MAX_ROUNDS:
+        rounds += 1
+        output.info(f"papayu: the model asks for more context (round {rounds} of {MAX_ROUNDS})")
+        blocks = _timed_context(cycle, cycle.session.fulfil, list(response.context_requests))
+        text = _timed_context(cycle, cycle.session.render, blocks)
+        message = context_round_message(text, rounds, MAX_ROUNDS)
+        cycle.messages.append(message)
+        conv.read_files = dict(cycle.session.files_shown)
+        response = conv.ask(message)
+    if response.context_requests:
+        # SPEC §5: at most 2 rounds; a third request is refused, not fulfilled.
+        cycle.refused_requests = len(response.context_requests)
+        cycle.warnings.append(f"{cycle.refused_requests} context_request(s) refused: at most {MAX_ROUNDS} rounds")
+        if round_mode is Mode.APPLY and not response.actions:
+            raise PapayuError("ERR_CONTEXT_ROUNDS_EXCEEDED",
+                              f"the model still asks for context after {MAX_ROUNDS} rounds and proposes no change")
+    return response
+
+
+def _limit_questions(response: Response, budget: int, cycle: _Cycle) -> Response:
+    if len(response.questions) <= budget:
+        return response
+    from dataclasses import replace
+
+    cycle.warnings.append(f"{len(response.questions) - budget} question(s) over the ask budget ({budget}) dropped")
+    data = dict(response.data) if isinstance(response.data, dict) else response.data
+    if isinstance(data, dict):
+        data["questions"] = list(response.questions[:budget])
+    return replace(response, data=data, questions=response.questions[:budget])
+
+
+def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _Cycle) -> dict[str, Any]:
+    """SPEC §6: a memory_patch is applied only when the user asked for it (memory.py decides)."""
+    if not response.memory_patch:
+        return {}
+    from papayu_git.memory import apply_memory_patch
+
+    applied = apply_memory_patch(repo_root, response.memory_patch, request.goal, request.accept_memory)
+    dropped = sorted(set(response.memory_patch) - set(applied))
+    if dropped:
+        cycle.warnings.append("memory_patch not applied for " + ", ".join(dropped) +
+                              " (say 'remember …' in the goal or pass --accept-memory)")
+    return {"memory_patch_applied": applied, "memory_patch_dropped": dropped}
+
+
+def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> PlanOutcome:
+    from papayu_git.context import ContextSession
+
+    started = time.perf_counter()
+    base_commit, branch = base_of(repo_root)
+    cycle = _Cycle(session=ContextSession(repo_root, base_commit))
+    blocks = _timed_context(cycle, cycle.session.base_context, request.goal, request.log_text)
+    context_text = _timed_context(cycle, cycle.session.render, blocks)
+    budget = ask_budget(repo_root)
+    decision = behaviour.decide(request.goal, request.log_text, context_text)
+    round_mode = request.prompt_mode.round
+    conv = Conversation(client, system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget),
+                        protocol=request.protocol, mode=round_mode,
+                        read_files=dict(cycle.session.files_shown), log=cycle.log)
+    trace_id = traces.new_trace_id()
+    try:
+        response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)
+    except PapayuError as exc:
+        _write_failure_trace(repo_root, trace_id, request, cycle, client, exc)
+        raise
+    response = _limit_questions(response, budget, cycle)
+    shown_text = "\n".join([request.goal, request.log_text or "", *cycle.messages])
+    flags = behaviour.flag_answer(response, cycle.session.files_shown, shown_text)
+    extra = {"prompt_mode": request.prompt_mode.value, "ask_budget": budget, "behaviour_flags": flags,
+             "behaviour": {"act": decision.act, "reasons": list(decision.reasons), "missing": list(decision.missing)},
+             **_memory(repo_root, response, request, cycle)}
+    cycle.warnings.extend(cycle.log.notes)
+    storage_started = time.perf_counter()
+    plan = plans.StoredPlan(
+        id=plans.new_id(), goal=request.goal, mode=round_mode.value, protocol=request.protocol,
+        base_commit=base_commit, branch=branch, files=dict(cycle.session.files_shown), response=response.data,
+        trace_id=trace_id, created_at=traces.now_iso(), context="\n\n".join(cycle.messages),
+        extra={**extra, "warnings": list(cycle.warnings)})
+    plan, path = _store(repo_root, plan, client, _trace(plan, request, cycle, client, response, flags))
+    return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags),
+                       _timings(cycle, started, storage_started))
+
+
+def _store(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
+           trace: dict[str, Any]) -> tuple[plans.StoredPlan, Path]:
+    """Save the plan (API key scrubbed) and its trace."""
+    pdir = papayu_dir(open_repo(repo_root))
+    plan = plans.StoredPlan.from_json(scrub_key(plan.to_json(), client.config.api_key))
+    path = plans.save(pdir, plan)
+    traces.write_trace(pdir, plan.trace_id, trace)
+    return plan, path
+
+
+def _timings(cycle: _Cycle, started: float, storage_started: float) -> dict[str, float]:
+    now = time.perf_counter()
+    return {"context": cycle.context_sec, "model": cycle.log.model_sec,
+            "validation": cycle.log.validation_sec, "storage": now - storage_started, "total": now - started}
+
+
+def request_fields(client: ChatClient, mode: str, log: CallLog, prompt_mode: str = "") -> dict[str, Any]:
+    """The trace's `request` record (docs/ARCHITECTURE.md, traces): mode is the round, plan|apply."""
+    config = client.config
+    return {"mode": mode, "prompt_mode": prompt_mode or mode, "provider": config.provider.value,
+            "model": client.model(), "base_url": config.base_url, "input_chars": log.input_chars,
+            "token_budget": log.token_budget, "strict_json": bool(client.formats),
+            "response_format_fallback": client.format_fallback, "calls": log.calls, "repairs": log.repairs,
+            "latency_ms": round(log.model_sec * 1000), "usage": log.usage}
+
+
+def _trace(plan: plans.StoredPlan, request: PlanRequest, cycle: _Cycle, client: ChatClient,
+           response: Response, flags: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "command": "plan", "plan_id": plan.id, "goal": plan.goal, "mode": plan.mode,
+        "prompt_mode": request.prompt_mode.value, **traces.schema_fields(request.protocol),
+        "request": request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
+        "context_stats": dict(cycle.session.context_stats), "cache_stats": dict(cycle.session.cache_stats),
+        "plan_files": dict(plan.files), "validated_json": response.data, "validation_outcome": "ok",
+        "error_code": None, "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
+        "context_rounds": max(0, len(cycle.messages) - 1), "context_requests_refused": cycle.refused_requests,
+        "behaviour_flags": flags, "warnings": list(cycle.warnings), "raw_content": cycle.log.raw,
+    }
+
+
+def _write_failure_trace(repo_root: Path, trace_id: str, request: PlanRequest, cycle: _Cycle,
+                         client: ChatClient, exc: PapayuError) -> None:
+    data = {"command": "plan", "goal": request.goal, "prompt_mode": request.prompt_mode.value,
+            **traces.schema_fields(request.protocol),
+            "request": request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
+            "context_stats": dict(cycle.session.context_stats), "validation_outcome": "err",
+            "error_code": getattr(exc, "cause_code", exc.code), "error": exc.format(),
+            "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
+            "raw_content": cycle.log.raw}
+    try:
+        traces.write_trace(papayu_dir(open_repo(repo_root)), trace_id, data)
+    except (OSError, PapayuError):
+        pass  # the original error matters more than its trace
+

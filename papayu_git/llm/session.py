@@ -1,0 +1,25 @@
+"""Opening a model for one papayu command: configured server, or the embedded local one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from papayu_git.llm.client import ChatClient
+from papayu_git.llm.config import LLMConfig, Provider, load_config
+
+
+@contextmanager
+def open_client(repo_root: Path | None = None, config: LLMConfig | None = None) -> Iterator[ChatClient]:
+    """A ChatClient for the whole command; the embedded server (provider `local`) lives as long."""
+    cwd = str(repo_root) if repo_root else None
+    config = config or load_config(cwd)
+    if config.provider is Provider.LOCAL:
+        from papayu_git.llm.local import running_server
+
+        with running_server(cwd) as base_url, ChatClient(config.with_base_url(base_url)) as client:
+            yield client
+        return
+    with ChatClient(config) as client:
+        yield client

@@ -1,0 +1,88 @@
+"""Pure parts of the LLM layer: goal routing, the behaviour contract, the wire schema."""
+
+from __future__ import annotations
+
+import pytest
+
+from papayu_git.llm import behaviour
+from papayu_git.llm.goal import Intent, route_goal
+from papayu_git.llm.wire_schema import drop_nulls, grammar_schema, wire_schema
+from papayu_git.protocol import Mode
+from papayu_git.validate import validate_response
+
+
+@pytest.mark.parametrize(("goal", "intent", "text"), [
+    ("plan: add a README", Intent.PLAN, "add a README"),
+    ("APPLY: create docs/index.md", Intent.APPLY, "create docs/index.md"),
+    ("ok", Intent.CONFIRM, "ok"), ("ОК", Intent.CONFIRM, "ОК"), ("применяй!", Intent.CONFIRM, "применяй!"),
+    ("да", Intent.CONFIRM, "да"), ("apply", Intent.CONFIRM, "apply"),
+    ("исправь падающий тест", Intent.PLAN, "исправь падающий тест"),
+    ("почини сборку", Intent.PLAN, "почини сборку"),
+    ("создай README", Intent.APPLY, "создай README"), ("сгенерируй тесты", Intent.APPLY, "сгенерируй тесты"),
+    ("generate a Makefile", Intent.APPLY, "generate a Makefile"),
+    ("fix and create the test", Intent.PLAN, "fix and create the test"),   # both: plan first
+    ("why is it slow", Intent.PLAN, "why is it slow"),
+    ("okay, prefix words do not confirm", Intent.PLAN, "okay, prefix words do not confirm"),
+])
+def test_goal_routing_follows_seed_001(goal: str, intent: Intent, text: str) -> None:
+    routed = route_goal(goal)
+    assert (routed.intent, routed.text) == (intent, text)
+
+
+def test_behaviour_acts_on_a_stack_trace_with_code_in_context() -> None:
+    log = 'Traceback (most recent call last):\n  File "app.py", line 3, in <module>\nValueError: x'
+    decision = behaviour.decide("it crashes", log, "FILE[app.py] (sha256=...):\n...")
+    assert decision.act and "stack trace" in decision.reasons[0]
+
+
+def test_behaviour_acts_on_a_named_file_or_an_unambiguous_request() -> None:
+    assert behaviour.decide("speed up parse() in src/parser.py", None, "").act
+    assert behaviour.decide("add a README", None, "").act
+
+
+def test_behaviour_asks_when_runtime_logs_and_intent_are_missing() -> None:
+    decision = behaviour.decide("it fails sometimes", None, "ENV:\nos: Linux")
+    assert not decision.act
+    assert set(decision.missing) == {"language/runtime", "logs or a stack trace", "intent (fix or explain)"}
+    assert "at most 1 question" in decision.note(1)
+    assert "allows no questions" in decision.note(0)
+
+
+def _response(summary: str, actions: list[dict[str, str]] | None = None):  # type: ignore[no-untyped-def]
+    return validate_response({"summary": summary, "actions": actions or []}, protocol=2, mode=Mode.PLAN)
+
+
+def test_flags_claimed_runs_and_unread_files_but_not_shown_or_new_ones() -> None:
+    flags = behaviour.flag_answer(_response("Tests passed after my change to lib/util.py; see calc.py"),
+                                  {"calc.py": "0" * 64}, "TASK: fix calc.py")
+    assert [f["kind"] for f in flags] == ["claims_ran", "unread_file"] and flags[1]["path"] == "lib/util.py"
+    created = _response("Create docs/guide.md; run pytest -q to verify",
+                        [{"kind": "CREATE_FILE", "path": "docs/guide.md", "content": "# Guide\n"}])
+    assert behaviour.flag_answer(created, {}, "") == []
+
+
+def test_wire_schema_is_strict_compatible_everywhere() -> None:
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                assert node["additionalProperties"] is False
+                assert set(node["required"]) == set(node["properties"])
+            assert not {"if", "then", "oneOf", "allOf", "$ref"} & node.keys()
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    for protocol in (1, 2):
+        walk(wire_schema(protocol))
+    assert "PATCH_FILE" not in str(wire_schema(1)) and "PATCH_FILE" in str(wire_schema(2))
+    assert grammar_schema(2)["required"] == ["summary", "actions"]
+
+
+def test_null_fields_of_the_wire_format_validate_as_absent() -> None:
+    wire = {"summary": "s", "questions": [], "context_requests": [], "plan": [], "risks": [],
+            "commands_to_run": [], "memory_patch": {"user.ask_budget": None},
+            "actions": [{"kind": "CREATE_FILE", "path": "a.txt", "content": "x\n", "patch": None,
+                         "base_sha256": None}]}
+    response = validate_response(drop_nulls(wire), protocol=2, mode=Mode.APPLY)
+    assert response.actions[0].patch is None and response.memory_patch == {}
