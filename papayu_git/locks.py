@@ -70,36 +70,34 @@ def read_lock(path: Path) -> LockInfo | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
-        # Half-written by a process killed between create and write: treat as dead.
+        # Unreadable (never half-written: see try_acquire): treat its owner as dead.
         return LockInfo(path, 0, "", {})
 
 
 def try_acquire(path: Path, /, **data: Any) -> bool:
-    """Create the lock atomically; clear it first when its owner is dead. False if held."""
+    """Create the lock atomically; clear it first when its owner is dead. False if held.
+
+    The body is written to a private file first and hard-linked into place, so a lock is
+    never visible half-written (a reader would take an empty lock for a dead one).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
     body = json.dumps({"pid": pid, "start_time": _start_time(pid), "created": time.time(), **data})
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            info = read_lock(path)
-            if info is not None and (info.pid == 0 and _young(path) or info.pid and info.alive):
-                return False
-            _unlink(path)
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(body)
-        return True
-    return False
-
-
-def _young(path: Path) -> bool:
-    """An empty lock file may be one being written right now: give it a second."""
+    tmp = path.with_name(f".{path.name}.{pid}.{time.monotonic_ns()}")
+    tmp.write_text(body, encoding="utf-8")
     try:
-        return time.time() - path.stat().st_mtime < 1.0
-    except OSError:
+        for _ in range(2):
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                info = read_lock(path)
+                if info is not None and info.pid and info.alive:
+                    return False
+                _unlink(path)
         return False
+    finally:
+        _unlink(tmp)
 
 
 def _unlink(path: Path) -> None:
@@ -140,9 +138,13 @@ def clear_stale(papayu_dir: Path, handlers: dict[str, StaleHandler] | None = Non
     for directory in (locks_dir(papayu_dir), papayu_dir / "worktrees"):
         if not directory.is_dir():
             continue
+        for tmp in directory.glob(".*.lock.*"):  # a body whose writer died before linking it
+            owner = tmp.name.rsplit(".", 2)[-2]
+            if owner.isdigit() and not pid_alive(int(owner)):
+                _unlink(tmp)
         for path in directory.glob("*.lock"):
             info = read_lock(path)
-            if info is None or (info.pid == 0 and _young(path)) or (info.pid and info.alive):
+            if info is None or (info.pid and info.alive):
                 continue
             handler = (handlers or {}).get(str(info.data.get("kind", "")))
             if handler is not None:

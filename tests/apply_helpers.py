@@ -50,6 +50,7 @@ def snapshot(repo: Path) -> dict[str, Any]:
     return {
         "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
         "head": (git_dir / "HEAD").read_bytes(),
+        "config": (git_dir / "config").read_bytes(),  # e.g. no extensions.worktreeConfig written
         "index": (git_dir / "index").read_bytes() if (git_dir / "index").exists() else b"",
         "stash": git(repo, "stash", "list", "--format=%H %gs", check=False),
         "files": files,

@@ -151,3 +151,34 @@ def test_upstream_v2_golden_replays_through_a_real_apply(tmp_path: Path, name: s
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["errors"][0]["code"] == trace["result"]["error_code"]
     assert object_ids(repo) == objects
+
+
+@pytest.mark.parametrize("answer, landed", [("y", True), ("n", False)])
+def test_deletion_asks_on_a_terminal(tmp_path: Path, answer: str, landed: bool) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    repo = make_repo(tmp_path / "r", {"README.md": "x\n", "old.txt": "old\n"})
+    plan = write_plan(tmp_path, [{"kind": "DELETE_FILE", "path": "old.txt"}])
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "apply", str(plan), "--no-check", "--json"],
+                            cwd=repo, stdin=slave, stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    import select
+    import time
+
+    prompt, deadline = b"", time.monotonic() + 60
+    while b"Continue?" not in prompt:
+        assert time.monotonic() < deadline, prompt
+        if select.select([master], [], [], 1.0)[0]:
+            prompt += os.read(master, 1024)
+    assert b"old.txt" in prompt
+    os.write(master, f"{answer}\n".encode())
+    out, _ = proc.communicate(timeout=60)
+    os.close(master)
+    assert (proc.returncode == 0) is landed
+    assert (repo / "old.txt").exists() is not landed
+    if not landed:
+        assert json.loads(out)["errors"][0]["code"] == "ERR_DELETE_NOT_CONFIRMED"

@@ -94,7 +94,8 @@ def test_four_parallel_applies_each_land_or_report_branch_moved(repo: Path, tmp_
     results = _parallel(repo, tmp_path)
     landed = {f"f{i}.txt" for i, r in enumerate(results) if r["_rc"] == 0}
     for r in results:
-        assert r["_rc"] == 0 and r["state"] == "landed" or [e["code"] for e in r["errors"]] == ["ERR_BRANCH_MOVED"], r
+        assert r["_rc"] == 0 and r["state"] == "landed" or [e["code"] for e in r.get("errors", [])] == [
+            "ERR_BRANCH_MOVED"], (r.get("state"), r.get("error"), r.get("errors"), (r.get("check") or {}).get("tail"))
     assert landed and _landed_files(repo) == landed  # never a lost update
     assert int(git(repo, "rev-list", "--count", f"{base}..HEAD")) == len(landed)
     assert git(repo, "status", "--porcelain") == ""
@@ -102,7 +103,8 @@ def test_four_parallel_applies_each_land_or_report_branch_moved(repo: Path, tmp_
 
 def test_four_parallel_applies_with_rebase_all_land(repo: Path, tmp_path: Path) -> None:
     results = _parallel(repo, tmp_path, "--rebase")
-    assert [r["_rc"] for r in results] == [0, 0, 0, 0], results
+    assert [r["_rc"] for r in results] == [0, 0, 0, 0], [(r.get("state"), r.get("error"), r.get("errors"),
+                                                         (r.get("check") or {}).get("tail")) for r in results]
     assert _landed_files(repo) == {"f0.txt", "f1.txt", "f2.txt", "f3.txt"}
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "branch", "--list", "papayu/*") == ""
