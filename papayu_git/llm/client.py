@@ -97,9 +97,9 @@ class ChatClient:
         if self.config.provider is Provider.LOCAL:
             body["messages"] = _system_into_user(messages)
         if response_format is not None and self.formats:
-            protocol, plan_only = format_name_info(response_format["json_schema"]["name"])
+            protocol, shape = format_name_info(response_format["json_schema"]["name"])
             body["response_format"] = (response_format if self.formats[0] == "json_schema"
-                                       else {"type": "json_object", "schema": grammar_schema(protocol, plan_only)})
+                                       else {"type": "json_object", "schema": grammar_schema(protocol, shape)})
         return body
 
     def model(self) -> str:
