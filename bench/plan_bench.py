@@ -48,11 +48,12 @@ def main() -> int:
         with open_client(repo) as client:
             server_sec = time.perf_counter() - started
             for _ in range(RUNS):
+                timings: dict[str, float] = {}
                 try:
-                    outcome = make_plan(repo, PlanRequest("fix the failing test tests/test_calc.py"), client)
-                    rows.append((outcome.timings, "ok"))
+                    make_plan(repo, PlanRequest("fix the failing test tests/test_calc.py"), client, timings)
+                    rows.append((timings, "ok"))
                 except PapayuError as exc:   # the tiny model may fail validation: time still counts
-                    rows.append(({}, exc.code))
+                    rows.append((timings, getattr(exc, "cause_code", exc.code)))
     print(f"local server start: {server_sec * 1000:.0f} ms (not part of plan)")
     print(f"{'run':>3} {'context':>9} {'model':>9} {'validation':>11} {'storage':>9} {'other':>8} "
           f"{'non-model':>10} {'share':>6}  outcome")

@@ -156,7 +156,7 @@ def demo_local_model(papayu: list[str]) -> None:
     sh("git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo)
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAPAYU_LLM_")}
-    env.update(PAPAYU_LLM_MAX_TOKENS="512", PAPAYU_LLM_TIMEOUT_SEC="900", PAPAYU_LOG="1")
+    env.update(PAPAYU_LLM_MAX_TOKENS="400", PAPAYU_LLM_TIMEOUT_SEC="900", PAPAYU_LOG="1")
     goal = "fix the failing test tests/test_calc.py: add() must return a + b"
     print(f"$ git papayu fix {goal!r} -y    (no provider configured -> the local model is started)", flush=True)
     proc = subprocess.run([*papayu, "fix", goal, "-y"], cwd=repo, env=env, text=True, capture_output=True)

@@ -75,6 +75,7 @@ def test_strict_plan_sends_deterministic_request_with_schema_and_file_hashes(cal
     assert (body["model"], body["temperature"], body["top_p"], body["max_tokens"]) == ("test-model", 0, 1, 16384)
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["strict"] is True
+    assert body["response_format"]["json_schema"]["name"] == "papayu_plan_v2"
     schema = body["response_format"]["json_schema"]["schema"]
     assert schema["additionalProperties"] is False and set(schema["required"]) == set(schema["properties"])
     assert shown_files(body)["calc.py"] == sha(CALC)           # full-blob sha256 in the FILE header
@@ -311,3 +312,24 @@ def test_local_provider_without_the_model_is_a_clear_error(calc_repo: Path) -> N
     proc = papayu("plan", GOAL, "--json", cwd=calc_repo, env={"PAPAYU_LOCAL_MODEL": str(calc_repo / "none.gguf")})
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["errors"][0]["code"] == "ERR_LLM_LOCAL_UNAVAILABLE"
+
+
+def test_from_file_log_brings_the_traceback_files_and_acts_at_once(calc_repo: Path, llm: ScriptedLLM) -> None:
+    log = calc_repo.parent / "pytest.log"
+    log.write_text('Traceback (most recent call last):\n  File "calc.py", line 2, in add\n'
+                   "    return a - b\nAssertionError: assert -1 == 5\n")
+    llm.script = [chat(plan_answer())]
+    proc = papayu("plan", "it fails", "--from-file", str(log), "--json", cwd=calc_repo, env=llm.env())
+    assert proc.returncode == 0, proc.stderr
+    first = llm.last_user(0)
+    assert f"FILE[calc.py] (sha256={sha(CALC)})" in first and "AssertionError: assert -1 == 5" in first
+    assert "ORCHESTRATOR NOTE: act now (a stack trace and the code are in the context" in first
+
+
+def test_vague_goal_without_logs_asks_within_the_budget(calc_repo: Path, llm: ScriptedLLM) -> None:
+    llm.script = [chat(plan_answer(questions=["Which command fails, and what does it print?"]))]
+    proc = papayu("plan", "it fails sometimes", "--json", cwd=calc_repo, env=llm.env(PAPAYU_LLM_ASK_BUDGET="1"))
+    assert proc.returncode == 0, proc.stderr
+    assert "ORCHESTRATOR NOTE: ask at most 1 question(s)" in llm.last_user(0)
+    assert "logs or a stack trace" in llm.last_user(0)
+    assert json.loads(proc.stdout)["questions"] == ["Which command fails, and what does it print?"]

@@ -79,6 +79,18 @@ def test_wire_schema_is_strict_compatible_everywhere() -> None:
     assert grammar_schema(2)["required"] == ["summary", "actions"]
 
 
+def test_grammar_schema_ties_fields_to_the_action_kind() -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(grammar_schema(2))
+    patch = {"kind": "PATCH_FILE", "path": "a.py", "patch": "@@ -1 +1 @@\n-a\n+b\n", "base_sha256": "0" * 64}
+    assert not list(validator.iter_errors({"summary": "s", "actions": [patch]}))
+    for bad in ({**patch, "content": "x"}, {"kind": "UPDATE_FILE", "path": "a.py", "content": "x"},
+                {"kind": "DELETE_FILE", "path": "a.py", "content": "x"}):
+        assert list(validator.iter_errors({"summary": "s", "actions": [bad]})), bad
+    assert grammar_schema(2, plan_only=True)["properties"]["actions"]["maxItems"] == 0
+
+
 def test_null_fields_of_the_wire_format_validate_as_absent() -> None:
     wire = {"summary": "s", "questions": [], "context_requests": [], "plan": [], "risks": [],
             "commands_to_run": [], "memory_patch": {"user.ask_budget": None},

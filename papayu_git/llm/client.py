@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import output
 from papayu_git.errors import PapayuError
 from papayu_git.llm.config import LLMConfig, Provider
-from papayu_git.llm.wire_schema import grammar_schema
+from papayu_git.llm.wire_schema import format_name_info, grammar_schema
 from papayu_git.secrets import mask
 
 if TYPE_CHECKING:
@@ -97,13 +97,10 @@ class ChatClient:
         if self.config.provider is Provider.LOCAL:
             body["messages"] = _system_into_user(messages)
         if response_format is not None and self.formats:
+            protocol, plan_only = format_name_info(response_format["json_schema"]["name"])
             body["response_format"] = (response_format if self.formats[0] == "json_schema"
-                                       else {"type": "json_object", "schema": grammar_schema(self.protocol_of(response_format))})
+                                       else {"type": "json_object", "schema": grammar_schema(protocol, plan_only)})
         return body
-
-    @staticmethod
-    def protocol_of(response_format: dict[str, Any]) -> int:
-        return 1 if response_format["json_schema"]["name"].endswith("v1") else 2
 
     def model(self) -> str:
         if not self._model:

@@ -61,6 +61,7 @@ class CallLog:
     token_budget: int = 0
     raw: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    last_json: Any = None               # the last answer that parsed (a rejected one: its trace's validated_json)
     usage: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -79,8 +80,9 @@ def _drop_unknown_memory_keys(data: Any, log: CallLog) -> Any:
 class Conversation:
     def __init__(self, client: ChatClient, system: str, *, protocol: int, mode: Mode,
                  read_files: Mapping[str, str] | None, log: CallLog,
-                 check: Callable[[Response], None] | None = None) -> None:
+                 check: Callable[[Response], None] | None = None, plan_only: bool = False) -> None:
         self.client, self.protocol, self.mode, self.read_files = client, protocol, mode, read_files
+        self.plan_only = plan_only
         self.log, self.check = log, check
         self.messages: list[dict[str, str]] = [{"role": "system", "content": system}]
         self.keep_raw = settings.get_bool("trace_raw")
@@ -114,7 +116,8 @@ class Conversation:
     def _call(self) -> str:
         input_chars = sum(len(m["content"]) for m in self.messages)
         self.log.input_chars, self.log.token_budget = input_chars, self.client.config.max_tokens(input_chars)
-        reply = self.client.complete(self.messages, response_format(self.protocol), input_chars=input_chars)
+        reply = self.client.complete(self.messages, response_format(self.protocol, self.plan_only),
+                                     input_chars=input_chars)
         self.log.calls += 1
         self.log.model_sec += reply.model_sec
         self.log.usage.append(reply.usage)
@@ -131,6 +134,7 @@ class Conversation:
             except PapayuError as exc:
                 raise ValidationFailed([exc]) from None
             data = _drop_unknown_memory_keys(drop_nulls(data), self.log)
+            self.log.last_json = data
             response = validate_response(data, protocol=self.protocol, mode=self.mode, read_files=self.read_files)
         finally:
             self.log.validation_sec += time.perf_counter() - started

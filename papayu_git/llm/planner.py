@@ -7,7 +7,7 @@ context → system prompt (mode, protocol, ENGINEERING_MEMORY) → model → loc
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ class _Cycle:
     context_sec: float = 0.0
     refused_requests: int = 0
     warnings: list[str] = field(default_factory=list)
+    storage_started: float = 0.0
 
 
 def base_of(repo_root: Path) -> tuple[str, str]:
@@ -142,12 +143,25 @@ def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _C
     return {"memory_patch_applied": applied, "memory_patch_dropped": dropped}
 
 
-def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> PlanOutcome:
+def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient,
+              timings: dict[str, float] | None = None) -> PlanOutcome:
+    """The PLAN cycle. ``timings`` (optional) is filled even when the cycle fails (bench)."""
     from papayu_git.context import ContextSession
 
     started = time.perf_counter()
     base_commit, branch = base_of(repo_root)
     cycle = _Cycle(session=ContextSession(repo_root, base_commit))
+    cycle.context_sec = time.perf_counter() - started   # opening the session is context gathering
+    try:
+        outcome = _plan_cycle(repo_root, request, client, cycle, base_commit, branch)
+    finally:
+        if timings is not None:
+            timings.update(_timings(cycle, started, cycle.storage_started or time.perf_counter()))
+    return replace(outcome, timings=_timings(cycle, started, cycle.storage_started))
+
+
+def _plan_cycle(repo_root: Path, request: PlanRequest, client: ChatClient, cycle: _Cycle, base_commit: str,
+                branch: str) -> PlanOutcome:
     blocks = _timed_context(cycle, cycle.session.base_context, request.goal, request.log_text)
     context_text = _timed_context(cycle, cycle.session.render, blocks)
     budget = ask_budget(repo_root)
@@ -155,7 +169,8 @@ def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> Plan
     round_mode = request.prompt_mode.round
     conv = Conversation(client, system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget),
                         protocol=request.protocol, mode=round_mode,
-                        read_files=dict(cycle.session.files_shown), log=cycle.log)
+                        read_files=dict(cycle.session.files_shown), log=cycle.log,
+                        plan_only=request.prompt_mode is PromptMode.FIX_PLAN)
     trace_id = traces.new_trace_id()
     try:
         response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)
@@ -169,15 +184,14 @@ def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient) -> Plan
              "behaviour": {"act": decision.act, "reasons": list(decision.reasons), "missing": list(decision.missing)},
              **_memory(repo_root, response, request, cycle)}
     cycle.warnings.extend(cycle.log.notes)
-    storage_started = time.perf_counter()
+    cycle.storage_started = time.perf_counter()
     plan = plans.StoredPlan(
         id=plans.new_id(), goal=request.goal, mode=round_mode.value, protocol=request.protocol,
         base_commit=base_commit, branch=branch, files=dict(cycle.session.files_shown), response=response.data,
         trace_id=trace_id, created_at=traces.now_iso(), context="\n\n".join(cycle.messages),
         extra={**extra, "warnings": list(cycle.warnings)})
     plan, path = _store(repo_root, plan, client, _trace(plan, request, cycle, client, response, flags))
-    return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags),
-                       _timings(cycle, started, storage_started))
+    return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags))
 
 
 def _store(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
@@ -192,8 +206,8 @@ def _store(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
 
 def _timings(cycle: _Cycle, started: float, storage_started: float) -> dict[str, float]:
     now = time.perf_counter()
-    return {"context": cycle.context_sec, "model": cycle.log.model_sec,
-            "validation": cycle.log.validation_sec, "storage": now - storage_started, "total": now - started}
+    return {"context": cycle.context_sec, "model": cycle.log.model_sec, "validation": cycle.log.validation_sec,
+            "storage": (now - storage_started) if storage_started else 0.0, "total": now - started}
 
 
 def request_fields(client: ChatClient, mode: str, log: CallLog, prompt_mode: str = "") -> dict[str, Any]:
@@ -229,6 +243,8 @@ def _write_failure_trace(repo_root: Path, trace_id: str, request: PlanRequest, c
             "error_code": getattr(exc, "cause_code", exc.code), "error": exc.format(),
             "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
             "raw_content": cycle.log.raw}
+    if cycle.log.last_json is not None:
+        data["validated_json"] = cycle.log.last_json  # the rejected answer: trace golden can convert it
     try:
         traces.write_trace(papayu_dir(open_repo(repo_root)), trace_id, data)
     except (OSError, PapayuError):

@@ -81,8 +81,21 @@ def wire_schema(protocol: int) -> dict[str, Any]:
     })
 
 
+def _action_by_kind(protocol: int) -> dict[str, Any]:
+    """One closed shape per kind (anyOf): a grammar then cannot put `content` on a PATCH_FILE."""
+    def shape(kinds: list[str], **fields: Any) -> dict[str, Any]:
+        return _closed({"kind": {"type": "string", "enum": kinds}, "path": {"type": "string"}, **fields})
+    writes = ["CREATE_FILE"] if protocol >= 2 else ["CREATE_FILE", "UPDATE_FILE"]
+    shapes = [shape(writes, content={"type": "string"}),
+              shape(["CREATE_DIR", "DELETE_FILE", "DELETE_DIR"])]
+    if protocol >= 2:
+        shapes.insert(0, shape(["PATCH_FILE"], patch={"type": "string"}, base_sha256={"type": "string",
+                                                                                      "pattern": "^[0-9a-f]{64}$"}))
+    return {"anyOf": shapes}
+
+
 @lru_cache(maxsize=None)
-def grammar_schema(protocol: int) -> dict[str, Any]:
+def grammar_schema(protocol: int, plan_only: bool = False) -> dict[str, Any]:
     """For servers that compile the schema into a sampling grammar (llama-cpp-python's
     `json_object` + schema): only summary and actions are required, lists and prose are bounded
     (maxItems/maxLength) and memory_patch is left out, so a small model reaches the closing
@@ -92,7 +105,8 @@ def grammar_schema(protocol: int) -> dict[str, Any]:
     text = lambda n: {"type": "string", "maxLength": n}  # noqa: E731
     props = {
         "summary": text(160),
-        "actions": bounded(strict["actions"]["items"], 3),
+        # fix-plan answers carry no actions (seed 001): a grammar can enforce what the prompt asks.
+        "actions": bounded(_action_by_kind(protocol), 0 if plan_only else 3),
         "plan": bounded(_closed({"step": text(60), "details": text(120)}), 3),
         "questions": bounded(text(120), 2),
         "context_requests": bounded(strict["context_requests"]["items"], 2),
@@ -102,10 +116,16 @@ def grammar_schema(protocol: int) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": ["summary", "actions"], "additionalProperties": False}
 
 
-def response_format(protocol: int) -> dict[str, Any]:
-    """OpenAI Chat Completions `response_format` (also understood by llama.cpp, vLLM, LM Studio)."""
-    return {"type": "json_schema",
-            "json_schema": {"name": f"papayu_response_v{protocol}", "strict": True, "schema": wire_schema(protocol)}}
+def response_format(protocol: int, plan_only: bool = False) -> dict[str, Any]:
+    """OpenAI Chat Completions `response_format` (also understood by llama.cpp, vLLM, LM Studio).
+    The name tells the grammar rung which bounded schema to derive (`papayu_plan_*`: no actions)."""
+    name = f"papayu_{'plan' if plan_only else 'response'}_v{protocol}"
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": wire_schema(protocol)}}
+
+
+def format_name_info(name: str) -> tuple[int, bool]:
+    """(protocol, plan_only) from a response_format name."""
+    return (1 if name.endswith("v1") else 2), name.startswith("papayu_plan")
 
 
 def drop_nulls(value: Any) -> Any:
