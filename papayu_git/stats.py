@@ -121,19 +121,19 @@ def graduation(applies: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any])
 
 
 def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WINDOW) -> dict[str, Any]:
-    """Metrics over the last ``last`` APPLY traces (oldest first in ``traces``); latency over
-    every plan/apply trace from the first of those applies on."""
-    apply_positions = [i for i, t in enumerate(traces) if trace_mode(t) == "apply"]
-    window = apply_positions[-last:] if last else apply_positions
-    applies = [traces[i] for i in window]
-    since = window[0] if window else max(0, len(traces) - last)
-    llm_rounds = [t for t in traces[since:] if trace_mode(t) is not None]
+    """Metrics over the last ``last`` APPLY traces (oldest first in ``traces``); model latency over
+    those applies and the plan rounds of the same plans."""
+    applies = [t for t in traces if trace_mode(t) == "apply"][-last:]
+    plan_ids = {t.get("plan_id") for t in applies} - {None, ""}
+    rounds = [t for t in traces if trace_mode(t) == "plan" and t.get("plan_id") in plan_ids] + list(applies)
+    if not applies:  # nothing applied yet: the latency of the most recent plan rounds
+        rounds = [t for t in traces if trace_mode(t) is not None][-last:]
     metrics = protocol_metrics(applies)
     return {
         "last": last,
         "traces": len(traces),
         **metrics,
         **check_metrics(applies),
-        "latency_ms": latency_metrics(llm_rounds),
+        "latency_ms": latency_metrics(rounds),
         "graduation": graduation(applies, metrics),
     }

@@ -1,8 +1,10 @@
 """Traces (SPEC §7, seeds 002/003): `.git/papayu/traces/<trace_id>.json`.
 
-One JSON object per plan or apply command (its repair and v2->v1 fallback rounds
-are described by the protocol_* fields, so `stats` counts one trace as one APPLY). Layout (every field optional except the first three; writers fill
-what they know, readers — `trace`, `stats`, golden conversion — tolerate gaps):
+One JSON object per plan or apply command: its repair and v2->v1 fallback rounds are
+described by the protocol_* fields, and the transaction adds its outcome to the APPLY
+round's trace (trace_id_for_apply), so `stats` counts one trace as one APPLY. Layout
+(every field optional except the first three; writers fill what they know, readers —
+`trace`, `stats`, golden conversion — tolerate gaps):
 
     trace_format              1
     trace_id                  uuid4 string (seed 002: "each propose has a trace_id (UUID)")
@@ -193,3 +195,23 @@ def load_traces(directory: Path) -> list[dict[str, Any]]:
             data.setdefault("trace_id", path.stem)
             out.append(data)
     return sorted(out, key=lambda d: (str(d.get("created_at", "")), str(d["trace_id"])))
+
+
+def trace_id_for_apply(papayu_dir: Path, round_trace_id: str) -> str:
+    """The trace id a transaction records its outcome under: the APPLY round's own trace when that
+    round has no outcome yet (one apply command = one trace, so `stats` counts it once), else new."""
+    if round_trace_id and "/" not in round_trace_id and not round_trace_id.startswith("."):
+        data = _read_object(traces_dir(papayu_dir) / f"{round_trace_id}.json")
+        if data and data.get("command") == "apply" and "apply" not in data:
+            return round_trace_id
+    return new_trace_id()
+
+
+def with_plan_context(papayu_dir: Path, trace: dict[str, Any]) -> dict[str, Any]:
+    """An APPLY round reuses its plan's context: take context_stats/cache_stats from the plan's trace."""
+    plan_trace = trace.get("plan_trace_id")
+    if "context_stats" in trace or not isinstance(plan_trace, str) or not plan_trace or "/" in plan_trace:
+        return trace
+    plan = _read_object(traces_dir(papayu_dir) / f"{plan_trace}.json") or {}
+    return {**{k: plan[k] for k in ("context_stats", "cache_stats") if isinstance(plan.get(k), dict)}, **trace}
+

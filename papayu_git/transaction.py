@@ -128,12 +128,12 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
     from papayu_git import locks
     from papayu_git.git import open_repo, papayu_dir
     from papayu_git.housekeeping import clear_stale
-    from papayu_git.traces import new_trace_id
+    from papayu_git.traces import trace_id_for_apply
 
     repo = open_repo(repo_root)
     pdir = papayu_dir(repo)
     clear_stale(repo, pdir)
-    run = _Run(repo, Path(repo.workdir or repo_root), pdir, plan, options, new_trace_id())
+    run = _Run(repo, Path(repo.workdir or repo_root), pdir, plan, options, trace_id_for_apply(pdir, plan.trace_id))
     try:
         with run.watch.stage("validate"):
             prepared = prepare(repo, plan, response, resolve_target(repo, options.onto))

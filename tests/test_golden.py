@@ -9,7 +9,7 @@ import pytest
 
 from papayu_git import golden, traces
 from tests.conftest import GOLDEN_UPSTREAM, ROOT, papayu
-from tests.golden.regenerate import run_scenario
+from tests.golden.regenerate import run_scenario, run_scenario_cli
 from tests.golden.scenarios import SCENARIOS
 
 OURS = sorted((ROOT / "tests" / "golden").glob("v[12]/*.json"))
@@ -48,7 +48,7 @@ def test_every_upstream_scenario_is_recreated_with_the_same_outcome() -> None:
                                   "v2/004_patch_apply_failed_block", "v2/008_memory_patch_plan"])
 def test_regeneration_reproduces_the_committed_golden(name: str, tmp_path: Path) -> None:
     scenario = next(s for s in SCENARIOS if s.name == name)
-    out = run_scenario(scenario, tmp_path / "work", tmp_path / "out")
+    out = run_scenario_cli(scenario, tmp_path / "work", tmp_path / "out")
     fresh, committed = json.loads(out.read_text()), json.loads((ROOT / "tests" / "golden" / f"{name}.json").read_text())
     stale = "golden traces are stale: run `.venv/bin/python tests/golden/regenerate.py` (README: golden update policy)"
     assert fresh["result"] == committed["result"], stale
@@ -107,3 +107,12 @@ def test_trace_list_and_show(repo: Path) -> None:
     assert second in text and first not in text and "fallback" in text
     shown = json.loads(papayu("trace", "show", first, "--json", cwd=repo).stdout)
     assert shown["trace_id"] == first and shown["config_snapshot"]["trace"] == "1"
+
+
+@pytest.mark.parametrize("name", ["v1/005_update_without_base_block", "v2/004_patch_apply_failed_block"])
+def test_validation_driver_gives_the_same_outcome_as_the_real_commands(name: str, tmp_path: Path) -> None:
+    scenario = next(s for s in SCENARIOS if s.name == name)
+    out = run_scenario(scenario, tmp_path / "work", tmp_path / "out")
+    committed = json.loads((ROOT / "tests" / "golden" / f"{name}.json").read_text())
+    assert json.loads(out.read_text())["result"] == committed["result"]
+

@@ -111,3 +111,25 @@ def test_stats_counts_traces_of_real_applies(repo: Path, tmp_path: Path) -> None
     assert (stats["check_runs"], stats["check_passed"]) == (3, 2)
     rows = json.loads(papayu("trace", "list", "--json", cwd=repo).stdout)["traces"]
     assert [r["check"] for r in rows] == ["passed", "failed", "passed"]
+
+
+def test_one_llm_apply_command_is_one_trace_with_round_and_outcome(repo: Path) -> None:
+    """Real `plan` + `apply` against a scripted OpenAI-compatible server: the APPLY round and the
+    transaction share one trace, so stats count one apply with its latency and check."""
+    from tests.golden.regenerate import ScriptedModel
+
+    plan = {"actions": [], "summary": "Plan: add NOTES.md."}
+    apply = {"actions": [{"kind": "CREATE_FILE", "path": "NOTES.md", "content": "notes\n"}], "summary": "Add notes."}
+    with ScriptedModel([lambda shown: plan, lambda shown: apply]) as model:
+        env = {"PAPAYU_LLM_PROVIDER": "openai-compatible", "PAPAYU_LLM_BASE_URL": model.base_url,
+               "PAPAYU_LLM_MODEL": "scripted"}
+        planned = papayu("plan", "add a notes file", "--json", cwd=repo, env=env)
+        assert planned.returncode == 0, planned.stderr
+        plan_id = json.loads(planned.stdout)["plan_id"]
+        applied = papayu("apply", plan_id, "--check", "true", "-y", cwd=repo, env=env)
+        assert applied.returncode == 0, applied.stderr
+    stats = json.loads(papayu("stats", "--json", cwd=repo).stdout)
+    assert stats["traces"] == 2 and stats["apply_count"] == 1 and stats["check_passed"] == 1
+    assert stats["latency_ms"]["count"] == 2
+    rows = json.loads(papayu("trace", "list", "--json", cwd=repo).stdout)["traces"]
+    assert [(r["command"], r["check"]) for r in rows] == [("plan", None), ("apply", "passed")]

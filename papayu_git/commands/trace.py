@@ -71,9 +71,10 @@ def run_show(trace_id: str, as_json: bool) -> int:
 
 def run_golden(trace_id: str, out: str | None, as_json: bool) -> int:
     from papayu_git.golden import check_replay, trace_to_golden
-    from papayu_git.traces import load_trace
+    from papayu_git.traces import load_trace, with_plan_context
 
-    golden = trace_to_golden(load_trace(current_papayu_dir(), trace_id))
+    pdir = current_papayu_dir()
+    golden = trace_to_golden(with_plan_context(pdir, load_trace(pdir, trace_id)))
     problems = check_replay(golden)
     for problem in problems:
         output.warn(f"the golden trace does not replay: {problem.format()}")

@@ -132,7 +132,9 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
     try:
         response = _negotiate(repo_root, plan, client, log, trail, onto)
     except PapayuError as exc:
-        traces.write_trace(pdir, trace_id, {**base, **trail.fields(), "validation_outcome": "err",
+        rejected = {"validated_json": log.last_json, **traces.schema_fields(trail.attempts[-1])} \
+            if log.last_json is not None and trail.attempts else {}
+        traces.write_trace(pdir, trace_id, {**base, **trail.fields(), **rejected, "validation_outcome": "err",
                                             "error_code": getattr(exc, "cause_code", exc.code), "error": exc.format(),
                                             "request": request_fields(client, "apply", log), "raw_content": log.raw})
         raise

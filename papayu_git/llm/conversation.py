@@ -61,6 +61,7 @@ class CallLog:
     token_budget: int = 0
     raw: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    last_json: Any = None               # the last answer that parsed (a rejected one: its trace's validated_json)
     usage: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -133,6 +134,7 @@ class Conversation:
             except PapayuError as exc:
                 raise ValidationFailed([exc]) from None
             data = _drop_unknown_memory_keys(drop_nulls(data), self.log)
+            self.log.last_json = data
             response = validate_response(data, protocol=self.protocol, mode=self.mode, read_files=self.read_files)
         finally:
             self.log.validation_sec += time.perf_counter() - started

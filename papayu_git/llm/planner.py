@@ -249,6 +249,8 @@ def _write_failure_trace(repo_root: Path, trace_id: str, request: PlanRequest, c
             "error_code": getattr(exc, "cause_code", exc.code), "error": exc.format(),
             "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
             "raw_content": cycle.log.raw}
+    if cycle.log.last_json is not None:
+        data["validated_json"] = cycle.log.last_json  # the rejected answer: trace golden can convert it
     try:
         traces.write_trace(papayu_dir(open_repo(repo_root)), trace_id, data)
     except (OSError, PapayuError):

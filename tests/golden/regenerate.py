@@ -1,17 +1,17 @@
 """Regenerate tests/golden/v1 and v2 from real papayu traces (README: golden update policy).
 
-    .venv/bin/python tests/golden/regenerate.py [OUT_DIR] [--driver=cli]   # default: tests/golden
+    .venv/bin/python tests/golden/regenerate.py [OUT_DIR] [--driver=validation]   # default: tests/golden
 
-For every scenario (tests/golden/scenarios.py) a real git repository is built, the
-PLAN and APPLY rounds run, each round writes a real trace (.git/papayu/traces), and
-the real CLI converts the chosen trace: `git papayu trace golden ID OUT`.
+For every scenario (tests/golden/scenarios.py) a real git repository is built and the real
+commands run: `git papayu plan GOAL` and `git papayu apply ID --no-check -y` against
+`ScriptedModel`, an OpenAI-compatible server on 127.0.0.1 whose answers are built from the
+FILE[path] (sha256=…) headers it was sent; v2 scenarios run with PAPAYU_PROTOCOL_FALLBACK_TO_V1=0
+so the golden records the v2 outcome. Each command writes its trace (.git/papayu/traces) and
+the real CLI converts the chosen one: `git papayu trace golden ID OUT`.
 
-Driver: the rounds run through papayu's own context engine (ContextSession), validator
-(validate_response), memory (apply_memory_patch) and patch engine (apply.new_file_contents
-after the base_sha256 check of SPEC §4.2), and the trace is written with traces.write_trace in
-the layout of docs/ARCHITECTURE.md. `--driver=cli` runs the same scenarios through the real
-`plan` / `apply` commands against `ScriptedModel`, an OpenAI-compatible server on 127.0.0.1
-(for when the LLM layer is in main; the answers stay the same).
+`--driver=validation` runs the same rounds without the LLM layer: papayu's context engine
+(ContextSession), validator, memory and patch engine, with the trace written by this script
+in the layout of docs/ARCHITECTURE.md (the way the goldens were made before `plan` existed).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def run_scenario_cli(scenario: Scenario, work: Path, out_dir: Path) -> Path:
             if scenario.between:
                 scenario.between(repo)
             model.answers = [scenario.apply]
-            _papayu(repo, env, "apply", str(plan.get("id") or plan.get("plan_id")), "--no-check", "-y")
+            _papayu(repo, env, "apply", str(plan["plan_id"]), "--no-check", "-y")
     rounds = [t for t in load_traces(traces_dir(repo / ".git" / "papayu"))
               if trace_mode(t) == scenario.golden_of and "validated_json" in t]
     if not rounds:
@@ -245,14 +245,14 @@ def _convert(repo: Path, trace_id: str, out: Path, name: str) -> Path:
     return out
 
 
-def generate(out_dir: Path, driver: str = "validation") -> list[Path]:
+def generate(out_dir: Path, driver: str = "cli") -> list[Path]:
     run = run_scenario_cli if driver == "cli" else run_scenario
     with tempfile.TemporaryDirectory(prefix="papayu-golden-") as tmp:
         return [run(s, Path(tmp), out_dir) for s in SCENARIOS]
 
 
 def main(argv: list[str]) -> int:
-    driver = "cli" if "--driver=cli" in argv else "validation"
+    driver = "validation" if "--driver=validation" in argv else "cli"
     paths = [a for a in argv if not a.startswith("--")]
     out_dir = Path(paths[0]) if paths else ROOT / "tests" / "golden"
     for path in generate(out_dir, driver):
