@@ -46,7 +46,9 @@ _PREFIXED = re.compile(
 # is masked up to its closing quote (passwords with spaces). Line by line (see _sub_lines).
 _ASSIGNMENT = re.compile(
     r"(?i)((?:api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|access[_\-]?key|private[_\-]?key|credentials?)"
-    r"[\"']?\s*[:=]\s*)(\"[^\"\n]+\"|'[^'\n]+'|(?!\*\*\*)[^\s\"',;}]{4,})")
+    r"(?:\\{0,2}[\"'])?\s*[:=]\s*)"
+    # JSON-escaped quotes (a JSON answer inside a JSON string: \"password\": \"a b\"), quotes, bare
+    r"(\\{1,2}\"(?:(?!\\{1,2}\").)+\\{1,2}\"|\"[^\"\n]+\"|'[^'\n]+'|(?!\*\*\*)[^\s\"'\\,;}]{4,})")
 
 
 # Words one of which a line must contain (lower-cased) before the slower patterns run on it.
@@ -83,7 +85,7 @@ def _mask_prefixed(match: re.Match[str]) -> str:
 
 def _mask_assignment(match: re.Match[str]) -> str:
     value = match.group(2)
-    quote = value[0] if value[0] in "\"'" else ""
+    quote = value[: len(value) - len(value.lstrip("\\")) + 1] if value[0] in "\"'\\" else ""
     return f"{match.group(1)}{quote}{MASK}{quote}"
 
 

@@ -114,3 +114,28 @@ def test_memory_patch_with_a_secret_is_not_stored(repo: Path) -> None:
                                         "project.package_manager": "uv"}, "remember this", False)
     assert applied == ["project.package_manager"]
     assert "ghp_" not in project_path(repo).read_text()
+
+
+def test_no_secret_in_traces_or_events_of_a_real_plan(repo: Path) -> None:
+    """`plan` against a scripted OpenAI-compatible server, with secrets in the goal, in the
+    model's answer and in the API key; PAPAYU_LOG=1 and PAPAYU_TRACE_RAW=1."""
+    from tests.golden.regenerate import ScriptedModel
+
+    answer = {"actions": [], "summary": "Plan. Found these in the logs:\n" + BLOB}
+    with ScriptedModel([lambda shown: answer]) as model:
+        env = {"PAPAYU_LLM_PROVIDER": "openai-compatible", "PAPAYU_LLM_BASE_URL": model.base_url,
+               "PAPAYU_LLM_MODEL": "scripted", "PAPAYU_LLM_API_KEY": "sk-live-Zz9Yy8Xx7Ww6Vv5Uu4",
+               "PAPAYU_LOG": "1", "PAPAYU_TRACE_RAW": "1"}
+        proc = papayu("plan", "why does login fail? " + SECRETS[0][1], cwd=repo, env=env)
+        assert proc.returncode == 0, proc.stderr
+        sent = json.dumps(model.requests)
+    assert "LLM_REQUEST_SENT" in proc.stderr
+    _assert_clean(proc.stderr, "plan events")
+    assert "Zz9Yy8Xx7Ww6Vv5Uu4" not in proc.stderr
+    trace_files = list((repo / ".git" / "papayu" / "traces").glob("*.json"))
+    assert trace_files and "Authorization" not in sent  # no key: the server got no auth header text
+    for path in trace_files:
+        text = path.read_text()
+        assert "raw_content" in text
+        _assert_clean(text, path.name)
+        assert "Zz9Yy8Xx7Ww6Vv5Uu4" not in text
