@@ -29,8 +29,9 @@ def test_review_then_show_list_and_land(repo: Path, tmp_path: Path) -> None:
     assert "\x1b[" not in shown.stdout  # no colour when not a terminal
     coloured = papayu("show", plan_id, cwd=repo, env={"PAPAYU_COLOR": "always"})
     assert "\x1b[" in coloured.stdout
-    landed = papayu("land", plan_id, "--json", cwd=repo)
+    landed = papayu("land", plan_id, "--json", cwd=repo, env={"PAPAYU_LOG": "1"})
     assert landed.returncode == 0, landed.stderr
+    assert "APPLY_SUCCESS" in landed.stderr
     assert (repo / "r.txt").read_text() == "reviewed\n"
     assert json.loads(papayu("list", "--json", cwd=repo).stdout)["plans"][0]["state"] == "landed"
     assert git(repo, "branch", "--list", "papayu/*") == ""
