@@ -108,6 +108,11 @@ def test_check_command_resolution_order(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p1.txt", "content": "1\n"}], name="1.json")
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
     assert data["check"]["source"] == ".papa-yu/project.json" and data["check"]["passed"]
+    git(repo, "config", "papayu.project.defaultTestCommand", "exit 5")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p0.txt", "content": "0\n"}], name="0.json")
+    data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
+    assert data["check"]["source"] == "git config papayu.project.defaultTestCommand"
+    assert data["check"]["exit_code"] == 5 and data["state"] == "rolled_back"
     git(repo, "config", "papayu.checkCommand", "exit 4")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p2.txt", "content": "2\n"}], name="2.json")
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
