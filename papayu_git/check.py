@@ -62,6 +62,13 @@ def resolve_command(repo_root: Path, tree: _Tree, explicit: str | None) -> Check
     configured = settings.get("check_command", str(repo_root)).strip()
     if configured:
         return CheckCommand(configured, "git config papayu.checkCommand")
+    # project.default_test_command: its git config override beats the file (memory.py mapping).
+    from papayu_git.memory import git_config_key
+
+    key = git_config_key("project.default_test_command")
+    overridden = (settings.git_config_value(key, str(repo_root)) or "").strip()
+    if overridden:
+        return CheckCommand(overridden, f"git config {key}")
     from_project = _project_command(tree)
     if from_project:
         return CheckCommand(from_project, ".papa-yu/project.json")

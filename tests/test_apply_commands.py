@@ -29,8 +29,9 @@ def test_review_then_show_list_and_land(repo: Path, tmp_path: Path) -> None:
     assert "\x1b[" not in shown.stdout  # no colour when not a terminal
     coloured = papayu("show", plan_id, cwd=repo, env={"PAPAYU_COLOR": "always"})
     assert "\x1b[" in coloured.stdout
-    landed = papayu("land", plan_id, "--json", cwd=repo)
+    landed = papayu("land", plan_id, "--json", cwd=repo, env={"PAPAYU_LOG": "1"})
     assert landed.returncode == 0, landed.stderr
+    assert "APPLY_SUCCESS" in landed.stderr
     assert (repo / "r.txt").read_text() == "reviewed\n"
     assert json.loads(papayu("list", "--json", cwd=repo).stdout)["plans"][0]["state"] == "landed"
     assert git(repo, "branch", "--list", "papayu/*") == ""
@@ -107,6 +108,11 @@ def test_check_command_resolution_order(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p1.txt", "content": "1\n"}], name="1.json")
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
     assert data["check"]["source"] == ".papa-yu/project.json" and data["check"]["passed"]
+    git(repo, "config", "papayu.project.defaultTestCommand", "exit 5")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p0.txt", "content": "0\n"}], name="0.json")
+    data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
+    assert data["check"]["source"] == "git config papayu.project.defaultTestCommand"
+    assert data["check"]["exit_code"] == 5 and data["state"] == "rolled_back"
     git(repo, "config", "papayu.checkCommand", "exit 4")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p2.txt", "content": "2\n"}], name="2.json")
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)

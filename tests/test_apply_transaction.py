@@ -87,8 +87,10 @@ def test_red_check_rolls_back_with_user_state_byte_identical(repo: Path, tmp_pat
 
 def test_red_check_human_output_shows_tail_and_keep_failed_keeps_branch(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "x.txt", "content": "x\n"}])
-    proc = papayu("apply", str(plan), "--check", "echo TAIL-LINE; false", "--keep-failed", cwd=repo)
+    proc = papayu("apply", str(plan), "--check", "echo TAIL-LINE; false", "--keep-failed", cwd=repo,
+                  env={"PAPAYU_LOG": "1"})
     assert proc.returncode == 1
+    assert "APPLY_ROLLBACK" in proc.stderr and "reason=ERR_CHECK_FAILED" in proc.stderr
     assert "TAIL-LINE" in proc.stderr and "ERR_CHECK_FAILED" in proc.stderr
     assert "kept" in proc.stdout
     assert git(repo, "branch", "--list", "papayu/*").strip().startswith("papayu/")
