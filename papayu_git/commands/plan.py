@@ -43,7 +43,7 @@ def render(outcome: "PlanOutcome") -> None:
     plan, response = outcome.plan, outcome.response
     head = f"plan {plan.id} ({plan.extra.get('prompt_mode', plan.mode)}, protocol v{plan.protocol})"
     lines = [output.colour(head, "cyan"), f"against {plan.branch or 'detached HEAD'} @ {plan.base_commit[:12]}",
-             output.colour("Summary:", "bold"), *(f"  {line}" for line in (response.summary or "-").splitlines())]
+             output.colour("Summary:", "bold"), *(f"  {line}" for line in (response.summary.strip() or "-").splitlines())]
     lines += _steps(response.plan)
     lines += _bullets("Questions:", response.questions)
     lines += _bullets("Risks:", response.risks)
