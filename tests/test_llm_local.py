@@ -76,3 +76,34 @@ def test_fix_on_the_local_model_lands_or_rolls_back_cleanly(sample: Path, local_
         assert (sample / "NOTES.md").read_text() == "untracked notes of the user\n"
     else:
         assert snapshot(sample) == before, proc.stdout + proc.stderr
+
+
+def test_local_server_command_serves_in_the_foreground_until_interrupted(tmp_path: Path) -> None:
+    import os
+    import signal
+    import socket
+    import sys
+    import time
+
+    import httpx
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("papayu-git[local] is not installed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "local-server", "--port", str(port)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        assert f"http://127.0.0.1:{port}/v1" in (proc.stdout.readline() if proc.stdout else "")
+        deadline, answered = time.monotonic() + 300, False
+        while time.monotonic() < deadline and not answered and proc.poll() is None:
+            try:
+                answered = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200
+            except httpx.TransportError:
+                time.sleep(0.5)
+        assert answered
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) in (0, -signal.SIGINT, 130)

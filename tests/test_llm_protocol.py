@@ -205,7 +205,7 @@ def test_apply_round_v2_repair_then_single_v1_fallback_lands(calc_repo: Path, ll
     assert proc.returncode == 0, proc.stderr
     assert (calc_repo / "calc.py").read_text() == FIXED
     assert "ERR_PATCH_APPLY_FAILED" in llm.last_user(2)              # repair carries the apply failure
-    assert llm.requests[3]["response_format"]["json_schema"]["name"] == "papayu_response_v1"
+    assert llm.requests[3]["response_format"]["json_schema"]["name"] == "papayu_apply_v1"
     assert "protocol v1" in llm.system(3) and "PROTOCOL_FALLBACK" in proc.stderr
     stored = json.loads((calc_repo / ".git" / "papayu" / "plans" / f"{plan_id}.json").read_text())
     fields = trace(calc_repo, stored["trace_id"])

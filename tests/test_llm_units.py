@@ -79,16 +79,30 @@ def test_wire_schema_is_strict_compatible_everywhere() -> None:
     assert grammar_schema(2)["required"] == ["summary", "actions"]
 
 
+def test_grammar_schemas_compile_to_llama_cpp_grammars() -> None:
+    import json
+
+    grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    for protocol in (1, 2):
+        for shape in ("response", "plan", "apply"):
+            gbnf = grammar.json_schema_to_gbnf(json.dumps(grammar_schema(protocol, shape)))
+            assert ("NO_CHANGES" in gbnf) == (shape == "apply")
+
+
 def test_grammar_schema_ties_fields_to_the_action_kind() -> None:
     import jsonschema
 
-    validator = jsonschema.Draft7Validator(grammar_schema(2))
+    validator = jsonschema.Draft7Validator(grammar_schema(2, "response"))
     patch = {"kind": "PATCH_FILE", "path": "a.py", "patch": "@@ -1 +1 @@\n-a\n+b\n", "base_sha256": "0" * 64}
     assert not list(validator.iter_errors({"summary": "s", "actions": [patch]}))
     for bad in ({**patch, "content": "x"}, {"kind": "UPDATE_FILE", "path": "a.py", "content": "x"},
                 {"kind": "DELETE_FILE", "path": "a.py", "content": "x"}):
         assert list(validator.iter_errors({"summary": "s", "actions": [bad]})), bad
-    assert grammar_schema(2, plan_only=True)["properties"]["actions"]["maxItems"] == 0
+    assert grammar_schema(2, "plan")["properties"]["actions"]["maxItems"] == 0
+    apply = jsonschema.Draft7Validator(grammar_schema(2, "apply"))
+    assert not list(apply.iter_errors({"summary": "s", "actions": [patch]}))
+    assert not list(apply.iter_errors({"summary": "NO_CHANGES: fine as is", "actions": []}))
+    assert list(apply.iter_errors({"summary": "done", "actions": []}))       # ERR_EMPTY_APPLY, made impossible
 
 
 def test_null_fields_of_the_wire_format_validate_as_absent() -> None:

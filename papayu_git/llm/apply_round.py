@@ -91,7 +91,7 @@ def _attempt(repo_root: Path, plan: plans.StoredPlan, client: ChatClient, protoc
              log: CallLog, onto: str | None, preflight_codes: set[str]) -> Response:
     system = system_prompt(PromptMode.APPLY, protocol, memory_block(repo_root), ask_budget(repo_root))
     conv = Conversation(client, system, protocol=protocol, mode=Mode.APPLY, read_files=dict(plan.files), log=log,
-                        check=_preflight_check(repo_root, plan, protocol, onto, preflight_codes))
+                        check=_preflight_check(repo_root, plan, protocol, onto, preflight_codes), shape="apply")
     return conv.ask(text)
 
 

@@ -97,9 +97,9 @@ class ChatClient:
         if self.config.provider is Provider.LOCAL:
             body["messages"] = _system_into_user(messages)
         if response_format is not None and self.formats:
-            protocol, plan_only = format_name_info(response_format["json_schema"]["name"])
+            protocol, shape = format_name_info(response_format["json_schema"]["name"])
             body["response_format"] = (response_format if self.formats[0] == "json_schema"
-                                       else {"type": "json_object", "schema": grammar_schema(protocol, plan_only)})
+                                       else {"type": "json_object", "schema": grammar_schema(protocol, shape)})
         return body
 
     def model(self) -> str:
@@ -124,14 +124,15 @@ class ChatClient:
                      input_chars=input_chars, token_budget=max_tokens,
                      response_format=self._format_name(response_format))
         started = time.monotonic()
-        response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
-        while response_format is not None and self._format_name(response_format) != "none" \
-                and _rejects_format(response):
-            rejected = self._format_name(response_format)
-            self._drop_format()
-            output.event("LLM_RESPONSE_FORMAT_FALLBACK", status=response.status_code, rejected=rejected,
-                         next=self._format_name(response_format))
+        with output.progress(f"waiting for {self.model()}"):   # SPEC §1: a spinner on a TTY only
             response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
+            while response_format is not None and self._format_name(response_format) != "none" \
+                    and _rejects_format(response):
+                rejected = self._format_name(response_format)
+                self._drop_format()
+                output.event("LLM_RESPONSE_FORMAT_FALLBACK", status=response.status_code, rejected=rejected,
+                             next=self._format_name(response_format))
+                response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
         _raise_for_status(response)
         reply = self._reply(response, time.monotonic() - started)
         output.event("LLM_RESPONSE_OK", chars=len(reply.text), model_sec=round(reply.model_sec, 3),

@@ -80,9 +80,9 @@ def _drop_unknown_memory_keys(data: Any, log: CallLog) -> Any:
 class Conversation:
     def __init__(self, client: ChatClient, system: str, *, protocol: int, mode: Mode,
                  read_files: Mapping[str, str] | None, log: CallLog,
-                 check: Callable[[Response], None] | None = None, plan_only: bool = False) -> None:
+                 check: Callable[[Response], None] | None = None, shape: str = "response") -> None:
         self.client, self.protocol, self.mode, self.read_files = client, protocol, mode, read_files
-        self.plan_only = plan_only
+        self.shape = shape  # wire_schema.SHAPES: what a grammar-based server may let the model write
         self.log, self.check = log, check
         self.messages: list[dict[str, str]] = [{"role": "system", "content": system}]
         self.keep_raw = settings.get_bool("trace_raw")
@@ -116,7 +116,7 @@ class Conversation:
     def _call(self) -> str:
         input_chars = sum(len(m["content"]) for m in self.messages)
         self.log.input_chars, self.log.token_budget = input_chars, self.client.config.max_tokens(input_chars)
-        reply = self.client.complete(self.messages, response_format(self.protocol, self.plan_only),
+        reply = self.client.complete(self.messages, response_format(self.protocol, self.shape),
                                      input_chars=input_chars)
         self.log.calls += 1
         self.log.model_sec += reply.model_sec

@@ -86,6 +86,12 @@ def ask_budget(repo_root: Path) -> int:
     return max(0, min(2, value))
 
 
+def _shape(mode: PromptMode) -> str:
+    if mode is PromptMode.FIX_PLAN:
+        return "plan"
+    return "apply" if mode.round is Mode.APPLY else "response"
+
+
 def _timed_context(cycle: _Cycle, fn: Any, *args: Any) -> Any:
     started = time.perf_counter()
     try:
@@ -170,7 +176,7 @@ def _plan_cycle(repo_root: Path, request: PlanRequest, client: ChatClient, cycle
     conv = Conversation(client, system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget),
                         protocol=request.protocol, mode=round_mode,
                         read_files=dict(cycle.session.files_shown), log=cycle.log,
-                        plan_only=request.prompt_mode is PromptMode.FIX_PLAN)
+                        shape=_shape(request.prompt_mode))
     trace_id = traces.new_trace_id()
     try:
         response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)

@@ -94,38 +94,55 @@ def _action_by_kind(protocol: int) -> dict[str, Any]:
     return {"anyOf": shapes}
 
 
+SHAPES = ("response", "plan", "apply")   # any answer | fix-plan (no actions) | APPLY round
+
+
 @lru_cache(maxsize=None)
-def grammar_schema(protocol: int, plan_only: bool = False) -> dict[str, Any]:
+def grammar_schema(protocol: int, shape: str = "response") -> dict[str, Any]:
     """For servers that compile the schema into a sampling grammar (llama-cpp-python's
     `json_object` + schema): only summary and actions are required, lists and prose are bounded
     (maxItems/maxLength) and memory_patch is left out, so a small model reaches the closing
-    brace within a few hundred tokens instead of rambling through every optional field."""
+    brace within a few hundred tokens instead of rambling through every optional field.
+    The grammar also enforces what the round's prompt asks: a fix-plan answer has no actions
+    (seed 001); an APPLY answer has actions or a summary starting with NO_CHANGES:."""
     strict = wire_schema(protocol)["properties"]
-    bounded = lambda items, n: {"type": "array", "items": items, "maxItems": n}  # noqa: E731
+    bounded = lambda items, n, low=0: {"type": "array", "items": items, "maxItems": n,  # noqa: E731
+                                       **({"minItems": low} if low else {})}
     text = lambda n: {"type": "string", "maxLength": n}  # noqa: E731
-    props = {
-        "summary": text(160),
-        # fix-plan answers carry no actions (seed 001): a grammar can enforce what the prompt asks.
-        "actions": bounded(_action_by_kind(protocol), 0 if plan_only else 3),
-        "plan": bounded(_closed({"step": text(60), "details": text(120)}), 3),
-        "questions": bounded(text(120), 2),
-        "context_requests": bounded(strict["context_requests"]["items"], 2),
-        "risks": bounded(text(120), 2),
-        "commands_to_run": bounded(text(80), 2),
-    }
-    return {"type": "object", "properties": props, "required": ["summary", "actions"], "additionalProperties": False}
+
+    def answer(summary: dict[str, Any], actions: dict[str, Any]) -> dict[str, Any]:
+        props = {
+            "summary": summary, "actions": actions,
+            "plan": bounded(_closed({"step": text(60), "details": text(120)}), 3),
+            "questions": bounded(text(120), 2),
+            "context_requests": bounded(strict["context_requests"]["items"], 2),
+            "risks": bounded(text(120), 2),
+            "commands_to_run": bounded(text(80), 2),
+        }
+        return {"type": "object", "properties": props, "required": ["summary", "actions"],
+                "additionalProperties": False}
+
+    action = _action_by_kind(protocol)
+    if shape == "plan":
+        return answer(text(160), bounded(action, 0))
+    if shape == "apply":
+        no_changes = {"type": "string", "pattern": "^NO_CHANGES: [^\"\\\\]{0,150}$"}
+        return {"anyOf": [answer(text(160), bounded(action, 3, low=1)), answer(no_changes, bounded(action, 0))]}
+    return answer(text(160), bounded(action, 3))
 
 
-def response_format(protocol: int, plan_only: bool = False) -> dict[str, Any]:
+def response_format(protocol: int, shape: str = "response") -> dict[str, Any]:
     """OpenAI Chat Completions `response_format` (also understood by llama.cpp, vLLM, LM Studio).
-    The name tells the grammar rung which bounded schema to derive (`papayu_plan_*`: no actions)."""
-    name = f"papayu_{'plan' if plan_only else 'response'}_v{protocol}"
-    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": wire_schema(protocol)}}
+    Its name (`papayu_<shape>_v<protocol>`) tells the grammar rung which bounded schema to derive."""
+    assert shape in SHAPES, shape
+    return {"type": "json_schema",
+            "json_schema": {"name": f"papayu_{shape}_v{protocol}", "strict": True, "schema": wire_schema(protocol)}}
 
 
-def format_name_info(name: str) -> tuple[int, bool]:
-    """(protocol, plan_only) from a response_format name."""
-    return (1 if name.endswith("v1") else 2), name.startswith("papayu_plan")
+def format_name_info(name: str) -> tuple[int, str]:
+    """(protocol, shape) from a response_format name."""
+    shape = name.split("_")[1] if name.count("_") >= 2 else "response"
+    return (1 if name.endswith("v1") else 2), shape if shape in SHAPES else "response"
 
 
 def drop_nulls(value: Any) -> Any:
