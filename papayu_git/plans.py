@@ -67,18 +67,26 @@ def is_plan_record(data: Any) -> bool:
     return isinstance(data, dict) and data.get("papayu_plan") == PLAN_FORMAT
 
 
-def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
-    directory = plans_dir(papayu_dir)
+def find_record(directory: Path, id_or_prefix: str, code: str, what: str) -> Path:
+    """The one `<id>.json` in ``directory`` named by an id or a unique prefix (like git's short
+    hashes). Ids never contain path separators, so nothing outside ``directory`` is read."""
+    if not id_or_prefix or any(c in id_or_prefix for c in "/\\\0*?[") or id_or_prefix.startswith("."):
+        raise PapayuError(code, f"invalid {what} id {id_or_prefix!r}")
     exact = directory / f"{id_or_prefix}.json"
     if exact.is_file():
-        return id_or_prefix
-    matches = sorted(p.stem for p in directory.glob(f"{id_or_prefix}*.json")) if directory.is_dir() else []
+        return exact
+    matches = sorted(directory.glob(f"{id_or_prefix}*.json")) if directory.is_dir() else []
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
-        raise PapayuError("ERR_PLAN_NOT_FOUND", f"id prefix {id_or_prefix!r} is ambiguous: {', '.join(matches[:5])}",
+        names = ", ".join(m.stem for m in matches[:5])
+        raise PapayuError(code, f"{what} id prefix {id_or_prefix!r} is ambiguous: {names}",
                           hint="Give more characters of the id.")
-    raise PapayuError("ERR_PLAN_NOT_FOUND", f"no plan {id_or_prefix!r}", path=str(directory))
+    raise PapayuError(code, f"no {what} {id_or_prefix!r}", path=str(directory))
+
+
+def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
+    return find_record(plans_dir(papayu_dir), id_or_prefix, "ERR_PLAN_NOT_FOUND", "plan").stem
 
 
 def load(papayu_dir: Path, id_or_prefix: str) -> StoredPlan:

@@ -159,17 +159,9 @@ def _safe_id(trace_id: str) -> str:
 
 
 def resolve_id(papayu_dir: Path, id_or_prefix: str) -> Path:
-    directory = traces_dir(papayu_dir)
-    exact = directory / f"{_safe_id(id_or_prefix)}.json"
-    if exact.is_file():
-        return exact
-    matches = sorted(directory.glob(f"{id_or_prefix}*.json")) if directory.is_dir() else []
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise PapayuError("ERR_TRACE_NOT_FOUND", f"trace id prefix {id_or_prefix!r} is ambiguous",
-                          hint="Give more characters of the id.")
-    raise PapayuError("ERR_TRACE_NOT_FOUND", f"no trace {id_or_prefix!r}", path=str(directory))
+    from papayu_git.plans import find_record
+
+    return find_record(traces_dir(papayu_dir), id_or_prefix, "ERR_TRACE_NOT_FOUND", "trace")
 
 
 def load_trace(papayu_dir: Path, id_or_prefix: str) -> dict[str, Any]:

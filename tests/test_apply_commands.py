@@ -188,3 +188,13 @@ def test_deletion_asks_on_a_terminal(tmp_path: Path, answer: str, landed: bool) 
     assert (repo / "old.txt").exists() is not landed
     if not landed:
         assert json.loads(out)["errors"][0]["code"] == "ERR_DELETE_NOT_CONFIRMED"
+
+
+def test_a_plan_id_cannot_name_a_file_outside_the_plans_directory(repo: Path, tmp_path: Path) -> None:
+    outside = repo / ".git" / "papayu" / "evil.json"
+    outside.parent.mkdir(parents=True, exist_ok=True)
+    outside.write_text(json.dumps({"papayu_plan": 1, "id": "evil"}))
+    (outside.parent / "plans").mkdir(exist_ok=True)
+    for name in ("../evil", "..", "*", "e*"):
+        proc = papayu("apply", name, "--no-check", cwd=repo)
+        assert proc.returncode == 1 and "ERR_PLAN_NOT_FOUND" in proc.stderr, (name, proc.stderr)
