@@ -198,3 +198,15 @@ def test_a_plan_id_cannot_name_a_file_outside_the_plans_directory(repo: Path, tm
     for name in ("../evil", "..", "*", "e*"):
         proc = papayu("apply", name, "--no-check", cwd=repo)
         assert proc.returncode == 1 and "ERR_PLAN_NOT_FOUND" in proc.stderr, (name, proc.stderr)
+
+
+def test_fix_takes_every_option_of_apply() -> None:
+    import click
+
+    from papayu_git.commands import apply as apply_command
+    from papayu_git.commands import fix as fix_command
+
+    def options(cmd: click.Command) -> set[str]:
+        return {opt for p in cmd.params if isinstance(p, click.Option) for opt in p.opts}
+
+    assert options(apply_command.command) <= options(fix_command.command)

@@ -7,7 +7,9 @@ id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without action
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,28 +153,46 @@ def _report_rollback(result: "ApplyResult") -> None:
     output.result(f"rolled back plan {result.plan_id}: {result.target} unchanged{kept}")
 
 
-def _options(**kwargs: Any) -> "ApplyOptions":
-    from papayu_git.transaction import ApplyOptions
+_OPTION_NAMES = {"check_cmd": "check", "no_check": "no_check", "review": "review", "keep_failed": "keep_failed",
+                 "onto": "onto", "rebase": "rebase", "yes": "yes", "run_proposed": "run_proposed"}
 
-    return ApplyOptions(**kwargs)
+
+def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The transaction's options, shared by `apply` and `fix` (which takes every option of
+    apply); the callback receives them as one ``options: ApplyOptions``."""
+
+    def decorate(callback: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(callback)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from papayu_git.transaction import ApplyOptions
+
+            values = {field: kwargs.pop(name) for name, field in _OPTION_NAMES.items()}
+            return callback(*args, options=ApplyOptions(**values), **kwargs)
+
+        for option in reversed([
+            click.option("--check", "check_cmd", metavar="CMD", help="Check command to run in the worktree "
+                         "(overrides papayu.checkCommand, project.json and detection)."),
+            click.option("--no-check", is_flag=True, help="Land without running a check."),
+            click.option("--review", is_flag=True, help="Stop after the commit (and check); keep branch papayu/<id>."),
+            click.option("--keep-failed", is_flag=True, help="Keep papayu/<id> when the check fails."),
+            click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch."),
+            click.option("--rebase", is_flag=True, help="If the branch moved, re-apply on its new tip when bases "
+                         "match."),
+            click.option("-y", "--yes", is_flag=True, help=yes_help),
+            click.option("--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree."),
+        ]):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate
 
 
 @click.command("apply")
 @click.argument("source", required=False, metavar="[ID|FILE|-]")
-@click.option("--check", "check_cmd", metavar="CMD", help="Check command to run in the worktree (overrides "
-              "papayu.checkCommand, project.json and detection).")
-@click.option("--no-check", is_flag=True, help="Land without running a check.")
-@click.option("--review", is_flag=True, help="Stop after the commit (and check); keep branch papayu/<id>.")
-@click.option("--keep-failed", is_flag=True, help="Keep papayu/<id> when the check fails.")
-@click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch.")
-@click.option("--rebase", is_flag=True, help="If the branch moved, re-apply on its new tip when bases match.")
-@click.option("-y", "--yes", is_flag=True, help="Confirm deletions without asking.")
-@click.option("--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree.")
+@transaction_options(yes_help="Confirm deletions without asking.")
 @click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol of the response (default: the plan's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result with per-stage timings.")
-def command(source: str | None, check_cmd: str | None, no_check: bool, review: bool, keep_failed: bool,
-            onto: str | None, rebase: bool, yes: bool, run_proposed: bool, protocol: str | None,
-            as_json: bool) -> None:
+def command(source: str | None, options: "ApplyOptions", protocol: str | None, as_json: bool) -> None:
     """Apply a plan as a commit on papayu/<id>, run the check in a temporary
     worktree, and fast-forward your branch only if it passes (SPEC §4).
 
@@ -183,6 +203,4 @@ def command(source: str | None, check_cmd: str | None, no_check: bool, review: b
     Exit 0 landed/review, 1 rolled back or refused (ERR_* printed).
     """
     with handle_errors(as_json):
-        options = _options(check=check_cmd, no_check=no_check, review=review, keep_failed=keep_failed, onto=onto,
-                           rebase=rebase, yes=yes, run_proposed=run_proposed)
         raise SystemExit(run(source, options, int(protocol) if protocol else None, as_json))

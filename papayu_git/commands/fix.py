@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from papayu_git import output
+from papayu_git.commands.apply import transaction_options
 from papayu_git.error_handler import handle_errors
 
 if TYPE_CHECKING:
@@ -66,20 +67,12 @@ def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: 
 @click.option("--mode", type=click.Choice(["plan", "apply", "fix-plan", "chat", "fixit"]),
               help="How the model is asked first (default: from the goal, else PAPAYU_LLM_MODE).")
 @click.option("--from-file", "from_file", metavar="LOG", help="A log or test output to diagnose ('-' = stdin).")
-@click.option("--check", "check_cmd", metavar="CMD", help="Check command to run in the worktree.")
-@click.option("--no-check", is_flag=True, help="Land without running a check.")
-@click.option("--review", is_flag=True, help="Stop after the commit (and check); keep branch papayu/<id>.")
-@click.option("--keep-failed", is_flag=True, help="Keep papayu/<id> when the check fails.")
-@click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch.")
-@click.option("--rebase", is_flag=True, help="If the branch moved, re-apply on its new tip when bases match.")
-@click.option("-y", "--yes", is_flag=True, help="Apply without asking (deletions included).")
-@click.option("--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree.")
+@transaction_options(yes_help="Apply without asking (deletions included).")
 @click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION).")
 @click.option("--accept-memory", is_flag=True, help="Apply the model's memory_patch (else only on 'remember …').")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan and apply result.")
-def command(goal: str, mode: str | None, from_file: str | None, check_cmd: str | None, no_check: bool,
-            review: bool, keep_failed: bool, onto: str | None, rebase: bool, yes: bool, run_proposed: bool,
-            protocol: str | None, accept_memory: bool, as_json: bool) -> None:
+def command(goal: str, mode: str | None, from_file: str | None, options: "ApplyOptions", protocol: str | None,
+            accept_memory: bool, as_json: bool) -> None:
     """Plan GOAL with the model, then apply the plan after confirmation.
 
     \b
@@ -88,10 +81,6 @@ def command(goal: str, mode: str | None, from_file: str | None, check_cmd: str |
     branch only if the check passes; otherwise it is rolled back and your branch,
     index and working tree are untouched. Exit 0 landed/review/not applied, 1 rolled back.
     """
-    from papayu_git.transaction import ApplyOptions
-
     with handle_errors(as_json):
-        options = ApplyOptions(check=check_cmd, no_check=no_check, review=review, keep_failed=keep_failed,
-                               onto=onto, rebase=rebase, yes=yes, run_proposed=run_proposed)
         raise SystemExit(run(goal, options, mode, from_file, int(protocol) if protocol else None, accept_memory,
                              as_json))
