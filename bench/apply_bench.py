@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import synthetic  # bench/synthetic.py
+
 CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache"))
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
        "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
@@ -48,20 +50,7 @@ def content_of(i: int) -> bytes:
 
 def build_repo(n_files: int) -> Path:
     """A cached repository of ``n_files`` files (one commit, checked out on main)."""
-    repo = CACHE / f"repo-{n_files}"
-    if (repo / ".git" / "bench-ready").exists():
-        return repo
-    subprocess.run(["rm", "-rf", str(repo)], check=True)
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    chunks = [b"commit refs/heads/main\ncommitter Bench <bench@example.com> 1700000000 +0000\ndata 4\nbase\n"]
-    for i in range(n_files):
-        data = content_of(i)
-        chunks.append(f"M 100644 inline {path_of(i)}\ndata {len(data)}\n".encode() + data + b"\n")
-    git(repo, "fast-import", "--quiet", input=b"".join(chunks))
-    git(repo, "checkout", "-q", "-f", "main")
-    (repo / ".git" / "bench-ready").write_text("ok")
-    return repo
+    return synthetic.build_repo(CACHE / f"repo-{n_files}", n_files, path_of, content_of)
 
 
 def make_diff(indices: list[int]) -> tuple[str, list[dict[str, str]]]:

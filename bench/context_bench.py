@@ -21,8 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from papayu_git.context import ContextSession  # noqa: E402
 
+import synthetic  # noqa: E402  (bench/synthetic.py)
+
 QUERY = "needle_token_42"
-CACHE = Path("/tmp/papayu-bench-context")
+CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache")) / "context"
 
 
 def module_text(i: int) -> str:
@@ -31,28 +33,9 @@ def module_text(i: int) -> str:
     return f'"""Module {i}."""\n\n\ndef handler_{i}(item):\n{body}{needle}    return item\n'
 
 
-def fast_import_stream(count: int) -> bytes:
-    parts = [b"commit refs/heads/main\ncommitter Bench <bench@example.com> 1700000000 +0000\n"
-             b"data 15\nsynthetic repo\n"]
-    for i in range(count):
-        data = module_text(i).encode()
-        parts.append(b"M 100644 inline pkg%03d/mod_%05d.py\ndata %d\n%s\n" % (i % 500, i, len(data), data))
-    return b"".join(parts)
-
-
 def build_repo(count: int) -> Path:
-    repo = CACHE / f"repo-{count}"
-    if (repo / ".git" / "papayu-bench-ready").exists():
-        return repo
-    subprocess.run(["rm", "-rf", str(repo)], check=True)
-    repo.mkdir(parents=True)
-    git = ["git", "-C", str(repo)]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "fast-import", "--quiet"], input=fast_import_stream(count), check=True)
-    subprocess.run([*git, "checkout", "-q", "-f", "main"], check=True)
-    subprocess.run([*git, "repack", "-adq"], check=True)
-    (repo / ".git" / "papayu-bench-ready").touch()
-    return repo
+    return synthetic.build_repo(CACHE / f"repo-{count}", count, lambda i: f"pkg{i % 500:03d}/mod_{i:05d}.py",
+                                lambda i: module_text(i).encode())
 
 
 def median_ms(fn: Callable[[], object], runs: int, setup: Callable[[], object] = lambda: None) -> float:
