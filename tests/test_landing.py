@@ -1,0 +1,183 @@
+"""The fast-forward that follows the change (landing.py): `git apply --index` of the commit's
+whole-file diff plus a compare-and-swap, and every case it must hand to `git merge --ff-only`.
+
+A landing through the fast path leaves the reflog entry `papayu: land <id>`; one through
+`git merge` leaves `merge <sha>: Fast-forward`. Each refusal must keep the user's state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from apply_helpers import patch_action, run_papayu_bg, snapshot, write_plan
+from conftest import git, make_repo, papayu
+
+DIFF = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
+
+
+def _apply(repo: Path, plan: Path, *args: str) -> dict:
+    proc = papayu("apply", str(plan), "--json", "--no-check", *args, cwd=repo)
+    data = json.loads(proc.stdout)
+    data["_rc"] = proc.returncode
+    return data
+
+
+def _codes(data: dict) -> list[str]:
+    return [e["code"] for e in data.get("errors", [])]
+
+
+def _user_refs(snap: dict) -> list[str]:
+    return [line for line in snap["refs"].splitlines() if not line.startswith("refs/heads/papayu/")]
+
+
+def _last_reflog(repo: Path) -> str:
+    return git(repo, "reflog", "-1", "--format=%gs", "main").strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"a.txt": "one\ntwo\n", "b.txt": "bee\n", "src/c.txt": "sea\n",
+                                          ".gitignore": "*.log\n"})
+
+
+def _patch_plan(tmp_path: Path, name: str = "plan.json") -> Path:
+    return write_plan(tmp_path, [patch_action("a.txt", b"one\ntwo\n", DIFF),
+                                 {"kind": "CREATE_FILE", "path": "src/new/d.txt", "content": "d\n"},
+                                 {"kind": "DELETE_FILE", "path": "src/c.txt"}], name=name)
+
+
+def test_fast_path_lands_keeps_other_changes_and_sets_orig_head(repo: Path, tmp_path: Path) -> None:
+    tip = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "b.txt").write_text("bee, edited\n")
+    (repo / "staged.txt").write_text("staged\n")
+    git(repo, "add", "staged.txt")
+    (repo / "mine.txt").write_text("untracked\n")
+    (repo / "debug.log").write_text("ignored\n")
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 0 and data["landed_by"] == "fast-forward", data
+    assert _last_reflog(repo) == f"papayu: land {data['plan_id']}"
+    assert git(repo, "rev-parse", "HEAD").strip() == data["commit"]
+    assert git(repo, "rev-parse", "ORIG_HEAD").strip() == tip
+    assert (repo / "a.txt").read_text() == "one\nTWO\n" and (repo / "src/new/d.txt").read_text() == "d\n"
+    assert not (repo / "src/c.txt").exists()
+    assert git(repo, "status", "--porcelain", "--ignored").splitlines() == [
+        " M b.txt", "A  staged.txt", "?? mine.txt", "!! debug.log"]
+    assert git(repo, "diff", "--cached", "--name-only", "HEAD").split() == ["staged.txt"]
+
+
+def test_post_merge_hook_runs_like_after_git_merge(repo: Path, tmp_path: Path) -> None:
+    hook = repo / ".git/hooks/post-merge"
+    hook.write_text("#!/bin/sh\necho \"squash=$1 head=$(git rev-parse HEAD)\" > .git/post-merge-ran\n")
+    hook.chmod(0o755)
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 0, data
+    assert (repo / ".git/post-merge-ran").read_text() == f"squash=0 head={data['commit']}\n"
+
+
+@pytest.mark.parametrize("flag", ["--skip-worktree", "--assume-unchanged"])
+def test_hidden_local_change_of_a_touched_file_is_refused(repo: Path, tmp_path: Path, flag: str) -> None:
+    git(repo, "update-index", flag, "a.txt")
+    (repo / "a.txt").write_text("one\nmy hidden local change\n")
+    before = snapshot(repo)
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    after = snapshot(repo)
+    assert after["files"] == before["files"] and after["index"] == before["index"]
+    assert _user_refs(after) == _user_refs(before)
+
+
+def test_staged_mode_change_of_a_touched_file_is_refused_and_kept(repo: Path, tmp_path: Path) -> None:
+    (repo / "a.txt").chmod(0o755)
+    git(repo, "add", "a.txt")
+    staged = git(repo, "ls-files", "-s", "a.txt")
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    assert git(repo, "ls-files", "-s", "a.txt") == staged and staged.startswith("100755")
+    assert (repo / "a.txt").read_text() == "one\ntwo\n" and os.access(repo / "a.txt", os.X_OK)
+    assert (repo / "src/c.txt").exists() and not (repo / "src/new").exists()
+
+
+def test_untracked_symlink_where_the_plan_needs_a_directory_is_never_written_through(
+        repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "src/new").symlink_to(outside)
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    assert list(outside.iterdir()) == [] and (repo / "src/new").is_symlink()
+    assert (repo / "a.txt").read_text() == "one\ntwo\n"
+
+
+def test_untracked_file_where_the_plan_needs_a_directory_is_kept(repo: Path, tmp_path: Path) -> None:
+    (repo / "src/new").write_text("precious\n")
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    assert (repo / "src/new").read_text() == "precious\n" and (repo / "a.txt").read_text() == "one\ntwo\n"
+
+
+def test_merge_in_progress_is_left_to_git_merge_which_refuses(repo: Path, tmp_path: Path) -> None:
+    git(repo, "checkout", "-q", "-b", "other")
+    (repo / "b.txt").write_text("theirs\n")
+    git(repo, "commit", "-q", "-am", "theirs")
+    git(repo, "checkout", "-q", "main")
+    (repo / "b.txt").write_text("ours\n")
+    git(repo, "commit", "-q", "-am", "ours")
+    git(repo, "merge", "-q", "other", check=False)  # conflict: MERGE_HEAD exists
+    assert (repo / ".git/MERGE_HEAD").exists()
+    before = snapshot(repo)
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 1, data
+    assert "unresolved conflict" in data["errors"][0]["reason"]
+    assert snapshot(repo)["files"] == before["files"] and snapshot(repo)["index"] == before["index"]
+
+
+def test_branch_moved_during_the_fast_path_is_put_back(repo: Path, tmp_path: Path) -> None:
+    """Someone moves the branch while git apply runs (here: the clean filter git apply runs
+    on a.txt): the compare-and-swap fails, the apply is reversed, ERR_BRANCH_MOVED."""
+    (repo / ".gitattributes").write_text("a.txt filter=mover\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "attributes")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "someone else's commit")
+    moved = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "config", "filter.mover.clean", f"git update-ref refs/heads/main {moved}; cat")
+    git(repo, "config", "filter.mover.smudge", "cat")
+    (repo / "b.txt").write_text("bee, edited\n")
+    before = snapshot(repo)
+    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_BRANCH_MOVED"], data
+    assert git(repo, "rev-parse", "main").strip() == moved
+    assert snapshot(repo)["files"] == before["files"]
+    assert git(repo, "status", "--porcelain") == " M b.txt\n"  # the moved-to commit has the same tree
+
+
+def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_path: Path) -> None:
+    """The apply and the CAS run as one child (like `git merge` did): killing papayu while git
+    writes the files must end with the branch moved and index/working tree matching it."""
+    marker = tmp_path / "smudging"
+    git(repo, "config", "filter.slow.smudge", f"touch {marker}; sleep 2; cat")
+    git(repo, "config", "filter.slow.clean", "cat")
+    (repo / ".gitattributes").write_text("a.txt filter=slow\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "slow filter")
+    (repo / "b.txt").write_text("bee, edited\n")
+    proc = run_papayu_bg(["apply", str(_patch_plan(tmp_path)), "--no-check", "-y"], repo)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    deadline = time.monotonic() + 30
+    while (repo / ".git/index.lock").exists() or "papayu: land" not in _last_reflog(repo):
+        assert time.monotonic() < deadline, git(repo, "status")
+        time.sleep(0.1)
+    assert git(repo, "status", "--porcelain") == " M b.txt\n"
+    assert (repo / "a.txt").read_text() == "one\nTWO\n" and (repo / "src/new/d.txt").read_text() == "d\n"
+    again = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "next.txt", "content": "n\n"}], name="2.json")
+    assert _apply(repo, again)["_rc"] == 0
