@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,6 +15,9 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _write_crash_report(exc: BaseException) -> str:
+    import tempfile  # only on the crash path: ~6 ms of imports every command would pay
+    import traceback
+
     from papayu_git.secrets import mask
 
     fd, path = tempfile.mkstemp(prefix=f"papayu-crash-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".log")

@@ -132,7 +132,7 @@ def _c_locale() -> dict[str, str]:
 # meanwhile (kill -9 of apply must never leave files moved without the branch, or the reverse).
 # The diff carries whole files as context, so the apply refuses any local difference.
 _APPLY_FF = r"""
-old=$1 new=$2 ref=$3 msg=$4; shift 4
+old=$1 new=$2 ref=$3 msg=$4 hook=$5; shift 5
 git diff-index --cached --quiet "$old" -- "$@" || exit 10  # a staged change (even of a mode) is the user's
 patch() {
     git diff-tree -p --binary --full-index --no-renames --no-ext-diff --no-textconv \
@@ -142,7 +142,7 @@ patch() {
 patch || exit 10
 if printf 'update %s %s %s\nupdate ORIG_HEAD %s\n' "$ref" "$new" "$old" "$old" |
         git update-ref -m "$msg" --stdin; then
-    git hook run --ignore-missing post-merge -- 0 >&2
+    [ "$hook" = no ] || git hook run --ignore-missing post-merge -- 0 >&2
     exit 0
 fi
 patch -R && exit 11
@@ -166,7 +166,8 @@ def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, t
         return False
     env = {**_c_locale(), "GIT_LITERAL_PATHSPECS": "1"}
     proc = subprocess.run(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
-                           f"papayu: land {plan_id}", *paths], cwd=workdir, env=env,
+                           f"papayu: land {plan_id}", "yes" if _may_have_post_merge(repo) else "no", *paths],
+                          cwd=workdir, env=env,
                           capture_output=True, text=True)
     if proc.returncode in (0, 10):
         return proc.returncode == 0
@@ -176,6 +177,16 @@ def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, t
                       f"{proc.stderr.strip()[-1500:]}", path=target.ref,
                       hint=f"Compare 'git status' with 'git diff {target.tip[:12]} {commit[:12]}'; "
                            f"papayu/{plan_id} is kept.")
+
+
+def _may_have_post_merge(repo: "pygit2.Repository") -> bool:
+    """Whether `git hook run post-merge` (as `git merge` runs it) can find a hook: skips a git
+    process in the common case. With core.hooksPath set, git resolves it."""
+    try:
+        repo.config["core.hooksPath"]
+    except KeyError:
+        return (common_dir(repo) / "hooks" / "post-merge").exists()
+    return True
 
 
 def _plain_worktree(workdir: Path, paths: list[str]) -> bool:

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from papayu_git.errors import PapayuError, ValidationFailed
-from papayu_git.memory import check_memory_patch
 from papayu_git.paths import DEFAULT_PROTECTED, check_path, is_protected
 from papayu_git.protocol import (
     DELETING_KINDS, MAX_JSON_DEPTH, NO_CHANGES_PREFIX, WRITING_KINDS, Action, ActionKind, Mode, Response, coerce_mode, json_depth_ok,
@@ -257,6 +256,10 @@ def _check_structure(data: Any, protocol: int) -> Any:
 
 def _check_memory(obj: Mapping[str, Any], protocol: int, errors: list[PapayuError]) -> tuple[dict[str, Any],
                                                                                              list[PapayuError]]:
+    if "memory_patch" not in obj:
+        return {}, []
+    from papayu_git.memory import check_memory_patch  # only for responses that carry one
+
     memory, unknown, wrong = check_memory_patch(obj.get("memory_patch", {}))
     errors.extend(wrong)
     if protocol >= 2:

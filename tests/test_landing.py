@@ -70,8 +70,13 @@ def test_fast_path_lands_keeps_other_changes_and_sets_orig_head(repo: Path, tmp_
     assert git(repo, "diff", "--cached", "--name-only", "HEAD").split() == ["staged.txt"]
 
 
-def test_post_merge_hook_runs_like_after_git_merge(repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("hooks_path", [None, "my-hooks"])
+def test_post_merge_hook_runs_like_after_git_merge(repo: Path, tmp_path: Path, hooks_path: str | None) -> None:
     hook = repo / ".git/hooks/post-merge"
+    if hooks_path:
+        git(repo, "config", "core.hooksPath", hooks_path)
+        hook = repo / hooks_path / "post-merge"
+        hook.parent.mkdir()
     hook.write_text("#!/bin/sh\necho \"squash=$1 head=$(git rev-parse HEAD)\" > .git/post-merge-ran\n")
     hook.chmod(0o755)
     data = _apply(repo, _patch_plan(tmp_path), "-y")
