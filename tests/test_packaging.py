@@ -63,6 +63,17 @@ def test_installed_wheel_finds_its_schemas_and_hashes_their_bytes(wheel: Path, t
         assert digest == hashlib.sha256(installed.read_bytes()).hexdigest()
 
 
+def test_installed_wheel_validates_with_its_generated_validators(wheel: Path, tmp_path: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tmp_path / "site")
+    probe = ("import json; from papayu_git import schemas; "
+             f"print(json.dumps([schemas._fast_validator(n).__module__ for n in {SCHEMAS!r}]))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [f"papayu_git.schema_validators.{name}" for name in SCHEMAS]
+
+
 def test_schema_hash_of_this_install_is_the_file_sha256() -> None:
     for name in SCHEMAS:
         path = schemas.schema_dir() / f"{name}.json"

@@ -89,7 +89,6 @@ def test_schemas_are_valid_draft7(name: str) -> None:
 def test_fast_and_full_validators_agree_on_the_corpus() -> None:
     from papayu_git.schemas import _fast_validator, _full_validator
 
-    import fastjsonschema
     samples = [d for docs in CORPUS.values() for d in docs] + [
         {"actions": [{"kind": "PATCH_FILE", "path": "a", "patch": "p"}]}, {"actions": [{"kind": "X", "path": "a"}]},
         {"actions": [{"kind": "DELETE_FILE", "path": "a", "content": "x"}]}, {"summary": 3}, [1], 5]
@@ -98,7 +97,7 @@ def test_fast_and_full_validators_agree_on_the_corpus() -> None:
             try:
                 _fast_validator(name)(sample)
                 fast = True
-            except fastjsonschema.JsonSchemaException:
+            except ValueError:  # fastjsonschema's exception or the generated stand-in
                 fast = False
             assert fast == _full_validator(name).is_valid(sample), (name, sample)
 
@@ -108,7 +107,6 @@ def test_fast_and_full_validators_agree_on_the_corpus() -> None:
 def test_upstream_valid_implies_ours_valid_and_fast_matches_full(document: Any) -> None:
     from papayu_git.schemas import _fast_validator, _full_validator
 
-    import fastjsonschema
     for version, name in OURS.items():
         ours = _full_validator(name).is_valid(document)
         if jsonschema.Draft7Validator(json.loads(UPSTREAM[version].read_text())).is_valid(document):
@@ -116,6 +114,6 @@ def test_upstream_valid_implies_ours_valid_and_fast_matches_full(document: Any) 
         try:
             _fast_validator(name)(document)
             fast = True
-        except fastjsonschema.JsonSchemaException:
+        except ValueError:  # fastjsonschema's exception or the generated stand-in
             fast = False
         assert fast == ours, (name, document)

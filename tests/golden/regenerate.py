@@ -2,6 +2,9 @@
 
     .venv/bin/python tests/golden/regenerate.py [OUT_DIR] [--driver=validation]   # default: tests/golden
 
+It first runs `python -m papayu_git.schemas --write`, so an edited schema's generated validator
+(papayu_git/schema_validators/) is regenerated with the goldens.
+
 For every scenario (tests/golden/scenarios.py) a real git repository is built and the real
 commands run: `git papayu plan GOAL` and `git papayu apply ID --no-check -y` against
 `ScriptedModel`, an OpenAI-compatible server on 127.0.0.1 whose answers are built from the
@@ -252,6 +255,9 @@ def generate(out_dir: Path, driver: str = "cli") -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    from papayu_git import schemas
+
+    schemas.main(["--write"])  # a changed schema also needs its generated validator (README: Contributing)
     driver = "validation" if "--driver=validation" in argv else "cli"
     paths = [a for a in argv if not a.startswith("--")]
     out_dir = Path(paths[0]) if paths else ROOT / "tests" / "golden"
