@@ -68,6 +68,9 @@ def test_fast_path_lands_keeps_other_changes_and_sets_orig_head(repo: Path, tmp_
     assert git(repo, "status", "--porcelain", "--ignored").splitlines() == [
         " M b.txt", "A  staged.txt", "?? mine.txt", "!! debug.log"]
     assert git(repo, "diff", "--cached", "--name-only", "HEAD").split() == ["staged.txt"]
+    git(repo, "reset", "-q", "--keep", "ORIG_HEAD")  # the README's undo
+    assert git(repo, "rev-parse", "HEAD").strip() == tip and (repo / "a.txt").read_text() == "one\ntwo\n"
+    assert (repo / "b.txt").read_text() == "bee, edited\n" and (repo / "mine.txt").exists()
 
 
 @pytest.mark.parametrize("hooks_path", [None, "my-hooks"])
