@@ -133,7 +133,8 @@ def _c_locale() -> dict[str, str]:
 # The diff carries whole files as context, so the apply refuses any local difference.
 _APPLY_FF = r"""
 old=$1 new=$2 ref=$3 msg=$4 hook=$5; shift 5
-git diff-index --cached --quiet "$old" -- "$@" || exit 10  # a staged change (even of a mode) is the user's
+# A staged change (even of a mode only) of a touched path is the user's: leave it to git merge.
+GIT_LITERAL_PATHSPECS=1 git diff-index --cached --quiet "$old" -- "$@" || exit 10
 patch() {
     git diff-tree -p --binary --full-index --no-renames --no-ext-diff --no-textconv \
         --unified=999999999 "$old" "$new" |
@@ -164,10 +165,9 @@ def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, t
     if ([str(p) for p in new.parent_ids] != [target.tip] or paths is None
             or len(paths) > _MAX_FAST_PATHS or not _plain_worktree(workdir, paths)):
         return False
-    env = {**_c_locale(), "GIT_LITERAL_PATHSPECS": "1"}
     proc = subprocess.run(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
                            f"papayu: land {plan_id}", "yes" if _may_have_post_merge(repo) else "no", *paths],
-                          cwd=workdir, env=env,
+                          cwd=workdir, env=scrubbed_env(),  # the user's locale: the hook runs here
                           capture_output=True, text=True)
     if proc.returncode in (0, 10):
         return proc.returncode == 0
@@ -175,8 +175,8 @@ def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, t
         raise _moved(target, proc.stderr)
     raise PapayuError("ERR_GIT_COMMAND", f"landing in {workdir} failed half-way and could not be undone: "
                       f"{proc.stderr.strip()[-1500:]}", path=target.ref,
-                      hint=f"Compare 'git status' with 'git diff {target.tip[:12]} {commit[:12]}'; "
-                           f"papayu/{plan_id} is kept.")
+                      hint=f"The plan's commit is {commit}: compare 'git status' with "
+                           f"'git diff {target.tip[:12]} {commit[:12]}'.")
 
 
 def _may_have_post_merge(repo: "pygit2.Repository") -> bool:

@@ -73,6 +73,28 @@ def test_fast_path_lands_keeps_other_changes_and_sets_orig_head(repo: Path, tmp_
     assert (repo / "b.txt").read_text() == "bee, edited\n" and (repo / "mine.txt").exists()
 
 
+@pytest.mark.parametrize("setup", [("config", "core.autocrlf", "true"),
+                                   ("attributes", "* text=auto eol=crlf")])
+def test_line_ending_conversion_lands_clean(tmp_path: Path, setup: tuple[str, ...]) -> None:
+    """git apply converts the working-tree file to git's form and back, as a checkout would."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "one\ntwo\n"})
+    if setup[0] == "config":
+        git(repo, "config", setup[1], setup[2])
+    else:
+        (repo / ".gitattributes").write_text(setup[1] + "\n")
+        git(repo, "add", ".gitattributes")
+        git(repo, "commit", "-q", "-m", "attributes")
+    (repo / "a.txt").unlink()
+    git(repo, "checkout", "--", "a.txt")  # now CRLF in the working tree
+    assert (repo / "a.txt").read_bytes() == b"one\r\ntwo\r\n"
+    plan = write_plan(tmp_path, [patch_action("a.txt", b"one\ntwo\n", DIFF)])
+    data = _apply(repo, plan)
+    assert data["_rc"] == 0 and _last_reflog(repo) == f"papayu: land {data['plan_id']}", data
+    assert (repo / "a.txt").read_bytes() == b"one\r\nTWO\r\n"
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "show", "HEAD:a.txt") == "one\nTWO\n"
+
+
 @pytest.mark.parametrize("hooks_path", [None, "my-hooks"])
 def test_post_merge_hook_runs_like_after_git_merge(repo: Path, tmp_path: Path, hooks_path: str | None) -> None:
     hook = repo / ".git/hooks/post-merge"
