@@ -151,8 +151,8 @@ exit 12
 """
 # Beyond this many touched files the path list is left to `git merge` (argument size).
 _MAX_FAST_PATHS = 2000
-_IN_PROGRESS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply",
-                "info/sparse-checkout")
+_IN_PROGRESS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "sequencer", "rebase-merge",
+                "rebase-apply", "info/sparse-checkout")
 
 
 def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, target: Target,
@@ -165,10 +165,13 @@ def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, t
     if ([str(p) for p in new.parent_ids] != [target.tip] or paths is None
             or len(paths) > _MAX_FAST_PATHS or not _plain_worktree(workdir, paths)):
         return False
-    proc = subprocess.run(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
-                           f"papayu: land {plan_id}", "yes" if _may_have_post_merge(repo) else "no", *paths],
-                          cwd=workdir, env=scrubbed_env(),  # the user's locale: the hook runs here
-                          capture_output=True, text=True)
+    try:
+        proc = subprocess.run(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
+                               f"papayu: land {plan_id}", "yes" if _may_have_post_merge(repo) else "no",
+                               *paths], cwd=workdir, env=scrubbed_env(),  # the user's locale: hooks run
+                              capture_output=True, text=True)
+    except OSError:  # no POSIX sh (some Windows setups): git merge does it all
+        return False
     if proc.returncode in (0, 10):
         return proc.returncode == 0
     if proc.returncode == 11:

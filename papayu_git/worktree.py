@@ -11,7 +11,6 @@ files that differ from the previous use.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -327,6 +326,8 @@ def _remove_slot(repo_root: Path, path: Path) -> None:
     """Remove one pool slot completely (the caller holds its lock), including an entry a killed
     `git worktree add` left locked as "initializing" (`remove -f -f` removes it, prune does not).
     Never a repository-wide `git worktree prune`: it races with another apply's `worktree add`."""
+    import shutil  # ~3 ms of imports (bz2, lzma) that a plain apply never needs
+
     admins = _admin_dirs_of(repo_root, path)
     if admins:
         run_git(["worktree", "remove", "-f", "-f", str(path)], cwd=repo_root, check=False)

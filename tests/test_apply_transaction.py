@@ -205,6 +205,9 @@ def test_branch_checked_out_elsewhere_is_fast_forwarded_there(repo: Path, tmp_pa
     assert data["_rc"] == 0 and data["landed_by"] == "fast-forward"
     assert (other / "s.txt").read_text() == "s\n" and git(other, "status", "--porcelain") == ""
     assert not (repo / "s.txt").exists()
+    # the fast path (tests/test_landing.py) found the linked worktree's git dir
+    assert git(other, "reflog", "-1", "--format=%gs", "side").strip() == f"papayu: land {data['plan_id']}"
+    assert git(other, "rev-parse", "ORIG_HEAD") == git(repo, "rev-parse", "side~1")
 
 
 def test_dirty_touched_file_refuses_landing_and_keeps_everything(repo: Path, tmp_path: Path) -> None:
