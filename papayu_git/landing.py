@@ -144,6 +144,7 @@ patch || exit 10
 if printf 'update %s %s %s\nupdate ORIG_HEAD %s\n' "$ref" "$new" "$old" "$old" |
         git update-ref -m "$msg" --stdin; then
     [ "$hook" = no ] || git hook run --ignore-missing post-merge -- 0 >&2
+    git maintenance run --auto --quiet >&2  # as git merge and git commit do (loose objects)
     exit 0
 fi
 patch -R && exit 11

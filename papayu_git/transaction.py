@@ -171,8 +171,8 @@ class _Run:
         commit = self.commit(prepared)
         if commit is None:
             return self.finish("no_changes", prepared.target, None)
-        pause_point("after_commit")
         try:
+            pause_point("after_commit")
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
                 if not self.run_check(commit):
                     return self.rollback(prepared.target, commit, self.check_error())
