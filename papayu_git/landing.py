@@ -164,7 +164,7 @@ def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, t
     new = repo[commit]
     paths = changed_paths(repo, repo[target.tip].tree, new.tree)
     if ([str(p) for p in new.parent_ids] != [target.tip] or paths is None
-            or len(paths) > _MAX_FAST_PATHS or not _plain_worktree(workdir, paths)):
+            or len(paths) > _MAX_FAST_PATHS or not _plain_worktree(workdir, paths, repo[target.tip].tree)):
         return False
     try:
         proc = subprocess.run(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
@@ -193,9 +193,11 @@ def _may_have_post_merge(repo: "pygit2.Repository") -> bool:
     return True
 
 
-def _plain_worktree(workdir: Path, paths: list[str]) -> bool:
-    """No operation in progress, no sparse checkout, and every directory the change needs is
-    a real directory or absent (git apply would write through a symlink to a directory)."""
+def _plain_worktree(workdir: Path, paths: list[str], old_tree: "pygit2.Tree") -> bool:
+    """No operation in progress, no sparse checkout, every directory the change needs is a
+    real directory or absent (git apply would write through a symlink to a directory), and
+    no tracked file the change touches is missing (git apply restores a missing file from
+    the index while it checks, even when it then refuses: tests/test_landing_differential.py)."""
     gitdir = _gitdir_of(workdir)
     if gitdir is None or any((gitdir / name).exists() for name in _IN_PROGRESS):
         return False
@@ -215,6 +217,8 @@ def _plain_worktree(workdir: Path, paths: list[str]) -> bool:
                 break
             if not stat.S_ISDIR(mode):
                 return False
+        if not os.path.lexists(workdir / path) and path in old_tree:
+            return False
     return True
 
 
