@@ -130,7 +130,9 @@ def _c_locale() -> dict[str, str]:
 
 # Runs as one child so that, like a single `git merge`, it finishes even if papayu is killed
 # meanwhile (kill -9 of apply must never leave files moved without the branch, or the reverse).
-# The diff carries whole files as context, so the apply refuses any local difference.
+# The diff carries whole files as context, so the apply refuses any local difference. A file
+# whose stat data no longer matches the index (touched, copied) is refused too, though clean:
+# git merge, which refreshes the index, then lands it.
 _APPLY_FF = r"""
 old=$1 new=$2 ref=$3 msg=$4 hook=$5; shift 5
 # A staged change (even of a mode only) of a touched path is the user's: leave it to git merge.

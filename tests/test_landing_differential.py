@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from papayu_git.errors import PapayuError
@@ -48,6 +48,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
         (root / name).write_text(text)
     (root / "a/two.sh").chmod(0o755)
     (root / "link").symlink_to("a/one.txt")
+    (root / "b/bin.dat").write_bytes(bytes(range(256)) * 4)
     sh(root, "git", "add", "-A")
     sh(root, "git", "commit", "-q", "-m", "old")
     old = sh(root, "git", "rev-parse", "HEAD").stdout.strip()
@@ -58,6 +59,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     (root / "c").mkdir()
     (root / "c/new.txt").write_text("new\n")
     (root / "a/added.log").write_text("force-added\n")
+    (root / "b/bin.dat").write_bytes(bytes(range(255, -1, -1)) * 4)  # a binary patch
+    (root / "link").unlink()
+    (root / "link").symlink_to("b/keep.txt")  # a retargeted symlink
+    (root / "c/new-link").symlink_to("../a/two.sh")
     sh(root, "git", "add", "-A")
     sh(root, "git", "add", "-f", "a/added.log")
     sh(root, "git", "commit", "-q", "-m", "new")
@@ -118,6 +123,13 @@ def _mutate(repo: Path, names: list[str]) -> None:
         elif name == "dir_at_touched" and (repo / "a/one.txt").is_file():
             (repo / "a/one.txt").unlink()
             write("a/one.txt/inside.txt", "a directory where a tracked file was\n")
+        elif name == "touch_touched" and (repo / "a/two.sh").is_file():
+            os.utime(repo / "a/two.sh", (1, 1))  # same content, other stat data
+        elif name == "edit_binary":
+            (repo / "b/bin.dat").write_bytes(b"\0mine")
+        elif name == "retarget_link" and (repo / "link").is_symlink():
+            (repo / "link").unlink()
+            (repo / "link").symlink_to("b/mode.txt")
         elif name == "stale_index_lock":
             write(".git/index.lock", "")
         elif name == "unstage_deletion":
@@ -144,11 +156,13 @@ MUTATIONS = ["edit_touched", "edit_untouched", "stage_untouched", "stage_touched
              "unstaged_mode_touched", "untracked_at_created", "ignored_at_created", "untracked_in_new_dir",
              "delete_touched", "delete_modified_touched", "skip_worktree", "assume_unchanged",
              "intent_to_add_created", "file_where_dir_needed", "symlink_where_dir_needed",
-             "staged_then_reverted", "unstage_deletion", "dir_at_touched", "stale_index_lock"]
+             "staged_then_reverted", "unstage_deletion", "dir_at_touched", "stale_index_lock", "edit_binary", "retarget_link", "touch_touched"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(st.sampled_from(MUTATIONS), max_size=4, unique=True))
+@example(names=[])
+@example(names=["edit_untouched", "stage_untouched", "untracked_in_new_dir"])
 def test_fast_path_ends_exactly_like_git_merge(template: tuple[Path, str, str], tmp_path: Path,
                                               names: list[str]) -> None:
     root, old, new = template
@@ -157,6 +171,7 @@ def test_fast_path_ends_exactly_like_git_merge(template: tuple[Path, str, str], 
     ours, theirs = work / "ours", work / "theirs"
     for copy in (ours, theirs):
         shutil.copytree(root, copy, symlinks=True)
+        sh(copy, "git", "update-index", "-q", "--refresh")  # new inodes: as after a checkout
         _mutate(copy, names)
     repo = open_repo(ours)
     try:
@@ -169,4 +184,7 @@ def test_fast_path_ends_exactly_like_git_merge(template: tuple[Path, str, str], 
     merge = sh(theirs, "git", "merge", "--ff-only", "--no-overwrite-ignore", "--no-stat", "-q", new, check=False)
     assert landed_ours == (merge.returncode == 0), (names, merge.stderr)
     assert _state(ours) == _state(theirs), names
+    if set(names) <= {"edit_untouched", "stage_untouched", "untracked_in_new_dir"}:
+        # nothing in the way: this must have been the fast path, not git merge
+        assert sh(ours, "git", "reflog", "-1", "--format=%gs").stdout.strip() == "papayu: land t"
     shutil.rmtree(work)
