@@ -155,6 +155,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_DIRTY_WORKTREE": ErrorSpec(
         "files the plan touches have uncommitted changes",
         "Commit or stash those files ('git stash'), then run 'git papayu land ID'."),
+    "ERR_OPERATION_IN_PROGRESS": ErrorSpec(
+        "a merge, rebase, cherry-pick or revert is in progress on the target branch",
+        "Finish or abort it (e.g. 'git merge --abort', 'git rebase --abort'), then run 'git papayu land ID'."),
     "ERR_CHECK_FAILED": ErrorSpec(
         "the check command failed; nothing landed",
         "Read the output tail; keep the branch with --keep-failed to inspect it."),

@@ -193,7 +193,8 @@ class _Run:
                     return self.finish("no_changes", prepared.target, None)
                 commit = rebased
         except PapayuError as exc:
-            keep = exc.code == "ERR_DIRTY_WORKTREE"  # its hint: stash, then `land ID`
+            # Their hints: stash / finish the merge, then `land ID` the checked commit.
+            keep = exc.code in ("ERR_DIRTY_WORKTREE", "ERR_OPERATION_IN_PROGRESS")
             self.rollback(prepared.target, commit, exc, keep=keep)
             raise
         except BaseException:

@@ -150,20 +150,41 @@ def test_untracked_file_where_the_plan_needs_a_directory_is_kept(repo: Path, tmp
     assert (repo / "src/new").read_text() == "precious\n" and (repo / "a.txt").read_text() == "one\ntwo\n"
 
 
-def test_merge_in_progress_is_left_to_git_merge_which_refuses(repo: Path, tmp_path: Path) -> None:
+def _conflicting_branch(repo: Path) -> None:
     git(repo, "checkout", "-q", "-b", "other")
     (repo / "b.txt").write_text("theirs\n")
     git(repo, "commit", "-q", "-am", "theirs")
     git(repo, "checkout", "-q", "main")
     (repo / "b.txt").write_text("ours\n")
     git(repo, "commit", "-q", "-am", "ours")
+
+
+def test_merge_in_progress_is_refused_and_the_plan_kept(repo: Path, tmp_path: Path) -> None:
+    _conflicting_branch(repo)
     git(repo, "merge", "-q", "other", check=False)  # conflict: MERGE_HEAD exists
     assert (repo / ".git/MERGE_HEAD").exists()
     before = snapshot(repo)
     data = _apply(repo, _patch_plan(tmp_path), "-y")
-    assert data["_rc"] == 1, data
-    assert "unresolved conflict" in data["errors"][0]["reason"]
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_OPERATION_IN_PROGRESS"], data
+    assert "a merge is in progress" in data["errors"][0]["reason"]
     assert snapshot(repo)["files"] == before["files"] and snapshot(repo)["index"] == before["index"]
+    git(repo, "merge", "--abort")
+    plan_id = git(repo, "branch", "--list", "papayu/*", "--format=%(refname:short)").strip()[len("papayu/"):]
+    assert plan_id, "the checked commit is kept for `land ID`"
+    proc = papayu("land", plan_id, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "a.txt").read_text() == "one\nTWO\n"
+
+
+def test_branch_being_rebased_is_refused(repo: Path, tmp_path: Path) -> None:
+    _conflicting_branch(repo)
+    git(repo, "rebase", "other", check=False)  # stops on the conflict, HEAD detached
+    assert (repo / ".git/rebase-merge/head-name").read_text().strip() == "refs/heads/main"
+    tip = git(repo, "rev-parse", "main")
+    data = _apply(repo, _patch_plan(tmp_path), "-y", "--onto", "main")
+    assert data["_rc"] == 1 and _codes(data) == ["ERR_OPERATION_IN_PROGRESS"], data
+    assert "main is being rebased" in data["errors"][0]["reason"]
+    assert git(repo, "rev-parse", "main") == tip
 
 
 def test_branch_moved_during_the_fast_path_is_put_back(repo: Path, tmp_path: Path) -> None:
