@@ -39,13 +39,16 @@ def run_git(
     input: str | bytes | None = None,
     env: dict[str, str] | None = None,
     text: bool = True,
+    uninterruptible: bool = False,
 ) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-    """Run git; on failure raise ERR_GIT_COMMAND showing the command, rc and output."""
+    """Run git; on failure raise ERR_GIT_COMMAND showing the command, rc and output.
+    ``uninterruptible``: see run_to_completion (the steps that move the user's branch)."""
     cmd = ["git", *args]
-    proc = subprocess.run(
-        cmd, cwd=cwd, input=input, capture_output=True, text=text,
-        env=env if env is not None else scrubbed_env(),
-    )
+    env = env if env is not None else scrubbed_env()
+    if uninterruptible:
+        proc = run_to_completion(cmd, cwd=cwd, env=env)
+    else:
+        proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=text, env=env)
     if check and proc.returncode != 0:
         out = proc.stderr if text else proc.stderr.decode("utf-8", "replace")
         raise PapayuError(
@@ -53,6 +56,28 @@ def run_git(
             f"`{' '.join(cmd)}` exited {proc.returncode}: {str(out).strip()[-2000:]}",
         )
     return proc
+
+
+def run_to_completion(cmd: Sequence[str], *, cwd: str | os.PathLike[str] | None,
+                      env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` so that Ctrl-C cannot split it: in its own session (the terminal's SIGINT
+    reaches papayu only) and waited for to the end; `subprocess.run` would SIGKILL it on
+    KeyboardInterrupt, leaving files moved without the branch. The interrupt is then dropped:
+    the step it hit has completed and the command finishes normally."""
+    from papayu_git import output
+
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    interrupted = False
+    while True:
+        try:
+            stdout, stderr = proc.communicate()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        output.info("Ctrl-C while moving your branch: that step was completed first")
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
 
 
 def find_toplevel(start: str | os.PathLike[str] | None = None) -> Path:

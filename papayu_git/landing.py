@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from papayu_git import locks
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, run_git, scrubbed_env
+from papayu_git.git import common_dir, run_git, run_to_completion, scrubbed_env
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ def land(repo: "pygit2.Repository", papayu_dir: Path, target: Target, commit: st
                 fast_forward(workdir, commit, target)
             return "fast-forward"
         proc = run_git(["update-ref", "-m", f"papayu: land {plan_id}", target.ref, commit, target.tip],
-                       cwd=repo.path, check=False, env=_c_locale())
+                       cwd=repo.path, check=False, env=_c_locale(), uninterruptible=True)
         if proc.returncode != 0:
             raise _moved(target, proc.stderr) if "but expected" in proc.stderr else PapayuError(
                 "ERR_GIT_COMMAND", f"git update-ref failed: {proc.stderr.strip()}", path=target.ref)
@@ -131,7 +130,7 @@ def _c_locale() -> dict[str, str]:
 
 
 # Runs as one child so that, like a single `git merge`, it finishes even if papayu is killed
-# meanwhile (kill -9 of apply must never leave files moved without the branch, or the reverse).
+# or interrupted meanwhile (never files moved without the branch, or the reverse).
 # The diff carries whole files as context, so the apply refuses any local difference. A file
 # whose stat data no longer matches the index (touched, copied) is refused too, though clean:
 # git merge, which refreshes the index, then lands it.
@@ -197,10 +196,9 @@ def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, t
             or len(paths) > _MAX_FAST_PATHS or not _plain_worktree(workdir, paths, repo[target.tip].tree)):
         return False
     try:
-        proc = subprocess.run(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
-                               f"papayu: land {plan_id}", "yes" if _may_have_post_merge(repo) else "no",
-                               *paths], cwd=workdir, env=scrubbed_env(),  # the user's locale: hooks run
-                              capture_output=True, text=True)
+        proc = run_to_completion(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
+                                  f"papayu: land {plan_id}", "yes" if _may_have_post_merge(repo) else "no",
+                                  *paths], cwd=workdir, env=scrubbed_env())  # the user's locale: hooks run
     except OSError:  # no POSIX sh (some Windows setups): git merge does it all
         return False
     if proc.returncode in (0, 10):
@@ -274,7 +272,7 @@ def fast_forward(workdir: Path, commit: str, target: Target) -> None:
     env["GIT_MERGE_AUTOEDIT"] = "no"
     # --no-overwrite-ignore: an ignored file of the user's at a path the plan creates is data, not debris.
     args = ["merge", "--ff-only", "--no-overwrite-ignore", "--no-stat", "-q", commit]
-    proc = run_git(args, cwd=workdir, check=False, env=env)
+    proc = run_git(args, cwd=workdir, check=False, env=env, uninterruptible=True)
     if proc.returncode == 0:
         return
     message = proc.stderr + proc.stdout

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -232,3 +234,27 @@ def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_
     assert (repo / "a.txt").read_text() == "one\nTWO\n" and (repo / "src/new/d.txt").read_text() == "d\n"
     again = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "next.txt", "content": "n\n"}], name="2.json")
     assert _apply(repo, again)["_rc"] == 0
+
+
+def test_ctrl_c_while_landing_completes_the_landing(repo: Path, tmp_path: Path) -> None:
+    """Ctrl-C on a terminal signals the whole foreground process group: the landing step runs
+    in its own session and papayu waits for it, so the branch and the files move together."""
+    marker = tmp_path / "smudging"
+    git(repo, "config", "filter.slow.smudge", f"touch {marker}; sleep 2; cat")
+    git(repo, "config", "filter.slow.clean", "cat")
+    (repo / ".gitattributes").write_text("a.txt filter=slow\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "slow filter")
+    proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "apply", str(_patch_plan(tmp_path)),
+                             "--no-check", "-y"], cwd=repo, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)  # a group of its own, like a shell job
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "that step was completed first" in err and "landed plan" in out
+    assert _last_reflog(repo).startswith("papayu: land ")
+    assert git(repo, "status", "--porcelain") == "" and (repo / "a.txt").read_text() == "one\nTWO\n"
