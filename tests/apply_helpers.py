@@ -29,10 +29,8 @@ def patch_action(path: str, old: bytes, diff: str) -> dict[str, Any]:
     return {"kind": "PATCH_FILE", "path": path, "patch": diff, "base_sha256": sha(old)}
 
 
-def snapshot(repo: Path) -> dict[str, Any]:
-    """The user's state: every ref, HEAD, index bytes, every work-tree file (untracked and
-    ignored included, with mode and symlink targets), the stash. `.git/papayu/` is ours."""
-    git_dir = repo / ".git"
+def worktree_files(repo: Path) -> dict[str, Any]:
+    """Every work-tree file (untracked and ignored included) with its mode, or a symlink's target."""
     files: dict[str, Any] = {}
     for dirpath, dirnames, filenames in os.walk(repo):
         rel_dir = Path(dirpath).relative_to(repo)
@@ -47,13 +45,20 @@ def snapshot(repo: Path) -> dict[str, Any]:
                 files[key] = ("link", os.readlink(full))
             else:
                 files[key] = (oct(info.st_mode), full.read_bytes())
+    return files
+
+
+def snapshot(repo: Path) -> dict[str, Any]:
+    """The user's state: every ref, HEAD, index bytes, every work-tree file (untracked and
+    ignored included, with mode and symlink targets), the stash. `.git/papayu/` is ours."""
+    git_dir = repo / ".git"
     return {
         "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
         "head": (git_dir / "HEAD").read_bytes(),
         "config": (git_dir / "config").read_bytes(),  # e.g. no extensions.worktreeConfig written
         "index": (git_dir / "index").read_bytes() if (git_dir / "index").exists() else b"",
         "stash": git(repo, "stash", "list", "--format=%H %gs", check=False),
-        "files": files,
+        "files": worktree_files(repo),
     }
 
 
@@ -101,5 +106,5 @@ def worktree_paths(repo: Path) -> list[str]:
     return [line[9:] for line in out.splitlines() if line.startswith("worktree ")]
 
 
-__all__ = ["ROOT", "blob", "sha", "write_plan", "patch_action", "snapshot", "object_ids", "run_papayu_bg",
+__all__ = ["ROOT", "blob", "sha", "write_plan", "patch_action", "snapshot", "worktree_files", "object_ids", "run_papayu_bg",
            "wait_for_marker", "worktree_paths"]

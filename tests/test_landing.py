@@ -209,21 +209,32 @@ def test_branch_moved_during_the_fast_path_is_put_back(repo: Path, tmp_path: Pat
     assert git(repo, "status", "--porcelain") == " M b.txt\n"  # the moved-to commit has the same tree
 
 
-def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_path: Path) -> None:
-    """The apply and the CAS run as one child (like `git merge` did): killing papayu while git
-    writes the files must end with the branch moved and index/working tree matching it."""
+def _slow_smudge(repo: Path, tmp_path: Path) -> Path:
+    """A smudge filter on a.txt that takes 2 s and first touches the returned marker: the
+    landing's git apply is then running, writing a.txt."""
     marker = tmp_path / "smudging"
     git(repo, "config", "filter.slow.smudge", f"touch {marker}; sleep 2; cat")
     git(repo, "config", "filter.slow.clean", "cat")
     (repo / ".gitattributes").write_text("a.txt filter=slow\n")
     git(repo, "add", ".gitattributes")
     git(repo, "commit", "-q", "-m", "slow filter")
-    (repo / "b.txt").write_text("bee, edited\n")
-    proc = run_papayu_bg(["apply", str(_patch_plan(tmp_path)), "--no-check", "-y"], repo)
+    return marker
+
+
+def _wait_until_landing(proc: subprocess.Popen[str], marker: Path) -> None:
     deadline = time.monotonic() + 60
     while not marker.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
+
+
+def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_path: Path) -> None:
+    """The apply and the CAS run as one child (like `git merge` did): killing papayu while git
+    writes the files must end with the branch moved and index/working tree matching it."""
+    marker = _slow_smudge(repo, tmp_path)
+    (repo / "b.txt").write_text("bee, edited\n")
+    proc = run_papayu_bg(["apply", str(_patch_plan(tmp_path)), "--no-check", "-y"], repo)
+    _wait_until_landing(proc, marker)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
     deadline = time.monotonic() + 30
@@ -239,19 +250,11 @@ def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_
 def test_ctrl_c_while_landing_completes_the_landing(repo: Path, tmp_path: Path) -> None:
     """Ctrl-C on a terminal signals the whole foreground process group: the landing step runs
     in its own session and papayu waits for it, so the branch and the files move together."""
-    marker = tmp_path / "smudging"
-    git(repo, "config", "filter.slow.smudge", f"touch {marker}; sleep 2; cat")
-    git(repo, "config", "filter.slow.clean", "cat")
-    (repo / ".gitattributes").write_text("a.txt filter=slow\n")
-    git(repo, "add", ".gitattributes")
-    git(repo, "commit", "-q", "-m", "slow filter")
+    marker = _slow_smudge(repo, tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "apply", str(_patch_plan(tmp_path)),
                              "--no-check", "-y"], cwd=repo, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)  # a group of its own, like a shell job
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.02)
+    _wait_until_landing(proc, marker)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+from apply_helpers import worktree_files
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -137,19 +137,8 @@ def _mutate(repo: Path, names: list[str]) -> None:
 
 
 def _state(repo: Path) -> dict[str, object]:
-    files: dict[str, object] = {}
-    for dirpath, dirnames, filenames in os.walk(repo):
-        rel = Path(dirpath).relative_to(repo)
-        if rel.parts[:1] == (".git",):
-            dirnames[:] = []
-            continue
-        for name in filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
-            full = Path(dirpath) / name
-            info = full.lstat()
-            files[str(rel / name)] = (("link", os.readlink(full)) if stat.S_ISLNK(info.st_mode)
-                                      else (oct(info.st_mode), full.read_bytes()))
     return {"head": sh(repo, "git", "rev-parse", "HEAD").stdout,
-            "index": sh(repo, "git", "ls-files", "-s", "-v").stdout, "files": files}
+            "index": sh(repo, "git", "ls-files", "-s", "-v").stdout, "files": worktree_files(repo)}
 
 
 MUTATIONS = ["edit_touched", "edit_untouched", "stage_untouched", "stage_touched", "staged_mode_touched",
