@@ -54,8 +54,10 @@ def command(plan_id: str, onto: str | None, when_green: bool, timeout: float | N
     """Land a reviewed plan: fast-forward the target branch to papayu/ID.
 
     Same rules as apply: a checked-out branch moves like `git merge --ff-only`
-    (refused with ERR_DIRTY_WORKTREE if a touched file has uncommitted edits),
-    otherwise a compare-and-swap; ERR_BRANCH_MOVED if the branch moved.
+    (refused with ERR_DIRTY_WORKTREE if a touched file has uncommitted edits,
+    ERR_OPERATION_IN_PROGRESS during a merge or rebase), otherwise a
+    compare-and-swap; ERR_BRANCH_MOVED if the branch moved. Undo the landing
+    on your checked-out branch with `git reset --keep ORIG_HEAD`.
 
     With --when-green the forge's combined status / check runs / pipeline of the
     pushed commit are polled first; red (ERR_CHECKS_RED) or still pending at the
