@@ -259,5 +259,6 @@ def test_ctrl_c_while_landing_completes_the_landing(repo: Path, tmp_path: Path) 
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "that step was completed first" in err and "landed plan" in out
+    assert "undo: git reset --keep ORIG_HEAD" in out
     assert _last_reflog(repo).startswith("papayu: land ")
     assert git(repo, "status", "--porcelain") == "" and (repo / "a.txt").read_text() == "one\nTWO\n"

@@ -129,6 +129,8 @@ def report(result: "ApplyResult", as_json: bool) -> None:
     short = (result.commit or "")[:12]
     if result.state == "landed":
         output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
+        if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
+            output.result("  undo: git reset --keep ORIG_HEAD")
     elif result.state == "review":
         output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
                       f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}")
