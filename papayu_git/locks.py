@@ -86,18 +86,37 @@ def try_acquire(path: Path, /, **data: Any) -> bool:
     tmp = path.with_name(f".{path.name}.{pid}.{time.monotonic_ns()}")
     tmp.write_text(body, encoding="utf-8")
     try:
-        for _ in range(2):
+        for _ in range(5):
             try:
                 os.link(tmp, path)
                 return True
             except FileExistsError:
                 info = read_lock(path)
-                if info is not None and info.pid and info.alive:
+                if info is None:
+                    continue  # released meanwhile; never unlink here: it may be a new owner's lock
+                if info.pid and info.alive:
                     return False
-                _unlink(path)
+                remove_stale(info)
         return False
     finally:
         _unlink(tmp)
+
+
+def remove_stale(info: LockInfo) -> None:
+    """Remove the dead owner's lock ``info`` read earlier, and only that one: it is renamed
+    away first, and put back if another process's live lock had replaced it meanwhile."""
+    grave = info.path.with_name(f".{info.path.name}.stale.{os.getpid()}.{time.monotonic_ns()}")
+    try:
+        os.rename(info.path, grave)
+    except FileNotFoundError:
+        return
+    now = read_lock(grave)
+    if now is not None and now.data != info.data:
+        try:
+            os.link(grave, info.path)
+        except FileExistsError:
+            pass
+    _unlink(grave)
 
 
 def _unlink(path: Path) -> None:
@@ -149,6 +168,6 @@ def clear_stale(papayu_dir: Path, handlers: dict[str, StaleHandler] | None = Non
             handler = (handlers or {}).get(str(info.data.get("kind", "")))
             if handler is not None:
                 handler(info)
-            _unlink(path)
+            remove_stale(info)
             cleared.append(info)
     return cleared
