@@ -94,7 +94,8 @@ def land(repo: "pygit2.Repository", papayu_dir: Path, target: Target, commit: st
     """Move ``target`` from its tip to ``commit``; returns "fast-forward" or "update-ref".
 
     ERR_BRANCH_MOVED when the branch is no longer at ``target.tip``; ERR_DIRTY_WORKTREE
-    (with the files) when git refuses to overwrite local changes.
+    (with the files) when git refuses to overwrite local changes; ERR_OPERATION_IN_PROGRESS
+    during a merge, cherry-pick, revert or rebase of the branch.
     """
     with locks.held(land_lock_path(papayu_dir, target), what=f"landing on {target.branch}",
                     kind="land", ref=target.ref, plan=plan_id):
@@ -222,10 +223,10 @@ def _may_have_post_merge(repo: "pygit2.Repository") -> bool:
 
 
 def _plain_worktree(workdir: Path, paths: list[str], old_tree: "pygit2.Tree") -> bool:
-    """No sparse checkout, every directory the change needs is a
-    real directory or absent (git apply would write through a symlink to a directory), and
-    no tracked file the change touches is missing (git apply restores a missing file from
-    the index while it checks, even when it then refuses: tests/test_landing_differential.py)."""
+    """No sparse checkout, every directory the change needs is a real directory or absent
+    (git apply would write through a symlink to a directory), and no tracked file the change
+    touches is missing (git apply restores a missing file from the index while it checks,
+    even when it then refuses: tests/test_landing_differential.py)."""
     gitdir = _gitdir_of(workdir)
     if gitdir is None or (gitdir / "info" / "sparse-checkout").exists():
         return False
