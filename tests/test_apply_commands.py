@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from apply_helpers import object_ids, write_plan
 from conftest import GOLDEN_UPSTREAM, git, make_repo, papayu
+from llm_server import ScriptedLLM, chat
 
 from papayu_git import plans
 
@@ -80,13 +81,19 @@ def test_stdin_response_and_stored_plan_id(repo: Path, tmp_path: Path) -> None:
 
 
 def test_stored_plan_without_actions_needs_the_apply_round(repo: Path) -> None:
+    """A plan-only answer gets its change from the model (APPLY round) before anything is
+    applied; a scripted model that never answers with valid JSON ends in a clear ERR_LLM_*.
+    (Not the embedded model: the round must not depend on a real model's speed or luck.)"""
     plans.save(repo / ".git/papayu", plans.StoredPlan(
         id="20260101-000000-aaaaaa", goal="fix", response={"summary": "plan only", "plan": [{"step": "x"}]}))
-    proc = papayu("apply", "20260101-000000-aaaaaa", "--json", cwd=repo)
-    codes = [e["code"] for e in json.loads(proc.stdout)["errors"]]
-    if codes != ["ERR_APPLY_ROUND_UNAVAILABLE"]:
-        # Once the LLM layer provides the APPLY round, it must fail for lack of a configured model.
-        assert codes and codes[0].startswith("ERR_LLM"), codes
+    server = ScriptedLLM([chat("I would change the code."), chat("still not JSON")])
+    try:
+        proc = papayu("apply", "20260101-000000-aaaaaa", "--json", cwd=repo, env=server.env())
+    finally:
+        server.close()
+    assert [e["code"] for e in json.loads(proc.stdout)["errors"]] == ["ERR_LLM_INVALID_RESPONSE"], proc.stderr
+    assert len(server.requests) == 2  # the APPLY round and its one repair
+    assert git(repo, "branch", "--list", "papayu/*") == ""
 
 
 def test_proposed_commands_are_shown_and_only_run_with_consent(repo: Path, tmp_path: Path) -> None:
