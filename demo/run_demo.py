@@ -167,7 +167,8 @@ def demo_local_model(papayu: list[str]) -> None:
         step("The model's fix passed the check in the worktree and landed")
         sh("git", "log", "-1", "--format=%h %s", cwd=repo)
     else:
-        step("The model's answer was rejected or its change failed the check: nothing landed")
+        step("The model's answer was rejected, its change failed the check, or it edits the existing test "
+             "(kept on papayu/<id> for review): nothing landed")
         assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head, "the branch must be unchanged"
         assert (repo / "calc.py").read_text() == BUGGY, "the working tree must be unchanged"
         sh("git", "status", "--short", cwd=repo)

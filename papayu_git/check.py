@@ -1,9 +1,15 @@
-"""The check command (SPEC §4.4): which one, and running it safely in a worktree.
+"""The check command: which one, and running it in the isolated checkout, sandboxed.
 
 Resolution order: `--check`, `git config papayu.checkCommand` (or PAPAYU_CHECK_COMMAND),
-`project.default_test_command` of `.papa-yu/project.json`, else detected from the
-result tree (pytest, npm test, cargo test, go test ./...). None → land with a warning.
-The command runs in its own process group with git's environment scrubbed; the
+`project.default_test_command` of `.papa-yu/project.json`, else detected (pytest, npm
+test, cargo test, go test ./...). Everything read from the repository is read on the
+tip the plan is built on, never on the plan's result: the plan cannot choose, dodge or
+weaken its own check (docs/DESIGN.md, "The check's trust boundary"). None found →
+the transaction stops at review.
+
+The command runs in its own session and process group (under bubblewrap when
+available, see sandbox.py) with an allowlisted environment; the group is recorded in
+the checkout's slot lock so that whoever finds the lock stale kills what is left; the
 timeout kills the whole group; the output goes to `.git/papayu/checks/<id>.log`.
 """
 
@@ -11,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -18,11 +25,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from papayu_git import settings
-from papayu_git.git import scrubbed_env
+from papayu_git import locks, settings
 from papayu_git.stages import pause_point
+
+if TYPE_CHECKING:
+    from papayu_git.sandbox import Sandbox
+    from papayu_git.worktree import CheckCheckout
 
 TAIL_LINES = 40
 
@@ -35,7 +45,7 @@ class _Tree(Protocol):
 @dataclass(frozen=True)
 class CheckCommand:
     command: str
-    source: str  # --check | git config | project.json | detected
+    source: str  # --check | git config papayu.checkCommand | .papa-yu/project.json | detected
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,8 @@ class CheckResult:
     log: str
     tail: str
     timed_out: bool = False
+    sandbox: str = "none"
+    commit: str = ""  # the commit the check ran on (what `land ID` may land)
 
     @property
     def passed(self) -> bool:
@@ -124,42 +136,71 @@ def _pytest(repo_root: Path) -> str:
     for venv in (".venv", "venv"):
         python = repo_root / venv / "bin" / "python"
         if python.is_file():
-            return f"{python} -m pytest -q"
+            return f"{shlex.quote(str(python))} -m pytest -q"
     if shutil.which("pytest"):
         return "pytest -q"
-    return f"{sys.executable} -m pytest -q"
+    return f"{shlex.quote(sys.executable)} -m pytest -q"
 
 
-def run_check(check: CheckCommand, workdir: Path, log_path: Path, *, timeout_sec: float,
+def run_check(check: CheckCommand, checkout: "CheckCheckout", log_path: Path, *, timeout_sec: float,
+              sandbox: "Sandbox", repo_root: Path, commit: str = "",
               extra_commands: tuple[str, ...] = ()) -> CheckResult:
-    """Run the check (then any consented proposed commands) in ``workdir``; never raises on red."""
+    """Run the check (then any consented proposed commands) in ``checkout``; never raises on red."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     exit_code: int | None = 0
     timed_out = False
     with open(log_path, "wb") as log:
+        log.write(f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n"
+                  .encode())
         for command in (check.command, *extra_commands):
             log.write(f"$ {command}\n".encode())
             log.flush()
             remaining = timeout_sec - (time.monotonic() - start)
-            exit_code, timed_out = _run_group(command, workdir, log, max(remaining, 0.001))
+            argv, env = _command_line(command, checkout, sandbox, repo_root)
+            exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001))
             if exit_code != 0 or timed_out:
                 break
     return CheckResult(check.command, check.source, exit_code, round(time.monotonic() - start, 3),
-                       str(log_path), _tail(log_path), timed_out)
+                       str(log_path), _tail(log_path), timed_out, sandbox.level, commit)
 
 
-def _run_group(command: str, workdir: Path, log: Any, timeout_sec: float) -> tuple[int | None, bool]:
-    proc = subprocess.Popen(command, shell=True, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, env=scrubbed_env({"PAPAYU_CHECK": "1"}),
-                            start_new_session=True)
-    pause_point("during_check")
+def _command_line(command: str, checkout: "CheckCheckout", sandbox: "Sandbox",
+                  repo_root: Path) -> tuple[list[str], dict[str, str]]:
+    from papayu_git.sandbox import PRIVATE_HOME, bwrap_argv, check_env
+
+    shell = ["/bin/sh", "-c", command]
+    if sandbox.bwrap is None:
+        # No sandbox: the same allowlisted environment, with HOME and TMPDIR private to the slot.
+        private = checkout.slot / "tmp"
+        shutil.rmtree(private, ignore_errors=True)
+        (private / "home").mkdir(parents=True)
+        return shell, check_env(str(private / "home"), str(private), str(repo_root))
+    argv = bwrap_argv(sandbox.bwrap, workdir=checkout.path, gitdir=checkout.gitdir,
+                      readonly=_under_tmp(repo_root, checkout.slot.parent.parent.parent), network=sandbox.network)
+    return [*argv, "--", *shell], check_env(PRIVATE_HOME, "/tmp", str(repo_root))
+
+
+def _under_tmp(*paths: Path) -> tuple[Path, ...]:
+    """Paths the check must still see (read-only) after the sandbox replaces /tmp with its own."""
+    candidates = {Path(p).resolve() for p in (*paths, sys.prefix, os.environ.get("VIRTUAL_ENV") or "/")}
+    return tuple(sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents))
+
+
+def _run_group(argv: list[str], env: dict[str, str], checkout: "CheckCheckout", log: Any,
+               timeout_sec: float) -> tuple[int | None, bool]:
+    proc = subprocess.Popen(argv, cwd=checkout.path, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    # Whoever finds this slot's lock stale (papayu was killed) kills the group: see kill_orphans.
+    locks.update(checkout.lock, check_pgid=proc.pid, check_start=locks.process_start_time(proc.pid))
     try:
-        code: int | None = proc.wait(timeout=timeout_sec)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        code, timed_out = None, True
-        log.write(f"\n[papayu] check killed after {timeout_sec:.0f}s (PAPAYU_CHECK_TIMEOUT_SEC)\n".encode())
+        pause_point("during_check")
+        try:
+            code: int | None = proc.wait(timeout=timeout_sec)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            code, timed_out = None, True
+            log.write(f"\n[papayu] check killed after {timeout_sec:.0f}s (PAPAYU_CHECK_TIMEOUT_SEC)\n".encode())
     finally:
         _kill_group(proc)
     return code, timed_out
@@ -182,6 +223,48 @@ def _kill_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
+
+
+def kill_orphans(info: locks.LockInfo) -> list[int]:
+    """A dead papayu's slot lock: kill what its check left running before the slot is reused
+    or deleted. Its process group (recorded when the check started; only processes started
+    since, so a reused group id is safe), and, for an unsandboxed check whose processes left
+    the group (setsid), every process of ours whose working directory is inside the slot."""
+    pgid = info.data.get("check_pgid")
+    started = str(info.data.get("check_start") or "")
+    slot = Path(str(info.data.get("path") or ""))
+    killed = []
+    for pid, stat in _processes():
+        fields = stat.rsplit(")", 1)[-1].split()
+        in_group = isinstance(pgid, int) and fields[2] == str(pgid) and (
+            not started or not started.isdigit() or int(fields[19]) >= int(started))
+        if in_group or (slot.name and _cwd_inside(pid, slot)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def _processes() -> list[tuple[int, str]]:
+    out = []
+    own = os.getpid()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit() and int(entry) != own:
+            try:
+                out.append((int(entry), Path(f"/proc/{entry}/stat").read_text()))
+            except OSError:
+                continue
+    return out
+
+
+def _cwd_inside(pid: int, slot: Path) -> bool:
+    try:
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return False
+    return cwd == slot or slot in cwd.parents
 
 
 def _tail(log_path: Path, lines: int = TAIL_LINES) -> str:

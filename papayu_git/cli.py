@@ -26,6 +26,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("papayu_git.commands.list", "Stored plans and generated branches with their state."),
     "show": ("papayu_git.commands.show", "A plan with its diff (coloured on a terminal)."),
     "gc": ("papayu_git.commands.gc", "Remove stale worktrees, locks and old generated branches."),
+    "doctor": ("papayu_git.commands.doctor",
+               "What papayu can use here (git, sandbox, check command, model, provider, hooks), each tried."),
     "context": ("papayu_git.commands.context",
                 "Show the context a plan would send to the model (debug; nothing is sent)."),
     "plan": ("papayu_git.commands.plan", "Ask the model for a plan for GOAL and store it (nothing is applied)."),
@@ -85,6 +87,9 @@ def main(argv: list[str] | None = None) -> Any:
     # click's classes, enums, ...): ~15 ms per command here. Module objects are not garbage;
     # freezing them first lets the exit skip the walk (bench/apply_bench.py).
     atexit.register(gc.freeze)
+    from papayu_git.error_handler import install_signal_handlers
+
+    install_signal_handlers()
     return cli.main(args=argv if argv is not None else sys.argv[1:], prog_name=_prog_name())
 
 

@@ -1,4 +1,4 @@
-"""Maps exceptions to exit codes (SPEC §1): 0 ok, 1 PapayuError, 2 usage, 3 bug, 130 ^C."""
+"""Maps exceptions to exit codes: 0 ok, 1 PapayuError, 2 usage, 3 bug, 130 ^C, 143 SIGTERM, 129 SIGHUP."""
 
 from __future__ import annotations
 
@@ -12,6 +12,26 @@ from papayu_git import output
 from papayu_git.errors import PapayuError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM / SIGHUP, handled like Ctrl-C: the check's process group is killed, the
+    transaction rolls back, and papayu exits 128 + the signal number (143, 129)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def install_signal_handlers() -> None:
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
 
 
 def _write_crash_report(exc: BaseException) -> str:
@@ -41,7 +61,12 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
 
             output.error(mask(exc.format()))
         sys.exit(EXIT_FAILURE)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Terminated):
+            import signal
+
+            output.error(f"terminated by {signal.Signals(exc.signum).name}")
+            sys.exit(128 + exc.signum)
         output.error("interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:

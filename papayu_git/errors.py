@@ -70,6 +70,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_PROTECTED_PATH": ErrorSpec(
         "the path is protected (.env, keys, certificates, secrets/)",
         "Do not create, change or delete secrets; describe the change in the summary instead."),
+    "ERR_PATH_PAPAYU_CONFIG": ErrorSpec(
+        "plan actions cannot write .papa-yu/ (the project's check command and engineering memory)",
+        "Leave .papa-yu/ alone; propose memory changes in memory_patch, and the check is the user's to set."),
     # --- actions -----------------------------------------------------------------
     "ERR_ACTION_CONFLICT": ErrorSpec(
         "one path gets incompatible actions (e.g. CREATE+UPDATE, DELETE+PATCH, duplicates)",
@@ -161,9 +164,31 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_CHECK_FAILED": ErrorSpec(
         "the check command failed; nothing landed",
         "Read the output tail; keep the branch with --keep-failed to inspect it."),
+    "ERR_NO_CHECK": ErrorSpec(
+        "no check command was found, so nothing landed automatically; the commit is kept on papayu/<id>",
+        "Review it with 'git papayu show ID' and land it with 'git papayu land ID --force'; or set a check "
+        "(git config papayu.checkCommand CMD, or --check CMD) and apply again; or pass --no-check."),
+    "ERR_SANDBOX_UNAVAILABLE": ErrorSpec(
+        "papayu.sandbox=required, but the check cannot be sandboxed here",
+        "Run 'git papayu doctor'; install bubblewrap and allow user namespaces, or set papayu.sandbox=auto."),
+    "ERR_CONFIG_INVALID": ErrorSpec(
+        "a papayu setting has a value papayu does not understand",
+        "Fix the setting named in the path (git config or its PAPAYU_* variable); see the settings table."),
     "ERR_CHECK_TIMEOUT": ErrorSpec(
         "the check command ran past PAPAYU_CHECK_TIMEOUT_SEC and was killed",
         "Raise PAPAYU_CHECK_TIMEOUT_SEC or give a faster --check command."),
+    "ERR_BRANCH_CHANGED_SINCE_CHECK": ErrorSpec(
+        "papayu/<id> is not the commit its recorded check ran on (amended or moved since)",
+        "Apply the plan again to check a fresh commit ('git papayu apply ID --review'), or review "
+        "this one with 'git papayu show ID' and pass --force to use it unchecked."),
+    "ERR_CHECK_NOT_PASSED": ErrorSpec(
+        "the recorded check of papayu/<id> failed or timed out (a --keep-failed branch)",
+        "Read the check log named above and the diff ('git papayu show ID'), fix the cause and apply "
+        "again, or pass --force to land or push the red commit anyway."),
+    "ERR_NOT_CHECKED": ErrorSpec(
+        "no check ran on papayu/<id> (--no-check, no check command found, or no plan record)",
+        "Review it with 'git papayu show ID', then 'git papayu land ID --force'; or configure a check "
+        "('git config papayu.checkCommand CMD') and apply the plan again."),
     "ERR_DELETE_NOT_CONFIRMED": ErrorSpec(
         "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."),
     "ERR_PLAN_NOT_FOUND": ErrorSpec("no stored plan with that id", "Run 'git papayu list' to see plan ids."),

@@ -2,7 +2,7 @@
 
 Every command calls ``clear_stale`` first: locks whose process is gone are removed,
 after their leftovers are cleaned (the generated branch of a killed apply, a ref
-lock a killed land may have left). ``gc`` also removes idle pooled worktrees and
+lock a killed land may have left). ``gc`` also removes idle pooled check checkouts and
 generated branches older than N days.
 """
 
@@ -33,8 +33,21 @@ def clear_stale(repo: "pygit2.Repository", pdir: Path) -> list[locks.LockInfo]:
 
             delete_branch(repo, plan_id)
 
-    handlers = {"apply": dead_apply, "land": lambda info: clear_dead_land(info, git_common)}
+    handlers = {"apply": dead_apply, "land": lambda info: clear_dead_land(info, git_common),
+                "checkout": dead_check}
     return locks.clear_stale(pdir, handlers)
+
+
+def dead_check(info: locks.LockInfo) -> None:
+    """A check checkout whose papayu died: kill what its check left running (check.kill_orphans)."""
+    from papayu_git.check import kill_orphans
+
+
+    killed = kill_orphans(info)
+    if killed:
+        from papayu_git import output
+
+        output.info(f"killed {len(killed)} process(es) a dead papayu's check left running in {info.data.get('path')}")
 
 
 def _kept_on_purpose(repo: "pygit2.Repository", pdir: Path, plan_id: str) -> bool:
@@ -60,11 +73,11 @@ class GcReport:
 
 def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> GcReport:
     from papayu_git.worktree import (
-        BRANCH_PREFIX, commit_of, delete_branch, generated_branches, remove_idle_worktrees,
+        BRANCH_PREFIX, commit_of, delete_branch, generated_branches, remove_idle_checkouts,
     )
 
     report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
-    report.worktrees = [str(p) for p in remove_idle_worktrees(repo_root, pdir)]
+    report.worktrees = [str(p) for p in remove_idle_checkouts(repo_root, pdir, on_stale=dead_check)]
     cutoff = time.time() - days * 86400
     for plan_id, commit in sorted(generated_branches(repo).items()):
         if _applying(pdir, plan_id) or commit_of(repo, commit).commit_time > cutoff:

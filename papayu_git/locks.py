@@ -25,7 +25,7 @@ def locks_dir(papayu_dir: Path) -> Path:
     return papayu_dir / "locks"
 
 
-def _start_time(pid: int) -> str:
+def process_start_time(pid: int) -> str:
     """Process start time from /proc (Linux); "" elsewhere, which disables the pid-reuse check."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -42,7 +42,7 @@ def pid_alive(pid: int, start_time: str = "") -> bool:
     except PermissionError:
         return True
     if start_time:
-        current = _start_time(pid)
+        current = process_start_time(pid)
         if current and current != start_time:
             return False  # the pid now belongs to another process
     if Path(f"/proc/{pid}/stat").exists():
@@ -74,15 +74,16 @@ def read_lock(path: Path) -> LockInfo | None:
         return LockInfo(path, 0, "", {})
 
 
-def try_acquire(path: Path, /, **data: Any) -> bool:
-    """Create the lock atomically; clear it first when its owner is dead. False if held.
+def try_acquire(path: Path, /, on_stale: "StaleHandler | None" = None, **data: Any) -> bool:
+    """Create the lock atomically; clear it first when its owner is dead (after calling
+    ``on_stale`` with the dead owner's lock, to clean what it left). False if held.
 
     The body is written to a private file first and hard-linked into place, so a lock is
     never visible half-written (a reader would take an empty lock for a dead one).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
-    body = json.dumps({"pid": pid, "start_time": _start_time(pid), "created": time.time(), **data})
+    body = json.dumps({"pid": pid, "start_time": process_start_time(pid), "created": time.time(), **data})
     tmp = path.with_name(f".{path.name}.{pid}.{time.monotonic_ns()}")
     tmp.write_text(body, encoding="utf-8")
     try:
@@ -96,6 +97,8 @@ def try_acquire(path: Path, /, **data: Any) -> bool:
                     continue  # released meanwhile; never unlink here: it may be a new owner's lock
                 if info.pid and info.alive:
                     return False
+                if on_stale is not None:
+                    on_stale(info)
                 remove_stale(info)
         return False
     finally:
@@ -126,6 +129,17 @@ def _unlink(path: Path) -> None:
         pass
 
 
+def update(path: Path, /, **data: Any) -> None:
+    """Add ``data`` to a lock this process holds (e.g. the check's process group, so that the
+    next command can kill what a killed papayu left running). Replaced atomically."""
+    info = read_lock(path)
+    if info is None or info.pid != os.getpid():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    tmp.write_text(json.dumps({**info.data, **data}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def release(path: Path) -> None:
     info = read_lock(path)
     if info is not None and info.pid == os.getpid():
@@ -154,7 +168,7 @@ StaleHandler = Callable[[LockInfo], None]
 def clear_stale(papayu_dir: Path, handlers: dict[str, StaleHandler] | None = None) -> list[LockInfo]:
     """Remove locks of dead processes, calling ``handlers[kind]`` first so leftovers are cleaned."""
     cleared: list[LockInfo] = []
-    for directory in (locks_dir(papayu_dir), papayu_dir / "worktrees"):
+    for directory in (locks_dir(papayu_dir), papayu_dir / "checkouts", papayu_dir / "worktrees"):
         if not directory.is_dir():
             continue
         for tmp in directory.glob(".*.lock.*"):  # a body whose writer died before linking it

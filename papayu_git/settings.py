@@ -26,14 +26,26 @@ SETTINGS: list[Setting] = [
             "allow the single v2 -> v1 fallback in APPLY (SPEC §2.4)"),
     Setting("protected_paths", "PAPAYU_PROTECTED_PATHS", "papayu.protectedPaths", "",
             "extra protected patterns (comma-separated, gitignore-like) added to the built-in denylist"),
+    Setting("test_patterns", "PAPAYU_TEST_PATTERNS", "papayu.testPatterns", "",
+            "test files (comma-separated, gitignore-like) a plan may modify or delete only after review or with "
+            "--allow-test-edits; memory project.test_roots wins; empty: the built-in list (`tests/**`, "
+            "`**/test_*.py`, `**/*_test.go`, `**/*.spec.ts`, …)"),
     Setting("normalize_eol", "PAPAYU_NORMALIZE_EOL", "papayu.normalizeEol", "",
             "'lf' normalises CRLF to LF and adds a final newline"),
     Setting("check_command", "PAPAYU_CHECK_COMMAND", "papayu.checkCommand", "",
             "the check run in the worktree before landing"),
     Setting("check_timeout_sec", "PAPAYU_CHECK_TIMEOUT_SEC", "papayu.checkTimeoutSec", "900",
             "seconds before the check's whole process group is killed"),
-    Setting("pristine", "PAPAYU_PRISTINE", "papayu.pristine", "false",
-            "clean ignored build caches from pooled worktrees before each check"),
+    Setting("check_keep_ignored", "PAPAYU_CHECK_KEEP_IGNORED", "papayu.check.keepIgnored", "false",
+            "keep ignored build caches in the pooled check checkout between checks (faster; a check "
+            "then sees files an earlier plan's check left: README 'What the check can and cannot do')"),
+    Setting("sandbox", "PAPAYU_SANDBOX", "papayu.sandbox", "auto",
+            "auto: run the check under bubblewrap when it works here, else warn; required: refuse "
+            "(ERR_SANDBOX_UNAVAILABLE) without it; off: never sandbox"),
+    Setting("check_network", "PAPAYU_CHECK_NETWORK", "papayu.check.network", "false",
+            "let the sandboxed check reach the network"),
+    Setting("check_env", "PAPAYU_CHECK_ENV", "papayu.check.env", "",
+            "extra environment variable names passed to the check (comma-separated; credentials never are)"),
     Setting("trace", "PAPAYU_TRACE", "papayu.trace", "1",
             "write traces to .git/papayu/traces/"),
     Setting("trace_raw", "PAPAYU_TRACE_RAW", "papayu.traceRaw", "0",

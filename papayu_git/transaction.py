@@ -25,7 +25,8 @@ from papayu_git.worktree import GitTree, TreeChanges, branch_ref
 if TYPE_CHECKING:
     import pygit2
 
-    from papayu_git.check import CheckResult
+    from papayu_git.check import CheckCommand, CheckResult
+    from papayu_git.sandbox import Sandbox
 
 MAX_REBASE_ATTEMPTS = 20
 
@@ -40,6 +41,7 @@ class ApplyOptions:
     rebase: bool = False
     yes: bool = False
     run_proposed: bool = False
+    allow_test_edits: bool = False  # land plans that modify or delete existing tests (testfiles.py)
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,10 @@ class ApplyResult:
     trace_id: str = ""
     branch_kept: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    test_edits: tuple[str, ...] = ()  # existing tests the plan modifies or deletes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.state != "rolled_back", **dataclasses.asdict(self)}
+        return {"ok": self.state != "rolled_back" and self.error is None, **dataclasses.asdict(self)}
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Prepared:
     base: GitTree
     response: Response
     changes: TreeChanges
+    test_edits: tuple[str, ...] = ()  # existing test files modified or deleted (testfiles.py)
 
 
 def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, target: Target) -> Prepared:
@@ -89,7 +93,13 @@ def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, tar
         delete_dirs=frozenset(a.path for a in actions if a.kind is ActionKind.DELETE_DIR),
         create_dirs=frozenset(a.path for a in actions if a.kind is ActionKind.CREATE_DIR),
     )
-    return Prepared(target, base, validated, changes)
+    return Prepared(target, base, validated, changes, edited_tests_of(repo, base, changes))
+
+
+def edited_tests_of(repo: "pygit2.Repository", base: GitTree, changes: TreeChanges) -> tuple[str, ...]:
+    from papayu_git.testfiles import configured_test_patterns, edited_tests
+
+    return tuple(edited_tests(base, changes, configured_test_patterns(repo.workdir)[0]))
 
 
 def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
@@ -122,6 +132,16 @@ def preflight(repo_root: Path, plan: StoredPlan, response: Response, onto: str |
 
     repo = open_repo(repo_root)
     prepare(repo, plan, response, resolve_target(repo, onto))
+
+
+def planned_test_edits(repo_root: Path, plan: StoredPlan, response: Response, onto: str | None = None
+                       ) -> tuple[str, ...]:
+    """The existing tests the plan would modify or delete (for the interactive confirmation);
+    raises what `preflight` raises; writes nothing."""
+    from papayu_git.git import open_repo
+
+    repo = open_repo(repo_root)
+    return prepare(repo, plan, response, resolve_target(repo, onto)).test_edits
 
 
 def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> ApplyResult:
@@ -161,6 +181,10 @@ class _Run:
         self.check: CheckResult | None = None
         self.warnings: list[str] = []
         self.proposed: tuple[str, ...] = ()
+        self.test_edits: tuple[str, ...] = ()
+        self.command: CheckCommand | None = None
+        self.sandbox: Sandbox | None = None
+        self.tip = ""
 
     @property
     def branch(self) -> str:
@@ -168,6 +192,7 @@ class _Run:
 
     def transaction(self, prepared: Prepared) -> ApplyResult:
         self.proposed = prepared.response.commands_to_run
+        self.resolve_check(prepared.base)
         commit = self.commit(prepared)
         if commit is None:
             return self.finish("no_changes", prepared.target, None)
@@ -176,9 +201,10 @@ class _Run:
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
                 if not self.run_check(commit):
                     return self.rollback(prepared.target, commit, self.check_error())
-                if self.options.review:
+                held = self.held_for_no_check()
+                if self.options.review or held or self.held_for_test_edits():
                     output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
-                    return self.finish("review", prepared.target, commit)
+                    return self.finish("review", prepared.target, commit, error=held)
                 try:
                     with self.watch.stage("land"):
                         how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id)
@@ -187,6 +213,7 @@ class _Run:
                     if exc.code != "ERR_BRANCH_MOVED" or not self.options.rebase or attempt == MAX_REBASE_ATTEMPTS:
                         raise
                 prepared = self.reprepare(prepared)
+                self.resolve_check(prepared.base)
                 rebased = self.commit(prepared)
                 if rebased is None:  # the new tip already has the plan's result
                     self.delete_branch()
@@ -208,15 +235,32 @@ class _Run:
     def commit(self, prepared: Prepared) -> str | None:
         from papayu_git.worktree import build_tree, commit_message, create_commit, set_branch
 
+        self.test_edits = prepared.test_edits
         with self.watch.stage("build_commit"):
             tree_id = build_tree(prepared.base, prepared.changes)
             if tree_id == prepared.base.tree.id:
                 self.warnings.append("the plan's actions change nothing in the tree")
                 return None
-            message = commit_message(prepared.response.summary or self.plan.goal, self.plan.id, self.trace_id)
+            self.tip = prepared.target.tip
+            trailers = self.check_trailers()
+            if self.test_edits:
+                trailers.append(("Papayu-Test-Edits", ", ".join(self.test_edits)))
+            message = commit_message(prepared.response.summary or self.plan.goal, self.plan.id, self.trace_id,
+                                     trailers=trailers)
             commit = create_commit(self.repo, tree_id, prepared.target.tip, message)
             set_branch(self.repo, self.plan.id, commit)
         return commit
+
+    def held_for_test_edits(self) -> bool:
+        """A plan that modifies or deletes existing tests needs a human (testfiles.py): the
+        interactive yes or --allow-test-edits; else it stops at review with the branch kept."""
+        if not self.test_edits or self.options.allow_test_edits:
+            return False
+        output.event("TEST_EDITS_HELD", plan_id=self.plan.id, paths=",".join(self.test_edits))
+        self.warn(f"the plan modifies or deletes existing tests: {', '.join(self.test_edits)}; NOT landed. "
+                  f"Review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
+                  f"(--allow-test-edits lands such plans without asking)")
+        return True
 
     def reprepare(self, prepared: Prepared) -> Prepared:
         """--rebase: the same plan on the branch's new tip; bases must still match there."""
@@ -224,29 +268,66 @@ class _Run:
         output.info(f"{target.branch} moved to {target.tip[:12]}; re-applying the plan there (--rebase)")
         return prepare(self.repo, self.plan, prepared.response, target)
 
-    def run_check(self, commit: str) -> bool:
+    def resolve_check(self, base: GitTree) -> None:
+        """The check comes from the user and the tip the plan is built on, never from the plan's
+        result (docs/DESIGN.md, "The check's trust boundary"); said before anything runs."""
+        from papayu_git.check import resolve_command
+        from papayu_git.sandbox import resolve as resolve_sandbox
+
+        self.command = self.sandbox = None
         if self.options.no_check:
+            return
+        self.command = resolve_command(self.root, base, self.options.check)
+        if self.command is None:
+            return
+        self.sandbox = resolve_sandbox(str(self.root))
+        output.info(f"check: {self.command.command}   (from {self.command.source}; sandbox: {self.sandbox.level})")
+        if not self.sandbox.sandboxed and self.sandbox.reason != "papayu.sandbox=off":
+            self.warn(f"the check runs WITHOUT a sandbox: {self.sandbox.reason}. It can read your files and "
+                      "reach the network; see `git papayu doctor` (papayu.sandbox=required refuses instead)")
+
+    def check_trailers(self) -> list[tuple[str, str]]:
+        from papayu_git.secrets import mask
+
+        if self.options.no_check:
+            return [("Papayu-Check", "none (--no-check)")]
+        if self.command is None or self.sandbox is None:
+            return [("Papayu-Check", "none found")]
+        return [("Papayu-Check", mask(self.command.command)), ("Papayu-Check-Source", self.command.source),
+                ("Papayu-Sandbox", self.sandbox.level)]
+
+    def held_for_no_check(self) -> PapayuError | None:
+        """No check found: nothing lands automatically; the commit stays for review."""
+        if self.options.no_check or self.command is not None:
+            return None
+        ways = (f"review it (git papayu show {self.plan.id}) and land it: git papayu land {self.plan.id} --force; "
+                "or configure a check (git config papayu.checkCommand 'CMD', or --check CMD) and apply again; "
+                "or pass --no-check to land without one")
+        self.warn(f"no check command found (--check, papayu.checkCommand, .papa-yu/project.json, "
+                  f"pytest/npm/cargo/go on {self.repo[self.tip].short_id if self.tip else 'the tip'}); "
+                  f"NOT landed. Next: {ways}")
+        return PapayuError("ERR_NO_CHECK", "no check command was found; the commit is kept for review",
+                           path=self.branch, hint=ways)
+
+    def run_check(self, commit: str) -> bool:
+        if self.command is None or self.sandbox is None:
             return True
-        from papayu_git.check import resolve_command, run_check
-        from papayu_git.worktree import acquire_worktree, release_worktree
+        from papayu_git.check import run_check
+        from papayu_git.housekeeping import dead_check
+        from papayu_git.worktree import acquire_checkout, release_checkout
 
         with self.watch.stage("check"):
-            command = resolve_command(self.root, GitTree(self.repo, self.repo[commit].tree),
-                                      self.options.check)
-            if command is None:
-                self.warn("no check command found (--check, papayu.checkCommand, project.json, "
-                          "pytest/npm/cargo/go); landing WITHOUT a check")
-                return True
-            worktree = acquire_worktree(self.root, self.pdir, commit, plan_id=self.plan.id,
-                                        pristine=settings.get_bool("pristine", str(self.root)))
+            checkout = acquire_checkout(self.repo, self.pdir, commit, plan_id=self.plan.id, on_stale=dead_check,
+                                        keep_ignored=settings.get_bool("check_keep_ignored", str(self.root)))
             try:
                 proposed = self.plan_commands() if self.options.run_proposed else ()
-                with output.progress(f"check: {command.command}"):
-                    self.check = run_check(command, worktree.path, self.pdir / "checks" / f"{self.plan.id}.log",
+                with output.progress(f"check: {self.command.command}"):
+                    self.check = run_check(self.command, checkout, self.pdir / "checks" / f"{self.plan.id}.log",
                                            timeout_sec=settings.get_int("check_timeout_sec", str(self.root)),
+                                           sandbox=self.sandbox, repo_root=self.root, commit=commit,
                                            extra_commands=proposed)
             finally:
-                release_worktree(worktree)
+                release_checkout(checkout)
         return self.check.passed
 
     def plan_commands(self) -> tuple[str, ...]:
@@ -283,7 +364,7 @@ class _Run:
             check=self.check.to_dict() if self.check else None, timings=dict(self.watch.timings),
             error=error.to_dict() if error else None, landed_by=landed_by, trace_id=self.trace_id,
             branch_kept=branch_kept,
-            warnings=tuple(self.warnings))
+            warnings=tuple(self.warnings), test_edits=self.test_edits)
         record_outcome(self.pdir, self.plan, result)
         return result
 
@@ -294,18 +375,21 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
 
     outcome = {"state": result.state, "branch": result.branch, "commit": result.commit, "target": result.target,
                "trace_id": result.trace_id, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "check": result.check, "error": result.error}
+               "check": result.check, "error": result.error, "test_edits": list(result.test_edits)}
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
     check = result.check or {}
     traces.write_trace(pdir, result.trace_id, {
         "command": "apply", "plan_id": plan.id, **traces.schema_fields(plan.protocol),
         "plan_files": plan.files, "validated_json": plan.response,
         "validation_outcome": "ok", "error_code": (result.error or {}).get("code"),
-        "check": {"command": check.get("command"), "exit_code": check.get("exit_code"),
+        "check": {"command": check.get("command"), "source": check.get("source"),
+                  "sandbox": check.get("sandbox"), "exit_code": check.get("exit_code"),
                   "duration_sec": check.get("duration_sec"),
-                  "state": "skipped" if not check else "passed" if check.get("passed") else
+                  "state": "none_found" if (result.error or {}).get("code") == "ERR_NO_CHECK" else
+                  "skipped" if not check else "passed" if check.get("passed") else
                   "timeout" if check.get("timed_out") else "failed"},
         "apply": {"state": result.state, "branch": result.branch, "commit": result.commit},
+        "test_edits": list(result.test_edits),
         "timings": result.timings,
     })
 
@@ -334,27 +418,38 @@ def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
 
 
-def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str | None) -> ApplyResult:
-    """`land ID`: fast-forward the target with a kept `papayu/<id>` (its parent must still be the tip)."""
-    from papayu_git import plans
+def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str | None, *,
+                force: bool = False, forge_green: str | None = None) -> ApplyResult:
+    """`land ID`: fast-forward the target with a kept `papayu/<id>` (its parent must still be the tip).
+
+    Only the commit whose recorded check passed lands (checked.py) unless ``force``;
+    ``forge_green``: the commit the forge's checks found green (land --when-green), which
+    counts as checked when it is exactly the commit being landed."""
+    from papayu_git import checked, plans
     from papayu_git.worktree import commit_of, delete_branch, generated_branches
 
     commit = generated_branches(repo).get(plan_id)
     if commit is None:
         raise PapayuError("ERR_PLAN_NOT_FOUND", f"no branch papayu/{plan_id} to land",
                           hint="Run 'git papayu list'; only kept (--review / failed) plans can be landed.")
+    plan: StoredPlan | None
     try:
         plan = plans.load(pdir, plan_id)
         recorded = (plan.extra.get("apply") or {}).get("target") or plan.branch
     except PapayuError:
-        recorded = ""
+        plan, recorded = None, ""
+    found = checked.verdict(plan_id, plan, commit, unchecked_ok=forge_green == commit)
     target = resolve_target(repo, onto or recorded or None)
     target = Target(target.branch, target.ref, str(commit_of(repo, commit).parents[0].id))
+    warning = checked.enforce(found, force=force, doing="landing")
     watch = Stopwatch()
     with watch.stage("land"):
         how = land(repo, pdir, target, commit, plan_id)
     delete_branch(repo, plan_id)
-    update_outcome(pdir, plan_id, state="landed", commit=commit, target=target.branch)
-    output.event("APPLY_SUCCESS", plan_id=plan_id, branch=target.branch, commit=commit, landed_by=how)
+    update_outcome(pdir, plan_id, state="landed", commit=commit, target=target.branch,
+                   **checked.outcome_fields(found, forced=warning is not None),
+                   **({"forge_checked": True} if forge_green == commit else {}))
+    output.event("APPLY_SUCCESS", plan_id=plan_id, branch=target.branch, commit=commit, landed_by=how,
+                 **({"forced": True} if warning else {}))
     return ApplyResult(plan_id, "landed", branch_ref(plan_id)[11:], commit, target.branch, None,
-                       watch.timings, landed_by=how)
+                       watch.timings, landed_by=how, warnings=(warning,) if warning else ())

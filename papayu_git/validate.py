@@ -138,11 +138,18 @@ def _check_update(action: Action, protocol: int, mode: Mode, read_files: Mapping
     return []
 
 
+PAPAYU_CONFIG_DIR = ".papa-yu"
+
+
 def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None,
                   tree: TreeView | None, protected: Sequence[str]) -> list[PapayuError]:
     path, kind = action.path, action.kind
     if is_protected(path, protected):
         return [PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env)", path=path)]
+    if path.split("/", 1)[0].casefold().rstrip(". ") == PAPAYU_CONFIG_DIR:
+        # The project's check command and memory live there: a plan must not choose its own check
+        # (docs/DESIGN.md, "The check's trust boundary"); memory changes go through memory_patch.
+        return [PapayuError("ERR_PATH_PAPAYU_CONFIG", "plan actions cannot write .papa-yu/", path=path)]
     if kind in (ActionKind.CREATE_FILE, ActionKind.UPDATE_FILE):
         if action.content is None:  # the schemas leave "required by kind" to us (see their description)
             return [PapayuError("ERR_SCHEMA", f"'content' is a required property of {kind.value}", path=path)]

@@ -1,11 +1,10 @@
-"""The git side of the transaction (SPEC §4): trees, commits, refs and the worktree pool.
+"""The git side of the transaction: trees, commits, refs and the check's checkout pool.
 
 The result commit is built in memory with pygit2 from the tip's tree, rewriting only
-the subtrees on the path of a change (issue 3, "Measured here": ~5 ms for 10 files,
-against ~130 ms for git plumbing subprocesses). The user's index and working tree are
-never read or written here. Worktrees (for the check) live under
-`.git/papayu/worktrees/` and are reused: `git checkout --detach` rewrites only the
-files that differ from the previous use.
+the subtrees on the path of a change (~5 ms for 10 files, against ~130 ms for git
+plumbing subprocesses). The user's index and working tree are never read or written
+here. The check's checkouts live under `.git/papayu/checkouts/` and are reused:
+`git checkout --detach` rewrites only the files that differ from the previous use.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from papayu_git import locks
 from papayu_git.errors import PapayuError
@@ -28,7 +27,6 @@ MODE_FILE, MODE_EXEC, MODE_LINK, MODE_TREE, MODE_GITLINK = 0o100644, 0o100755, 0
 _KINDS = {MODE_FILE: "file", MODE_EXEC: "file", MODE_LINK: "link", MODE_TREE: "dir", MODE_GITLINK: "submodule"}
 BRANCH_PREFIX = "papayu/"
 GITKEEP = ".gitkeep"
-WORKTREE_PREFIX = "papayu-wt-"
 
 
 class GitTree:
@@ -200,10 +198,13 @@ def _config(config: Any, key: str) -> str | None:
         return None
 
 
-def commit_message(summary: str, plan_id: str, trace_id: str) -> str:
+def commit_message(summary: str, plan_id: str, trace_id: str,
+                   trailers: Sequence[tuple[str, str]] = ()) -> str:
+    """``summary`` plus papayu's trailers (plan, trace, then e.g. the check and its source)."""
     subject = summary.strip() or f"papayu plan {plan_id}"
-    trailers = f"Papayu-Plan: {plan_id}\nPapayu-Trace: {trace_id or plan_id}\n"
-    return f"{subject}\n\n{trailers}"
+    lines = [("Papayu-Plan", plan_id), ("Papayu-Trace", trace_id or plan_id), *trailers]
+    body = "".join(f"{key}: {' '.join(str(value).split())}\n" for key, value in lines)
+    return f"{subject}\n\n{body}"
 
 
 def create_commit(repo: "pygit2.Repository", tree_id: Any, parent: Any, message: str) -> str:
@@ -254,123 +255,144 @@ def generated_branches(repo: "pygit2.Repository") -> dict[str, str]:
     return out
 
 
-# --- the worktree pool ---------------------------------------------------------------
+# --- the check's checkout pool ------------------------------------------------------
+#
+# The check runs in an isolated checkout, never a linked worktree of the user's repository
+# (docs/DESIGN.md, "The check's trust boundary"): each slot is `<slot>/git`, a git directory of
+# its own whose objects come from the user's through `objects/info/alternates`, and `<slot>/work`,
+# its work tree. papayu always names both explicitly (--git-dir/--work-tree), never trusting what
+# the check may have left in `work/.git`; the slot's config is papayu's own, restored before each
+# use, so nothing a check wrote there (hooks, fsmonitor, filters) ever runs outside the sandbox.
+
+CHECKOUTS = "checkouts"
+SLOT_PREFIX = "slot-"
+_SLOT_CONFIG = "config.papayu"  # the pristine config, beside (not inside) the slot's git dir
+
 
 def pool_dir(papayu_dir: Path) -> Path:
-    return papayu_dir / "worktrees"
+    return papayu_dir / CHECKOUTS
 
 
 @dataclass(frozen=True)
-class PooledWorktree:
-    path: Path
+class CheckCheckout:
+    path: Path      # the work tree the check runs in
+    gitdir: Path    # its git directory (an overlay inside the sandbox: writes vanish)
     lock: Path
-    fresh: bool  # created by this use (full checkout) rather than reused
+    fresh: bool     # created by this use (full checkout) rather than reused
+
+    @property
+    def slot(self) -> Path:
+        return self.path.parent
 
 
-def acquire_worktree(repo_root: Path, papayu_dir: Path, commit: str, *, pristine: bool,
-                     plan_id: str = "") -> PooledWorktree:
-    """Lock a free pool slot and move it to ``commit`` (a fresh `git worktree add` only when
-    no slot exists yet). Tracked files are forced to the commit; untracked non-ignored
-    files are removed; ignored build caches survive unless ``pristine``."""
+def acquire_checkout(repo: "pygit2.Repository", papayu_dir: Path, commit: str, *, keep_ignored: bool = False,
+                     plan_id: str = "", on_stale: Any = None) -> CheckCheckout:
+    """Lock a free slot and move it to ``commit``: tracked files forced to the commit (only
+    changed paths are rewritten), every other file removed, ignored ones too unless
+    ``keep_ignored``. A slot is created (one full checkout) only when none is free."""
     pool = pool_dir(papayu_dir)
     pool.mkdir(parents=True, exist_ok=True)
     for index in range(64):
-        path = pool / f"{WORKTREE_PREFIX}{index}"
-        lock = pool / f"{WORKTREE_PREFIX}{index}.lock"
-        if not locks.try_acquire(lock, kind="worktree", plan=plan_id, path=str(path)):
+        slot = pool / f"{SLOT_PREFIX}{index}"
+        lock = pool / f"{SLOT_PREFIX}{index}.lock"
+        if not locks.try_acquire(lock, on_stale=on_stale, kind="checkout", plan=plan_id, path=str(slot)):
             continue
         try:
-            fresh = not _usable(path)
-            if fresh:
-                _remove_slot(repo_root, path)
-                run_git(["worktree", "add", "--detach", "--force", str(path), commit], cwd=repo_root)
-            else:
-                _clear_index_lock(path)
-                run_git(["checkout", "--detach", "--force", "-q", commit], cwd=path)
-                run_git(["clean", "-q", "-ff", "-d", *(["-x"] if pristine else [])], cwd=path)
-            return PooledWorktree(path, lock, fresh)
+            checkout = CheckCheckout(slot / "work", slot / "git", lock, fresh=not _slot_usable(slot))
+            if checkout.fresh:
+                _create_slot(repo, slot)
+            _restore_slot(repo, slot)
+            git_args = [f"--git-dir={checkout.gitdir}", f"--work-tree={checkout.path}"]
+            run_git([*git_args, "checkout", "--detach", "--force", "-q", commit], cwd=checkout.path)
+            run_git([*git_args, "clean", "-q", "-ff", "-d", *([] if keep_ignored else ["-x"])], cwd=checkout.path)
+            return checkout
         except BaseException:
             locks.release(lock)
             raise
-    raise PapayuError("ERR_LOCKED", "every pooled worktree is busy", path=str(pool))
+    raise PapayuError("ERR_LOCKED", "every pooled check checkout is busy", path=str(pool))
 
 
-def _usable(path: Path) -> bool:
-    dot_git = path / ".git"
-    if not dot_git.is_file():
-        return False
-    target = dot_git.read_text().partition("gitdir:")[2].strip()
-    return bool(target) and (Path(target) / "HEAD").is_file()
+def release_checkout(checkout: CheckCheckout) -> None:
+    locks.release(checkout.lock)
 
 
-def _admin_dir(path: Path) -> Path | None:
-    dot_git = path / ".git"
-    if dot_git.is_file():
-        target = dot_git.read_text().partition("gitdir:")[2].strip()
-        return Path(target) if target else None
-    return None
+def _slot_usable(slot: Path) -> bool:
+    work, gitdir = slot / "work", slot / "git"
+    return (not work.is_symlink() and work.is_dir() and not gitdir.is_symlink()
+            and (gitdir / "HEAD").is_file() and (slot / _SLOT_CONFIG).is_file())
 
 
-def _clear_index_lock(path: Path) -> None:
-    # Only called with the slot lock held: any index.lock there was left by a dead run.
-    admin = _admin_dir(path)
-    if admin is not None:
-        (admin / "index.lock").unlink(missing_ok=True)
+def _create_slot(repo: "pygit2.Repository", slot: Path) -> None:
+    _remove_tree(slot)
+    (slot / "work").mkdir(parents=True)
+    gitdir = slot / "git"
+    run_git(["init", "-q", "--bare", "--template=", str(gitdir)], cwd=slot)
+    for key, value in (("core.bare", "false"), ("core.logAllRefUpdates", "false"), ("gc.auto", "0"), ("maintenance.auto", "false"),
+                       ("core.fsmonitor", "false"), ("core.hooksPath", str(slot / "no-hooks"))):
+        run_git([f"--git-dir={gitdir}", "config", key, value], cwd=slot)
+    (slot / _SLOT_CONFIG).write_bytes((gitdir / "config").read_bytes())
 
 
-def release_worktree(worktree: PooledWorktree) -> None:
-    locks.release(worktree.lock)
+def _restore_slot(repo: "pygit2.Repository", slot: Path) -> None:
+    """Undo whatever an unsandboxed check may have changed in the slot's git directory that
+    could make papayu's own git commands there run code or reach the user's repository."""
+    import shutil
+
+    gitdir = slot / "git"
+    (gitdir / "config").write_bytes((slot / _SLOT_CONFIG).read_bytes())
+    for name in ("hooks", "info", "commondir", "config.worktree", "modules", "index.lock", "HEAD.lock"):
+        victim = gitdir / name
+        if victim.is_dir() and not victim.is_symlink():
+            shutil.rmtree(victim, ignore_errors=True)
+        elif victim.exists() or victim.is_symlink():
+            victim.unlink()
+    alternates = gitdir / "objects" / "info"
+    alternates.mkdir(parents=True, exist_ok=True)
+    (alternates / "alternates").write_text(f"{common_dir(repo) / 'objects'}\n")
+    dot_git = slot / "work" / ".git"  # lets git inside the check find the slot's git dir
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        shutil.rmtree(dot_git)
+    elif dot_git.exists() or dot_git.is_symlink():
+        dot_git.unlink()
+    dot_git.write_text(f"gitdir: {gitdir}\n")
 
 
-def _remove_slot(repo_root: Path, path: Path) -> None:
-    """Remove one pool slot completely (the caller holds its lock), including an entry a killed
-    `git worktree add` left locked as "initializing" (`remove -f -f` removes it, prune does not).
-    Never a repository-wide `git worktree prune`: it races with another apply's `worktree add`."""
+def _remove_tree(path: Path) -> None:
     import shutil  # ~3 ms of imports (bz2, lzma) that a plain apply never needs
 
-    admins = _admin_dirs_of(repo_root, path)
-    if admins:
-        run_git(["worktree", "remove", "-f", "-f", str(path)], cwd=repo_root, check=False)
-    shutil.rmtree(path, ignore_errors=True)
-    for admin in admins:
-        shutil.rmtree(admin, ignore_errors=True)
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def _admin_dirs_of(repo_root: Path, path: Path) -> list[Path]:
-    """`.git/worktrees/<name>` entries whose gitdir points at the slot ``path``."""
-    from papayu_git.git import open_repo
-
-    admin_root = common_dir(open_repo(repo_root)) / "worktrees"
-    out = []
-    for admin in admin_root.iterdir() if admin_root.is_dir() else []:
-        try:
-            target = (admin / "gitdir").read_text().strip()
-        except OSError:
-            target = ""
-        if Path(target) == path / ".git" or (not target and admin.name == path.name):
-            out.append(admin)
-    return out
-
-
-def remove_idle_worktrees(repo_root: Path, papayu_dir: Path) -> list[Path]:
-    """`gc`: remove every pool slot nobody holds, and registrations of vanished slots."""
+def remove_idle_checkouts(repo_root: Path, papayu_dir: Path, on_stale: Any = None) -> list[Path]:
+    """`gc`: remove every pool slot nobody holds (killing what a dead run's check left running),
+    and the linked worktrees of the pool older papayu versions used."""
     removed: list[Path] = []
     pool = pool_dir(papayu_dir)
-    admin_root = papayu_dir.parent / "worktrees"
-    registered = set()
-    for admin in admin_root.iterdir() if admin_root.is_dir() else []:
-        gitdir = admin / "gitdir"
-        if gitdir.is_file():
-            registered.add(Path(gitdir.read_text().strip()).parent)
-    candidates = {p for p in registered if p.parent == pool} | (
-        {p for p in pool.iterdir() if p.is_dir()} if pool.is_dir() else set())
-    for path in sorted(candidates):
-        lock = pool / f"{path.name}.lock"
-        if not locks.try_acquire(lock, kind="worktree", path=str(path)):
+    for slot in sorted(p for p in pool.iterdir() if p.is_dir()) if pool.is_dir() else []:
+        lock = pool / f"{slot.name}.lock"
+        if not locks.try_acquire(lock, on_stale=on_stale, kind="checkout", path=str(slot)):
             continue
         try:
-            _remove_slot(repo_root, path)
-            removed.append(path)
+            _remove_tree(slot)
+            removed.append(slot)
         finally:
             locks.release(lock)
+    return removed + _remove_legacy_worktrees(repo_root, papayu_dir)
+
+
+def _remove_legacy_worktrees(repo_root: Path, papayu_dir: Path) -> list[Path]:
+    """Linked worktrees under `.git/papayu/worktrees/` (the pool before isolated checkouts)."""
+    legacy = papayu_dir / "worktrees"
+    if not legacy.is_dir():
+        return []
+    removed = []
+    for path in sorted(p for p in legacy.iterdir() if p.is_dir()):
+        run_git(["worktree", "remove", "-f", "-f", str(path)], cwd=repo_root, check=False)
+        _remove_tree(path)
+        removed.append(path)
+    _remove_tree(legacy)
+    run_git(["worktree", "prune"], cwd=repo_root, check=False)
     return removed

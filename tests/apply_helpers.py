@@ -29,6 +29,39 @@ def patch_action(path: str, old: bytes, diff: str) -> dict[str, Any]:
     return {"kind": "PATCH_FILE", "path": path, "patch": diff, "base_sha256": sha(old)}
 
 
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker`` (the check's processes run in the
+    sandbox's own pid namespace: their `$$` means nothing out here, a marker argument does)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def wait_gone(marker: str, timeout: float = 5.0) -> list[int]:
+    """Wait until no process carries ``marker``; returns the survivors (empty when all are gone)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return processes_with(marker)
+
+
+def checkout_file(repo: Path, name: str) -> Path | None:
+    """``name`` in the work tree of a pooled check checkout (where a check may write)."""
+    found = sorted((repo / ".git/papayu/checkouts").glob(f"slot-*/work/{name}"))
+    return found[0] if found else None
+
+
 def worktree_files(repo: Path) -> dict[str, Any]:
     """Every work-tree file (untracked and ignored included) with its mode, or a symlink's target."""
     files: dict[str, Any] = {}
@@ -107,4 +140,4 @@ def worktree_paths(repo: Path) -> list[str]:
 
 
 __all__ = ["ROOT", "blob", "sha", "write_plan", "patch_action", "snapshot", "worktree_files", "object_ids", "run_papayu_bg",
-           "wait_for_marker", "worktree_paths"]
+           "wait_for_marker", "worktree_paths", "processes_with", "wait_gone", "checkout_file"]

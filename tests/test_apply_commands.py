@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from apply_helpers import object_ids, write_plan
+from apply_helpers import checkout_file, object_ids, write_plan
 from conftest import GOLDEN_UPSTREAM, git, make_repo, papayu
 from llm_server import ScriptedLLM, chat
 
@@ -49,7 +49,7 @@ def test_drop_deletes_the_branch_and_land_of_moved_branch_is_refused(repo: Path,
     (repo / "c.txt").write_text("c\n")
     git(repo, "add", "c.txt")
     git(repo, "commit", "-q", "-m", "user moves main")
-    proc = papayu("land", ids[1], "--json", cwd=repo)
+    proc = papayu("land", ids[1], "--force", "--json", cwd=repo)  # --force: applied with --no-check
     assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_BRANCH_MOVED"
     assert not (repo / "b.txt").exists()
 
@@ -59,7 +59,7 @@ def test_gc_deletes_old_generated_branches_but_keeps_recent_ones(repo: Path, tmp
     assert papayu("apply", str(plan), "--review", "--check", "true", cwd=repo).returncode == 0
     assert papayu("gc", cwd=repo).returncode == 0  # default 14 days: the branch is kept
     assert git(repo, "branch", "--list", "papayu/*").strip()
-    assert not list((repo / ".git/papayu/worktrees").iterdir())  # idle worktrees always go
+    assert not list((repo / ".git/papayu/checkouts").iterdir())  # idle check checkouts always go
     report = json.loads(papayu("gc", "--days", "0", "--json", cwd=repo).stdout)
     assert len(report["branches"]) == 1 and git(repo, "branch", "--list", "papayu/*") == ""
 
@@ -96,15 +96,18 @@ def test_stored_plan_without_actions_needs_the_apply_round(repo: Path) -> None:
     assert git(repo, "branch", "--list", "papayu/*") == ""
 
 
-def test_proposed_commands_are_shown_and_only_run_with_consent(repo: Path, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+def test_proposed_commands_are_shown_and_only_run_with_consent_in_the_sandbox(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
     for i, flag in enumerate(((), ("--run-proposed",))):
         plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"c{i}.txt", "content": "c\n"}],
-                          name=f"c{i}.json", commands_to_run=[f"touch {marker}{i}"])
+                          name=f"c{i}.json", commands_to_run=[f"touch ran{i}; touch {outside}{i} || true"])
         proc = papayu("apply", str(plan), "--check", "true", *flag, cwd=repo)
         assert proc.returncode == 0, proc.stderr
-        assert f"touch {marker}{i}" in proc.stderr
-    assert not (tmp_path / "ran0").exists() and (tmp_path / "ran1").exists()
+        assert f"touch ran{i}" in proc.stderr
+        if i == 0:
+            assert checkout_file(repo, "ran0") is None  # shown, not run
+    assert checkout_file(repo, "ran1") is not None  # ran, in the check's checkout ...
+    assert not (tmp_path / "outside1").exists()    # ... and sandboxed like the check
 
 
 def test_check_command_resolution_order(repo: Path, tmp_path: Path) -> None:
@@ -128,10 +131,24 @@ def test_check_command_resolution_order(repo: Path, tmp_path: Path) -> None:
     assert data["check"]["source"] == "--check" and data["state"] == "landed"
 
 
-def test_no_check_found_lands_with_a_warning(repo: Path, tmp_path: Path) -> None:
+def test_no_check_found_keeps_the_commit_for_review_and_names_the_ways_on(repo: Path, tmp_path: Path) -> None:
+    head = git(repo, "rev-parse", "HEAD")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "w.txt", "content": "w\n"}])
-    proc = papayu("apply", str(plan), cwd=repo)
-    assert proc.returncode == 0 and "WITHOUT a check" in proc.stderr
+    proc = papayu("apply", str(plan), "-y", "--json", cwd=repo)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["state"] == "review" and data["error"]["code"] == "ERR_NO_CHECK"
+    assert not data["ok"] and git(repo, "rev-parse", "HEAD") == head and not (repo / "w.txt").exists()
+    kept = git(repo, "log", "-1", "--format=%B", f"papayu/{data['plan_id']}")
+    assert "Papayu-Check: none found" in kept
+    for way in (f"git papayu land {data['plan_id']}", "papayu.checkCommand", "--no-check"):
+        assert way in proc.stderr
+    trace = json.loads((repo / f".git/papayu/traces/{data['trace_id']}.json").read_text())
+    assert trace["check"]["state"] == "none_found"
+    # --no-check is the explicit opt-out: it lands, and the commit says so.
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}], name="n.json")
+    proc = papayu("apply", str(plan), "--no-check", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert "Papayu-Check: none (--no-check)" in git(repo, "log", "-1", "--format=%B")
 
 
 def test_detected_pytest_check_rolls_back_a_breaking_plan(tmp_path: Path) -> None:

@@ -227,27 +227,28 @@ def test_dirty_touched_file_refuses_landing_and_keeps_everything(repo: Path, tmp
     # Stash the conflicting file only: landing keeps the other uncommitted change.
     git(repo, "stash", "push", "-q", "--", "README.md")
     plan_id = [p.stem for p in (repo / ".git/papayu/plans").glob("*.json")][0]
-    proc = papayu("land", plan_id, cwd=repo)
+    proc = papayu("land", plan_id, "--force", cwd=repo)  # --force: applied with --no-check (ERR_NOT_CHECKED)
     assert proc.returncode == 0, proc.stderr
     assert (repo / "README.md").read_text() == "# patched\n"
     assert (repo / "notes.txt").read_text() == "mine, edited\n"
     assert git(repo, "branch", "--list", "papayu/*") == ""
 
 
-def test_worktree_is_reused_and_ignored_caches_survive_unless_pristine(repo: Path, tmp_path: Path) -> None:
+def test_check_checkout_is_reused_and_pristine_unless_keep_ignored(repo: Path, tmp_path: Path) -> None:
     (repo / ".gitignore").write_text("cache/\n")
     git(repo, "add", ".gitignore")
     git(repo, "commit", "-q", "-m", "ignore")
     check = "mkdir -p cache && echo $(( $(cat cache/n 2>/dev/null || echo 0) + 1 )) > cache/n && cat cache/n"
     runs = []
-    for i, env in enumerate(({}, {}, {"PAPAYU_PRISTINE": "true"})):
+    keep = {"PAPAYU_CHECK_KEEP_IGNORED": "true"}
+    for i, env in enumerate(({}, {}, keep, keep, {})):
         plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": "x\n"}],
                           name=f"p{i}.json")
         data = _apply(repo, plan, "--check", check, env=env)
         assert data["_rc"] == 0, data
         runs.append(data["check"]["tail"].splitlines()[-1])
-    assert runs == ["1", "2", "1"]
-    assert len([p for p in (repo / ".git/papayu/worktrees").iterdir() if p.is_dir()]) == 1
+    assert runs == ["1", "1", "2", "3", "1"]  # pristine by default: nothing a check left survives
+    assert len([p for p in (repo / ".git/papayu/checkouts").iterdir() if p.is_dir()]) == 1
 
 
 def test_v1_update_file_is_checked_against_the_sha256_recorded_in_plan(repo: Path, tmp_path: Path) -> None:

@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from apply_helpers import run_papayu_bg, snapshot, write_plan
+from apply_helpers import processes_with, run_papayu_bg, snapshot, wait_gone, write_plan
 from conftest import git, make_repo, papayu
 
-from papayu_git.locks import pid_alive
 
 
 def _user_view(snap: dict) -> dict:
@@ -51,19 +50,18 @@ def test_a_bug_mid_apply_exits_3_rolls_back_and_writes_a_masked_report(repo: Pat
 
 def test_ctrl_c_during_the_check_exits_130_kills_the_check_and_rolls_back(repo: Path, tmp_path: Path) -> None:
     before = snapshot(repo)
-    pidfile = tmp_path / "check.pid"
+    marker = f"60{os.getpid()}.5"  # quoted in papayu's own command line, so only the check carries it
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
-    proc = run_papayu_bg(["apply", str(plan), "--check", f"echo $$ > {pidfile}; exec sleep 60"], repo)
+    proc = run_papayu_bg(["apply", str(plan), "--check", f"exec sleep 6''{marker[1:]}"], repo)
     deadline = time.monotonic() + 60
-    while not (pidfile.exists() and pidfile.read_text().strip()):
+    while not processes_with(f"sleep {marker}"):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
-    check_pid = int(pidfile.read_text())
     os.kill(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
-    assert not pid_alive(check_pid)
+    assert wait_gone(marker) == []
     assert _user_view(snapshot(repo)) == _user_view(before)
     assert git(repo, "branch", "--list", "papayu/*") == ""
     again = papayu("apply", str(plan), "--check", "true", cwd=repo)

@@ -173,7 +173,7 @@ def test_merge_in_progress_is_refused_and_the_plan_kept(repo: Path, tmp_path: Pa
     git(repo, "merge", "--abort")
     plan_id = git(repo, "branch", "--list", "papayu/*", "--format=%(refname:short)").strip()[len("papayu/"):]
     assert plan_id, "the checked commit is kept for `land ID`"
-    proc = papayu("land", plan_id, cwd=repo)
+    proc = papayu("land", plan_id, "--force", cwd=repo)  # --force: applied with --no-check (ERR_NOT_CHECKED)
     assert proc.returncode == 0, proc.stderr
     assert (repo / "a.txt").read_text() == "one\nTWO\n"
 

@@ -66,7 +66,7 @@ def test_fix_on_the_local_model_lands_or_rolls_back_cleanly(sample: Path, local_
     before = snapshot(sample)
     head = git(sample, "rev-parse", "HEAD").strip()
     # Without the v1 fallback the APPLY round is at most 2 calls (the fallback has scripted tests).
-    proc = papayu("fix", GOAL, "-y", "--check", CHECK, cwd=sample, timeout=3600,
+    proc = papayu("fix", GOAL, "-y", "--allow-test-edits", "--check", CHECK, cwd=sample, timeout=3600,
                   env={"PAPAYU_LLM_BASE_URL": local_model_url, "PAPAYU_PROTOCOL_FALLBACK_TO_V1": "0", **MODEL_ENV})
     assert proc.returncode in (0, 1), proc.stderr
     assert not git(sample, "branch", "--list", "papayu/*").strip()

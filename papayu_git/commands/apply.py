@@ -101,10 +101,29 @@ def _confirm_deletions(response: "Response", yes: bool) -> bool:
     return click.confirm(f"The plan deletes {', '.join(doomed)}. Continue?", default=False, err=True)
 
 
+def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", options: "ApplyOptions") -> bool:
+    """allow_test_edits for the transaction: the flag, or a yes on a terminal (without -y) to a
+    question naming the existing tests the plan modifies or deletes. No (or no terminal, or -y):
+    the transaction commits and checks, then stops at review (transaction.held_for_test_edits)."""
+    from papayu_git.transaction import planned_test_edits
+
+    if options.allow_test_edits or options.yes or options.review or not sys.stdin.isatty():
+        return options.allow_test_edits
+    try:
+        edited = planned_test_edits(root, plan, response, options.onto)
+    except PapayuError:
+        return False  # the transaction raises (and records) it
+    if not edited:
+        return False
+    return click.confirm(f"The plan modifies or deletes existing tests: {', '.join(edited)}. Land it if the "
+                         f"check passes? (no: keep papayu/{plan.id} for review)", default=False, err=True)
+
+
 def run(source: str | None, options: "ApplyOptions", protocol: int | None = None, as_json: bool = False) -> int:
     import dataclasses
 
     from papayu_git.housekeeping import open_checkout
+    from papayu_git.protocol import DELETING_KINDS
     from papayu_git.transaction import apply_plan
 
     repo, root, pdir = open_checkout()
@@ -116,10 +135,19 @@ def run(source: str | None, options: "ApplyOptions", protocol: int | None = None
             "NOT run; --run-proposed runs them in the worktree after the check):"))
         for command in response.commands_to_run:
             output.info(f"  $ {command}")
-    options = dataclasses.replace(options, yes=_confirm_deletions(response, options.yes))
+    yes = _confirm_deletions(response, options.yes)
+    refused = not yes and any(a.kind in DELETING_KINDS for a in response.actions)  # ERR_DELETE_NOT_CONFIRMED
+    allow = options.allow_test_edits if refused else confirm_test_edits(root, plan, response, options)
+    options = dataclasses.replace(options, yes=yes, allow_test_edits=allow)
     result = apply_plan(root, plan, response, options)
     report(result, as_json)
-    return 1 if result.state == "rolled_back" else 0
+    return exit_code(result)
+
+
+def exit_code(result: "ApplyResult") -> int:
+    """0 landed / no changes / a requested review; 1 rolled back, or stopped at review for a
+    reason the user must act on (no check found: ERR_NO_CHECK)."""
+    return 1 if result.state == "rolled_back" or result.error else 0
 
 
 def report(result: "ApplyResult", as_json: bool) -> None:
@@ -132,6 +160,8 @@ def report(result: "ApplyResult", as_json: bool) -> None:
         if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
             output.result("  undo: git reset --keep ORIG_HEAD")
     elif result.state == "review":
+        if result.error:
+            output.error(f"{result.error['code']}: {result.error['reason']}")
         output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
                       f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}")
     elif result.state == "no_changes":
@@ -156,7 +186,8 @@ def _report_rollback(result: "ApplyResult") -> None:
 
 
 _OPTION_NAMES = {"check_cmd": "check", "no_check": "no_check", "review": "review", "keep_failed": "keep_failed",
-                 "onto": "onto", "rebase": "rebase", "yes": "yes", "run_proposed": "run_proposed"}
+                 "onto": "onto", "rebase": "rebase", "yes": "yes", "run_proposed": "run_proposed",
+                 "allow_test_edits": "allow_test_edits"}
 
 
 def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -182,6 +213,8 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
                          "match."),
             click.option("-y", "--yes", is_flag=True, help=yes_help),
             click.option("--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree."),
+            click.option("--allow-test-edits", is_flag=True, help="Land plans that modify or delete existing tests "
+                         "without asking (else they stop at review)."),
         ]):
             wrapper = option(wrapper)
         return wrapper

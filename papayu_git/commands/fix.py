@@ -52,14 +52,16 @@ def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: 
                 output.emit_json({"ok": True, "plan": plan_command.as_dict(outcome), "apply": None})
             return 0
         plan, response = apply_command.response_of(root, outcome.plan, protocol)
-    options = dataclasses.replace(options, yes=True)  # the user confirmed the fix (or passed -y)
+    # The user confirmed the fix (or passed -y); existing tests it edits get their own question.
+    allow = apply_command.confirm_test_edits(root, plan, response, options)
+    options = dataclasses.replace(options, yes=True, allow_test_edits=allow)
     result = apply_plan(root, plan, response, options)
     if as_json:
-        output.emit_json({"ok": result.state != "rolled_back", "plan": plan_command.as_dict(outcome),
+        output.emit_json({"ok": apply_command.exit_code(result) == 0, "plan": plan_command.as_dict(outcome),
                           "apply": result.to_dict()})
     else:
         apply_command.report(result, False)
-    return 1 if result.state == "rolled_back" else 0
+    return apply_command.exit_code(result)
 
 
 @click.command("fix")

@@ -18,20 +18,29 @@ class WhenGreen:
     forge: str | None = None
 
 
-def run(plan_id: str, onto: str | None = None, as_json: bool = False, when_green: WhenGreen | None = None) -> int:
+def run(plan_id: str, onto: str | None = None, as_json: bool = False, when_green: WhenGreen | None = None,
+        force: bool = False) -> int:
     from papayu_git.commands.apply import report
     from papayu_git.commands.drop import resolve_generated
     from papayu_git.housekeeping import open_checkout
     from papayu_git.transaction import land_branch
 
+    forge_green: str | None = None
     if when_green is not None:
-        from papayu_git.commands.pr import ensure_still_at, wait_for_green
+        from papayu_git.checked import verdict
+        from papayu_git.commands.pr import ensure_still_at, load_generated, wait_for_green
 
+        kept = load_generated(plan_id)  # refuse a red / changed branch before waiting for the forge
+        problem = verdict(kept.plan_id, kept.plan, kept.sha, unchecked_ok=True).problem
+        if problem is not None and not force:
+            raise problem
         gen, _checks, _forge = wait_for_green(plan_id, remote=when_green.remote, forge_kind=when_green.forge,
                                               timeout=when_green.timeout, interval=when_green.interval)
         ensure_still_at(gen)
+        forge_green = gen.sha
     repo, _root, pdir = open_checkout()
-    result = land_branch(repo, pdir, resolve_generated(repo, pdir, plan_id), onto)
+    result = land_branch(repo, pdir, resolve_generated(repo, pdir, plan_id), onto, force=force,
+                         forge_green=forge_green)
     report(result, as_json)
     return 0
 
@@ -48,10 +57,20 @@ def run(plan_id: str, onto: str | None = None, as_json: bool = False, when_green
 @click.option("--remote", metavar="R", help="--when-green: the remote 'pr' pushed to (default: the recorded one).")
 @click.option("--forge", "forge_kind", type=click.Choice(["github", "gitlab", "gitea"]),
               help="--when-green: forge type (default: the recorded one, else guessed from the remote).")
+@click.option("--force", is_flag=True, help="Land even if papayu/ID is not the commit whose check passed: "
+              "bypasses ERR_NOT_CHECKED (no check ran), ERR_CHECK_NOT_PASSED (the check failed or timed "
+              "out) and ERR_BRANCH_CHANGED_SINCE_CHECK (amended since), with a warning.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(plan_id: str, onto: str | None, when_green: bool, timeout: float | None, interval: float | None,
-            remote: str | None, forge_kind: str | None, as_json: bool) -> None:
+            remote: str | None, forge_kind: str | None, force: bool, as_json: bool) -> None:
     """Land a reviewed plan: fast-forward the target branch to papayu/ID.
+
+    Only what was checked lands: papayu/ID must be the very commit whose
+    recorded check passed. A branch changed since its check
+    (ERR_BRANCH_CHANGED_SINCE_CHECK), a red one kept with --keep-failed
+    (ERR_CHECK_NOT_PASSED) or one no check ran on (ERR_NOT_CHECKED) is refused
+    unless --force. With --when-green the forge's green checks of exactly that
+    commit count as its check; a locally red or changed branch still needs --force.
 
     Same rules as apply: a checked-out branch moves like `git merge --ff-only`
     (refused with ERR_DIRTY_WORKTREE if a touched file has uncommitted edits,
@@ -70,4 +89,4 @@ def command(plan_id: str, onto: str | None, when_green: bool, timeout: float | N
             timeout if timeout is not None else float(settings.get_int("checks_timeout_sec")),
             interval if interval is not None else float(settings.get_int("checks_interval_sec")),
             remote, forge_kind) if when_green else None
-        raise SystemExit(run(plan_id, onto, as_json, wait))
+        raise SystemExit(run(plan_id, onto, as_json, wait, force))

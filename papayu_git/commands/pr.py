@@ -123,6 +123,8 @@ def body_of(gen: Generated) -> str:
     verdict = ("not run" if not check else
                f"`{check.get('command')}` {'passed' if check.get('passed') else 'FAILED'} "
                f"(exit {check.get('exit_code')}, {float(check.get('duration_sec') or 0):.1f}s)")
+    if check and apply.get("commit") != gen.sha:  # pushed with --force after an amend
+        verdict += f" on {str(apply.get('commit') or '?')[:12]}, NOT on this commit"
     trace = apply.get("trace_id") or (plan.trace_id if plan else "")
     parts += ["", "## Check", f"Local check: {verdict}", "", "---",
               f"Papayu-Plan: {gen.plan_id}", f"Papayu-Trace: {trace or '-'}", f"Commit: {gen.sha}",
@@ -138,10 +140,13 @@ def _record(gen: Generated, data: dict[str, Any]) -> None:
 
 
 def run(plan_id: str, remote: str | None = None, base: str | None = None, draft: bool = False,
-        forge_kind: str | None = None, as_json: bool = False) -> int:
+        forge_kind: str | None = None, as_json: bool = False, force: bool = False) -> int:
+    from papayu_git.checked import enforce, verdict
     from papayu_git.forge import TOKEN_ENV, compare_url, open_pull_request, resolve_forge
 
     gen = load_generated(plan_id)
+    # The forge's CI checks the PR, so an unchecked commit may go; a red or changed one may not.
+    forced = enforce(verdict(gen.plan_id, gen.plan, gen.sha, unchecked_ok=True), force=force, doing="pushing")
     remote = pick_remote(gen, remote)
     forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
     base = base or gen.target() or "main"
@@ -151,6 +156,8 @@ def run(plan_id: str, remote: str | None = None, base: str | None = None, draft:
     push(gen, remote)
     data: dict[str, Any] = {"remote": remote, "forge": forge.kind.value, "base": base, "head": gen.branch,
                             "sha": gen.sha, "number": None, "url": None, "existing": False}
+    if forced:
+        data["forced"] = True
     if forge.token:
         pr = open_pull_request(forge, head=gen.branch, base=base, title=title_of(gen), body=body_of(gen),
                                draft=draft)
@@ -216,9 +223,11 @@ def ensure_still_at(gen: Generated) -> None:
 @click.option("--draft", is_flag=True, help="Open the pull request as a draft.")
 @click.option("--forge", "forge_kind", type=click.Choice(FORGES),
               help="Forge type (default: guessed from the remote's host name, or papayu.forge.type).")
+@click.option("--force", is_flag=True, help="Push even a red papayu/ID (ERR_CHECK_NOT_PASSED) or one changed "
+              "since its check (ERR_BRANCH_CHANGED_SINCE_CHECK), with a warning.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(plan_id: str, remote: str | None, base: str | None, draft: bool, forge_kind: str | None,
-            as_json: bool) -> None:
+            force: bool, as_json: bool) -> None:
     """Push papayu/ID and open a pull/merge request for it (PR-based apply).
 
     \b
@@ -227,6 +236,8 @@ def command(plan_id: str, remote: str | None, base: str | None, draft: bool, for
     Without a token the branch is pushed and the compare URL is printed.
     Self-hosted forges: PAPAYU_FORGE_API_URL (git config papayu.forge.apiUrl).
     When the forge's CI is green: git papayu land ID --when-green
+    A red papayu/ID, or one changed since its local check, is not pushed
+    unless --force; one no local check ran on is (the forge's CI checks it).
     """
     with handle_errors(as_json):
-        raise SystemExit(run(plan_id, remote, base, draft, forge_kind, as_json))
+        raise SystemExit(run(plan_id, remote, base, draft, forge_kind, as_json, force))

@@ -63,6 +63,9 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(f"  {action.get('kind')} {action.get('path')}")
     for risk in data.get("risks") or []:
         output.result(output.colour(f"  risk: {risk}", "yellow"))
+    if outcome.get("test_edits"):
+        output.result(output.colour("edits existing tests: "
+                                    + ", ".join(outcome["test_edits"]), "yellow"))
     output.result("")
 
 

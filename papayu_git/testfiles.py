@@ -1,0 +1,88 @@
+"""Which paths are tests, and which existing tests a plan modifies or deletes.
+
+A plan that rewrites an existing test (say, its assertion, to match broken code) passes any
+check, so such plans need a human: `apply` asks on a terminal and otherwise stops at `review`
+unless --allow-test-edits (transaction.py). New test files are fine.
+
+Patterns are gitignore-like (paths.py: case-folded, '**' is any number of segments, a pattern
+without '/' matches a name at any depth, '!' re-allows, the last match wins), and a pattern
+naming a directory covers everything below it: `tests`, `src/tests/` and `tests/**` all work.
+Where they come from, first found wins: memory `project.test_roots`, the setting
+`test_patterns` (PAPAYU_TEST_PATTERNS / git config papayu.testPatterns, comma-separated),
+the built-in list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from papayu_git.paths import is_protected as _matches  # the gitignore-like matcher (last match wins)
+
+if TYPE_CHECKING:
+    from papayu_git.worktree import GitTree, TreeChanges
+
+BUILTIN_TEST_PATTERNS: tuple[str, ...] = (
+    "tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py", "**/*_test.go",
+    "**/*.test.[jt]s", "**/*.test.[jt]sx", "**/*.spec.[jt]s", "**/*.spec.[jt]sx",
+)
+
+
+def _expand(pattern: str) -> str | None:
+    """One user or built-in pattern as a paths.py pattern that also covers what lies below it."""
+    negate = pattern.startswith("!")
+    body = (pattern[1:] if negate else pattern).strip()
+    while body.startswith("./"):
+        body = body[2:]
+    anchored = "/" in body.rstrip("/")  # gitignore: a '/' anywhere but at the end anchors at the root
+    body = body.strip("/")
+    if not body:
+        return None
+    if body != "**" and not body.endswith("/**"):
+        body += "/**"  # the path itself ('**' may be no segment at all) or anything below it
+    if not anchored and body.split("/")[0] != "**":
+        body = "**/" + body
+    return ("!" if negate else "") + body
+
+
+def compile_patterns(patterns: Sequence[str]) -> tuple[str, ...]:
+    return tuple(p for p in (_expand(raw) for raw in patterns) if p)
+
+
+def is_test_path(path: str, patterns: Sequence[str] = BUILTIN_TEST_PATTERNS) -> bool:
+    """``patterns`` as written (raw): built-in, config or memory entries."""
+    return _matches(path, compile_patterns(patterns))
+
+
+def configured_test_patterns(repo_root: str | Path | None) -> tuple[tuple[str, ...], str]:
+    """(patterns, where they come from) for this repository."""
+    from papayu_git import settings
+    from papayu_git.memory import memory_value
+
+    root = Path(repo_root) if repo_root else None
+    roots = memory_value(root, "project.test_roots") if root else None
+    if isinstance(roots, list) and any(isinstance(r, str) and r.strip() for r in roots):
+        return tuple(r.strip() for r in roots if isinstance(r, str) and r.strip()), "memory project.test_roots"
+    raw = settings.get("test_patterns", str(root) if root else None)
+    configured = tuple(p.strip() for p in raw.replace("\n", ",").split(",") if p.strip())
+    if configured:
+        return configured, "setting test_patterns"
+    return BUILTIN_TEST_PATTERNS, "built-in"
+
+
+def edited_tests(base: "GitTree", changes: "TreeChanges", patterns: Sequence[str]) -> list[str]:
+    """Existing test files (in ``base``) that ``changes`` modify (new bytes) or delete; sorted."""
+    compiled = compile_patterns(patterns)
+    if not compiled:
+        return []
+    edited: set[str] = set()
+    for path, data in changes.writes.items():
+        old = base.read_blob(path)
+        if old is None and base.entry_kind(path) is None:
+            continue  # a new file
+        if old != data:
+            edited.add(path)
+    edited.update(p for p in changes.delete_files if base.entry_kind(p) is not None)
+    for directory in changes.delete_dirs:
+        edited.update(base.files_under(directory))
+    return sorted(p for p in edited if _matches(p, compiled))
