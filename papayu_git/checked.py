@@ -58,7 +58,9 @@ def verdict(plan_id: str, plan: "StoredPlan | None", commit: str, *, unchecked_o
     branch = f"papayu/{plan_id}"
     if not check:
         why = ("there is no plan record for it" if plan is None else
-               "the apply ran without a check (--no-check, or no check command was found)")
+               "its plan record has no apply outcome" if not outcome else
+               "no check command was found" if (outcome.get("error") or {}).get("code") == "ERR_NO_CHECK" else
+               "the apply ran without a check (--no-check)")
         problem = None if unchecked_ok else _error(
             "ERR_NOT_CHECKED", plan_id, f"no check ran on {branch} ({commit[:12]}): {why}")
         return Verdict(plan_id, commit, "not_checked", None, None, problem)

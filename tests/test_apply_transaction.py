@@ -280,7 +280,9 @@ def test_rebase_refuses_when_the_new_tip_changed_a_base(repo: Path, tmp_path: Pa
     moved = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "checkout", "-q", "main")
     # The check moves main (as a concurrent push would) while papayu is checking.
-    data = _apply(repo, plan, "--check", f"git -C {repo} update-ref refs/heads/main {moved}", "--rebase")
+    # (Unsandboxed: a sandboxed check cannot write the user's repository, which is the point of it.)
+    data = _apply(repo, plan, "--check", f"git -C {repo} update-ref refs/heads/main {moved}", "--rebase",
+                  env={"PAPAYU_SANDBOX": "off"})
     assert data["_rc"] == 1 and _codes(data) == ["ERR_BASE_MISMATCH"]
     assert git(repo, "rev-parse", "main").strip() == moved
     assert git(repo, "branch", "--list", "papayu/*") == ""

