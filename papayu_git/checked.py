@@ -4,7 +4,8 @@ The transaction records which commit its check ran on and how it ended
 (`plan.extra["apply"]`: `commit`, `check`). Before `land ID` moves a branch, or
 `pr ID` pushes one, the kept `papayu/<id>` is compared with that record:
 
-- no recorded check (none found, `--no-check`, no plan record) → ERR_NOT_CHECKED,
+- no recorded check (none found, no plan record) → ERR_NOT_CHECKED (an apply with an explicit
+  `--no-check` kept by a dirty work tree lands: skipping was the user's choice),
   waived where the forge's CI is the check (`pr`; `land --when-green` once the
   forge's checks of exactly that commit are green);
 - `papayu/<id>` is not the commit the check ran on (amended, reset) → ERR_BRANCH_CHANGED_SINCE_CHECK;
@@ -30,7 +31,7 @@ class Verdict:
     """What the record says about ``commit``; ``problem`` is None when it may move unforced."""
     plan_id: str
     commit: str
-    state: str                    # passed | failed | timed_out | not_checked | changed
+    state: str                    # passed | failed | timed_out | not_checked | changed | skipped
     checked_commit: str | None    # the commit the recorded check ran on
     check: dict[str, Any] | None
     problem: PapayuError | None
@@ -56,6 +57,8 @@ def verdict(plan_id: str, plan: "StoredPlan | None", commit: str, *, unchecked_o
     check = outcome.get("check") or None
     checked = outcome.get("commit") or None
     branch = f"papayu/{plan_id}"
+    if not check and outcome.get("check_skipped") and checked == commit:
+        return Verdict(plan_id, commit, "skipped", None, None, None)  # --no-check was the user's choice
     if not check:
         why = ("there is no plan record for it" if plan is None else
                "its plan record has no apply outcome" if not outcome else

@@ -168,6 +168,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "no check command was found, so nothing landed automatically; the commit is kept on papayu/<id>",
         "Review it with 'git papayu show ID' and land it with 'git papayu land ID --force'; or set a check "
         "(git config papayu.checkCommand CMD, or --check CMD) and apply again; or pass --no-check."),
+    "ERR_TEST_EDITS_HELD": ErrorSpec(
+        "the plan modifies or deletes existing tests, so it stopped at review (kept on papayu/<id>)",
+        "Read the test changes ('git papayu show ID'), then 'git papayu land ID'; --allow-test-edits lands "
+        "such plans without asking."),
     "ERR_SANDBOX_UNAVAILABLE": ErrorSpec(
         "papayu.sandbox=required, but the check cannot be sandboxed here",
         "Run 'git papayu doctor'; install bubblewrap and allow user namespaces, or set papayu.sandbox=auto."),

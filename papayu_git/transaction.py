@@ -58,6 +58,9 @@ class ApplyResult:
     trace_id: str = ""
     branch_kept: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # --no-check without --review: the user chose to land unchecked; `land ID` honours that choice
+    # when a dirty work tree or a merge in progress stopped the landing.
+    check_skipped: bool = False
     test_edits: tuple[str, ...] = ()  # existing tests the plan modifies or deletes
 
     def to_dict(self) -> dict[str, Any]:
@@ -201,8 +204,8 @@ class _Run:
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
                 if not self.run_check(commit):
                     return self.rollback(prepared.target, commit, self.check_error())
-                held = self.held_for_no_check()
-                if self.options.review or held or self.held_for_test_edits():
+                held = self.held_for_no_check() or self.held_for_test_edits()
+                if self.options.review or held:
                     output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
                     return self.finish("review", prepared.target, commit, error=held)
                 try:
@@ -251,16 +254,18 @@ class _Run:
             set_branch(self.repo, self.plan.id, commit)
         return commit
 
-    def held_for_test_edits(self) -> bool:
+    def held_for_test_edits(self) -> PapayuError | None:
         """A plan that modifies or deletes existing tests needs a human (testfiles.py): the
         interactive yes or --allow-test-edits; else it stops at review with the branch kept."""
         if not self.test_edits or self.options.allow_test_edits:
-            return False
+            return None
         output.event("TEST_EDITS_HELD", plan_id=self.plan.id, paths=",".join(self.test_edits))
+        ways = (f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
+                f"(--allow-test-edits lands such plans without asking)")
         self.warn(f"the plan modifies or deletes existing tests: {', '.join(self.test_edits)}; NOT landed. "
-                  f"Review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
-                  f"(--allow-test-edits lands such plans without asking)")
-        return True
+                  f"{ways[0].upper()}{ways[1:]}")
+        return PapayuError("ERR_TEST_EDITS_HELD", "the plan modifies or deletes existing tests: "
+                           + ", ".join(self.test_edits), path=self.branch, hint=ways)
 
     def reprepare(self, prepared: Prepared) -> Prepared:
         """--rebase: the same plan on the branch's new tip; bases must still match there."""
@@ -363,7 +368,7 @@ class _Run:
             plan_id=self.plan.id, state=state, branch=self.branch, commit=commit, target=target.branch,
             check=self.check.to_dict() if self.check else None, timings=dict(self.watch.timings),
             error=error.to_dict() if error else None, landed_by=landed_by, trace_id=self.trace_id,
-            branch_kept=branch_kept,
+            branch_kept=branch_kept, check_skipped=self.options.no_check and not self.options.review,
             warnings=tuple(self.warnings), test_edits=self.test_edits)
         record_outcome(self.pdir, self.plan, result)
         return result
@@ -375,7 +380,8 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
 
     outcome = {"state": result.state, "branch": result.branch, "commit": result.commit, "target": result.target,
                "trace_id": result.trace_id, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "check": result.check, "error": result.error, "test_edits": list(result.test_edits)}
+               "check": result.check, "error": result.error, "test_edits": list(result.test_edits),
+               "check_skipped": result.check_skipped}
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
     check = result.check or {}
     traces.write_trace(pdir, result.trace_id, {

@@ -58,8 +58,9 @@ def test_a_plan_that_bends_a_test_stops_at_review(calc_repo: Path, tmp_path: Pat
     before = snapshot(calc_repo)
     code, data, stderr = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, *yes)
     plan_id = data["plan_id"]
-    assert code == 0, stderr
+    assert code == 1, stderr  # not landed: a script running `apply -y` must notice
     assert data["state"] == "review" and data["test_edits"] == ["tests/test_calc.py"]
+    assert data["error"]["code"] == "ERR_TEST_EDITS_HELD" and not data["ok"]
     assert data["check"]["passed"]  # the check was run, and it passes: that is the danger
     assert snapshot(calc_repo) == {**before, "refs": before["refs"] + git(calc_repo, "for-each-ref",
                                    "--format=%(refname) %(objectname)", f"refs/heads/papayu/{plan_id}")}
@@ -116,7 +117,7 @@ def test_deleting_tests_is_caught(calc_repo: Path, tmp_path: Path, action: dict[
                                   expected: list[str]) -> None:
     head = git(calc_repo, "rev-parse", "HEAD")
     code, data, stderr = apply_json(calc_repo, write_plan(tmp_path, [action]), "--check", "true", "-y")
-    assert code == 0, stderr
+    assert code == 1, stderr
     assert data["state"] == "review" and data["test_edits"] == expected
     assert git(calc_repo, "rev-parse", "HEAD") == head and (calc_repo / "tests" / "test_calc.py").exists()
     assert f"Papayu-Test-Edits: {', '.join(expected)}\n" in git(calc_repo, "log", "-1", "--format=%B",
@@ -143,7 +144,7 @@ def test_memory_test_roots_win_over_the_setting(calc_repo: Path, tmp_path: Path)
     assert papayu("memory", "set", "project.test_roots", "qa,tests/test_calc.py", cwd=calc_repo).returncode == 0
     assert configured_test_patterns(calc_repo) == (("qa", "tests/test_calc.py"), "memory project.test_roots")
     code, data, stderr = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y")
-    assert code == 0 and data["state"] == "review" and data["test_edits"] == ["tests/test_calc.py"], stderr
+    assert code == 1 and data["state"] == "review" and data["test_edits"] == ["tests/test_calc.py"], stderr
     plan = write_plan(tmp_path, [{"kind": "DELETE_FILE", "path": "tests/helpers/data.txt"}], name="d.json")
     code, data, stderr = apply_json(calc_repo, plan, "--no-check", "-y")
     assert data["state"] == "landed" and data["test_edits"] == [], stderr  # not under the memory's roots
@@ -193,7 +194,8 @@ def test_a_terminal_is_asked_naming_the_tests(calc_repo: Path, tmp_path: Path, a
     out, _ = proc.communicate(timeout=120)
     os.close(master)
     data = json.loads(out)
-    assert proc.returncode == 0 and data["state"] == state and data["test_edits"] == ["tests/test_calc.py"]
+    assert proc.returncode == (0 if state == "landed" else 1) and data["state"] == state
+    assert data["test_edits"] == ["tests/test_calc.py"]
     assert ("a - b" in (calc_repo / "calc.py").read_text()) is (state == "landed")
 
 
@@ -220,7 +222,7 @@ def test_fix_holds_or_lands_test_edits(calc_repo: Path, llm: ScriptedLLM, allow:
     llm.script = _fix_script()
     proc = papayu("fix", "make add subtract and fix tests/test_calc.py", "-y", "--check", CHECK, "--json", *allow,
                   cwd=calc_repo, env=llm.env())
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == (0 if state == "landed" else 1), proc.stderr
     out = json.loads(proc.stdout)["apply"]
     assert out["state"] == state and out["test_edits"] == ["tests/test_calc.py"]
     assert ("a - b" in (calc_repo / "calc.py").read_text()) is (state == "landed")

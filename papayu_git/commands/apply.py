@@ -146,7 +146,8 @@ def run(source: str | None, options: "ApplyOptions", protocol: int | None = None
 
 def exit_code(result: "ApplyResult") -> int:
     """0 landed / no changes / a requested review; 1 rolled back, or stopped at review for a
-    reason the user must act on (no check found: ERR_NO_CHECK)."""
+    reason the user must act on (no check found: ERR_NO_CHECK; existing tests edited under -y:
+    ERR_TEST_EDITS_HELD)."""
     return 1 if result.state == "rolled_back" or result.error else 0
 
 
