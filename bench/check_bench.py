@@ -309,9 +309,8 @@ def print_sandbox(rows: list[tuple[str, list[float], list[float]]], probes: list
         print(f"sandbox overhead for `{label}`: {added[0] * 1000:+.1f} ms (median), {added[1] * 1000:+.1f} ms "
               "(fastest runs); "
               f"target <= {TARGET_SANDBOX_MS:.0f} ms: {verdict(added, lambda a: a * 1000 <= TARGET_SANDBOX_MS)}")
-    print("run_check waits with Popen.wait(timeout=...), which polls with sleeps doubling from 0.5 ms up to 50 ms: "
-          "the end of a check is seen up to 50 ms late,\nso times through run_check come in steps (which can hide "
-          "the sandbox's cost); the plain subprocesses below do not.")
+    print("run_check is woken by the check's exit (pidfd); the plain subprocesses below show bwrap's own "
+          "start-up without papayu around it.")
     base = {group: statistics.median(samples) for group, label, samples in breakdown if label == "no sandbox"}
     print(f"\n| where bwrap's start-up goes (plain subprocesses, median of {repeat}) | ms | over no sandbox, ms |")
     print("|---|---:|---:|")
