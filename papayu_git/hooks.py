@@ -140,7 +140,7 @@ def shim_text(python: str | None = None) -> str:
     return _FILES_LINE.sub(lambda _m: f"PAPAYU_FILES_RE={_sh_quote(files_regex())}", text, count=1)
 
 
-def _read_hook(path: Path) -> str:
+def read_hook(path: Path) -> str:
     if path.is_symlink() or not path.is_file():
         return ""
     try:
@@ -174,7 +174,7 @@ def install_shim(start: Path, *, chain: bool = False, force: bool = False) -> In
     directory.mkdir(parents=True, exist_ok=True)
     hook = directory / SHIM_NAME
     exists = hook.exists() or hook.is_symlink()
-    text = _read_hook(hook)
+    text = read_hook(hook)
     state, previous = InstallState.INSTALLED, None
     if exists and SHIM_MARKER in text:
         state = InstallState.UPDATED
@@ -200,7 +200,7 @@ def uninstall_shim(start: Path) -> tuple[Path, Path | None]:
     hook = hooks_dir(find_toplevel(start)) / SHIM_NAME
     if not (hook.exists() or hook.is_symlink()):
         raise PapayuError("ERR_HOOK_NOT_INSTALLED", "no pre-commit hook is installed", path=str(hook))
-    if SHIM_MARKER not in _read_hook(hook):
+    if SHIM_MARKER not in read_hook(hook):
         raise PapayuError("ERR_HOOK_NOT_INSTALLED", "the pre-commit hook is not papayu's; left alone", path=str(hook),
                           hint="Remove it by hand if you mean to.")
     chained = hook.with_name(SHIM_NAME + CHAINED_SUFFIX)

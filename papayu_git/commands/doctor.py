@@ -171,9 +171,9 @@ def userns_item(here: _Here) -> Item:
 
 
 def _readonly(here: _Here) -> tuple[Path, ...]:
-    from papayu_git.check import _under_tmp  # what the check keeps visible when /tmp is replaced
+    from papayu_git.check import kept_under_tmp
 
-    return _under_tmp(*[p for p in (here.root, here.gitdir) if p is not None])
+    return kept_under_tmp(*[p for p in (here.root, here.gitdir) if p is not None])
 
 
 def _sandboxed(here: _Here, shell: list[str], gitdir: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -295,8 +295,6 @@ def check_command_item(here: _Here) -> Item:
         return Item("check command", WARN, "none found: applies stop at review", configure,
                     data={"command": None, "source": None})
     source = found.source
-    if source == "git config papayu.checkCommand" and os.environ.get("PAPAYU_CHECK_COMMAND", "").strip():
-        source = "PAPAYU_CHECK_COMMAND"
     return Item("check command", OK, f"{found.command}  (source: {source})",
                 data={"command": found.command, "source": source, "commit": str(tip)})
 
@@ -429,7 +427,7 @@ def git_hook_item(here: _Here) -> Item:
     data: dict[str, Any] = {"path": str(hook), "papayus": False}
     if not (hook.exists() or hook.is_symlink()):
         return Item(name, INFO, f"no pre-commit hook ({hook})", "Optional: `git papayu hooks install`.", data=data)
-    text = hooks._read_hook(hook)
+    text = hooks.read_hook(hook)
     if hooks.SHIM_MARKER not in text:
         owner = "the pre-commit tool's" if hooks.PRE_COMMIT_TOOL_MARKER in text else "not papayu's"
         return Item(name, INFO, f"{hook}: {owner}", data=data)
