@@ -339,6 +339,7 @@ def main() -> None:
     papayu = [sys.executable, "-m", "papayu_git"]
     # The demo shows the defaults, whatever this shell sets: sandbox when bwrap works, no network.
     os.environ.update(PAPAYU_SANDBOX="auto", PAPAYU_CHECK_NETWORK="false")
+    os.environ.pop("PAPAYU_CHECK_COMMAND", None)  # each sample repository configures its own check
     SANDBOX_REASON = unavailable_reason()
     print("the check's sandbox here: " + ("bwrap" if SANDBOX_REASON is None else
                                           f"none, the check runs UNSANDBOXED ({SANDBOX_REASON})"))

@@ -33,7 +33,7 @@ SETTINGS: list[Setting] = [
     Setting("normalize_eol", "PAPAYU_NORMALIZE_EOL", "papayu.normalizeEol", "",
             "'lf' normalises CRLF to LF and adds a final newline"),
     Setting("check_command", "PAPAYU_CHECK_COMMAND", "papayu.checkCommand", "",
-            "the check run in the worktree before landing"),
+            "the check run on the plan's commit (isolated, sandboxed checkout) before landing"),
     Setting("check_timeout_sec", "PAPAYU_CHECK_TIMEOUT_SEC", "papayu.checkTimeoutSec", "900",
             "seconds before the check's whole process group is killed"),
     Setting("check_keep_ignored", "PAPAYU_CHECK_KEEP_IGNORED", "papayu.check.keepIgnored", "false",

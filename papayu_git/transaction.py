@@ -1,7 +1,8 @@
-"""The SPEC §4 transaction: validate → preflight → commit → check → land or roll back.
+"""The transaction: validate → preflight → commit → check → land or roll back.
 
 Nothing here touches the user's index or working tree: the commit is built in
-memory (worktree.build_tree), the check runs in a pooled worktree, and the only
+memory (worktree.build_tree), the check runs in an isolated, sandboxed checkout
+(docs/DESIGN.md, "The check's trust boundary"), and the only
 write to the user's side is the final fast-forward / compare-and-swap (landing.py).
 Any failure after the commit exists deletes `papayu/<id>` (unless --keep-failed).
 """
