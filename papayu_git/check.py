@@ -163,7 +163,7 @@ def run_check(check: CheckCommand, checkout: "CheckCheckout", log_path: Path, *,
             if exit_code != 0 or timed_out:
                 break
     return CheckResult(check.command, check.source, exit_code, round(time.monotonic() - start, 3),
-                       str(log_path), _tail(log_path), timed_out, sandbox.level, commit)
+                       str(log_path), _masked_tail(log_path), timed_out, sandbox.level, commit)
 
 
 def _command_line(command: str, checkout: "CheckCheckout", sandbox: "Sandbox",
@@ -287,9 +287,22 @@ def _cwd_inside(pid: int, slot: Path) -> bool:
     return cwd == slot or slot in cwd.parents
 
 
-def _tail(log_path: Path, lines: int = TAIL_LINES) -> str:
+MASK_LOG_MAX_BYTES = 8 * 1024 * 1024
+
+
+def _masked_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
+    """Mask secrets in the log (rewritten in place up to 8 MiB) and return its last lines, masked."""
+    from papayu_git.secrets import mask
+
     try:
-        data = log_path.read_bytes()[-64 * 1024:]
+        if log_path.stat().st_size <= MASK_LOG_MAX_BYTES:
+            text = log_path.read_bytes().decode("utf-8", "replace")
+            masked = mask(text)
+            if masked != text:
+                log_path.write_text(masked, encoding="utf-8")
+            data = masked[-64 * 1024:]
+        else:
+            data = log_path.read_bytes()[-64 * 1024:].decode("utf-8", "replace")
     except OSError:
         return ""
-    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+    return mask("\n".join(data.splitlines()[-lines:]))

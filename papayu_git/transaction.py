@@ -287,7 +287,10 @@ class _Run:
         if self.command is None:
             return
         self.sandbox = resolve_sandbox(str(self.root))
-        output.info(f"check: {self.command.command}   (from {self.command.source}; sandbox: {self.sandbox.level})")
+        from papayu_git.secrets import mask
+
+        output.info(f"check: {mask(self.command.command)}   (from {self.command.source}; "
+                    f"sandbox: {self.sandbox.level})")
         if not self.sandbox.sandboxed and self.sandbox.reason != "papayu.sandbox=off":
             self.warn(f"the check runs WITHOUT a sandbox: {self.sandbox.reason}. It can read your files and "
                       "reach the network; see `git papayu doctor` (papayu.sandbox=required refuses instead)")

@@ -327,3 +327,12 @@ def test_sandbox_required_without_bwrap_refuses_before_any_commit(tmp_path: Path
     proc = papayu("apply", str(plan), "--check", "true", cwd=repo, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "WITHOUT a sandbox" in proc.stderr and "Papayu-Sandbox: none" in git(repo, "log", "-1", "--format=%B")
+
+
+def test_secrets_in_the_checks_output_are_masked_in_its_log_and_tail(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"token.txt": "OPENAI_API_KEY=sk-livesecret0123456789abcdef\n"})
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
+    data = json.loads(papayu("apply", str(plan), "--json", "--check", "cat token.txt; exit 1", cwd=repo).stdout)
+    assert data["state"] == "rolled_back" and "OPENAI_API_KEY=" in data["check"]["tail"]
+    assert "sk-livesecret" not in data["check"]["tail"]
+    assert "sk-livesecret" not in Path(data["check"]["log"]).read_text()
