@@ -15,11 +15,9 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,34 +179,6 @@ def _attack_test(user_repo: Path, outside: Path, port: int) -> str:
     ''')
 
 
-class _Listener:
-    """The attacker's loopback server: counts the connections that reach it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
-        self.sock.settimeout(0.2)
-        self.port = int(self.sock.getsockname()[1])
-        self.accepted, self.done = 0, False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.done:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.done = True
-        self.thread.join(timeout=2)
-        self.sock.close()
-
-
 def demo_hostile(papayu: list[str]) -> None:
     """A plan is model-written code, and the check is where it first runs: its test is hostile."""
     step("A HOSTILE plan: its new test tries to overwrite your files, plant a git hook, write outside "
@@ -222,7 +192,9 @@ def demo_hostile(papayu: list[str]) -> None:
     before = {p: (repo / p).read_bytes() for p in ("calc.py", "NOTES.md")}
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
     status = sh("git", "status", "--short", cwd=repo).stdout
-    listener = _Listener()
+    from papayu_git.sandbox import LoopbackListener
+
+    listener = LoopbackListener()
     try:
         plan = {"actions": [{"kind": "CREATE_FILE", "path": "tests/test_hostile.py",
                              "content": _attack_test(repo, outside, listener.port)}],

@@ -174,6 +174,45 @@ def check_env(home: str, tmp: str, repo_root: str | None = None) -> dict[str, st
     return env
 
 
+class LoopbackListener:
+    """A TCP listener on 127.0.0.1:<free port> that counts the connections reaching it: the
+    target a sandboxed process must not reach (doctor's network probe, the tests, the demo)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.accepted = 0
+        self._done = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._done:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._done = True
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+    def __enter__(self) -> "LoopbackListener":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def withheld_env_names(repo_root: str | None = None) -> list[str]:
     """Names of papayu's environment variables the check does not get (for doctor)."""
     passed = check_env("", "", repo_root)

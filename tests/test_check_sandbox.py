@@ -8,10 +8,8 @@ import json
 import os
 import shlex
 import signal
-import socket
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from apply_helpers import checkout_file, processes_with, run_papayu_bg, snapshot
 from conftest import git, make_repo, papayu
 
 from papayu_git import sandbox
+from papayu_git.sandbox import LoopbackListener
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"bwrap does not work here: {sandbox.unavailable_reason()}")
@@ -32,38 +31,6 @@ SECRETS = {"OPENAI_API_KEY": "sk-sandboxtest-0123456789abcdef", "GITHUB_TOKEN": 
 def _user_view(snap: dict) -> dict:
     refs = "\n".join(line for line in snap["refs"].splitlines() if "refs/heads/papayu/" not in line)
     return {**snap, "refs": refs}
-
-
-class _Listener:
-    """A loopback TCP listener that counts the connections it accepts."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.accepted = 0
-        self.done = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return int(self.sock.getsockname()[1])
-
-    def _serve(self) -> None:
-        while not self.done:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.done = True
-        self.thread.join(timeout=2)
-        self.sock.close()
 
 
 def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str) -> str:
@@ -118,7 +85,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     outside = Path("/var/tmp") / f"papayu-outside-{os.getpid()}.txt"  # not under /tmp, which is private
     outside.unlink(missing_ok=True)
     home = Path(os.environ["HOME"])
-    listener = _Listener()
+    listener = LoopbackListener()
     marker = f"77{os.getpid()}.5"
     before = snapshot(repo)
     config_before = (repo / ".git/config").read_text()

@@ -187,29 +187,31 @@ def _sandboxed(here: _Here, shell: list[str], gitdir: Path | None = None) -> sub
 
 
 def network_item(here: _Here) -> Item:
+    from papayu_git.sandbox import LoopbackListener
+
     name = "network isolation"
     if not here.bwrap_works:
         return Item(name, INFO, "not tried: no working bwrap sandbox")
     cwd = str(here.root) if here.root else None
     allowed = settings.get_bool("check_network", cwd)
     connect = [sys.executable, "-I", "-S", "-c", _CONNECT]
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        port = str(listener.getsockname()[1])
+    with LoopbackListener() as listener:
+        port = str(listener.port)
         try:
             control = subprocess.run([*connect, port], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_SEC,
                                      stdin=subprocess.DEVNULL)
+            reached_unsandboxed = listener.accepted
             inside = _sandboxed(here, ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2"', sys.executable, _CONNECT,
                                        port])
         except (OSError, subprocess.TimeoutExpired) as exc:
             return Item(name, WARN, f"the probe did not run: {exc}", "Run `git papayu doctor` again.")
+        reached_sandboxed = listener.accepted - reached_unsandboxed
     data = {"port": int(port), "unsandboxed_exit": control.returncode, "sandboxed_exit": inside.returncode,
-            "check_network": allowed}
+            "sandboxed_connections": reached_sandboxed, "check_network": allowed}
     if control.returncode != 0:
         return Item(name, WARN, f"inconclusive: the probe cannot reach 127.0.0.1:{port} even unsandboxed "
                     f"(exit {control.returncode})", "Run `git papayu doctor` again.", data=data)
-    if inside.returncode == 0:
+    if inside.returncode == 0 or reached_sandboxed:
         return Item(name, WARN, f"NOT isolated: a sandboxed process reached 127.0.0.1:{port}",
                     "Use a system bubblewrap (`sudo apt install bubblewrap`), then `git papayu doctor`.", data=data)
     if inside.returncode != 3:
