@@ -206,6 +206,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the LLM provider is not configured correctly",
         "Set PAPAYU_LLM_BASE_URL and PAPAYU_LLM_MODEL (README: providers)."),
     "ERR_LLM_AUTH": ErrorSpec("the LLM server refused the API key", "Check PAPAYU_LLM_API_KEY / OPENAI_API_KEY."),
+    "ERR_LLM_INSECURE_KEY": ErrorSpec(
+        "an API key would cross plain http to another machine",
+        "Use an https:// base URL (plain http only to this machine), or unset the key."),
     "ERR_LLM_HTTP": ErrorSpec("the LLM server answered with an error", "Read the status above; check the model name."),
     "ERR_LLM_RATE_LIMITED": ErrorSpec("the LLM server kept answering 429", "Wait and retry."),
     "ERR_LLM_TIMEOUT": ErrorSpec("the LLM did not answer in time", "Raise PAPAYU_LLM_TIMEOUT_SEC."),
@@ -218,6 +221,9 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "pip install 'papayu-git[local]', or configure PAPAYU_LLM_BASE_URL."),
     # --- forge -------------------------------------------------------------------
     "ERR_PUSH_FAILED": ErrorSpec("git push failed", "Check the remote and your credentials."),
+    "ERR_FORGE_INSECURE_TOKEN": ErrorSpec(
+        "the forge token would cross plain http to another machine",
+        "Use an https:// API URL (PAPAYU_FORGE_API_URL); plain http only to this machine."),
     "ERR_FORGE_UNKNOWN": ErrorSpec("cannot tell the forge from the remote URL", "Pass --forge github|gitlab|gitea."),
     "ERR_FORGE_AUTH": ErrorSpec("the forge refused the token", "Check GH_TOKEN/GITLAB_TOKEN/GITEA_TOKEN."),
     "ERR_FORGE_NOT_FOUND": ErrorSpec("the forge does not know that repository", "Check the remote URL."),

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlsplit
 
 from papayu_git import output
 from papayu_git.errors import PapayuError
+from papayu_git.net import credentials_stay_home, may_carry_credentials
 
 if TYPE_CHECKING:
     import httpx
@@ -149,6 +150,9 @@ def compare_url(forge: Forge, base: str, head: str) -> str:
 # --- HTTP ---------------------------------------------------------------------
 
 
+_TOKEN_HEADERS = ("Authorization", "PRIVATE-TOKEN")
+
+
 def _headers(forge: Forge) -> dict[str, str]:
     headers = {"User-Agent": "papayu-git", "Accept": "application/json"}
     if forge.kind is ForgeKind.GITHUB:
@@ -166,8 +170,13 @@ def client(forge: Forge, transport: "httpx.BaseTransport | None" = None) -> "htt
     if not forge.api_url:
         raise PapayuError("ERR_FORGE_UNKNOWN", "no API URL for this forge",
                           hint="Set PAPAYU_FORGE_API_URL or git config papayu.forge.apiUrl.")
+    if forge.token and not may_carry_credentials(forge.api_url):
+        raise PapayuError("ERR_FORGE_INSECURE_TOKEN", f"the forge token would cross plain http: {forge.api_url}",
+                          hint="Use an https:// API URL (plain http only to this machine).")
+    # Redirects are followed (renamed repositories), but the token never leaves the API's origin.
+    hooks = {"request": [credentials_stay_home(forge.api_url, _TOKEN_HEADERS)]}
     return httpx.Client(base_url=forge.api_url, headers=_headers(forge), timeout=TIMEOUT_SEC,
-                        transport=transport, follow_redirects=True)
+                        transport=transport, follow_redirects=True, event_hooks=hooks)
 
 
 def message_of(response: "httpx.Response") -> str:

@@ -385,7 +385,7 @@ def _reachable(base_url: str) -> str | None:
 
 
 def provider_item(here: _Here) -> Item:
-    from papayu_git.llm.config import Provider, load_config
+    from papayu_git.llm.config import Provider, api_key_source, load_config
     from papayu_git.secrets import mask
 
     name = "llm provider"
@@ -395,7 +395,7 @@ def provider_item(here: _Here) -> Item:
     except PapayuError as exc:
         return Item(name, FAIL, f"{exc.code}: {exc.reason}", exc.hint, code=exc.code)
     here.provider = config.provider.value
-    key_from = next((n for n in ("PAPAYU_LLM_API_KEY", "OPENAI_API_KEY") if os.environ.get(n)), None)
+    key_from = api_key_source(config.provider, config.base_url)
     base_url = mask(config.base_url)
     data = {"provider": config.provider.value, "base_url": base_url or None, "model": config.model or None,
             "api_key_set": bool(config.api_key), "api_key_from": key_from,

@@ -18,6 +18,7 @@ from papayu_git import output
 from papayu_git.errors import PapayuError
 from papayu_git.llm.config import LLMConfig, Provider
 from papayu_git.llm.wire_schema import format_name_info, grammar_schema
+from papayu_git.net import credentials_stay_home
 from papayu_git.secrets import mask
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class ChatClient:
         self.format_fallback = False
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         timeout = httpx.Timeout(config.timeout_sec, connect=min(10.0, config.timeout_sec))
-        self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+        hooks = {"request": [credentials_stay_home(config.base_url, ["Authorization"])]}
+        self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport, event_hooks=hooks)
         self._model = config.model
 
     def close(self) -> None:

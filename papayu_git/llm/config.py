@@ -1,8 +1,10 @@
 """Which model papayu talks to, and how (SPEC §8).
 
 Settings come from `papayu_git.settings` (environment, then `git config papayu.llm.*`).
-API keys come only from the environment (PAPAYU_LLM_API_KEY, then OPENAI_API_KEY): they are
-never read from git config, never written to plans, traces or logs (``snapshot`` omits them).
+API keys come only from the environment and are never read from git config, never written to
+plans, traces or logs (``snapshot`` omits them). PAPAYU_LLM_API_KEY goes to the configured
+server; OPENAI_API_KEY only to OpenAI's own API (a key for one service is not handed to whatever
+URL is configured). No key crosses plain http unless the server is on this machine.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import os
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
+from urllib.parse import urlsplit
 
 from papayu_git import settings
 from papayu_git.errors import PapayuError
+from papayu_git.net import may_carry_credentials
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_HOST = "api.openai.com"
+OPENAI_BASE_URL = f"https://{OPENAI_HOST}/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 OLLAMA_BASE_URL = "http://127.0.0.1:11434"
 LOCAL_MODEL_NAME = "gemma-3-270m-q4_k_m"
@@ -46,7 +51,8 @@ class LLMConfig:
     max_tokens_cap: int = 0      # 0: no cap beyond the seed's 16384/4096 rule
 
     def with_base_url(self, base_url: str) -> "LLMConfig":
-        return replace(self, base_url=base_url)
+        """The same settings for papayu's own embedded server at ``base_url``: no key goes there."""
+        return replace(self, base_url=base_url, api_key="")
 
     def max_tokens(self, input_chars: int) -> int:
         budget = LARGE_INPUT_MAX_TOKENS if input_chars > LARGE_INPUT_CHARS else DEFAULT_MAX_TOKENS
@@ -60,8 +66,31 @@ class LLMConfig:
                 "max_tokens_cap": self.max_tokens_cap, "temperature": 0, "top_p": 1}
 
 
-def api_key_from_env() -> str:
-    return os.environ.get("PAPAYU_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY") or ""
+def is_openai_api(base_url: str) -> bool:
+    parts = urlsplit(base_url)
+    return parts.scheme.lower() == "https" and (parts.hostname or "").lower() == OPENAI_HOST
+
+
+def api_key_source(provider: Provider, base_url: str) -> str | None:
+    """The environment variable whose key goes to ``base_url``, None when no key is sent."""
+    if provider is Provider.LOCAL:
+        return None  # the embedded server is papayu's own: it needs no key
+    if os.environ.get("PAPAYU_LLM_API_KEY"):
+        return "PAPAYU_LLM_API_KEY"
+    if os.environ.get("OPENAI_API_KEY") and is_openai_api(base_url):
+        return "OPENAI_API_KEY"
+    return None
+
+
+def _api_key(provider: Provider, base_url: str) -> str:
+    source = api_key_source(provider, base_url)
+    if source is None:
+        return ""
+    if not may_carry_credentials(base_url):
+        raise PapayuError("ERR_LLM_INSECURE_KEY", f"{source} would be sent over plain http to {urlsplit(base_url).hostname}",
+                          hint="Use an https:// base URL (plain http only to a server on this machine), "
+                               f"or unset {source} for a server that needs no key.")
+    return os.environ[source]
 
 
 def _provider(raw: str, base_url: str) -> Provider:
@@ -104,7 +133,7 @@ def load_config(cwd: str | None = None) -> LLMConfig:
         raise PapayuError("ERR_LLM_CONFIG", f"provider {provider.value} needs a model name",
                           hint="Set PAPAYU_LLM_MODEL (or git config papayu.llm.model).")
     return LLMConfig(
-        provider=provider, base_url=base_url, model=model, api_key=api_key_from_env(),
+        provider=provider, base_url=base_url, model=model, api_key=_api_key(provider, base_url),
         strict_json=settings.get_bool("llm_strict_json", cwd),
         timeout_sec=_float("llm_timeout_sec", cwd), retries=max(0, settings.get_int("llm_retries", cwd)),
         backoff_sec=_float("llm_backoff_sec", cwd), max_tokens_cap=max(0, settings.get_int("llm_max_tokens", cwd)),
