@@ -46,8 +46,18 @@ def _git_dir(a: dict[str, Any]) -> None:
 
 
 @fault
+def _hfs_git(a: dict[str, Any]) -> None:
+    a["path"] = ".g\u200cit/" + a["path"]   # HFS+ ignores U+200C: this is .git on macOS
+
+
+@fault
 def _protected(a: dict[str, Any]) -> None:
     a["path"] = "config/.env.local"
+
+
+@fault
+def _windows_alias(a: dict[str, Any]) -> None:
+    a["path"] = "deploy/id_ed25519. "          # Windows opens deploy/id_ed25519
 
 
 @fault

@@ -33,6 +33,15 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_JSON_TOO_DEEP": ErrorSpec(
         "the JSON is nested deeper than any valid response",
         "Return a flat object: actions are objects directly inside the actions array."),
+    "ERR_JSON_DUPLICATE_KEY": ErrorSpec(
+        "a key appears twice in one JSON object (a reader may see the first value, json keeps the last)",
+        "Write each key once per object; merge the two values into one."),
+    "ERR_JSON_NUMBER_TOO_LARGE": ErrorSpec(
+        "an integer in the JSON has more than 4,300 digits",
+        "No number in a response needs that many digits; write it as a string or drop it."),
+    "ERR_JSON_INVALID_UNICODE": ErrorSpec(
+        "a string holds an unpaired UTF-16 surrogate (e.g. \\ud800), which has no UTF-8 form",
+        "Write characters directly or as a complete surrogate pair (\\ud83d\\ude00); never half of one."),
     "ERR_SCHEMA": ErrorSpec(
         "the JSON does not match the response schema",
         "Follow the schema: an object with 'actions' (kind, path, content | patch+base_sha256), "
@@ -60,8 +69,20 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the path contains a NUL or control character", "Use a plain printable path."),
     "ERR_PATH_TOO_LONG": ErrorSpec("the path is longer than 240 characters", "Use a shorter path."),
     "ERR_PATH_GIT_DIR": ErrorSpec(
-        "the path is inside .git (any letter case, any depth)",
+        "the path is inside .git (any letter case, any depth, or a name macOS or Windows opens as "
+        ".git: '.git.', 'git~1', '.git::$INDEX_ALLOCATION', '.g\\u200cit')",
         "Never touch .git; edit working files only."),
+    "ERR_PATH_GIT_ALIAS": ErrorSpec(
+        "a name macOS or Windows opens as .gitmodules, .gitattributes, .gitignore or .mailmap without "
+        "being that exact name ('.GITMODULES', '.gitattributes.', 'gitmod~1')",
+        "Write these files under their exact lower-case names, or choose another name."),
+    "ERR_PATH_NTFS_STREAM": ErrorSpec(
+        "a path segment contains ':' (on Windows a stream of another file, e.g. 'a.txt:hidden')",
+        "Use a path without ':'."),
+    "ERR_PATH_INVISIBLE_CHAR": ErrorSpec(
+        "the path contains an invisible or direction-changing Unicode character (bidi control, "
+        "direction mark, zero-width character, BOM, line/paragraph separator) or a lone surrogate",
+        "Use visible characters only: invisible ones make a path look like another."),
     "ERR_PATH_THROUGH_SYMLINK": ErrorSpec(
         "the path is, or goes through, a symbolic link",
         "Edit the link's target file by its real path inside the repository."),
@@ -78,8 +99,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "one path gets incompatible actions (e.g. CREATE+UPDATE, DELETE+PATCH, duplicates)",
         "Give each path exactly one action."),
     "ERR_PATH_COLLISION": ErrorSpec(
-        "a file and a directory of the plan collide",
-        "A path cannot be both a file and a directory; rename one of them."),
+        "a file and a directory of the plan collide, or two paths differ only in letter case or "
+        "Unicode normalization (one file on macOS and Windows)",
+        "A path cannot be both a file and a directory, and names must differ by more than case; "
+        "use the exact spelling of the existing path or rename one of them."),
     "ERR_TOO_MANY_ACTIONS": ErrorSpec("more than 200 actions", "Split the change; at most 200 actions."),
     "ERR_CONTENT_NUL": ErrorSpec("file content contains a NUL byte", "Only text files; no NUL bytes."),
     "ERR_PSEUDO_BINARY": ErrorSpec(
@@ -149,6 +172,12 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "no readable trace with that id", "Run 'git papayu trace list' to see trace ids."),
     # --- git / transaction ------------------------------------------------------
     "ERR_NOT_A_GIT_REPO": ErrorSpec("not inside a git repository", "Run papayu inside a git work tree."),
+    "ERR_NO_COMMITS": ErrorSpec(
+        "the repository has no commit yet; papayu builds on a commit",
+        "Make a first commit (git commit --allow-empty -m init), then run papayu again."),
+    "ERR_WORKTREE_MISSING": ErrorSpec(
+        "the target branch is checked out in a worktree whose directory is gone",
+        "Run 'git worktree prune' (or restore that directory), then run papayu again ('git papayu land ID')."),
     "ERR_DETACHED_HEAD": ErrorSpec(
         "HEAD is detached; papayu lands on a branch", "Check out a branch, or pass --onto BRANCH."),
     "ERR_BRANCH_NOT_FOUND": ErrorSpec("the target branch does not exist", "Check the name with 'git branch'."),
@@ -196,6 +225,12 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_DELETE_NOT_CONFIRMED": ErrorSpec(
         "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."),
     "ERR_PLAN_NOT_FOUND": ErrorSpec("no stored plan with that id", "Run 'git papayu list' to see plan ids."),
+    "ERR_PLAN_ID_INVALID": ErrorSpec(
+        "a plan record's id is not of the form papayu generates (YYYYMMDD-HHMMSS-xxxxxx)",
+        "Keep the id papayu wrote, or apply the record's 'response' alone as a response file (it gets a new id)."),
+    "ERR_PLAN_RECORD_INVALID": ErrorSpec(
+        "a plan record has a field of the wrong type",
+        "Keep the record as papayu wrote it, or apply its 'response' alone as a response file."),
     "ERR_LOCKED": ErrorSpec("another papayu process holds the lock", "Wait for it, or run 'git papayu gc'."),
     "ERR_APPLY_ROUND_UNAVAILABLE": ErrorSpec(
         "the stored plan has no actions yet and the LLM's APPLY round is not available",

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from papayu_git.errors import PapayuError, ValidationFailed
-from papayu_git.paths import DEFAULT_PROTECTED, check_path, is_protected
+from papayu_git.paths import DEFAULT_PROTECTED, check_path, fold_key, is_protected
 from papayu_git.protocol import (
     DELETING_KINDS, MAX_JSON_DEPTH, NO_CHANGES_PREFIX, WRITING_KINDS, Action, ActionKind, Mode, Response, coerce_mode, json_depth_ok,
     parse_json_text, raw_actions,
@@ -34,10 +34,35 @@ _NON_PRINTABLE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
 class TreeView(Protocol):
     """What the validator needs to know of the base tree (implemented with pygit2 in worktree.py).
 
-    ``entry_kind`` returns "file", "link", "dir", "submodule" or None when absent.
+    ``entry_kind`` returns "file", "link", "dir", "submodule" or None when absent. ``names_in``
+    lists a directory's entry names ("" is the root); it is read only where a plan names a path
+    that is not an entry, to find its case or Unicode twin. ``files_under`` lists every
+    non-directory path below a directory; it is read only for DELETE_DIR.
     """
 
     def entry_kind(self, path: str) -> str | None: ...
+
+    def names_in(self, directory: str) -> list[str]: ...
+
+    def files_under(self, path: str) -> list[str]: ...
+
+
+class _Twins:
+    """The base tree's names folded (paths.fold_key), one directory at a time and only when
+    asked: a plan of exact entries never builds an index, a new name costs one lookup."""
+
+    def __init__(self, tree: TreeView) -> None:
+        self.tree = tree
+        self.dirs: dict[str, dict[str, str]] = {}
+
+    def of(self, path: str) -> str | None:
+        """The base tree's path that macOS or Windows would open for ``path`` (not an entry)."""
+        directory, _, name = path.rpartition("/")
+        index = self.dirs.get(directory)
+        if index is None:
+            index = self.dirs[directory] = {fold_key(n): n for n in self.tree.names_in(directory)}
+        twin = index.get(fold_key(name))
+        return None if twin is None else f"{directory}/{twin}" if directory else twin
 
 
 def looks_like_unified_diff(patch: str) -> bool:
@@ -73,20 +98,68 @@ def _to_action(item: Mapping[str, Any], path: str) -> Action:
     return Action(_KINDS[item["kind"]], path, text("content"), text("patch"), text("base_sha256"))
 
 
-def _check_tree(action: Action, tree: TreeView) -> list[PapayuError]:
+def _in_the_way(action: Action, prefix: str, kind: str | None) -> PapayuError | None:
+    """The error of an entry ``prefix`` of the base tree that a path goes through."""
+    if kind == "link":
+        return PapayuError("ERR_PATH_THROUGH_SYMLINK", f"{prefix} is a symbolic link", path=action.path)
+    if kind == "submodule":
+        return PapayuError("ERR_PATH_IN_SUBMODULE", f"{prefix} is a submodule", path=action.path)
+    if kind == "file":
+        return PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file in the base tree", path=action.path)
+    return None
+
+
+def _twin_error(action: Action, path: str, tree: TreeView, twins: _Twins) -> PapayuError | None:
+    """``path`` is not in the base tree: refuse it when macOS or Windows would open another entry
+    (``A.txt`` beside ``a.txt``, NFD beside NFC); through a link or submodule by its own code."""
+    twin = twins.of(path)
+    if twin is None:
+        return None
+    kind = tree.entry_kind(twin)
+    error = _in_the_way(action, twin, kind) if kind in ("link", "submodule") else None
+    return error or PapayuError("ERR_PATH_COLLISION", f"{path} is the base tree's {kind} {twin} on macOS and "
+                                "Windows (letter case or Unicode form differ)", path=action.path)
+
+
+def _check_prefixes(action: Action, tree: TreeView, twins: _Twins) -> tuple[PapayuError | None, bool]:
+    """The first error of the directories above the path, and whether they all exist."""
     parts = action.path.split("/")
     for depth in range(1, len(parts)):
         prefix = "/".join(parts[:depth])
         kind = tree.entry_kind(prefix)
-        if kind == "link":
-            return [PapayuError("ERR_PATH_THROUGH_SYMLINK", f"{prefix} is a symbolic link", path=action.path)]
-        if kind == "submodule":
-            return [PapayuError("ERR_PATH_IN_SUBMODULE", f"{prefix} is a submodule", path=action.path)]
-        if kind == "file":
-            return [PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file in the base tree", path=action.path)]
         if kind is None:
-            break
+            return _twin_error(action, prefix, tree, twins), False
+        error = _in_the_way(action, prefix, kind)
+        if error:
+            return error, True
+    return None, True
+
+
+def _protected_inside(action: Action, tree: TreeView, protected: Sequence[str]) -> list[PapayuError]:
+    """DELETE_DIR removes every file below it: none of them may be protected."""
+    for path in tree.files_under(action.path):
+        if is_protected(path, protected):
+            return [PapayuError("ERR_PROTECTED_PATH", f"DELETE_DIR {action.path} would delete this protected file",
+                                path=path)]
+    return []
+
+
+def _check_tree(action: Action, tree: TreeView, twins: _Twins, protected: Sequence[str]) -> list[PapayuError]:
+    error, parents_exist = _check_prefixes(action, tree, twins)
+    if error:
+        return [error]
     kind = tree.entry_kind(action.path)
+    error = _twin_error(action, action.path, tree, twins) if kind is None and parents_exist else None
+    if error:
+        return [error]
+    problems = _check_kind(action, kind)
+    if problems or action.kind is not ActionKind.DELETE_DIR:
+        return problems
+    return _protected_inside(action, tree, protected)
+
+
+def _check_kind(action: Action, kind: str | None) -> list[PapayuError]:
+    """The action against what the base tree holds at its exact path."""
     if kind == "submodule":
         return [PapayuError("ERR_PATH_IN_SUBMODULE", "the path is a submodule", path=action.path)]
     if kind == "link" and action.kind in (ActionKind.UPDATE_FILE, ActionKind.PATCH_FILE, ActionKind.DELETE_DIR):
@@ -139,14 +212,15 @@ def _check_update(action: Action, protocol: int, mode: Mode, read_files: Mapping
 
 
 PAPAYU_CONFIG_DIR = ".papa-yu"
+_PAPAYU_CONFIG_NAMES = frozenset({PAPAYU_CONFIG_DIR, "papa-y~1"})  # and its 8.3 short name on Windows
 
 
 def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None,
-                  tree: TreeView | None, protected: Sequence[str]) -> list[PapayuError]:
+                  tree: TreeView | None, twins: _Twins | None, protected: Sequence[str]) -> list[PapayuError]:
     path, kind = action.path, action.kind
     if is_protected(path, protected):
         return [PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env)", path=path)]
-    if path.split("/", 1)[0].casefold().rstrip(". ") == PAPAYU_CONFIG_DIR:
+    if path.split("/", 1)[0].casefold().rstrip(". ") in _PAPAYU_CONFIG_NAMES:
         # The project's check command and memory live there: a plan must not choose its own check
         # (docs/DESIGN.md, "The check's trust boundary"); memory changes go through memory_patch.
         return [PapayuError("ERR_PATH_PAPAYU_CONFIG", "plan actions cannot write .papa-yu/", path=path)]
@@ -167,15 +241,20 @@ def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping
         problems = _check_update(action, protocol, mode, read_files, tree)
         if problems:
             return problems
-    if tree is not None:
-        return _check_tree(action, tree)
+    if tree is not None and twins is not None:
+        return _check_tree(action, tree, twins, protected)
     return []
 
 
 _DIR_KINDS = frozenset({ActionKind.CREATE_DIR, ActionKind.DELETE_DIR})
 
 
-def _same_path_conflict(path: str, kinds: list[ActionKind]) -> PapayuError:
+def _same_path_conflict(path: str, group: list[Action]) -> PapayuError:
+    spellings = sorted({a.path for a in group})
+    if len(spellings) > 1:
+        return PapayuError("ERR_PATH_COLLISION", f"{' and '.join(spellings)} are one path on macOS and Windows "
+                           "(letter case or Unicode form differ)", path=path)
+    kinds = [a.kind for a in group]
     names = "+".join(sorted(k.value for k in kinds))
     if {k in _DIR_KINDS for k in kinds} == {True, False}:
         return PapayuError("ERR_PATH_COLLISION", f"one path is used as a file and a directory: {names}",
@@ -192,19 +271,42 @@ def _prefixes(path: str) -> list[str]:
     return out
 
 
+def _directory_twins(actions: Sequence[Action], folded: Sequence[str]) -> list[PapayuError]:
+    """Two spellings of one directory ('Dir/a.py', 'dir/b.py') are two trees in git and one
+    directory on macOS and Windows."""
+    if all(a.path == key for a, key in zip(actions, folded)):
+        return []  # every path is its own folded key, so is each of its directories: no twins
+    directories = {a.path if a.kind in _DIR_KINDS else a.path.rpartition("/")[0] for a in actions}
+    directories.discard("")
+    spelled: dict[str, str] = {}
+    seen: set[str] = set()
+    errors = []
+    for directory in sorted(directories):
+        for prefix in (*_prefixes(directory), directory):
+            if prefix in seen:
+                continue
+            seen.add(prefix)
+            other = spelled.setdefault(fold_key(prefix), prefix)
+            if other != prefix:
+                errors.append(PapayuError("ERR_PATH_COLLISION", f"{other} and {prefix} are one directory on macOS "
+                                          "and Windows (letter case or Unicode form differ)", path=directory))
+                break
+    return errors
+
+
 def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
-    """One action per path (case-insensitive: checkouts on macOS/Windows fold case);
+    """One action per path (folded: checkouts on macOS/Windows fold case and Unicode form);
     no file may sit above another path of the plan; nothing survives DELETE_DIR (SPEC §2.3)."""
-    folded = [a.path.casefold() for a in actions]
-    by_path: dict[str, list[ActionKind]] = defaultdict(list)
+    folded = [fold_key(a.path) for a in actions]
+    by_path: dict[str, list[Action]] = defaultdict(list)
     for action, key in zip(actions, folded):
-        by_path[key].append(action.kind)
+        by_path[key].append(action)
     errors = []
     if len(by_path) < len(actions):
         for action, key in zip(actions, folded):
-            kinds = by_path[key]
-            if len(kinds) > 1:
-                errors.append(_same_path_conflict(action.path, kinds))
+            group = by_path[key]
+            if len(group) > 1:
+                errors.append(_same_path_conflict(action.path, group))
                 by_path[key] = []  # report each path once
     file_paths = {key for a, key in zip(actions, folded) if a.kind in WRITING_KINDS}
     deleted_dirs = {key for a, key in zip(actions, folded) if a.kind is ActionKind.DELETE_DIR}
@@ -218,7 +320,7 @@ def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
                 errors.append(PapayuError("ERR_ACTION_CONFLICT", f"DELETE_DIR {prefix} removes this path again",
                                           path=action.path))
                 break
-    return errors
+    return errors + _directory_twins(actions, folded)
 
 
 def _check_actions(items: Sequence[Mapping[str, Any]], protocol: int, mode: Mode,
@@ -226,6 +328,7 @@ def _check_actions(items: Sequence[Mapping[str, Any]], protocol: int, mode: Mode
                    protected: Sequence[str]) -> tuple[list[Action], list[PapayuError]]:
     errors: list[PapayuError] = []
     actions: list[Action] = []
+    twins = _Twins(tree) if tree is not None else None
     total = 0
     for item in items:
         try:
@@ -237,7 +340,7 @@ def _check_actions(items: Sequence[Mapping[str, Any]], protocol: int, mode: Mode
         actions.append(action)
         total += utf8_size(action.content) if action.content else 0
         total += utf8_size(action.patch) if action.patch else 0
-        errors.extend(_check_action(action, protocol, mode, read_files, tree, protected))
+        errors.extend(_check_action(action, protocol, mode, read_files, tree, twins, protected))
     errors.extend(_check_conflicts(actions))
     if total > MAX_TOTAL_BYTES:
         errors.append(PapayuError("ERR_TOTAL_TOO_LARGE", f"{total} bytes of content (max {MAX_TOTAL_BYTES})"))

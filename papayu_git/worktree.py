@@ -35,6 +35,7 @@ class GitTree:
     def __init__(self, repo: "pygit2.Repository", tree: "pygit2.Tree") -> None:
         self.repo = repo
         self.tree = tree
+        self._under: dict[str, list[str]] = {}  # validation and the touched paths both ask
 
     def _entry(self, path: str) -> Any:
         try:
@@ -57,8 +58,21 @@ class GitTree:
             return None
         return bytes(entry.data)
 
+    def names_in(self, directory: str) -> list[str]:
+        """Entry names of ``directory`` ("" is the root); [] when it is not a directory."""
+        tree: Any = self.tree if directory == "" else self._entry(directory)
+        if tree is None or (directory and tree.filemode != MODE_TREE):
+            return []
+        return [str(child.name) for child in tree]
+
     def files_under(self, path: str) -> list[str]:
-        """Every blob/link path below directory ``path`` (for DELETE_DIR's touched files)."""
+        """Every blob/link path below directory ``path`` (DELETE_DIR: its protected files, its
+        touched files)."""
+        if path not in self._under:
+            self._under[path] = self._walk(path)
+        return self._under[path]
+
+    def _walk(self, path: str) -> list[str]:
         entry = self._entry(path)
         if entry is None or entry.filemode != MODE_TREE:
             return []
@@ -200,10 +214,13 @@ def _config(config: Any, key: str) -> str | None:
 
 def commit_message(summary: str, plan_id: str, trace_id: str,
                    trailers: Sequence[tuple[str, str]] = ()) -> str:
-    """``summary`` plus papayu's trailers (plan, trace, then e.g. the check and its source)."""
-    subject = summary.strip() or f"papayu plan {plan_id}"
+    """``summary`` plus papayu's trailers (plan, trace, then e.g. the check and its source),
+    masked and with control characters escaped: `git log` prints them as they are, `pr` pushes them."""
+    from papayu_git.secrets import safe_text
+
+    subject = safe_text(summary.strip(), multiline=True) or f"papayu plan {plan_id}"
     lines = [("Papayu-Plan", plan_id), ("Papayu-Trace", trace_id or plan_id), *trailers]
-    body = "".join(f"{key}: {' '.join(str(value).split())}\n" for key, value in lines)
+    body = "".join(f"{key}: {safe_text(' '.join(str(value).split()))}\n" for key, value in lines)
     return f"{subject}\n\n{body}"
 
 

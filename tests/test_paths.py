@@ -106,10 +106,18 @@ PROTECTED = [
     "server.pem", "certs/server.pem", "tls/private.key", "store.p12",
     "id_rsa", "id_rsa.pub", "home/me/.ssh/id_rsa_old",
     "secrets/token.txt", "app/secrets/db.yml", "a/b/secrets/c/d.json", "Secrets/x", "secrets",
+    "envs/.envrc", "id_ed25519", "home/.ssh/id_ecdsa.pub", "id_dsa", ".ssh/config", "me/.ssh/authorized_keys",
+    "cert.pfx", "release.jks", "android/app/upload.keystore", ".npmrc", "web/.npmrc", ".pypirc", ".netrc",
+    ".git-credentials", ".aws/credentials", "home/me/.aws/credentials", ".docker/config.json",
+    "ci/.docker/config.json", ".kube/config", "ops/.kube/config", "gcp/credentials.json",
+    "infra/terraform.tfstate", "infra/terraform.tfstate.backup",
+    # Windows drops trailing dots and spaces: these open the protected file.
+    ".env ", "config/.env.", "k.pem.", "keys/id_rsa. .", "secrets./x", "a/secrets /x",
 ]
 ALLOWED = [
     ".env.example", "config/.env.example", ".github/workflows/ci.yml", ".gitignore", "secrets.py",
-    "src/secrets.py", "my_secrets/x", "keys.md", "keyboard.key.txt", "environment.py", "envs/.envrc",
+    "src/secrets.py", "my_secrets/x", "keys.md", "keyboard.key.txt", "environment.py", "envrc.md",
+    ".aws/config", ".docker/daemon.json", ".kube/cache.md", "credentials.py", "docs/ssh.md", "tfstate.md",
 ]
 
 

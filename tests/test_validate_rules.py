@@ -78,7 +78,7 @@ def ok(data: Any, **kwargs: Any) -> Any:
     (mkdir("d"), mkdir("d"), 2, "ERR_ACTION_CONFLICT"),
     (rmdir("d"), rmdir("d"), 2, "ERR_ACTION_CONFLICT"),
     (mkdir("d"), rmdir("d"), 2, "ERR_ACTION_CONFLICT"),
-    (create("README.md"), create("readme.md"), 2, "ERR_ACTION_CONFLICT"),
+    (create("README.md"), create("readme.md"), 2, "ERR_PATH_COLLISION"),
     (rmdir("d"), create("d/x.py"), 2, "ERR_ACTION_CONFLICT"),
     (rmdir("d"), patch("d/x.py"), 2, "ERR_ACTION_CONFLICT"),
     (rmdir("d"), mkdir("d/sub"), 2, "ERR_ACTION_CONFLICT"),
@@ -282,6 +282,13 @@ class LsTree:
 
     def entry_kind(self, path: str) -> str | None:
         return self.entries.get(path)
+
+    def names_in(self, directory: str) -> list[str]:
+        prefix = f"{directory}/" if directory else ""
+        return [p[len(prefix):] for p in self.entries if p.startswith(prefix) and "/" not in p[len(prefix):]]
+
+    def files_under(self, path: str) -> list[str]:
+        return sorted(p for p, kind in self.entries.items() if p.startswith(f"{path}/") and kind != "dir")
 
 
 @pytest.fixture
