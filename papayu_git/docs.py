@@ -26,7 +26,7 @@ class Limit(NamedTuple):
 
 def limits() -> list[Limit]:
     from papayu_git.paths import MAX_PATH_LEN
-    from papayu_git.protocol import MAX_INPUT_BYTES, MAX_JSON_DEPTH
+    from papayu_git.protocol import MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
     from papayu_git.validate import MAX_ACTIONS, MAX_FILE_BYTES, MAX_TOTAL_BYTES, PSEUDO_BINARY_RATIO
 
     mib = 1024 * 1024
@@ -41,6 +41,7 @@ def limits() -> list[Limit]:
         Limit("NUL bytes in a content", "0", "ERR_CONTENT_NUL"),
         Limit("size of a response or file read", f"{MAX_INPUT_BYTES // mib} MiB", "ERR_INPUT_TOO_LARGE"),
         Limit("JSON nesting depth", f"{MAX_JSON_DEPTH} levels", "ERR_JSON_TOO_DEEP"),
+        Limit("digits of a JSON integer", f"{MAX_INT_DIGITS:,}", "ERR_JSON_NUMBER_TOO_LARGE"),
     ]
 
 

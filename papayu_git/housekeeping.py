@@ -27,8 +27,10 @@ def clear_stale(repo: "pygit2.Repository", pdir: Path) -> list[locks.LockInfo]:
     git_common = common_dir(repo)
 
     def dead_apply(info: locks.LockInfo) -> None:
+        from papayu_git.plans import is_id
+
         plan_id = str(info.data.get("plan", ""))
-        if plan_id and not _kept_on_purpose(repo, pdir, plan_id):
+        if is_id(plan_id) and not _kept_on_purpose(repo, pdir, plan_id):
             from papayu_git.worktree import delete_branch
 
             delete_branch(repo, plan_id)

@@ -55,9 +55,13 @@ def resolve_target(repo: "pygit2.Repository", onto: str | None) -> Target:
         ref = str(repo.references["HEAD"].target)
         name = ref[len("refs/heads/"):]
     tip = branch_tip(repo, ref)
+    if tip is None and repo.head_is_unborn and ref == str(repo.references["HEAD"].target):
+        raise PapayuError("ERR_NO_COMMITS", f"branch {name!r} has no commit yet", path=ref)
     if tip is None:
         raise PapayuError("ERR_BRANCH_NOT_FOUND", f"branch {name!r} does not exist or has no commit", path=ref)
-    return Target(name, ref, tip)
+    target = Target(name, ref, tip)
+    checked_out_in(repo, ref)  # refuse a branch of a vanished worktree before any work is done
+    return target
 
 
 def branch_tip(repo: "pygit2.Repository", ref: str) -> str | None:
@@ -81,8 +85,18 @@ def checked_out_in(repo: "pygit2.Repository", ref: str) -> Path | None:
         except OSError:
             continue
         if content == f"ref: {ref}" and workdir is not None:
-            return workdir
+            return _present(workdir, ref)
     return None
+
+
+def _present(workdir: Path, ref: str) -> Path:
+    """git still counts a branch as checked out in a worktree whose directory was deleted (until
+    `git worktree prune`); moving it there is neither a fast-forward nor safe as a bare update-ref
+    (the worktree may come back, e.g. on a removable disk)."""
+    if not workdir.is_dir():
+        raise PapayuError("ERR_WORKTREE_MISSING", f"{ref[len('refs/heads/'):]} is checked out in {workdir}, "
+                          "which no longer exists", path=str(workdir))
+    return workdir
 
 
 def land_lock_path(papayu_dir: Path, target: Target) -> Path:
@@ -292,8 +306,8 @@ def clear_dead_land(info: locks.LockInfo, git_common: Path) -> None:
     """Stale land lock: remove the ref lock git may have left for it (only if old enough
     that no git child of the dead process can still be writing it)."""
     ref = str(info.data.get("ref", ""))
-    if not ref.startswith("refs/heads/"):
-        return
+    if not ref.startswith("refs/heads/") or any(part in ("", ".", "..") for part in ref.split("/")):
+        return  # only the lock of a branch ref, never a path elsewhere in .git
     lock = git_common / f"{ref}.lock"
     try:
         if time.time() - lock.stat().st_mtime > 5.0:

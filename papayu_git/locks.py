@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,22 @@ def locks_dir(papayu_dir: Path) -> Path:
     return papayu_dir / "locks"
 
 
+# Locks live only in these directories of `.git/papayu/`, under names papayu makes (an id, a
+# sanitized branch, a slot number): a name from outside can never make a lock path reach a
+# user's file (a `yarn.lock` beside the repository's package.json).
+LOCK_DIRS = ("locks", "checkouts", "worktrees")
+_LOCK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.lock")
+_LOCK_LEFTOVER = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.lock\.(?:stale\.)?(\d+)\.\d+")
+
+
+def check_path(path: Path) -> Path:
+    """``path`` when it is one papayu may use as a lock, else ERR_INTERNAL (a bug: refused unused)."""
+    parent = path.parent
+    if _LOCK_NAME.fullmatch(path.name) is None or parent.name not in LOCK_DIRS or parent.parent.name != "papayu":
+        raise PapayuError("ERR_INTERNAL", f"refusing to use {str(path)[:200]!r} as a lock file", path=str(path))
+    return path
+
+
 def process_start_time(pid: int) -> str:
     """Process start time from /proc (Linux); "" elsewhere, which disables the pid-reuse check."""
     try:
@@ -35,6 +52,8 @@ def process_start_time(pid: int) -> str:
 
 
 def pid_alive(pid: int, start_time: str = "") -> bool:
+    if not 0 < pid < 2**31:
+        return False  # no such process (os.kill would overflow)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -62,16 +81,24 @@ class LockInfo:
     def alive(self) -> bool:
         return pid_alive(self.pid, self.start_time)
 
+    @property
+    def ours(self) -> bool:
+        """The file parses as a lock papayu wrote (a pid and its start time). Anything else is
+        never removed: papayu's locks are never half-written (see try_acquire)."""
+        return 0 < self.pid < 2**31 and "start_time" in self.data
+
 
 def read_lock(path: Path) -> LockInfo | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return LockInfo(path, int(data["pid"]), str(data.get("start_time", "")), data)
+        pid = data["pid"]
+        if type(pid) is not int:
+            raise TypeError("pid")
+        return LockInfo(path, pid, str(data.get("start_time", "")), data)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
-        # Unreadable (never half-written: see try_acquire): treat its owner as dead.
-        return LockInfo(path, 0, "", {})
+        return LockInfo(path, 0, "", {})  # not papayu's (LockInfo.ours is False): held, never removed
 
 
 def try_acquire(path: Path, /, on_stale: "StaleHandler | None" = None, **data: Any) -> bool:
@@ -81,7 +108,7 @@ def try_acquire(path: Path, /, on_stale: "StaleHandler | None" = None, **data: A
     The body is written to a private file first and hard-linked into place, so a lock is
     never visible half-written (a reader would take an empty lock for a dead one).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_path(path).parent.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
     body = json.dumps({"pid": pid, "start_time": process_start_time(pid), "created": time.time(), **data})
     tmp = path.with_name(f".{path.name}.{pid}.{time.monotonic_ns()}")
@@ -95,7 +122,7 @@ def try_acquire(path: Path, /, on_stale: "StaleHandler | None" = None, **data: A
                 info = read_lock(path)
                 if info is None:
                     continue  # released meanwhile; never unlink here: it may be a new owner's lock
-                if info.pid and info.alive:
+                if not info.ours or info.alive:
                     return False
                 if on_stale is not None:
                     on_stale(info)
@@ -107,7 +134,11 @@ def try_acquire(path: Path, /, on_stale: "StaleHandler | None" = None, **data: A
 
 def remove_stale(info: LockInfo) -> None:
     """Remove the dead owner's lock ``info`` read earlier, and only that one: it is renamed
-    away first, and put back if another process's live lock had replaced it meanwhile."""
+    away first, and put back if another process's live lock had replaced it meanwhile. Only a
+    lock papayu wrote, in a lock directory, is ever removed."""
+    if not info.ours:
+        return
+    check_path(info.path)
     grave = info.path.with_name(f".{info.path.name}.stale.{os.getpid()}.{time.monotonic_ns()}")
     try:
         os.rename(info.path, grave)
@@ -132,7 +163,7 @@ def _unlink(path: Path) -> None:
 def update(path: Path, /, **data: Any) -> None:
     """Add ``data`` to a lock this process holds (e.g. the check's process group, so that the
     next command can kill what a killed papayu left running). Replaced atomically."""
-    info = read_lock(path)
+    info = read_lock(check_path(path))
     if info is None or info.pid != os.getpid():
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
@@ -141,7 +172,7 @@ def update(path: Path, /, **data: Any) -> None:
 
 
 def release(path: Path) -> None:
-    info = read_lock(path)
+    info = read_lock(check_path(path))
     if info is not None and info.pid == os.getpid():
         _unlink(path)
 
@@ -153,6 +184,9 @@ def held(path: Path, /, *, wait_sec: float = 30.0, what: str = "", **data: Any) 
     while not try_acquire(path, **data):
         if time.monotonic() > deadline:
             info = read_lock(path)
+            if info is not None and not info.ours:
+                raise PapayuError("ERR_LOCKED", f"{path.name} is not a lock papayu wrote", path=str(path),
+                                  hint="No papayu running? Move that file away, then try again.")
             raise PapayuError("ERR_LOCKED", f"{what or path.name} is held by pid {info.pid if info else '?'}",
                               path=str(path))
         time.sleep(0.02)
@@ -172,12 +206,12 @@ def clear_stale(papayu_dir: Path, handlers: dict[str, StaleHandler] | None = Non
         if not directory.is_dir():
             continue
         for tmp in directory.glob(".*.lock.*"):  # a body whose writer died before linking it
-            owner = tmp.name.rsplit(".", 2)[-2]
-            if owner.isdigit() and not pid_alive(int(owner)):
+            owner = _LOCK_LEFTOVER.fullmatch(tmp.name)
+            if owner is not None and not pid_alive(int(owner.group(1))):
                 _unlink(tmp)
         for path in directory.glob("*.lock"):
-            info = read_lock(path)
-            if info is None or (info.pid and info.alive):
+            info = read_lock(path) if _LOCK_NAME.fullmatch(path.name) else None
+            if info is None or not info.ours or info.alive:
                 continue
             handler = (handlers or {}).get(str(info.data.get("kind", "")))
             if handler is not None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from papayu_git.errors import PapayuError
+from papayu_git.errors import PapayuError, ValidationFailed
 
 PLAN_FORMAT = 1
 
@@ -22,6 +23,29 @@ PLAN_FORMAT = 1
 def new_id() -> str:
     """Short, sortable, unique enough for branch names: papayu/<id>."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()  # not `secrets`: its import costs ~5 ms per command
+
+
+# The shape new_id generates. An id becomes a file name (plans/<id>.json), a lock name and a
+# branch (papayu/<id>), so an id from a file or the command line must have exactly this shape.
+_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+_ID_PREFIX = re.compile(r"\d{1,8}|\d{8}-\d{0,6}|\d{8}-\d{6}-[0-9a-f]{0,6}")
+
+
+def is_id(value: object) -> bool:
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def check_id(value: object, path: str = "id") -> str:
+    """``value`` when it is an id papayu generates, else ERR_PLAN_ID_INVALID."""
+    if not is_id(value):
+        raise PapayuError("ERR_PLAN_ID_INVALID", f"plan id {str(value)[:80]!r} is not YYYYMMDD-HHMMSS-xxxxxx",
+                          path=path)
+    return str(value)
+
+
+def is_id_prefix(value: str) -> bool:
+    """``value`` can start a plan id (what `show`, `land`, `drop`, `pr` and `apply` accept)."""
+    return _ID_PREFIX.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
@@ -48,6 +72,21 @@ class StoredPlan:
         return cls(**known)
 
 
+def import_record(papayu_dir: Path, data: dict[str, Any]) -> StoredPlan:
+    """A plan record given to `apply FILE`. It keeps its id, so applying a copy of
+    `.git/papayu/plans/<id>.json` is `apply <id>`; a different plan stored under that id is never
+    replaced: the record then gets a new id. Outcomes recorded elsewhere (extra.apply, extra.pr:
+    commits, checks, pull requests of another run) are dropped."""
+    plan = from_record(data)
+    extra = {k: v for k, v in plan.extra.items() if k not in _OUTCOME_KEYS}
+    try:
+        stored: StoredPlan | None = load(papayu_dir, plan.id)
+    except PapayuError:
+        stored = None
+    new = plan.id if stored is None or stored.response == plan.response else new_id()
+    return replace(plan, id=new, extra=extra)
+
+
 def plans_dir(papayu_dir: Path) -> Path:
     return papayu_dir / "plans"
 
@@ -55,10 +94,17 @@ def plans_dir(papayu_dir: Path) -> Path:
 def save(papayu_dir: Path, plan: StoredPlan) -> Path:
     directory = plans_dir(papayu_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    target = directory / f"{plan.id}.json"
+    target = directory / f"{check_id(plan.id)}.json"
     tmp = target.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(plan.to_json(), ensure_ascii=False, indent=2), encoding="utf-8")
-    os.replace(tmp, target)
+    from papayu_git.secrets import PLAN_VERBATIM, mask_data
+
+    record = mask_data(plan.to_json(), keep=PLAN_VERBATIM)  # what apply needs stays byte for byte
+    try:
+        tmp.write_text(json.dumps(record, ensure_ascii=False, indent=2), encoding="utf-8")
+        os.replace(tmp, target)
+    except BaseException:  # a failed write (disk full, text with no UTF-8 form, ^C) leaves nothing behind
+        tmp.unlink(missing_ok=True)
+        raise
     return target
 
 
@@ -66,11 +112,52 @@ def is_plan_record(data: Any) -> bool:
     return isinstance(data, dict) and data.get("papayu_plan") == PLAN_FORMAT
 
 
+_RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "goal": str, "mode": str, "protocol": int, "base_commit": str, "branch": str, "files": dict,
+    "trace_id": str, "created_at": str, "context": str, "extra": dict}
+
+
+def record_errors(data: dict[str, Any]) -> list[PapayuError]:
+    """What makes ``data`` (a plan record from a file) unusable: a malformed id, fields of the wrong type."""
+    errors = []
+    try:
+        check_id(data.get("id"))
+    except PapayuError as exc:
+        errors.append(exc)
+    for name, kind in _RECORD_TYPES.items():
+        value = data.get(name)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            errors.append(PapayuError("ERR_PLAN_RECORD_INVALID", f"{name} is a {type(value).__name__}, "
+                                      f"expected {getattr(kind, '__name__', kind)}", path=name))
+    files, extra = data.get("files"), data.get("extra")
+    if isinstance(files, dict) and not all(isinstance(v, str) for v in files.values()):
+        errors.append(PapayuError("ERR_PLAN_RECORD_INVALID", "files maps each path to a sha256 string",
+                                  path="files"))
+    if isinstance(extra, dict):
+        errors.extend(PapayuError("ERR_PLAN_RECORD_INVALID", f"extra.{key} is not an object", path=f"extra.{key}")
+                      for key in _OUTCOME_KEYS if not isinstance(extra.get(key, {}), dict))
+    return errors
+
+
+_OUTCOME_KEYS = ("apply", "pr")  # what papayu recorded about the plan in one repository
+
+
+def from_record(data: dict[str, Any]) -> StoredPlan:
+    """A plan record read from a file (`apply FILE`, a stored plan), refused unless well-formed."""
+    errors = record_errors(data)
+    if errors:
+        raise ValidationFailed(errors)
+    return StoredPlan.from_json({k: v for k, v in data.items() if v is not None or k == "response"})
+
+
+_SAFE_PREFIX = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,63}")  # never a path, a glob or an option
+
+
 def find_record(directory: Path, id_or_prefix: str, code: str, what: str) -> Path:
     """The one `<id>.json` in ``directory`` named by an id or a unique prefix (like git's short
     hashes). Ids never contain path separators, so nothing outside ``directory`` is read."""
-    if not id_or_prefix or any(c in id_or_prefix for c in "/\\\0*?[") or id_or_prefix.startswith("."):
-        raise PapayuError(code, f"invalid {what} id {id_or_prefix!r}")
+    if not _SAFE_PREFIX.fullmatch(id_or_prefix):
+        raise PapayuError(code, f"invalid {what} id {id_or_prefix[:80]!r}")
     exact = directory / f"{id_or_prefix}.json"
     if exact.is_file():
         return exact
@@ -85,13 +172,33 @@ def find_record(directory: Path, id_or_prefix: str, code: str, what: str) -> Pat
 
 
 def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
-    return find_record(plans_dir(papayu_dir), id_or_prefix, "ERR_PLAN_NOT_FOUND", "plan").stem
+    if not is_id_prefix(id_or_prefix):
+        raise PapayuError("ERR_PLAN_NOT_FOUND", f"invalid plan id {id_or_prefix[:80]!r}",
+                          hint="A plan id looks like 20260101-120000-a1b2c3 (or a prefix of one); "
+                               "run 'git papayu list'.")
+    found = find_record(plans_dir(papayu_dir), id_or_prefix, "ERR_PLAN_NOT_FOUND", "plan").stem
+    return check_id(found, path=str(plans_dir(papayu_dir) / f"{found}.json"))
+
+
+def read_record(path: Path) -> StoredPlan:
+    """The stored plan in ``path``, parsed as strictly as a response file (protocol.parse_json_text);
+    its id must be its file name."""
+    from papayu_git.protocol import parse_json_text
+
+    try:
+        data = parse_json_text(path.read_bytes())
+    except OSError as exc:
+        raise PapayuError("ERR_PLAN_NOT_FOUND", f"cannot read {path.name}: {exc.strerror}", path=str(path)) from None
+    except PapayuError as exc:
+        raise PapayuError(exc.code, exc.reason, path=str(path), hint=exc.hint) from None
+    if not is_plan_record(data) or data.get("id") != path.stem:
+        raise PapayuError("ERR_PLAN_RECORD_INVALID", "not a plan record with its file's id", path=str(path))
+    return from_record(data)
 
 
 def load(papayu_dir: Path, id_or_prefix: str) -> StoredPlan:
     plan_id = resolve_id(papayu_dir, id_or_prefix)
-    data = json.loads((plans_dir(papayu_dir) / f"{plan_id}.json").read_text(encoding="utf-8"))
-    return StoredPlan.from_json(data)
+    return read_record(plans_dir(papayu_dir) / f"{plan_id}.json")
 
 
 def list_plans(papayu_dir: Path) -> list[StoredPlan]:
@@ -100,8 +207,10 @@ def list_plans(papayu_dir: Path) -> list[StoredPlan]:
         return []
     out = []
     for path in sorted(directory.glob("*.json")):
+        if not is_id(path.stem):
+            continue
         try:
-            out.append(StoredPlan.from_json(json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, ValueError, TypeError):
+            out.append(read_record(path))
+        except PapayuError:
             continue
     return out

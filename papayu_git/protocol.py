@@ -17,6 +17,7 @@ from papayu_git.errors import PapayuError
 
 MAX_INPUT_BYTES = 32 * 1024 * 1024
 MAX_JSON_DEPTH = 64
+MAX_INT_DIGITS = 4300  # Python's default int_max_str_digits: int() refuses longer digit strings
 
 
 class ActionKind(str, Enum):
@@ -100,7 +101,35 @@ def raw_actions(data: Any) -> Any:
 
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```", re.S)
-_DECODER = json.JSONDecoder()
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Objects with a key twice are refused: json keeps the last value, a person reading the
+    file may read the first, so the plan reviewed would not be the plan applied."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise PapayuError("ERR_JSON_DUPLICATE_KEY", f"key {key[:80]!r} appears twice in one JSON object",
+                          path=key[:80])
+    return obj
+
+
+def _bounded_int(digits: str) -> int:
+    """An integer, refused over MAX_INT_DIGITS digits (or a lower sys.set_int_max_str_digits)."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise PapayuError("ERR_JSON_NUMBER_TOO_LARGE", f"an integer with {len(digits)} digits "
+                          f"(max {MAX_INT_DIGITS})")
+    try:
+        return int(digits)
+    except ValueError:
+        raise PapayuError("ERR_JSON_NUMBER_TOO_LARGE", f"an integer with {len(digits)} digits") from None
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_int=_bounded_int)
+# A lone surrogate can only come from a `\ud800`-style escape (or a str that already holds one):
+# it cannot be written as UTF-8, so it would crash every later step that stores or commits it.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Prose around the JSON: try this many '{' / '[' positions before giving up, so a
 # 10 MB answer full of braces still parses in bounded time (issue 2).
 MAX_EMBEDDED_CANDIDATES = 8
@@ -211,14 +240,43 @@ def _as_text(text: str | bytes) -> str:
             raise PapayuError("ERR_JSON_INVALID", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     if len(text) > MAX_INPUT_BYTES:
         raise PapayuError("ERR_INPUT_TOO_LARGE", f"{len(text)} characters (max {MAX_INPUT_BYTES})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _surrogate_error(text[exc.start:exc.end]) from None
     return text
+
+
+def _surrogate_error(char: str) -> PapayuError:
+    return PapayuError("ERR_JSON_INVALID_UNICODE", f"unpaired UTF-16 surrogate {char!r} in a string")
+
+
+def _check_unicode(text: str, value: Any) -> None:
+    """Refuse strings (keys too) holding a lone surrogate; only searched when the text has an escape
+    that can produce one, so a plain answer pays one regex scan."""
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise _surrogate_error(item[exc.start:exc.end]) from None
 
 
 def parse_json_text(text: str | bytes) -> Any:
     """Extract the one JSON value from a model answer or a file (best effort, bounded time).
 
     Plain JSON must be exactly one value; otherwise the first ```json fence is used,
-    else the first '{' / '[' in the prose that decodes (SPEC §2.1.3).
+    else the first '{' / '[' in the prose that decodes (SPEC §2.1.3). Refused as well: a key
+    twice in one object, integers over 4,300 digits, and lone surrogates (no UTF-8 form).
     """
     stripped = _as_text(text).strip()
     if not stripped:
@@ -231,4 +289,5 @@ def parse_json_text(text: str | bytes) -> Any:
             else _decode_embedded(stripped)
     if not json_depth_ok(value):
         raise PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    _check_unicode(stripped, value)
     return value

@@ -23,7 +23,7 @@ def _contend(lock: Path, log: Path, rounds: int) -> None:
 
 
 def test_many_processes_never_hold_one_lock_at_once(tmp_path: Path) -> None:
-    lock, log = tmp_path / "locks" / "land-main.lock", tmp_path / "log"
+    lock, log = tmp_path / "papayu" / "locks" / "land-main.lock", tmp_path / "log"
     context = multiprocessing.get_context("fork")
     procs = [context.Process(target=_contend, args=(lock, log, 150)) for _ in range(8)]
     for proc in procs:
@@ -39,7 +39,8 @@ def test_many_processes_never_hold_one_lock_at_once(tmp_path: Path) -> None:
 
 
 def test_a_dead_owners_lock_is_taken_over_and_a_live_one_is_not(tmp_path: Path) -> None:
-    lock = tmp_path / "x.lock"
+    lock = tmp_path / "papayu" / "locks" / "x.lock"
+    lock.parent.mkdir(parents=True)
     context = multiprocessing.get_context("fork")
     child = context.Process(target=lambda: None)
     child.start()
@@ -55,7 +56,8 @@ def test_a_dead_owners_lock_is_taken_over_and_a_live_one_is_not(tmp_path: Path) 
 def test_removing_a_stale_lock_spares_a_live_lock_that_replaced_it(tmp_path: Path) -> None:
     """Between reading a dead owner's lock and removing it, another process may have cleared
     it and taken the lock: that new lock must survive."""
-    lock = tmp_path / "x.lock"
+    lock = tmp_path / "papayu" / "locks" / "x.lock"
+    lock.parent.mkdir(parents=True)
     lock.write_text(json.dumps({"pid": 999_999_999, "start_time": "1", "kind": "test"}))
     stale = locks.read_lock(lock)
     assert stale is not None and not stale.alive
@@ -63,4 +65,4 @@ def test_removing_a_stale_lock_spares_a_live_lock_that_replaced_it(tmp_path: Pat
     assert locks.try_acquire(lock, kind="test")  # ... and a live owner takes it
     locks.remove_stale(stale)
     assert lock.exists() and json.loads(lock.read_text())["pid"] == os.getpid()
-    assert [p.name for p in tmp_path.iterdir()] == ["x.lock"]
+    assert [p.name for p in lock.parent.iterdir()] == ["x.lock"]

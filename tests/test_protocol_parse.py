@@ -160,3 +160,26 @@ def test_scalar_json_is_not_a_response(value: Any) -> None:
         with pytest.raises(ValidationFailed) as info:
             validate_response(value, protocol=protocol, mode="plan")
         assert info.value.code == "ERR_SCHEMA"
+
+
+# --- strict JSON: duplicate keys, huge integers, lone surrogates ------------------------------
+
+@pytest.mark.parametrize("text, code", [
+    ('{"summary": "a", "summary": "b", "actions": []}', "ERR_JSON_DUPLICATE_KEY"),
+    ('Here: ```json\n{"actions": [{"kind": "DELETE_FILE", "path": "a", "path": "b"}]}\n```', "ERR_JSON_DUPLICATE_KEY"),
+    ('The plan {"summary": "s", "n": ' + "9" * 4301 + '} ok', "ERR_JSON_NUMBER_TOO_LARGE"),
+    ('{"n": -' + "9" * 4301 + '}', "ERR_JSON_NUMBER_TOO_LARGE"),
+    ('{"summary": "\\udfff", "actions": []}', "ERR_JSON_INVALID_UNICODE"),
+    ('{"\\ud800": 1}', "ERR_JSON_INVALID_UNICODE"),
+    ('{"summary": "s\ud800", "actions": []}', "ERR_JSON_INVALID_UNICODE"),  # a str already holding one
+])
+def test_strict_json_refusals(text: str, code: str) -> None:
+    with pytest.raises(PapayuError) as info:
+        parse_json_text(text)
+    assert info.value.code == code
+    assert text_code(text) == code  # as a model answer: a ValidationFailed, so the repair retry runs
+
+
+def test_strict_json_accepts_what_is_fine() -> None:
+    assert parse_json_text('{"a": {"k": 1}, "b": {"k": 2}, "n": ' + "9" * 4300 + '}')["b"] == {"k": 2}
+    assert parse_json_text('{"s": "\\ud83d\\ude00 \\\\ud800"}') == {"s": "\U0001f600 \\ud800"}

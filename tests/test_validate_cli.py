@@ -110,7 +110,7 @@ def test_invalid_files_of_each_kind(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     trace = json.loads((GOLDEN_UPSTREAM / "v1" / "004_protected_path_block.json").read_text())
     trace["result"]["validation_outcome"] = "ok"
-    plan = plans.StoredPlan(id="p1", mode="apply", protocol=1, files={"src/main.rs": SHA},
+    plan = plans.StoredPlan(id="20260101-000000-0000f1", mode="apply", protocol=1, files={"src/main.rs": SHA},
                             response={"actions": [{"kind": "UPDATE_FILE", "path": "src/other.rs",
                                                    "content": "x\n"}], "summary": "s"})
     names = [

@@ -18,6 +18,7 @@ import click
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
+from papayu_git.secrets import safe_text  # every line quoting the model or the check
 
 if TYPE_CHECKING:
     import pygit2
@@ -50,11 +51,11 @@ def plan_from_json(pdir: Path, repo: "pygit2.Repository", raw: bytes, protocol: 
 
     data = parse_json_text(raw)
     if plans.is_plan_record(data):
-        plan = plans.StoredPlan.from_json(data)
+        plan = plans.import_record(pdir, data)
     else:
         version = protocol or (1 if isinstance(data, list) else settings.get_int("protocol_version", repo.workdir))
         head = None if repo.head_is_unborn else str(repo.head.target)
-        branch = onto or ("" if repo.head_is_detached else repo.head.shorthand)
+        branch = onto or ("" if repo.head_is_detached else str(repo.references["HEAD"].target)[len("refs/heads/"):])
         plan = plans.StoredPlan(id=plans.new_id(), mode="apply", protocol=version, base_commit=head or "",
                                 branch=branch, response=data, created_at=now_iso())
     plans.save(pdir, plan)
@@ -98,7 +99,7 @@ def _confirm_deletions(response: "Response", yes: bool) -> bool:
         return yes
     if not sys.stdin.isatty():
         return False  # the transaction refuses with ERR_DELETE_NOT_CONFIRMED
-    return click.confirm(f"The plan deletes {', '.join(doomed)}. Continue?", default=False, err=True)
+    return click.confirm(f"The plan deletes {safe_text(', '.join(doomed))}. Continue?", default=False, err=True)
 
 
 def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", options: "ApplyOptions") -> bool:
@@ -115,8 +116,8 @@ def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", opt
         return False  # the transaction raises (and records) it
     if not edited:
         return False
-    return click.confirm(f"The plan modifies or deletes existing tests: {', '.join(edited)}. Land it if the "
-                         f"check passes? (no: keep papayu/{plan.id} for review)", default=False, err=True)
+    return click.confirm(f"The plan modifies or deletes existing tests: {safe_text(', '.join(edited))}. Land it "
+                         f"if the check passes? (no: keep papayu/{plan.id} for review)", default=False, err=True)
 
 
 def run(source: str | None, options: "ApplyOptions", protocol: int | None = None, as_json: bool = False) -> int:
@@ -134,7 +135,7 @@ def run(source: str | None, options: "ApplyOptions", protocol: int | None = None
             "--run-proposed: they run in the worktree after the check):" if options.run_proposed else
             "NOT run; --run-proposed runs them in the worktree after the check):"))
         for command in response.commands_to_run:
-            output.info(f"  $ {command}")
+            output.info(f"  $ {safe_text(command)}")
     yes = _confirm_deletions(response, options.yes)
     refused = not yes and any(a.kind in DELETING_KINDS for a in response.actions)  # ERR_DELETE_NOT_CONFIRMED
     allow = options.allow_test_edits if refused else confirm_test_edits(root, plan, response, options)
@@ -162,7 +163,7 @@ def report(result: "ApplyResult", as_json: bool) -> None:
             output.result("  undo: git reset --keep ORIG_HEAD")
     elif result.state == "review":
         if result.error:
-            output.error(f"{result.error['code']}: {result.error['reason']}")
+            output.error(f"{result.error['code']}: {safe_text(result.error['reason'], multiline=True)}")
         output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
                       f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}")
     elif result.state == "no_changes":
@@ -171,17 +172,18 @@ def report(result: "ApplyResult", as_json: bool) -> None:
         _report_rollback(result)
     if result.check:
         state = "passed" if result.check["passed"] else "FAILED"
-        output.info(f"check `{result.check['command']}` ({result.check['source']}): {state} "
+        output.info(f"check `{safe_text(result.check['command'])}` ({result.check['source']}): {state} "
                     f"in {result.check['duration_sec']:.1f}s; log: {result.check['log']}")
 
 
 def _report_rollback(result: "ApplyResult") -> None:
     if result.check and result.check.get("tail"):
         output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
-        output.info(result.check["tail"])
+        output.info(safe_text(result.check["tail"], multiline=True))
         output.info(output.colour("---", "dim", sys.stderr))
     error = result.error or {}
-    output.error(f"{error.get('code', 'ERR_CHECK_FAILED')}: {error.get('reason', '')} ({error.get('hint', '')})")
+    reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
+    output.error(f"{error.get('code', 'ERR_CHECK_FAILED')}: {reason} ({hint})")
     kept = f"; branch {result.branch} kept" if result.branch_kept else ""
     output.result(f"rolled back plan {result.plan_id}: {result.target} unchanged{kept}")
 

@@ -24,8 +24,8 @@ def resolve_generated(repo: "pygit2.Repository", pdir: Path, id_or_prefix: str) 
     try:
         return plans.resolve_id(pdir, name)
     except PapayuError:
-        matches = sorted(i for i in generated_branches(repo) if i.startswith(name))
-        if len(matches) == 1:
+        matches = sorted(i for i in generated_branches(repo) if i.startswith(name) and plans.is_id(i))
+        if len(matches) == 1 and plans.is_id_prefix(name):
             return matches[0]
         raise
 

@@ -74,6 +74,11 @@ def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode:
         return
     read_files = None
     if kind == "plan":
+        from papayu_git.plans import record_errors
+
+        report.errors.extend(record_errors(data))  # `apply FILE` refuses these (plans.from_record)
+        if report.errors:
+            return
         read_files, protocol, mode = data.get("files") or {}, protocol or data.get("protocol"), mode or data.get("mode")
         data = data.get("response")
     if protocol is None:

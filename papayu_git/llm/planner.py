@@ -63,8 +63,7 @@ def base_of(repo_root: Path) -> tuple[str, str]:
     """(commit, branch) the plan is made against; branch is '' on a detached HEAD."""
     head = run_git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], cwd=repo_root, check=False)
     if head.returncode != 0:
-        raise PapayuError("ERR_GIT_COMMAND", "the repository has no commit yet",
-                          hint="Make a first commit; papayu plans against a commit.")
+        raise PapayuError("ERR_NO_COMMITS", "the repository has no commit yet")
     branch = run_git(["symbolic-ref", "--short", "-q", "HEAD"], cwd=repo_root, check=False).stdout.strip()
     return head.stdout.strip(), branch
 
