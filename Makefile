@@ -6,11 +6,11 @@ PIP := $(BIN)/python -m pip
 comma := ,
 # Editable installs skip data files: copy the man page `git papayu --help` shows by hand.
 MAN := $(VENV)/share/man/man1/git-papayu.1
-EXTRAS ?= test,local
+EXTRAS ?= test,local,lint
 # The stamp names the extras too: `make venv EXTRAS=test` then `make test` installs the rest.
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: test demo venv bench clean
+.PHONY: test lint format demo venv bench clean
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,17 @@ venv: $(STAMP) $(MAN)
 
 test: $(STAMP) $(MAN)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The gate .ci/run and .pre-commit-config.yaml run: lint, formatting (checked, not applied), types.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# Applies what `make lint` only checks.
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 demo: $(STAMP) $(MAN)
 	$(BIN)/python demo/run_demo.py

@@ -1,4 +1,4 @@
-"""apply + land cost against `git apply --index` + `git commit` of the same diff (issue 3).
+"""apply + land cost against `git apply --index` + `git commit` of the same diff (docs/DESIGN.md, "Landing").
 
 Synthetic repositories of 1k, 10k and 50k files are built once with `git fast-import`
 and cached under /tmp (PAPAYU_BENCH_CACHE). For plans of 1, 10 and 100 PATCH_FILEs,

@@ -1,6 +1,6 @@
 """Context engine on a 50k-file repository: a search request and a 5-file read beside plain `git grep`.
 
-Target (issue 5): each request ≤ 300 ms and ≤ 1.5× of `git grep` of the same query in the same run.
+Target: each request ≤ 300 ms and ≤ 1.5× of `git grep` of the same query in the same run.
 The synthetic repository is built once with `git fast-import` and cached under /tmp.
 
     .venv/bin/python bench/context_bench.py [--files 50000] [--runs 7]

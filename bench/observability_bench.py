@@ -1,6 +1,6 @@
 """Observability costs: masking, trace writes, stats over many traces, the MEMORY block.
 
-Targets (issue 6): masking 1 MB of adversarial model output (a secret every 21 lines) ≤ 250 ms; a trace write ≤ 20 ms; `stats` over
+Targets: masking 1 MB of adversarial model output (a secret every 21 lines) ≤ 250 ms; a trace write ≤ 20 ms; `stats` over
 10,000 traces ≤ 3 s; build_memory_block ≤ 20 ms. Prints a table.
 
     .venv/bin/python bench/observability_bench.py [--traces 10000]

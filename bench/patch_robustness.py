@@ -5,9 +5,9 @@
 Cases are the real file changes of a git repository: for each non-merge commit, each
 modified UTF-8 text file gives (old blob, `git diff` of that file, new blob). The diff
 becomes a v2 PATCH_FILE (base_sha256 = sha256 of the old blob) and is perturbed the way
-models break diffs (issue 3). Every tool's output is compared with the real post-commit
-blob: a tool that exits 0 with other bytes produced a WRONG result (a silently misplaced
-hunk), which is worse than a refusal and is counted separately.
+models break diffs (docs/DESIGN.md, "Applying a model's diff"). Every tool's output is compared
+with the real post-commit blob: a tool that exits 0 with other bytes produced a WRONG result (a
+silently misplaced hunk), which is worse than a refusal and is counted separately.
 
 Corpus when REPO has fewer than --min-changes file changes (the default REPO, papayu-git
 itself, is young): a scratch repository is built from successive versions of the same

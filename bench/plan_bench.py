@@ -1,4 +1,4 @@
-"""`plan` on the embedded local model: where the time goes (issue 4 §8).
+"""`plan` on the embedded local model: where the time goes.
 
 Target: everything except model time (context gathering, validation, storage, the rest of
 papayu's own work) <= 200 ms and <= 5 % of the total. Prints a table; exits 1 when missed.

@@ -1,4 +1,4 @@
-"""Validation throughput and CLI cold start (issue 2). Prints a table; `make bench` runs it.
+"""Validation throughput and CLI cold start (docs/DESIGN.md, "Start-up and cost"). Prints a table; `make bench` runs it.
 
 - plans/s: 10,000 mixed plans (1-50 actions; ~70 % valid, ~30 % with one realistic fault),
   validated with `validate_response` (parsed JSON) and `validate_text` (raw model text), one core.

@@ -1,7 +1,8 @@
-"""Pure unified-diff application and new file contents from actions (SPEC §3, §2.3 EOL).
+"""Pure unified-diff application and new file contents from actions (docs/DESIGN.md,
+"Applying a model's diff"; line endings: "Accepted answers").
 
 Bytes in, bytes out, or a PapayuError: no I/O, no git. Model-written diffs are
-tolerated the way seed 003 ("PATCH_FILE engine") asks: a hunk is tried at its
+tolerated, because models get line numbers and counts wrong: a hunk is tried at its
 stated line, then at a unique exact match between its neighbouring hunks
 (offset), then the same two steps ignoring whitespace differences; counts in
 headers are recounted from the body, `@@ @@` headers are located by context
@@ -11,7 +12,7 @@ or absent match is ERR_PATCH_APPLY_FAILED with the hunk and the closest file
 lines, which is what the model sees in the repair prompt.
 
 Why not libgit2 / GNU patch: libgit2 matches only at the stated line; GNU patch
-can leave a file half-patched and guesses with fuzz (issue 3, measured).
+can leave a file half-patched and guesses with fuzz (measured: bench/patch_robustness.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 def normalize_eol_text(text: str) -> str:
-    """PAPAYU_NORMALIZE_EOL=lf: CRLF -> LF and a trailing newline (SPEC §2.3)."""
+    """PAPAYU_NORMALIZE_EOL=lf: CRLF -> LF and a trailing newline."""
     text = text.replace("\r\n", "\n")
     return text if not text or text.endswith("\n") else text + "\n"
 
@@ -123,7 +124,7 @@ def _stated_start(hunk: Hunk) -> int | None:
 def _choose(hunk: Hunk, index: _Index, lo: int, hi: int) -> int | None:
     """The hunk's start within [lo, hi), or None while it is absent or ambiguous there.
 
-    Exact matches first, whitespace-insensitive ones only when no exact one fits (SPEC §3).
+    Exact matches first, whitespace-insensitive ones only when no exact one fits.
     Among several, the header's line decides; without it the hunk stays open until its
     neighbours narrow [lo, hi) (hunks are in file order and never overlap).
     """
@@ -312,7 +313,7 @@ def _final_newline(placed: Sequence[Placement], lines: Sequence[FileLine]) -> bo
 
 
 def apply_patch(original: bytes, patch: str, *, path: str, normalize_eol: bool = False) -> bytes:
-    """Apply a model-written unified diff to one file's bytes (SPEC §3)."""
+    """Apply a model-written unified diff to one file's bytes (docs/DESIGN.md, "Applying a model's diff")."""
     text = _decode(original, path)
     hunks = parse_hunks(patch, path=path)
     lines = _split_lines(text)

@@ -10,7 +10,8 @@ the transaction stops at review.
 The command runs in its own session and process group (under bubblewrap when
 available, see sandbox.py) with an allowlisted environment; the group is recorded in
 the checkout's slot lock so that whoever finds the lock stale kills what is left; the
-timeout kills the whole group; the output goes to `.git/papayu/checks/<id>.log`.
+timeout kills the whole group; the output goes to `.git/papayu/checks/<id>.log`, masked
+(secrets.mask) once the check ends.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from papayu_git import locks, settings
+from papayu_git.output import printable
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -155,7 +157,7 @@ def run_check(check: CheckCommand, checkout: "CheckCheckout", log_path: Path, *,
         log.write(f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n"
                   .encode())
         for command in (check.command, *extra_commands):
-            log.write(f"$ {command}\n".encode())
+            log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()
             remaining = timeout_sec - (time.monotonic() - start)
             argv, env = _command_line(command, checkout, sandbox, repo_root)
@@ -287,22 +289,37 @@ def _cwd_inside(pid: int, slot: Path) -> bool:
     return cwd == slot or slot in cwd.parents
 
 
-MASK_LOG_MAX_BYTES = 8 * 1024 * 1024
+MASK_CHUNK_CHARS = 8 * 1024 * 1024
+TAIL_CHARS = 64 * 1024
 
 
 def _masked_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
-    """Mask secrets in the log (rewritten in place up to 8 MiB) and return its last lines, masked."""
-    from papayu_git.secrets import mask
+    """Mask secrets in the log (rewritten in place when that changes it) and return its last lines."""
+    from papayu_git.secrets import masker
 
     try:
-        if log_path.stat().st_size <= MASK_LOG_MAX_BYTES:
-            text = log_path.read_bytes().decode("utf-8", "replace")
-            masked = mask(text)
-            if masked != text:
-                log_path.write_text(masked, encoding="utf-8")
-            data = masked[-64 * 1024:]
-        else:
-            data = log_path.read_bytes()[-64 * 1024:].decode("utf-8", "replace")
+        tail = _mask_file(log_path, masker())
     except OSError:
         return ""
-    return mask("\n".join(data.splitlines()[-lines:]))
+    return "\n".join(tail.splitlines()[-lines:])
+
+
+def _mask_file(path: Path, mask: Any) -> str:
+    """Rewrite ``path`` masked, in chunks that end on a line end (a secret on one line is never
+    split; a PEM block across chunks of a log over 8 MiB may be); return its masked last 64 KiB."""
+    tmp = path.with_name(f".{path.name}.masking")
+    changed, tail = False, ""
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as src, \
+                open(tmp, "w", encoding="utf-8", newline="") as dst:
+            while block := src.read(MASK_CHUNK_CHARS):
+                block += src.readline()
+                masked = mask(block)
+                changed = changed or masked != block
+                dst.write(masked)
+                tail = (tail + masked)[-TAIL_CHARS:]
+        if changed:
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return tail

@@ -51,15 +51,12 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
     try:
         yield
     except PapayuError as exc:
-        if json_output:
-            from papayu_git.traces import mask_data
-
-            errors = getattr(exc, "errors", [exc])
-            output.emit_json({"ok": False, "errors": mask_data([e.to_dict() for e in errors])})
+        if json_output:  # emit_json masks
+            output.emit_json({"ok": False, "errors": [e.to_dict() for e in getattr(exc, "errors", [exc])]})
         else:
-            from papayu_git.secrets import mask
+            from papayu_git.secrets import safe_text
 
-            output.error(mask(exc.format()))
+            output.error(safe_text(exc.format(), multiline=True))
         sys.exit(EXIT_FAILURE)
     except KeyboardInterrupt as exc:
         if isinstance(exc, Terminated):
@@ -76,10 +73,10 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
         sys.exit(EXIT_OK)
     except (SystemExit, GeneratorExit):
         raise
-    except Exception as exc:  # anything else escaping is a bug (STYLE.md §2)
+    except Exception as exc:  # anything else escaping is a bug (docs/ARCHITECTURE.md, "Conventions")
         report = _write_crash_report(exc)
-        from papayu_git.secrets import mask
+        from papayu_git.secrets import safe_text
 
-        output.error(f"ERR_INTERNAL: {type(exc).__name__}: {mask(str(exc))}\n"
+        output.error(f"ERR_INTERNAL: {type(exc).__name__}: {safe_text(exc, multiline=True)}\n"
                      f"This is a bug in papayu; the traceback is in {report}")
         sys.exit(EXIT_BUG)

@@ -1,8 +1,8 @@
-"""One exception root and the one table of error codes (SPEC §2.3).
+"""One exception root and the one table of error codes (docs/DESIGN.md, "The protocol and its validation").
 
 Every rejection carries an ``ERR_*`` code, the path it concerns (may be empty)
 and a hint. The hint is written for two readers: the user, and the model in the
-repair retry (seed 003, "Repair hints").
+one repair retry, which sends it back verbatim (docs/DESIGN.md, "Providers").
 """
 
 from __future__ import annotations
@@ -232,9 +232,6 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "a plan record has a field of the wrong type",
         "Keep the record as papayu wrote it, or apply its 'response' alone as a response file."),
     "ERR_LOCKED": ErrorSpec("another papayu process holds the lock", "Wait for it, or run 'git papayu gc'."),
-    "ERR_APPLY_ROUND_UNAVAILABLE": ErrorSpec(
-        "the stored plan has no actions yet and the LLM's APPLY round is not available",
-        "Configure the LLM (README: providers) or apply a response FILE with actions."),
     "ERR_GIT_COMMAND": ErrorSpec("a git command failed", "Read git's message above; the repository is unchanged."),
     # --- LLM -------------------------------------------------------------------
     "ERR_LLM_CONFIG": ErrorSpec(
@@ -303,7 +300,7 @@ class PapayuError(Exception):
 
 
 class ValidationFailed(PapayuError):
-    """Several problems found at once; the first one gives the code (SPEC §2.3)."""
+    """Several problems found at once; the first one gives the code and the exit status."""
 
     def __init__(self, errors: list[PapayuError]) -> None:
         assert errors, "ValidationFailed needs at least one error"

@@ -1,4 +1,5 @@
-"""GitHub / GitLab / Gitea REST: open a pull (merge) request, read a commit's checks (SPEC §9).
+"""GitHub / GitLab / Gitea REST: open a pull (merge) request, read a commit's checks
+(docs/DESIGN.md, "Hooks and PRs").
 
 httpx is imported lazily; ``transport`` (httpx.Client(transport=…)) is the one seam.
 Tokens come from the environment only (GH_TOKEN/GITHUB_TOKEN, GITLAB_TOKEN,
@@ -38,7 +39,7 @@ _HOST_HINTS = (("github", ForgeKind.GITHUB), ("gitlab", ForgeKind.GITLAB), ("git
                ("codeberg", ForgeKind.GITEA), ("forgejo", ForgeKind.GITEA))
 _API_SUFFIX = {ForgeKind.GITHUB: "/api/v3", ForgeKind.GITLAB: "/api/v4", ForgeKind.GITEA: "/api/v1"}
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
-ATTEMPTS = 3          # 5xx / 429 / connection errors are retried (SPEC §1 long waits stay quiet)
+ATTEMPTS = 3          # 5xx / 429 / connection errors are retried quietly (an EVENT line each)
 BACKOFF_SEC = 0.5
 TIMEOUT_SEC = 30.0
 
@@ -239,7 +240,11 @@ def _already_exists(response: "httpx.Response") -> bool:
 
 def open_pull_request(forge: Forge, *, head: str, base: str, title: str, body: str, draft: bool = False,
                       transport: "httpx.BaseTransport | None" = None) -> PullRequest:
-    """Create the PR/MR; when the forge says one already exists for ``head``, find and reuse it."""
+    """Create the PR/MR; when the forge says one already exists for ``head``, find and reuse it.
+    The title and body leave the machine masked, their control characters escaped."""
+    from papayu_git.secrets import safe_text
+
+    title, body = safe_text(title), safe_text(body, multiline=True)
     with client(forge, transport) as http:
         if forge.kind is ForgeKind.GITLAB:
             url = f"/projects/{forge.gitlab_project}/merge_requests"

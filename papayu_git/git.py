@@ -1,7 +1,7 @@
 """Git plumbing at the edge: every git subprocess goes through ``run_git``.
 
 pygit2 is imported lazily (``open_repo``) so that commands which do not need it
-start fast (issue 2, bench/validate_bench.py).
+start fast (docs/DESIGN.md, "Start-up and cost"; bench/validate_bench.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pygit2
 
 # Variables that would point git at another repository or index; a check command
-# and our own git calls must never inherit them (SPEC §4 "git environment scrubbed").
+# and our own git calls must never inherit them (docs/DESIGN.md, "The transaction and its guarantees").
 _GIT_ENV_VARS = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_COMMON_DIR", "GIT_NAMESPACE",

@@ -1,4 +1,4 @@
-"""Golden traces (SPEC §7): the upstream format {protocol, request, context, result}.
+"""Golden traces (docs/DESIGN.md, "Traces"): the upstream format {protocol, request, context, result}.
 
 Replay = run the recorded validated_json through our validator with the recorded
 mode and protocol, and compare the ok/err outcome and the error code.
@@ -18,7 +18,7 @@ from papayu_git.validate import validate_response
 UPSTREAM_MESSAGES = {
     "protected or non-text file": "ERR_PROTECTED_PATH",
 }
-# Codes only an apply against a real tree can produce (issue 3 replays them through apply).
+# Codes only an apply against a real tree can produce: the apply tests replay those, not the validator.
 APPLY_TIME_CODES = frozenset({"ERR_BASE_MISMATCH", "ERR_PATCH_APPLY_FAILED", "ERR_NON_UTF8_FILE"})
 
 
@@ -110,7 +110,7 @@ def check_replay(trace: Mapping[str, Any], path: Path | None = None) -> list[Pap
     return []
 
 
-# --- trace -> golden (SPEC §7 `trace golden`) ------------------------------------------------
+# --- trace -> golden (`git papayu trace golden`) --------------------------------------------
 
 GOLDEN_REQUEST_FIELDS = ("mode", "input_chars", "token_budget", "strict_json", "provider", "model")
 

@@ -1,4 +1,5 @@
-"""Commit-time validation (SPEC §9): which files each hook checks, and the plain git hook shim.
+"""Commit-time validation (docs/DESIGN.md, "Hooks and PRs"): which files each hook checks, and the plain
+git hook shim.
 
 One table (``HOOKS``) says which paths each hook validates and as which kinds; the
 `.pre-commit-hooks.yaml` entries and the `hooks/pre-commit` shim (through
@@ -34,7 +35,7 @@ HOOKS: tuple[HookSpec, ...] = (
     HookSpec("papayu-validate-plans", r"(^|/)\.papa-yu/.+\.json$",
              r"(^|/)\.papa-yu/(project|preferences)\.json$", ("plan", "response")),
     HookSpec("papayu-validate-project", r"(^|/)\.papa-yu/project\.json$", "", ("project",)),
-    # Upstream keeps golden traces in docs/golden_traces/v1/ (seed 001); tests often use golden/.
+    # Upstream keeps golden traces in docs/golden_traces/v1/; tests often use golden/.
     # JSON Schemas kept beside the traces (upstream's schemas/ dir) are not traces.
     HookSpec("papayu-golden-traces", r"(^|/)(golden|golden_traces)/.+\.json$",
              r"(^|/)(golden|golden_traces)/(.+/)?schemas?/", ("golden",)),

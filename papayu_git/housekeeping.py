@@ -1,4 +1,4 @@
-"""Cleaning what dead papayu processes left (SPEC §4.7) and `gc`.
+"""Cleaning what dead papayu processes left (docs/DESIGN.md, "The transaction and its guarantees") and `gc`.
 
 Every command calls ``clear_stale`` first: locks whose process is gone are removed,
 after their leftovers are cleaned (the generated branch of a killed apply, a ref

@@ -1,11 +1,11 @@
-"""Landing a generated commit on the user's branch (SPEC §4.1, §4.5).
+"""Landing a generated commit on the user's branch (docs/DESIGN.md, "Landing").
 
 A branch checked out in some worktree is fast-forwarded there; a branch checked out
 nowhere gets a compare-and-swap `update-ref B new old`. Both run under one papayu
 land lock per branch, after checking that B still points at the tip the commit was
 built on.
 
-The fast-forward follows the change, not the repository (issue 3): the commit's own
+The fast-forward follows the change, not the repository: the commit's own
 diff, with the whole file as context, is applied by `git apply --index`, which refuses
 unless every touched file in the index and the working tree is exactly the tip's
 version and no untracked or ignored file sits where the plan creates one; then the
@@ -45,7 +45,7 @@ class Target:
 
 
 def resolve_target(repo: "pygit2.Repository", onto: str | None) -> Target:
-    """The current branch, or ``--onto``; a detached HEAD is refused without --onto (SPEC §4.1)."""
+    """The current branch, or ``--onto``; a detached HEAD is refused without --onto."""
     if onto:
         name = onto[len("refs/heads/"):] if onto.startswith("refs/heads/") else onto
         ref = f"refs/heads/{name}"

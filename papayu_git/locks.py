@@ -1,4 +1,5 @@
-"""Lock files under `.git/papayu/locks/` guarded by the owner's pid (SPEC §4.7).
+"""Lock files under `.git/papayu/locks/` guarded by the owner's pid (docs/DESIGN.md,
+"The transaction and its guarantees").
 
 A lock is a small JSON file created with O_EXCL. It is stale when its process is
 gone (or the pid was reused: the process start time differs). Every command

@@ -1,6 +1,6 @@
-"""Engineering memory (SPEC §6, seed 001): whitelist, files, git config overrides, MEMORY block.
+"""Engineering memory (docs/DESIGN.md, "Memory"): whitelist, files, git config overrides, MEMORY block.
 
-Two persistent layers (seed 001 "Инженерная память"):
+Two persistent layers:
   user.*     <user config dir>/papayu-git/preferences.json   {"schema_version": 1, "user": {...}}
   project.*  <repo>/.papa-yu/project.json (committed)        {"schema_version": 1, "project": {...}}
 `git config papayu.<layer>.<camelCaseName>` (e.g. papayu.project.defaultTestCommand,
@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from papayu_git.errors import PapayuError
 
-# Seed 001 "Whitelist memory_patch": key -> expected JSON type.
+# The keys a memory_patch may set (upstream's names, so its documents stay valid): key -> expected JSON type.
 MEMORY_WHITELIST: dict[str, str] = {
     "user.preferred_style": "string",
     "user.ask_budget": "integer",
@@ -34,11 +34,11 @@ MEMORY_WHITELIST: dict[str, str] = {
     "project.ci_notes": "string",
 }
 LAYERS = ("user", "project")
-MEMORY_BLOCK_LIMIT = 12 * 1024  # seed 001: "only a stable minimum (~12 KB) goes into the prompt"
+MEMORY_BLOCK_LIMIT = 12 * 1024  # only a stable minimum (~12 KB) goes into the prompt
 MEMORY_BLOCK_HEADER = "ENGINEERING_MEMORY (trusted by user; update only when user requests):"
 MEMORY_BLOCK_FOOTER = ("Use ENGINEERING_MEMORY as defaults. If user explicitly asks to change — "
                        "suggest updating memory and show new JSON.")
-# An explicit request to remember (SPEC §6); a negated one is not a request.
+# An explicit request to remember, in English or Russian like the goals; a negated one is not a request.
 _REMEMBER = re.compile(r"\b(remember|memori[sz]e|from now on|save (?:this|that) (?:in|to|as) (?:memory|preferences?))\b"
                        r"|запомни|запомнить|запоминай|сохрани в памят", re.I)
 _NOT_REMEMBER = re.compile(r"\b(?:don'?t|do not|never)\s+remember\b|не\s+запоминай|не\s+запомина", re.I)
@@ -242,7 +242,7 @@ def asks_to_remember(goal: str) -> bool:
 
 
 def secret_errors(values: dict[str, Any]) -> list[PapayuError]:
-    """Values that ``secrets.mask`` would change: never written to memory files (SPEC: no raw secrets)."""
+    """Values that ``secrets.mask`` would change: never written to memory files, which are committed or shared."""
     from papayu_git.secrets import masker
 
     mask = masker()
@@ -271,7 +271,7 @@ def set_values(repo_root: Path | None, values: dict[str, Any]) -> list[Path]:
 
 
 def apply_memory_patch(repo_root: Path, patch: Any, goal: str, accept_flag: bool) -> list[str]:
-    """Apply a model's memory_patch only when the user asked (SPEC §6); returns the applied keys.
+    """Apply a model's memory_patch only when the user asked (docs/DESIGN.md, "Memory"); returns the applied keys.
     Unknown keys are dropped and wrongly typed values rejected (events say which)."""
     from papayu_git import output
 
@@ -297,7 +297,7 @@ def memory_json(repo_root: Path | None) -> dict[str, dict[str, Any]]:
 
 
 def build_memory_block(repo_root: Path | None) -> str:
-    """The ENGINEERING_MEMORY block of seed 001 for the system prompt; "" when memory is empty."""
+    """The ENGINEERING_MEMORY block for the system prompt; "" when memory is empty."""
     memory = {layer: values for layer, values in memory_json(repo_root).items() if values}
     if not memory:
         return ""

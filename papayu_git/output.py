@@ -1,17 +1,56 @@
-"""The one place that prints (STYLE.md §5): results on stdout, events and progress on stderr."""
+"""The one place that prints (docs/ARCHITECTURE.md, "Conventions"): results on stdout, events and progress on stderr.
+
+Nothing printed here carries a terminal control sequence papayu did not write itself:
+text from the model, a check or a file goes through ``printable`` (via
+``secrets.safe_text``, which also masks), and every line is filtered once more on its
+way out, keeping only papayu's own colours (README, "Masking secrets").
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1", "dim": "2"}
+
+
+# Escapes the way git's quote_path writes them: \a \b \t \n \v \f \r by name, any other
+# C0 character and DEL as three octal digits (\033, \177), C1 (U+0080-U+009F, which some
+# terminals read as ESC [ and the like) as the octal of its UTF-8 bytes (\302\233).
+_NAMED = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
+_LINE_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+# Multi-line text keeps its newlines, tabs and the CR of a CRLF; a lone CR could overwrite the line.
+_TEXT_CONTROLS = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)"
+_MULTILINE_CONTROLS = re.compile(_TEXT_CONTROLS)
+_OWN_OR_CONTROL = re.compile(
+    "(\x1b\\[(?:%s)m)|%s" % ("|".join(sorted({*_COLOURS.values(), "0"})), _TEXT_CONTROLS))
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return _NAMED.get(char) or "".join(f"\\{byte:03o}" for byte in char.encode())
+
+
+def printable(text: str, *, multiline: bool = False) -> str:
+    """``text`` with its control characters written as visible escapes (``\\033``): C0 (but
+    newline, tab and the CR of a CRLF when ``multiline``), DEL and C1."""
+    return (_MULTILINE_CONTROLS if multiline else _LINE_CONTROLS).sub(_escape, text)
+
+
+def _own_or_escaped(match: re.Match[str]) -> str:
+    return match.group(1) or _escape(match)
+
+
+def _write(text: str, stream: TextIO) -> None:
+    """The way out for every line: control characters escaped, papayu's colours kept."""
+    print(_OWN_OR_CONTROL.sub(_own_or_escaped, text), file=stream, flush=True)
 
 
 def is_tty(stream: TextIO) -> bool:
@@ -37,25 +76,34 @@ def colour(text: str, name: str, stream: TextIO | None = None) -> str:
 
 def result(text: str = "") -> None:
     """A line of the command's result (stdout)."""
-    print(text, file=sys.stdout, flush=True)
+    _write(text, sys.stdout)
 
 
 def info(text: str) -> None:
     """Human progress/notes (stderr), so stdout stays clean for --json and pipes."""
-    print(text, file=sys.stderr, flush=True)
+    _write(text, sys.stderr)
 
 
 def warn(text: str) -> None:
-    print(colour(f"warning: {text}", "yellow", sys.stderr), file=sys.stderr, flush=True)
+    _write(colour(f"warning: {text}", "yellow", sys.stderr), sys.stderr)
 
 
 def error(text: str) -> None:
-    print(colour(text, "red", sys.stderr), file=sys.stderr, flush=True)
+    _write(colour(text, "red", sys.stderr), sys.stderr)
 
 
-def emit_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2, sort_keys=False, default=str)
-    sys.stdout.write("\n")
+# JSON escapes C0 itself; DEL and C1 it would write raw with ensure_ascii=False.
+_JSON_RAW_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
+
+
+def emit_json(data: Any, verbatim: Collection[str] = ()) -> None:
+    """``data`` as JSON on stdout, every string masked (secrets.mask_data) but the file
+    contents of actions (secrets.FILE_CONTENTS) and the values of the keys in ``verbatim``."""
+    from papayu_git.secrets import FILE_CONTENTS, mask_data
+
+    text = json.dumps(mask_data(data, keep=FILE_CONTENTS | set(verbatim)), ensure_ascii=False, indent=2,
+                      sort_keys=False, default=str)
+    sys.stdout.write(text.translate(_JSON_RAW_CONTROLS) + "\n")
     sys.stdout.flush()
 
 
@@ -71,7 +119,7 @@ def _format_value(value: object) -> str:
 
 
 def format_event(name: str, fields: Mapping[str, object]) -> str:
-    """`EVENT key=value ...`: one stable, grep-able format (SPEC §7)."""
+    """`EVENT key=value ...`: one stable, grep-able format (docs/DESIGN.md, "Traces")."""
     parts = [name] + [f"{k}={_format_value(v)}" for k, v in fields.items()]
     return " ".join(parts)
 
@@ -84,15 +132,18 @@ def event(name: str, **fields: object) -> None:
         # Mask each value before quoting (a quoted password with spaces), then the whole line.
         mask = masker()
         masked = {k: mask(v) if isinstance(v, str) else v for k, v in fields.items()}
-        print(mask(format_event(name, masked)), file=sys.stderr, flush=True)
+        _write(mask(format_event(name, masked)), sys.stderr)
 
 
 @contextmanager
 def progress(label: str) -> Iterator[None]:
-    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal (SPEC §1)."""
+    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal."""
     if not is_tty(sys.stderr):
         yield
         return
+    from papayu_git.secrets import safe_text
+
+    label = safe_text(label)  # written with \r, past _write
     done = threading.Event()
     start = time.monotonic()
 

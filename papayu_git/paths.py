@@ -1,4 +1,5 @@
-"""Path rules for everything papayu writes or reads on a model's behalf (SPEC §2.3).
+"""Path rules for everything papayu writes or reads on a model's behalf (docs/DESIGN.md,
+"The protocol and its validation").
 
 Pure string checks: no filesystem access. Symlinks and submodules are checked
 against the base tree in validate.py.
@@ -258,7 +259,7 @@ def _matches_protected(path: str, patterns: Sequence[str]) -> bool:
 
 def protected_patterns(extra: Sequence[str] = ()) -> tuple[str, ...]:
     """The built-in denylist plus user patterns. User patterns can only add: a '!'
-    pattern from the user is ignored, so the denylist is never weakened (SPEC §2.3)."""
+    pattern from the user is ignored, so the denylist is never weakened."""
     added = tuple(p.strip() for p in extra if p.strip() and not p.strip().startswith("!"))
     return DEFAULT_PROTECTED + added
 

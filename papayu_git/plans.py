@@ -1,8 +1,8 @@
-"""Stored plans: `.git/papayu/plans/<id>.json` (SPEC §1 `plan`).
+"""Stored plans: `.git/papayu/plans/<id>.json`.
 
 A plan records what the model saw (files with their sha256, the context text) so
 that `apply ID` can run the APPLY round with the same context and check implicit
-bases against the blobs at the branch tip (SPEC §4.2).
+bases against the blobs at the branch tip (docs/DESIGN.md, "Accepted answers").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The response protocol's value objects and text parsing (SPEC §2.1, §2.2).
+"""The response protocol's value objects and text parsing (docs/DESIGN.md, "Accepted answers").
 
 Accepted forms: an array of actions (v1 only) or an object; JSON may arrive in a
 ```json fence or surrounded by prose. Actions come from `proposed_changes.actions`
@@ -29,7 +29,8 @@ class ActionKind(str, Enum):
     DELETE_DIR = "DELETE_DIR"
 
 
-# SPEC §2.2 order of application.
+# Order of application, whatever order the actions came in: create directories, write files,
+# delete files, delete directories.
 APPLY_ORDER = {
     ActionKind.CREATE_DIR: 0, ActionKind.CREATE_FILE: 1, ActionKind.UPDATE_FILE: 1,
     ActionKind.PATCH_FILE: 1, ActionKind.DELETE_FILE: 2, ActionKind.DELETE_DIR: 3,
@@ -89,7 +90,7 @@ class Response:
 
 
 def raw_actions(data: Any) -> Any:
-    """Actions of a response: `proposed_changes.actions` over root `actions` (seed 000 §2)."""
+    """Actions of a response: `proposed_changes.actions` over root `actions`."""
     if isinstance(data, list):
         return data
     if isinstance(data, dict):
@@ -131,13 +132,13 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_int=_bounded_i
 # it cannot be written as UTF-8, so it would crash every later step that stores or commits it.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Prose around the JSON: try this many '{' / '[' positions before giving up, so a
-# 10 MB answer full of braces still parses in bounded time (issue 2).
+# 10 MB answer full of braces still parses in bounded time.
 MAX_EMBEDDED_CANDIDATES = 8
 _JSON_PUNCTUATION = frozenset('{}[],:"')
 
 
 def coerce_mode(value: object) -> Mode:
-    """Mode from a CLI/trace/response value; the seed's fix-plan/chat/fixit rounds are PLAN rounds."""
+    """Mode from a CLI/trace/response value; upstream's fix-plan/chat/fixit rounds are PLAN rounds."""
     if isinstance(value, Mode):
         return value
     if value in ("apply",):
@@ -179,7 +180,7 @@ def _decode_at(text: str, start: int) -> tuple[Any, int]:
 
 
 def _check_tail(text: str, end: int) -> None:
-    """Prose after the JSON is tolerated (SPEC §2.1.3); more JSON, punctuation or text glued
+    """Prose after the JSON is tolerated (models add explanations); more JSON, punctuation or text glued
     to the closing bracket is garbage: the model did not send one clean value."""
     rest = text[end:]
     tail = rest.lstrip()
@@ -275,7 +276,7 @@ def parse_json_text(text: str | bytes) -> Any:
     """Extract the one JSON value from a model answer or a file (best effort, bounded time).
 
     Plain JSON must be exactly one value; otherwise the first ```json fence is used,
-    else the first '{' / '[' in the prose that decodes (SPEC §2.1.3). Refused as well: a key
+    else the first '{' / '[' in the prose that decodes. Refused as well: a key
     twice in one object, integers over 4,300 digits, and lone surrogates (no UTF-8 form).
     """
     stripped = _as_text(text).strip()

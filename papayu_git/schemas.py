@@ -6,7 +6,7 @@ location. Both read the same schema file, so the rule lives in one place.
 
 The fastjsonschema code is generated ahead of time into `schema_validators/<name>.py`
 (`python -m papayu_git.schemas --write`; `--check` exits 1 when it is stale): compiling
-at runtime cost ~12 ms per process (issue 3). A generated validator is used only while
+at runtime cost ~12 ms per process (docs/DESIGN.md, "Start-up and cost"). A generated validator is used only while
 its schema file still has the sha256 recorded beside it; otherwise we compile at runtime.
 """
 
@@ -165,7 +165,8 @@ def _action_validator(name: str) -> Callable[[Any], Any] | None:
     return _compile(action) if action is not None else None
 
 
-# Where a response keeps its actions (SPEC §2.1): the array form, `actions`, `proposed_changes.actions`.
+# Where a response keeps its actions (docs/DESIGN.md, "Accepted answers"): the array form, `actions`,
+# `proposed_changes.actions`.
 _ACTION_LISTS: tuple[tuple[str, ...], ...] = ((), ("actions",), ("proposed_changes", "actions"))
 
 

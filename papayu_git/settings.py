@@ -1,4 +1,4 @@
-"""The one table of settings (STYLE.md §9): env var, git config key, default, meaning.
+"""The one table of settings (docs/ARCHITECTURE.md, "Conventions"): env var, git config key, default, meaning.
 
 Lookup order: environment variable, then `git config` of the repository, then the
 default. The README table is generated from SETTINGS (`python -m papayu_git.settings`).
@@ -23,7 +23,7 @@ SETTINGS: list[Setting] = [
     Setting("protocol_version", "PAPAYU_PROTOCOL_VERSION", "papayu.protocolVersion", "2",
             "protocol used for LLM responses (1 or 2)"),
     Setting("protocol_fallback_to_v1", "PAPAYU_PROTOCOL_FALLBACK_TO_V1", "papayu.protocolFallbackToV1", "1",
-            "allow the single v2 -> v1 fallback in APPLY (SPEC §2.4)"),
+            "allow the single v2 -> v1 fallback in APPLY"),
     Setting("protected_paths", "PAPAYU_PROTECTED_PATHS", "papayu.protectedPaths", "",
             "extra protected patterns (comma-separated, gitignore-like) added to the built-in denylist"),
     Setting("test_patterns", "PAPAYU_TEST_PATTERNS", "papayu.testPatterns", "",

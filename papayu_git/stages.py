@@ -1,4 +1,4 @@
-"""Stage timings for `--json` and the test pause points (issue 3).
+"""Stage timings for `--json` and the test pause points.
 
 ``PAPAYU_TEST_PAUSE_AT=<stage>`` makes papayu print a marker on stderr and sleep
 at that stage until it is killed, so tests can `kill -9` it at a known point

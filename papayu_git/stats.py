@@ -1,4 +1,5 @@
-"""Protocol metrics from traces and the v2 graduation criteria (seed 003, SPEC §2.4).
+"""Protocol metrics from traces and the v2 graduation criteria (docs/DESIGN.md, "Traces":
+"When v2 can stand alone").
 
 Pure: a list of trace dicts in, a dict of numbers out. One trace = one plan or
 apply command; its protocol_* fields describe the repair and fallback rounds
@@ -14,8 +15,8 @@ from typing import Any
 
 from papayu_git.golden import trace_mode
 
-GRADUATION_WINDOW = 100          # seed 003: "over the last 100 APPLY"
-GRADUATION_MAX_RATE = 0.01       # seed 003: "< 1%"
+GRADUATION_WINDOW = 100          # judged over the last 100 APPLY traces, and not before there are 100
+GRADUATION_MAX_RATE = 0.01       # each failure rate must stay under 1%
 NON_UTF8 = "ERR_NON_UTF8_FILE"
 PATCH_FAILED = "ERR_PATCH_APPLY_FAILED"
 UPDATE_FORBIDDEN = "ERR_V2_UPDATE_EXISTING_FORBIDDEN"
@@ -72,7 +73,7 @@ def protocol_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "apply_count": count,
         "fallback_count": fallbacks,
         "fallback_rate": _ratio(fallbacks, count),
-        # seed 003: NON_UTF8 is a limit of the data, not a failure of v2 — out of both counts.
+        # NON_UTF8 is a limit of the data, not a failure of v2 — out of both counts.
         "fallback_rate_excluding_non_utf8": _ratio(fallbacks - non_utf8, count - non_utf8),
         "fallback_reasons": dict(sorted(reasons.items())),
         "repair_attempts": len(repairs),
@@ -98,7 +99,7 @@ def _criterion(name: str, value: Any, threshold: str, holds: bool) -> dict[str, 
 
 
 def graduation(applies: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Seed 003 "Graduation criteria": when PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 is safe."""
+    """When PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 (v2 only) is safe (docs/DESIGN.md, "Traces")."""
     count = len(applies)
     patch_failed = sum(1 for t in applies if PATCH_FAILED in _codes_seen(t))
     repaired = sum(1 for t in applies if t.get("protocol_repair_reason") == PATCH_FAILED and _repaired(t))

@@ -1,4 +1,4 @@
-"""Traces (SPEC §7, seeds 002/003): `.git/papayu/traces/<trace_id>.json`.
+"""Traces (docs/DESIGN.md, "Traces"): `.git/papayu/traces/<trace_id>.json`.
 
 One JSON object per plan or apply command: its repair and v2->v1 fallback rounds are
 described by the protocol_* fields, and the transaction adds its outcome to the APPLY
@@ -7,24 +7,25 @@ round's trace (trace_id_for_apply), so `stats` counts one trace as one APPLY. La
 `trace`, `stats`, golden conversion — tolerate gaps):
 
     trace_format              1
-    trace_id                  uuid4 string (seed 002: "each propose has a trace_id (UUID)")
+    trace_id                  uuid4 string
     created_at                ISO-8601 UTC with microseconds (sort key for `stats --last N`)
     command                   "plan" | "apply" | "fix" | "validate" ...
     plan_id                   the stored plan this trace belongs to
     config_snapshot           {setting name: value} of settings.SETTINGS (never API keys)
     schema_version, schema_hash   protocol of the validated answer; sha256 of its schema file
     request                   {mode, provider, model, input_chars, token_budget, strict_json, latency_ms}
-    context_stats, cache_stats    ContextSession counters (seed 001)
+    context_stats, cache_stats    ContextSession counters (upstream's key names)
     plan_files                {path: sha256} shown to the model in PLAN
     validated_json            the validated (or rejected) model answer
     validation_outcome        "ok" | "err";   error_code: ERR_* or null
     protocol_default, protocol_attempts, protocol_fallback_reason, protocol_fallback_stage,
-    protocol_repair_attempt, protocol_repair_reason, protocol_fallback_attempted   SPEC §2.4, seed 003
+    protocol_repair_attempt, protocol_repair_reason, protocol_fallback_attempted   repair and v2->v1 fallback
     check                     {command, state: passed|failed|timeout|skipped, exit_code, duration_sec}
     apply                     {state: landed|rolled_back|review|no_changes, branch, commit}
     raw_content               raw model output — only with PAPAYU_TRACE_RAW=1, masked
 
-Every string of the record goes through ``secrets.mask`` before it is written.
+Every string of the record, file contents included, goes through ``secrets.mask_data``
+before it is written.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -89,25 +89,10 @@ def config_snapshot(cwd: str | None = None) -> dict[str, str]:
 
 
 def schema_fields(protocol: int) -> dict[str, Any]:
-    """schema_version and schema_hash of the response schema of ``protocol`` (SPEC §2.3)."""
+    """schema_version and schema_hash of the response schema of ``protocol``."""
     from papayu_git.schemas import RESPONSE_SCHEMAS, schema_hash
 
     return {"schema_version": protocol, "schema_hash": schema_hash(RESPONSE_SCHEMAS[protocol])}
-
-
-def mask_data(data: Any, mask: Callable[[str], str] | None = None) -> Any:
-    """``secrets.mask`` applied to every string (keys included) of a JSON-like value."""
-    if mask is None:
-        from papayu_git.secrets import masker
-
-        mask = masker()
-    if isinstance(data, str):
-        return mask(data)
-    if isinstance(data, dict):
-        return {mask(str(k)): mask_data(v, mask) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [mask_data(v, mask) for v in data]
-    return data
 
 
 def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any],
@@ -121,7 +106,9 @@ def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any],
     if "config_snapshot" not in record:
         record["config_snapshot"] = config_snapshot(_settings_cwd(papayu_dir))
     if not raw_enabled(papayu_dir):
-        record.pop("raw_content", None)  # seed 002: raw output only on explicit PAPAYU_TRACE_RAW=1
+        record.pop("raw_content", None)  # raw output only on explicit PAPAYU_TRACE_RAW=1
+    from papayu_git.secrets import mask_data
+
     return mask_data(record)  # type: ignore[no-any-return]
 
 

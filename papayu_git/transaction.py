@@ -78,7 +78,7 @@ class Prepared:
 
 
 def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, target: Target) -> Prepared:
-    """Everything that can fail before an object is written (SPEC §2.3, §4.2)."""
+    """Everything that can fail before an object is written: validation and the bases."""
     from papayu_git.apply import new_file_contents
     from papayu_git.paths import configured_protected
     from papayu_git.validate import validate_response
@@ -107,7 +107,7 @@ def edited_tests_of(repo: "pygit2.Repository", base: GitTree, changes: TreeChang
 
 
 def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
-    """Bases are compared with the blobs at the tip, not the working tree (SPEC §4.2):
+    """Bases are compared with the blobs at the tip, not the working tree (docs/DESIGN.md, "Accepted answers"):
     PATCH_FILE's base_sha256, and for UPDATE_FILE the sha256 recorded when PLAN showed it."""
     from papayu_git.apply import sha256_hex
 
@@ -225,7 +225,7 @@ class _Run:
                 commit = rebased
         except PapayuError as exc:
             # Their hints: stash / finish the merge, then `land ID` the checked commit.
-            keep = exc.code in ("ERR_DIRTY_WORKTREE", "ERR_OPERATION_IN_PROGRESS")
+            keep = exc.code in ("ERR_DIRTY_WORKTREE", "ERR_OPERATION_IN_PROGRESS", "ERR_WORKTREE_MISSING")
             self.rollback(prepared.target, commit, exc, keep=keep)
             raise
         except BaseException:
@@ -260,13 +260,16 @@ class _Run:
         interactive yes or --allow-test-edits; else it stops at review with the branch kept."""
         if not self.test_edits or self.options.allow_test_edits:
             return None
+        from papayu_git.secrets import safe_text
+
         output.event("TEST_EDITS_HELD", plan_id=self.plan.id, paths=",".join(self.test_edits))
+        edited = safe_text(", ".join(self.test_edits))  # the plan's paths
         ways = (f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
                 f"(--allow-test-edits lands such plans without asking)")
-        self.warn(f"the plan modifies or deletes existing tests: {', '.join(self.test_edits)}; NOT landed. "
+        self.warn(f"the plan modifies or deletes existing tests: {edited}; NOT landed. "
                   f"{ways[0].upper()}{ways[1:]}")
-        return PapayuError("ERR_TEST_EDITS_HELD", "the plan modifies or deletes existing tests: "
-                           + ", ".join(self.test_edits), path=self.branch, hint=ways)
+        return PapayuError("ERR_TEST_EDITS_HELD", "the plan modifies or deletes existing tests: " + edited,
+                           path=self.branch, hint=ways)
 
     def reprepare(self, prepared: Prepared) -> Prepared:
         """--rebase: the same plan on the branch's new tip; bases must still match there."""
@@ -287,22 +290,21 @@ class _Run:
         if self.command is None:
             return
         self.sandbox = resolve_sandbox(str(self.root))
-        from papayu_git.secrets import mask
+        from papayu_git.secrets import safe_text
 
-        output.info(f"check: {mask(self.command.command)}   (from {self.command.source}; "
+        output.info(f"check: {safe_text(self.command.command)}   (from {self.command.source}; "
                     f"sandbox: {self.sandbox.level})")
         if not self.sandbox.sandboxed and self.sandbox.reason != "papayu.sandbox=off":
             self.warn(f"the check runs WITHOUT a sandbox: {self.sandbox.reason}. It can read your files and "
                       "reach the network; see `git papayu doctor` (papayu.sandbox=required refuses instead)")
 
     def check_trailers(self) -> list[tuple[str, str]]:
-        from papayu_git.secrets import mask
-
+        """Trailers for commit_message, which masks and escapes them."""
         if self.options.no_check:
             return [("Papayu-Check", "none (--no-check)")]
         if self.command is None or self.sandbox is None:
             return [("Papayu-Check", "none found")]
-        return [("Papayu-Check", mask(self.command.command)), ("Papayu-Check-Source", self.command.source),
+        return [("Papayu-Check", self.command.command), ("Papayu-Check-Source", self.command.source),
                 ("Papayu-Sandbox", self.sandbox.level)]
 
     def held_for_no_check(self) -> PapayuError | None:
@@ -330,7 +332,7 @@ class _Run:
                                         keep_ignored=settings.get_bool("check_keep_ignored", str(self.root)))
             try:
                 proposed = self.plan_commands() if self.options.run_proposed else ()
-                with output.progress(f"check: {self.command.command}"):
+                with output.progress(f"check: {self.command.command}"):  # masked by progress
                     self.check = run_check(self.command, checkout, self.pdir / "checks" / f"{self.plan.id}.log",
                                            timeout_sec=settings.get_int("check_timeout_sec", str(self.root)),
                                            sandbox=self.sandbox, repo_root=self.root, commit=commit,
@@ -379,7 +381,7 @@ class _Run:
 
 
 def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
-    """The outcome goes into the plan record (for list/land/show) and into a trace (SPEC §7)."""
+    """The outcome goes into the plan record (for list/land/show) and into a trace."""
     from papayu_git import plans, traces
 
     outcome = {"state": result.state, "branch": result.branch, "commit": result.commit, "target": result.target,

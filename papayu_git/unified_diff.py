@@ -1,4 +1,4 @@
-"""Tolerant parsing of model-written unified diffs into hunks (SPEC §3).
+"""Tolerant parsing of model-written unified diffs into hunks (docs/DESIGN.md, "Applying a model's diff").
 
 Models get hunk headers wrong: counts that do not add up, `@@ @@` without line
 numbers, a lost `\\ No newline at end of file`, blank context lines without

@@ -1,4 +1,5 @@
-"""Complete validation of a model response before anything is written (SPEC §2.3).
+"""Complete validation of a model response before anything is written (docs/DESIGN.md,
+"The protocol and its validation").
 
 Schema first (structure), then the semantic rules: paths, protected paths,
 conflicts, content, limits, PATCH_FILE shape, the NO_CHANGES rule and memory_patch.
@@ -205,7 +206,8 @@ def _check_update(action: Action, protocol: int, mode: Mode, read_files: Mapping
         read_files is not None and path in read_files)
     if protocol >= 2 and exists:
         return [PapayuError("ERR_V2_UPDATE_EXISTING_FORBIDDEN", "UPDATE_FILE on an existing file", path=path)]
-    # v1: in APPLY every UPDATE_FILE must name a file read in PLAN (seed 001, golden v1/005).
+    # v1: in APPLY every UPDATE_FILE must name a file read in PLAN, whose hash is its base
+    # (docs/DESIGN.md, "Accepted answers"; golden trace v1/005).
     if protocol == 1 and mode is Mode.APPLY and read_files is not None and path not in read_files:
         return [PapayuError("ERR_UPDATE_WITHOUT_BASE", f"UPDATE_FILE path '{path}' not read in plan", path=path)]
     return []
@@ -296,7 +298,7 @@ def _directory_twins(actions: Sequence[Action], folded: Sequence[str]) -> list[P
 
 def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
     """One action per path (folded: checkouts on macOS/Windows fold case and Unicode form);
-    no file may sit above another path of the plan; nothing survives DELETE_DIR (SPEC §2.3)."""
+    no file may sit above another path of the plan; nothing survives DELETE_DIR."""
     folded = [fold_key(a.path) for a in actions]
     by_path: dict[str, list[Action]] = defaultdict(list)
     for action, key in zip(actions, folded):
@@ -375,7 +377,7 @@ def _check_memory(obj: Mapping[str, Any], protocol: int, errors: list[PapayuErro
     if protocol >= 2:
         errors.extend(unknown)  # the upstream v2 schema closes memory_patch
         return memory, []
-    return memory, unknown  # v1: keys outside the whitelist are dropped (seed 001), with a warning
+    return memory, unknown  # v1: keys outside the whitelist are dropped, with a warning
 
 
 def validate_response(

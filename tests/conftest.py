@@ -27,7 +27,7 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
     for name in list(os.environ):
         if name.startswith(("PAPAYU_", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")) or \
-                name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "GITEA_TOKEN"):  # forge tokens (SPEC §9)
+                name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "GITEA_TOKEN"):  # forge tokens
             monkeypatch.delenv(name, raising=False)
     (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.com\n"
                                      "[init]\n\tdefaultBranch = main\n[commit]\n\tgpgsign = false\n")

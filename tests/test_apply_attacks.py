@@ -1,4 +1,4 @@
-"""Hostile plans are rejected before any git object is written (SPEC §2.3, §4.2)."""
+"""Hostile plans are rejected before any git object is written."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""kill -9 at every stage, parallel applies, check timeout (SPEC §4.7; issue 3 tests)."""
+"""kill -9 at every stage, parallel applies, check timeout (docs/DESIGN.md, "The transaction and its
+guarantees")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unified diff application (SPEC §3, §2.3 EOL): pure bytes in, bytes or ERR out."""
+"""Unified diff application and line endings: pure bytes in, bytes or ERR out."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §4 transaction through the real CLI: real repos, real worktrees, real check processes."""
+"""The apply transaction through the real CLI: real repos, real worktrees, real check processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The context diet (SPEC §5, seed 001): limits, truncation, drop order, priority-0 floor."""
+"""The context diet (docs/DESIGN.md, "Context"): limits, truncation, drop order, priority-0 floor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pure parsing of error text (seed 000 §4). Real tool output is exercised in
+"""Pure parsing of error text (docs/DESIGN.md, "Context"). Real tool output is exercised in
 test_context_tracebacks.py; these pin the formats of tools this machine may lack."""
 
 from __future__ import annotations

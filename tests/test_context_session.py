@@ -1,4 +1,4 @@
-"""ContextSession on real git repos: base blobs, refusals, requests, cache, rounds (SPEC §5)."""
+"""ContextSession on real git repos: base blobs, refusals, requests, cache, rounds."""
 
 from __future__ import annotations
 

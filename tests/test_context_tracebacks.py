@@ -1,4 +1,4 @@
-"""Error heuristics on what the real tools print (SPEC §5; seed 000 §4).
+"""Error heuristics on what the real tools print (docs/DESIGN.md, "Context").
 
 Every log here is produced by running the tool in the test: pytest (long/short/line), Python
 (chained exceptions, SyntaxError, ModuleNotFoundError), node, cargo, go and java when installed.

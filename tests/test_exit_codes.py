@@ -1,4 +1,4 @@
-"""Exit codes 3 (a bug) and 130 (Ctrl-C) through the real CLI, mid-transaction (SPEC §1, §4.7):
+"""Exit codes 3 (a bug) and 130 (Ctrl-C) through the real CLI, mid-transaction:
 both roll back, and the user's state is what it was."""
 
 from __future__ import annotations

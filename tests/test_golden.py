@@ -1,4 +1,4 @@
-"""Golden traces: our own scenarios (tests/golden/v1, v2) replay; trace -> golden conversion (SPEC §7)."""
+"""Golden traces: our own scenarios (tests/golden/v1, v2) replay; trace -> golden conversion."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The 12 upstream golden traces replay through our validator with the recorded outcome (SPEC §7).
+"""The 12 upstream golden traces replay through our validator with the recorded outcome.
 
 v2/003 (ERR_BASE_MISMATCH) and v2/004 (ERR_PATCH_APPLY_FAILED) record validation_outcome "ok":
 their codes come from the apply step, which the apply tests replay against a real tree.
@@ -16,6 +16,7 @@ from conftest import GOLDEN_UPSTREAM, ROOT
 from papayu_git import golden
 
 TRACES = sorted(GOLDEN_UPSTREAM.glob("v*/*.json"))
+# An upstream checkout beside this repository, when there is one (tests/golden/upstream/ORIGIN.md).
 UPSTREAM_DIR = ROOT.parent / "shared" / "compat" / "papayu-upstream" / "golden_traces"
 EXPECTED = {
     "v1/004_protected_path_block.json": golden.Outcome("err", "ERR_PROTECTED_PATH"),

@@ -1,4 +1,4 @@
-"""The plain git hook shim (hooks/pre-commit) and `git papayu hooks install` (SPEC §9)."""
+"""The plain git hook shim (hooks/pre-commit) and `git papayu hooks install`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`git papayu land ID --when-green`: poll the forge's checks of the pushed commit, then land
-with the same fast-forward rules as `land ID`; red or pending-past-timeout lands nothing (SPEC §9)."""
+with the same fast-forward rules as `land ID`; red or pending-past-timeout lands nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real embedded model (issue 4 §7b): llama.cpp server + Gemma 3 270M, one per session.
+"""The real embedded model (provider `local`): llama.cpp server + Gemma 3 270M, one per session.
 
 The model is tiny and often wrong; these tests assert that papayu turns whatever it says into
 a clear outcome: a validated plan or a clear ERR after the repair; a landed commit or a clean

@@ -1,4 +1,4 @@
-"""Every protocol path of the LLM layer against a scripted OpenAI-compatible server (issue 4 §7a).
+"""Every protocol path of the LLM layer against a scripted OpenAI-compatible server.
 
 Real CLI in a subprocess, real git repos, real HTTP on 127.0.0.1:0; the server only
 replays scripted answers and records what papayu sent.
@@ -224,6 +224,17 @@ def test_v1_fallback_failing_too_is_an_error_never_a_loop(calc_repo: Path, llm: 
     assert len(llm.requests) == 5                                   # plan + v2 + repair + v1 + repair
     assert json.loads(proc.stdout)["errors"][0]["code"] == "ERR_LLM_INVALID_RESPONSE"
     assert snapshot(calc_repo) == before
+
+
+def test_apply_round_of_a_stored_plan_honours_onto_from_a_detached_head(calc_repo: Path, llm: ScriptedLLM) -> None:
+    """The APPLY round's early check of each answer targets --onto, like the transaction after it."""
+    llm.script = [chat(plan_answer()), patch_answer()]
+    plan_id = json.loads(run_plan(calc_repo, llm).stdout)["plan_id"]
+    git(calc_repo, "checkout", "-q", "--detach")
+    proc = papayu("apply", plan_id, "--onto", "main", "--check", CHECK, "--json", cwd=calc_repo, env=llm.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(llm.requests) == 2 and json.loads(proc.stdout)["state"] == "landed"
+    assert git(calc_repo, "show", "main:calc.py") == FIXED
 
 
 def test_apply_round_no_changes_lands_nothing(calc_repo: Path, llm: ScriptedLLM) -> None:

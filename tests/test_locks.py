@@ -1,4 +1,4 @@
-"""papayu's lock files under contention: real processes, one owner at a time (SPEC §4.7)."""
+"""papayu's lock files under contention: real processes, one owner at a time."""
 
 from __future__ import annotations
 

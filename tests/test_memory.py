@@ -1,4 +1,4 @@
-"""Engineering memory (SPEC §6): whitelist, types, files, git config overrides, CLI, MEMORY block."""
+"""Engineering memory (docs/DESIGN.md, "Memory"): whitelist, types, files, git config overrides, CLI, MEMORY block."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Path rules and protected patterns (SPEC §2.3, seed 001): each bad path gives its exact code."""
+"""Path rules and protected patterns (docs/DESIGN.md, "The protocol and its validation"): each bad
+path gives its exact code."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`git papayu pr ID`: push papayu/<id> (file:// and git daemon) and open a PR/MR through a
-real local HTTP server that answers like GitHub, GitLab and Gitea (SPEC §1, §9)."""
+real local HTTP server that answers like GitHub, GitLab and Gitea."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The hooks of .pre-commit-hooks.yaml through the REAL pre-commit tool (SPEC §9).
+"""The hooks of .pre-commit-hooks.yaml through the REAL pre-commit tool.
 
 pre-commit builds a virtualenv for a `language: python` hook by pip-installing this
 repository, so these tests are slow (one env build per session, one per try-repo);

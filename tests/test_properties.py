@@ -1,5 +1,5 @@
 """Property: whatever the model sends, validation returns a Response or raises a PapayuError
-with a known ERR code -- never any other exception (issue 2)."""
+with a known ERR code -- never any other exception."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parsing model answers (SPEC §2.1): accepted forms, extraction, and hostile input."""
+"""Parsing model answers (docs/DESIGN.md, "Accepted answers"): accepted forms, extraction, and hostile input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""papayu_git/schema_validators/ (fastjsonschema code generated ahead of time, issue 3): up to
+"""papayu_git/schema_validators/ (fastjsonschema code generated ahead of time for start-up): up to
 date with schemas/, used only for the exact schema bytes it came from, light to import."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Our response schemas accept everything the upstream papa-yu schemas accept (issue 2)."""
+"""Our response schemas accept everything the upstream papa-yu schemas accept."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ UPSTREAM = {1: GOLDEN_UPSTREAM / "schemas" / "llm_response_schema.json",
 OURS = {1: "llm_response_v1", 2: "llm_response_v2"}
 SHA = "0123456789abcdef" * 4
 
-# Documents at the edges of what upstream accepts (seeds 000-003 examples and corner cases).
+# Documents at the edges of what upstream accepts (its documented examples and corner cases).
 CORPUS: dict[int, list[Any]] = {
     1: [
         [], [{"kind": "CREATE_FILE", "path": "README.md", "content": "# P\n"}, {"kind": "CREATE_DIR", "path": "src"}],

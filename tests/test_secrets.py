@@ -1,4 +1,4 @@
-"""No secret survives into a trace, a log line (PAPAYU_LOG) or an error message (SPEC §7)."""
+"""No secret survives into a trace, a log line (PAPAYU_LOG) or an error message."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`git papayu stats` on a directory of generated traces with known answers (seed 003)."""
+"""`git papayu stats` on a directory of generated traces with known answers."""
 
 from __future__ import annotations
 

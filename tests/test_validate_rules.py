@@ -1,5 +1,6 @@
-"""Semantic validation of SPEC §2.3: conflicts, content, limits, PATCH_FILE shape, NO_CHANGES,
-memory_patch, the v1/v2 UPDATE_FILE rules and the base-tree rules. Every case asserts the code."""
+"""Semantic validation (docs/DESIGN.md, "The protocol and its validation"): conflicts, content,
+limits, PATCH_FILE shape, NO_CHANGES, memory_patch, the v1/v2 UPDATE_FILE rules and the base-tree
+rules. Every case asserts the code."""
 
 from __future__ import annotations
 
@@ -235,7 +236,7 @@ def test_v2_update_of_an_existing_file_is_forbidden() -> None:
 def test_memory_patch_key_outside_the_whitelist() -> None:
     data = plan(create("a"), memory_patch={"user.password": "x", "project.default_test_command": "pytest"})
     assert codes(data) == ["ERR_MEMORY_KEY_NOT_ALLOWED"]
-    response = ok(data, protocol=1)   # v1 drops unknown keys (seed 001) and says so
+    response = ok(data, protocol=1)   # v1 drops unknown keys and says so
     assert response.memory_patch == {"project.default_test_command": "pytest"}
     assert [w.code for w in response.warnings] == ["ERR_MEMORY_KEY_NOT_ALLOWED"]
 

@@ -1,8 +1,9 @@
-"""`git papayu apply [ID|FILE|-]`: run the SPEC §4 transaction for a plan.
+"""`git papayu apply [ID|FILE|-]`: run the transaction for a plan (docs/DESIGN.md,
+"The transaction and its guarantees").
 
 FILE or `-` is a model response (JSON); it is stored as a plan first so it gets an
 id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without actions
-(a PLAN-round answer) needs the APPLY round of the LLM layer: ``apply_round_hook``.
+(a PLAN-round answer) first gets its APPLY round from the model (llm/rounds.py).
 """
 
 from __future__ import annotations
@@ -23,23 +24,10 @@ from papayu_git.secrets import safe_text  # every line quoting the model or the 
 if TYPE_CHECKING:
     import pygit2
 
+    from papayu_git.llm.client import ChatClient
     from papayu_git.plans import StoredPlan
     from papayu_git.protocol import Response
     from papayu_git.transaction import ApplyOptions, ApplyResult
-
-
-def apply_round_hook(repo_root: Path, plan: "StoredPlan", protocol: int | None) -> "StoredPlan":
-    """The APPLY round for a stored plan that has no actions yet (SPEC §1 `apply`).
-
-    Seam for the LLM layer (issue 4): ``papayu_git.llm.rounds.apply_round(repo_root, plan,
-    protocol=...)`` must return the plan with the validated APPLY response (and save it).
-    """
-    try:
-        from papayu_git.llm.rounds import apply_round  # type: ignore[import-not-found]
-    except ImportError:
-        raise PapayuError("ERR_APPLY_ROUND_UNAVAILABLE", f"plan {plan.id} has no actions yet and the APPLY "
-                          "round of the LLM layer is not available") from None
-    return apply_round(repo_root, plan, protocol=protocol)  # type: ignore[no-any-return]
 
 
 def plan_from_json(pdir: Path, repo: "pygit2.Repository", raw: bytes, protocol: int | None,
@@ -78,14 +66,18 @@ def load_plan(pdir: Path, repo: "pygit2.Repository", source: str | None, protoco
     return plans.load(pdir, source)
 
 
-def response_of(root: Path, plan: "StoredPlan", protocol: int | None) -> tuple["StoredPlan", "Response"]:
+def response_of(root: Path, plan: "StoredPlan", protocol: int | None, onto: str | None,
+                client: "ChatClient | None" = None) -> tuple["StoredPlan", "Response"]:
+    """The plan's validated APPLY answer; a plan without actions asks the model for it first
+    (through ``client`` when the caller holds one), checked early against the branch ``onto``."""
+    from papayu_git.llm.rounds import apply_round
     from papayu_git.protocol import NO_CHANGES_PREFIX, raw_actions
     from papayu_git.validate import validate_response
 
     data = plan.response
     summary = data.get("summary", "") if isinstance(data, dict) else ""
     if not raw_actions(data) and not str(summary or "").startswith(NO_CHANGES_PREFIX):
-        plan = apply_round_hook(root, plan, protocol)
+        plan = apply_round(root, plan, protocol, onto, client)
         data = plan.response
     version = protocol or plan.protocol
     return plan, validate_response(data, protocol=version, mode="apply", read_files=plan.files or None)
@@ -129,7 +121,7 @@ def run(source: str | None, options: "ApplyOptions", protocol: int | None = None
 
     repo, root, pdir = open_checkout()
     plan = load_plan(pdir, repo, source, protocol, options.onto)
-    plan, response = response_of(root, plan, protocol)
+    plan, response = response_of(root, plan, protocol, options.onto)
     if response.commands_to_run:
         output.info("The model proposes these commands (" + (
             "--run-proposed: they run in the worktree after the check):" if options.run_proposed else
@@ -232,7 +224,7 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result with per-stage timings.")
 def command(source: str | None, options: "ApplyOptions", protocol: str | None, as_json: bool) -> None:
     """Apply a plan as a commit on papayu/<id>, run the check in a temporary
-    worktree, and fast-forward your branch only if it passes (SPEC §4).
+    worktree, and fast-forward your branch only if it passes.
 
     \b
     SOURCE: a stored plan ID (or unique prefix), a response FILE, or `-` (stdin);

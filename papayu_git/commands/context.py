@@ -1,4 +1,4 @@
-"""`git papayu context GOAL [--from-file LOG]`: show the context a plan would send (SPEC §5)."""
+"""`git papayu context GOAL [--from-file LOG]`: show the context a plan would send (docs/DESIGN.md, "Context")."""
 
 from __future__ import annotations
 

@@ -480,7 +480,7 @@ _STATUS_COLOURS = {OK: "green", WARN: "yellow", FAIL: "red", INFO: "cyan"}
 
 
 def run(as_json: bool = False) -> int:
-    from papayu_git.traces import mask_data
+    from papayu_git.secrets import mask_data
 
     checks = mask_data([item.to_dict() for item in collect()])
     ok = all(c["status"] != FAIL for c in checks)

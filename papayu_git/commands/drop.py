@@ -1,4 +1,4 @@
-"""`git papayu drop ID`: delete a kept `papayu/<id>` branch (SPEC §1)."""
+"""`git papayu drop ID`: delete a kept `papayu/<id>` branch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`git papayu fix GOAL`: `plan`, then `apply` after confirmation (SPEC §1).
+"""`git papayu fix GOAL`: `plan`, then `apply` after confirmation.
 
 One model serves both rounds (the embedded server starts once). Takes every option of
 `apply`; `-y` skips the confirmation (and confirms deletions).
@@ -34,7 +34,6 @@ def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: 
     from papayu_git.commands import apply as apply_command
     from papayu_git.commands import plan as plan_command
     from papayu_git.git import find_toplevel
-    from papayu_git.llm.rounds import shared_client
     from papayu_git.llm.routing import resolve
     from papayu_git.llm.session import open_client
     from papayu_git.transaction import apply_plan
@@ -43,7 +42,7 @@ def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: 
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
     root = find_toplevel()
-    with open_client(root) as client, shared_client(client):
+    with open_client(root) as client:
         outcome = plan_command.make(goal, route, protocol, from_file, accept_memory, client)
         if not as_json:
             plan_command.render(outcome)
@@ -51,7 +50,7 @@ def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: 
             if as_json:
                 output.emit_json({"ok": True, "plan": plan_command.as_dict(outcome), "apply": None})
             return 0
-        plan, response = apply_command.response_of(root, outcome.plan, protocol)
+        plan, response = apply_command.response_of(root, outcome.plan, protocol, options.onto, client)
     # The user confirmed the fix (or passed -y); existing tests it edits get their own question.
     allow = apply_command.confirm_test_edits(root, plan, response, options)
     options = dataclasses.replace(options, yes=True, allow_test_edits=allow)

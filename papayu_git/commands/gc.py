@@ -1,4 +1,5 @@
-"""`git papayu gc`: remove stale worktrees, locks and old generated branches (SPEC §1, §4.7)."""
+"""`git papayu gc`: remove stale worktrees, locks and old generated branches (docs/DESIGN.md,
+"The transaction and its guarantees")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`git papayu hooks install`: the plain git pre-commit shim for users without pre-commit (SPEC §9)."""
+"""`git papayu hooks install`: the plain git pre-commit shim for users without pre-commit."""
 
 from __future__ import annotations
 

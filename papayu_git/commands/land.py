@@ -1,4 +1,4 @@
-"""`git papayu land ID`: fast-forward your branch with a kept `papayu/<id>` (SPEC §1, §4.5)."""
+"""`git papayu land ID`: fast-forward your branch with a kept `papayu/<id>` (docs/DESIGN.md, "Landing")."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from papayu_git.error_handler import handle_errors
 
 @dataclass(frozen=True)
 class WhenGreen:
-    """`--when-green`: wait for the forge's checks of the pushed commit first (SPEC §9)."""
+    """`--when-green`: wait for the forge's checks of the pushed commit first (docs/DESIGN.md, "Hooks and PRs")."""
     timeout: float
     interval: float
     remote: str | None = None

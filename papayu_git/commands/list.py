@@ -1,4 +1,4 @@
-"""`git papayu list`: stored plans and generated branches with their state (SPEC §1)."""
+"""`git papayu list`: stored plans and generated branches with their state."""
 
 from __future__ import annotations
 
@@ -50,7 +50,10 @@ def run(as_json: bool = False) -> int:
         return 0
     if not table:
         output.result("no plans yet (git papayu plan GOAL, or git papayu apply FILE)")
-    for row in table:
+    from papayu_git.secrets import safe_text
+
+    for row in table:  # the summary is the model's; masked before it is cut (a cut token no longer matches)
+        row = {k: safe_text(v) for k, v in row.items()}
         branch = f"  [{row['branch']}]" if row["branch"] else ""
         output.result(f"{row['id']}  {row['state']:<12} {row['target'] or '-':<12} {row['summary'][:60]}{branch}")
     return 0

@@ -1,4 +1,4 @@
-"""`git papayu memory show|set KEY VALUE|unset KEY`: engineering memory (SPEC §6)."""
+"""`git papayu memory show|set KEY VALUE|unset KEY`: engineering memory (docs/DESIGN.md, "Memory")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`git papayu plan GOAL`: ask the model for a plan, validate it, store it (SPEC §1)."""
+"""`git papayu plan GOAL`: ask the model for a plan, validate it, store it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import click
 
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
+from papayu_git.secrets import safe_text
 
 if TYPE_CHECKING:
     from papayu_git.llm.planner import PlanOutcome
@@ -19,8 +20,9 @@ MODE_HELP = ("plan/fix-plan: a plan, applied later; chat: discuss and plan; fixi
              "apply: the change at once (default: from the goal, else PAPAYU_LLM_MODE).")
 
 
+# Everything the model wrote is printed through safe_text (masked, control characters escaped).
 def _bullets(title: str, items: Any) -> list[str]:
-    rows = [str(i) for i in items or () if str(i).strip()]
+    rows = [safe_text(i) for i in items or () if str(i).strip()]
     return [output.colour(title, "bold"), *(f"  - {r}" for r in rows)] if rows else []
 
 
@@ -28,8 +30,8 @@ def _steps(items: Any) -> list[str]:
     rows = []
     for n, step in enumerate(items or (), 1):
         if isinstance(step, dict):
-            details = f" — {step['details']}" if step.get("details") else ""
-            rows.append(f"  {n}. {step.get('step', '')}{details}")
+            details = f" — {safe_text(step['details'])}" if step.get("details") else ""
+            rows.append(f"  {n}. {safe_text(step.get('step', ''))}{details}")
     return [output.colour("Plan:", "bold"), *rows] if rows else []
 
 
@@ -43,7 +45,8 @@ def render(outcome: "PlanOutcome") -> None:
     plan, response = outcome.plan, outcome.response
     head = f"plan {plan.id} ({plan.extra.get('prompt_mode', plan.mode)}, protocol v{plan.protocol})"
     lines = [output.colour(head, "cyan"), f"against {plan.branch or 'detached HEAD'} @ {plan.base_commit[:12]}",
-             output.colour("Summary:", "bold"), *(f"  {line}" for line in (response.summary.strip() or "-").splitlines())]
+             output.colour("Summary:", "bold"),
+             *(f"  {line}" for line in safe_text(response.summary.strip() or "-", multiline=True).split("\n"))]
     lines += _steps(response.plan)
     lines += _bullets("Questions:", response.questions)
     lines += _bullets("Risks:", response.risks)
@@ -52,9 +55,9 @@ def render(outcome: "PlanOutcome") -> None:
     for line in lines:
         output.result(line)
     for warning in outcome.warnings:
-        output.warn(warning)
+        output.warn(safe_text(warning, multiline=True))
     for flag in outcome.flags:
-        output.warn(f"behaviour contract: {flag['message']}")
+        output.warn(f"behaviour contract: {safe_text(flag['message'], multiline=True)}")
     output.result(f"next: {next_command(outcome)}")
 
 
@@ -104,9 +107,11 @@ def run(goal: str, mode: str | None = None, from_file: str | None = None, out: s
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
     outcome = make(goal, route, protocol, from_file, accept_memory)
-    if out:
-        Path(out).write_text(json.dumps(outcome.plan.to_json(), ensure_ascii=False, indent=2) + "\n",
-                             encoding="utf-8")
+    if out:  # masked like the stored plan (plans.save)
+        from papayu_git.secrets import PLAN_VERBATIM, mask_data
+
+        record = mask_data(outcome.plan.to_json(), keep=PLAN_VERBATIM)
+        Path(out).write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     if as_json:
         output.emit_json(as_dict(outcome))
     else:

@@ -1,4 +1,4 @@
-"""`git papayu pr ID`: push `papayu/<id>` and open a pull/merge request (SPEC §1, §9).
+"""`git papayu pr ID`: push `papayu/<id>` and open a pull/merge request (docs/DESIGN.md, "Hooks and PRs").
 
 The forge's CI then runs the check; `git papayu land ID --when-green` lands the same
 commit with the same fast-forward rules once the forge's checks are green.
@@ -98,15 +98,18 @@ def push(gen: Generated, remote: str) -> None:
 
 
 def title_of(gen: Generated) -> str:
+    """The summary's first line, masked and escaped before it is cut (a cut token no longer matches)."""
+    from papayu_git.secrets import safe_text
+
     response = (gen.plan.response if gen.plan else None) or {}
     summary = response.get("summary", "") if isinstance(response, dict) else ""
-    line = (summary or (gen.plan.goal if gen.plan else "") or gen.branch).strip().splitlines()[0]
+    line = safe_text((summary or (gen.plan.goal if gen.plan else "") or gen.branch).strip().split("\n")[0])
     return "papayu: " + (line if len(line) <= 70 else line[:69] + "…")
 
 
 def body_of(gen: Generated) -> str:
-    """Summary, plan steps, risks, check result and trace id (SPEC §1 `pr`), secrets masked."""
-    from papayu_git.secrets import mask
+    """Summary, plan steps, risks, check result and trace id, masked and escaped (safe_text)."""
+    from papayu_git.secrets import safe_text
 
     plan = gen.plan
     response = (plan.response if plan else None) or {}
@@ -129,7 +132,7 @@ def body_of(gen: Generated) -> str:
     parts += ["", "## Check", f"Local check: {verdict}", "", "---",
               f"Papayu-Plan: {gen.plan_id}", f"Papayu-Trace: {trace or '-'}", f"Commit: {gen.sha}",
               f"Land when CI is green: `git papayu land {gen.plan_id} --when-green`"]
-    return mask("\n".join(parts))
+    return safe_text("\n".join(parts), multiline=True)
 
 
 def _record(gen: Generated, data: dict[str, Any]) -> None:

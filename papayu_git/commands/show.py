@@ -1,4 +1,4 @@
-"""`git papayu show ID`: the plan and its diff, coloured on a terminal (SPEC §1)."""
+"""`git papayu show ID`: the plan and its diff, coloured on a terminal."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import click
 
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
+from papayu_git.secrets import safe_text
 
 if TYPE_CHECKING:
     import pygit2
 
 
-def plan_diff(repo: "pygit2.Repository", plan_id: str, recorded_commit: str | None, colour: bool) -> str:
-    """`git diff` of papayu/<id> (or of the recorded commit once landed) against its parent."""
+def plan_diff(repo: "pygit2.Repository", plan_id: str, recorded_commit: str | None) -> str:
+    """`git diff` of papayu/<id> (or of the recorded commit once landed) against its parent,
+    uncoloured: the files are the model's (see render_diff)."""
     from papayu_git.git import run_git
     from papayu_git.worktree import commit_of, generated_branches
 
@@ -23,8 +25,25 @@ def plan_diff(repo: "pygit2.Repository", plan_id: str, recorded_commit: str | No
     if not commit or commit not in repo:
         return ""
     parent = str(commit_of(repo, commit).parents[0].id)
-    args = ["diff", "--stat", "--patch", f"--color={'always' if colour else 'never'}", parent, commit]
-    return str(run_git(args, cwd=repo.workdir).stdout)
+    return str(run_git(["diff", "--stat", "--patch", "--color=never", parent, commit], cwd=repo.workdir).stdout)
+
+
+def render_diff(diff: str, colour: bool) -> str:
+    """The diff for the terminal: control characters escaped, then coloured by papayu (git's
+    own colours would pass an ESC written into a file through as it is)."""
+    lines = output.printable(diff, multiline=True).split("\n")
+    return "\n".join(_coloured(line) for line in lines) if colour else "\n".join(lines)
+
+
+_DIFF_COLOURS = (("diff --git ", "bold"), ("index ", "bold"), ("--- ", "bold"), ("+++ ", "bold"),
+                 ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def _coloured(line: str) -> str:
+    for prefix, name in _DIFF_COLOURS:
+        if line.startswith(prefix):
+            return output.colour(line, name)
+    return line
 
 
 def run(plan_id: str, as_json: bool = False) -> int:
@@ -40,32 +59,33 @@ def run(plan_id: str, as_json: bool = False) -> int:
         plan = None
     outcome = (plan.extra.get("apply") or {}) if plan else {}
     colour = output.use_colour(sys.stdout) and not as_json
-    diff = plan_diff(repo, resolved, outcome.get("commit"), colour)
+    diff = plan_diff(repo, resolved, outcome.get("commit"))
     if as_json:
-        output.emit_json({"ok": True, "plan": plan.to_json() if plan else None, "diff": diff})
+        output.emit_json({"ok": True, "plan": plan.to_json() if plan else None, "diff": diff}, verbatim=("diff",))
         return 0
     if plan is not None:
         _print_plan(plan, outcome)
-    output.result(diff or "(no commit yet: apply the plan to see its diff)")
+    output.result(render_diff(diff, colour) if diff else "(no commit yet: apply the plan to see its diff)")
     return 0
 
 
 def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
+    """Every value comes from the stored record (the model's words): through safe_text."""
     data: dict[str, Any] = plan.response if isinstance(plan.response, dict) else {"actions": plan.response or []}
-    output.result(output.colour(f"plan {plan.id}", "bold") + f"  state: {outcome.get('state', 'not applied')}")
+    state = safe_text(outcome.get("state", "not applied"))
+    output.result(output.colour(f"plan {plan.id}", "bold") + f"  state: {state}")
     if plan.goal:
-        output.result(f"goal: {plan.goal}")
+        output.result(f"goal: {safe_text(plan.goal, multiline=True)}")
     if data.get("summary"):
-        output.result(f"summary: {data['summary']}")
+        output.result(f"summary: {safe_text(data['summary'], multiline=True)}")
     for step in data.get("plan") or []:
-        output.result(f"  - {step.get('step', step) if isinstance(step, dict) else step}")
+        output.result(f"  - {safe_text(step.get('step', step) if isinstance(step, dict) else step)}")
     for action in data.get("actions") or (data.get("proposed_changes") or {}).get("actions") or []:
-        output.result(f"  {action.get('kind')} {action.get('path')}")
+        output.result(f"  {safe_text(action.get('kind'))} {safe_text(action.get('path'))}")
     for risk in data.get("risks") or []:
-        output.result(output.colour(f"  risk: {risk}", "yellow"))
+        output.result(output.colour(f"  risk: {safe_text(risk)}", "yellow"))
     if outcome.get("test_edits"):
-        output.result(output.colour("edits existing tests: "
-                                    + ", ".join(outcome["test_edits"]), "yellow"))
+        output.result(output.colour("edits existing tests: " + safe_text(", ".join(outcome["test_edits"])), "yellow"))
     output.result("")
 
 

@@ -1,4 +1,4 @@
-"""`git papayu stats [--last N] [--json]`: protocol metrics and v2 graduation (seed 003)."""
+"""`git papayu stats [--last N] [--json]`: protocol metrics and v2 graduation (docs/DESIGN.md, "Traces")."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def run(last: int, traces_from: str | None, as_json: bool) -> int:
 
 @click.command("stats")
 @click.option("--last", default=100, show_default=True, type=click.IntRange(min=1),
-              help="Look at the N most recent APPLY traces (seed 003 judges the last 100).")
+              help="Look at the N most recent APPLY traces (graduation judges the last 100).")
 @click.option("--traces", "traces_from", type=click.Path(file_okay=False, exists=True),
               help="Read traces from this directory instead of .git/papayu/traces.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

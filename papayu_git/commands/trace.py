@@ -1,4 +1,4 @@
-"""`git papayu trace list|show ID|golden ID [OUT]` (SPEC §7)."""
+"""`git papayu trace list|show ID|golden ID [OUT]` (docs/DESIGN.md, "Traces")."""
 
 from __future__ import annotations
 

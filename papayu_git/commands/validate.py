@@ -133,7 +133,7 @@ def validate_file(path: Path, protocol: int | None, mode: str | None, kinds: tup
 
 
 def _staged_reports(protocol: int | None, mode: str | None, kinds: tuple[str, ...]) -> list[FileReport]:
-    """The index versions of hook-matched files (the shim in hooks/pre-commit, SPEC §9)."""
+    """The index versions of hook-matched files (the shim in hooks/pre-commit)."""
     from papayu_git.git import find_toplevel
     from papayu_git.hooks import staged_snapshot
 

@@ -1,4 +1,4 @@
-"""Context engine (SPEC §5; issue 5): base context, error heuristics, context_requests, cache, diet.
+"""Context engine (docs/DESIGN.md, "Context"): base context, error heuristics, context_requests, cache, diet.
 
 Use one ContextSession per plan cycle:
 

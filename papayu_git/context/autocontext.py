@@ -1,4 +1,4 @@
-"""From error hints to what gets read (seed 000 §4 "При ошибке/stacktrace в запросе").
+"""From error hints to what gets read (docs/DESIGN.md, "Context": error text).
 
 Frames become ±80-line excerpts of repository files (absolute paths inside the repo become
 relative; paths outside it are ignored; a path that is not in the base tree is matched by a

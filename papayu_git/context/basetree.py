@@ -1,4 +1,5 @@
-"""Reading the base commit: FILE blocks come from its blobs, never from the working tree (SPEC §4.2).
+"""Reading the base commit: FILE blocks come from its blobs, never from the working tree,
+because the plan's bases are checked against the same blobs (docs/DESIGN.md, "Accepted answers").
 
 Two git processes per batch of paths (`ls-tree` for modes, `cat-file --batch` for bytes),
 whatever the repository size. Everything is cached for the plan cycle.

@@ -1,7 +1,7 @@
-"""Context blocks: the value objects the engine produces and the text the model reads (SPEC §5).
+"""Context blocks: the value objects the engine produces and the text the model reads (docs/DESIGN.md, "Context").
 
 A block renders as a header line and a body. The FILE header is part of the protocol
-(seed 003, "Формат FILE-блока v2"): the model copies the sha256 into base_sha256, so it is
+(docs/DESIGN.md, "Context": FILE blocks): the model copies the sha256 into base_sha256, so it is
 always the whole blob's hash and never shortened, whatever happens to the body.
 """
 
@@ -40,7 +40,7 @@ class ContextBlock:
 
     def header(self) -> str:
         if self.kind is BlockKind.FILE:
-            # Exactly `FILE[path] (sha256=<64 hex>):` (seed 003); a DIRTY marker may follow it.
+            # Exactly `FILE[path] (sha256=<64 hex>):`, the protocol's form; a DIRTY marker may follow it.
             return f"FILE[{self.path}] (sha256={self.sha256}):" if self.sha256 else f"FILE[{self.path}]:"
         if self.kind is BlockKind.ENV:
             return "ENV:"

@@ -1,4 +1,4 @@
-"""Per-plan-cycle cache of context requests (seed 001 "Кеш контекста").
+"""Per-plan-cycle cache of context requests (docs/DESIGN.md, "Context").
 
 Keys: ("env",), ("read", path, start, end), ("search", query, glob, case, max), ("logs", source, last_n).
 cache_stats uses the upstream keys: <kind>_hits / <kind>_misses for env, logs, read, search, hit_rate.

@@ -1,4 +1,4 @@
-"""The context diet (SPEC §5, seed 001 "Контекст-диета").
+"""The context diet (docs/DESIGN.md, "Context").
 
 1. Every block body longer than MAX_FILE_CHARS is cut head+tail 60/40 with
    `...[TRUNCATED N chars]...` (cut at line boundaries when one is near).
@@ -46,7 +46,7 @@ class DietResult:
 
     @property
     def stats(self) -> dict[str, int]:
-        """context_stats with the upstream keys (seed 001, golden traces)."""
+        """context_stats with the upstream keys, so traces stay comparable with its golden traces."""
         counted = [b for b in self.blocks if b.kind is not BlockKind.NOTE]
         return {
             "context_files_count": len(counted),

@@ -1,4 +1,4 @@
-"""The ENV block of the base context (SPEC §5, seed 000 §4 "Базовый набор").
+"""The ENV block of the base context (docs/DESIGN.md, "Context": the base set).
 
 OS, versions of the runtimes the project uses (a runtime's `--version` runs only when its
 manifest is at the top of the base tree; in parallel, with a short timeout, never allowed to

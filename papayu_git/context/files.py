@@ -1,4 +1,4 @@
-"""FILE blocks from base blobs, and the refusal rule for paths (SPEC §5, issue 5 items 4 and 6).
+"""FILE blocks from base blobs, and the refusal rule for paths (docs/DESIGN.md, "Context").
 
 A path from a model request or a log is refused — never read, never sent — when it is outside
 the repository, inside .git/, or protected (.env, keys, secrets/): the model gets a NOTE instead.
@@ -16,7 +16,7 @@ from papayu_git.errors import PapayuError
 from papayu_git.paths import check_path, is_protected
 
 Range = tuple[int, int]          # 1-based, inclusive
-EXCERPT_RADIUS = 80              # ±80 lines around a frame (seed 000 §4)
+EXCERPT_RADIUS = 80              # ±80 lines around a frame
 DIR_LISTING_MAX = 200
 
 

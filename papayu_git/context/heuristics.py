@@ -1,4 +1,4 @@
-"""Error heuristics on the goal and the `--from-file` log (SPEC §5, seed 000 §4).
+"""Error heuristics on the goal and the `--from-file` log (docs/DESIGN.md, "Context": error text).
 
 Pure text parsing: stack frames (Python tracebacks incl. chained exceptions and SyntaxError,
 pytest long/short/line formats, Node/TypeScript, Rust panics and backtraces, Go panics, Java),
@@ -29,6 +29,7 @@ _MISSING_MODULE = re.compile(
     r"\b(?:ImportError|ModuleNotFoundError|No module named|Cannot find module|cannot find module|"
     r"Module not found|ERR_MODULE_NOT_FOUND|unresolved import|can't find crate|cannot find package|"
     r"no required module provides package|ClassNotFoundException|NoClassDefFoundError)\b")
+# Failure words in English and Russian: goals and logs may be written in either.
 _FAIL_WORDS = re.compile(r"(?i)\b(?:fail\w*|broken|red|error\w*|crash\w*)\b|пада\w*|пад[её]т|пал\b|"
                          r"не проход\w*|слома\w*|красн\w*|ошибк\w*")
 _TEST_NAME = re.compile(r"(?<![\w.])(?P<name>test_\w+|Test[A-Z]\w*|\w+Test|\w+_test)\b")

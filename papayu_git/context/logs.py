@@ -1,4 +1,4 @@
-"""`logs` context requests: the last N lines of a configured log file (SPEC §5).
+"""`logs` context requests: the last N lines of a configured log file.
 
 Sources are configured by the user, never named by the model: `git config papayu.logs.<source> PATH`
 (PATH relative to the repository root, or absolute). Secrets are masked before anything is sent.

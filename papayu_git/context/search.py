@@ -1,4 +1,4 @@
-"""`search` context requests: `git grep` over the base commit (SPEC §5).
+"""`search` context requests: `git grep` over the base commit.
 
 The query is a fixed string (models send symbols, not regexes); `glob` limits the paths
 (a glob without '/' matches at any depth, like .gitignore); `case_sensitive` defaults to true;

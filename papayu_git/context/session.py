@@ -1,4 +1,4 @@
-"""ContextSession: one plan cycle of the context engine (SPEC §5; docs/ARCHITECTURE.md contract)."""
+"""ContextSession: one plan cycle of the context engine (docs/DESIGN.md, "Context"; docs/ARCHITECTURE.md contract)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from papayu_git.context.heuristics import parse_error_text
 from papayu_git.errors import PapayuError
 from papayu_git.paths import configured_protected
 
-MAX_ROUNDS = 2            # seed 000 §2: context_requests are fulfilled in at most 2 rounds
+MAX_ROUNDS = 2            # context_requests are fulfilled in at most 2 rounds: each costs a model call
 FROM_FILE_TAIL_LINES = 200
 
 

@@ -1,1 +1,1 @@
-"""LLM providers, prompts and the strict-JSON planner (SPEC §8; issue 4)."""
+"""LLM providers, prompts and the strict-JSON planner (docs/DESIGN.md, "Providers")."""

@@ -1,4 +1,5 @@
-"""The APPLY round of a stored plan without actions (SPEC §1 `apply`, §2.4; seed 003).
+"""The APPLY round of a stored plan without actions (docs/DESIGN.md, "Providers": the repair retry
+and the v2 -> v1 fallback).
 
 Same context as the PLAN round (the stored user messages), the confirmed plan, and the APPLY
 prompt. Each answer is validated and then *preflighted* (transaction.preflight: bases, tree
@@ -27,6 +28,7 @@ from papayu_git.llm.conversation import CallLog, Conversation, InvalidAnswer
 from papayu_git.llm.planner import ask_budget, memory_block, request_fields
 from papayu_git.llm.prompts import PromptMode, apply_round_message, fallback_message, system_prompt
 from papayu_git.protocol import Mode, Response
+from papayu_git.transaction import preflight
 
 FALLBACK_REPAIR_FIRST = frozenset({"ERR_PATCH_APPLY_FAILED", "ERR_V2_UPDATE_EXISTING_FORBIDDEN"})
 FALLBACK_AT_ONCE = frozenset({"ERR_NON_UTF8_FILE"})
@@ -35,7 +37,7 @@ _SCHEMA_CODES = frozenset({"ERR_SCHEMA", "ERR_JSON_INVALID", "ERR_JSON_TRUNCATED
 
 @dataclass
 class ProtocolTrail:
-    """The SPEC §2.4 trace fields of one APPLY round."""
+    """The protocol_* trace fields of one APPLY round (docs/DESIGN.md, "Traces")."""
 
     default: int
     attempts: list[int] = field(default_factory=list)
@@ -66,12 +68,7 @@ def _stage(code: str, from_preflight: bool) -> str:
 
 
 def _preflight_check(repo_root: Path, plan: plans.StoredPlan, protocol: int, onto: str | None,
-                     seen: set[str]) -> Callable[[Response], None] | None:
-    try:
-        from papayu_git.transaction import preflight  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-
+                     seen: set[str]) -> Callable[[Response], None]:
     def check(response: Response) -> None:
         try:
             preflight(repo_root, replace(plan, protocol=protocol, mode=Mode.APPLY.value, response=response.data),

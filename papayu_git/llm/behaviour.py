@@ -1,10 +1,11 @@
-"""The orchestrator side of the behaviour contract (seed 004).
+"""The orchestrator side of the behaviour contract (docs/DESIGN.md, "Goals, rounds and the behaviour contract").
 
 Before the call: decide whether the model should ask (language/runtime, logs or intent
 missing) or act at once (stack trace + code, a named file/function, an unambiguous request);
 the decision goes into the user message as an ORCHESTRATOR NOTE.
 After the call: flag an answer that claims tests/commands ran, or cites a file papayu never
 showed it; the flags are printed as warnings and recorded in the trace (`behaviour_flags`).
+Goals and answers may be English or Russian, so the word lists carry both.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class BehaviourDecision:
 
 
 def decide(goal: str, log_text: str | None, context_text: str) -> BehaviourDecision:
-    """Seed 004 "Когда спрашивать / когда действовать"."""
+    """When to ask and when to act: act on a stack trace with code, a named file or function, or an
+    unambiguous request; otherwise name what is missing."""
     evidence = f"{goal}\n{log_text or ''}"
     reasons = []
     if _TRACE.search(evidence) and "FILE[" in context_text:
@@ -90,7 +92,7 @@ def _texts(response: Response) -> Iterable[str]:
 
 
 def flag_answer(response: Response, files_shown: Mapping[str, str], shown_text: str) -> list[dict[str, str]]:
-    """Seed 004 "Запреты": claims of runs papayu did not do, files it never showed."""
+    """What the model must not do: claim runs papayu did not do, cite files it never showed."""
     flags: list[dict[str, str]] = []
     created = {a.path for a in response.actions if a.kind in (ActionKind.CREATE_FILE, ActionKind.CREATE_DIR)}
     shown_names = set(files_shown) | {p.rsplit("/", 1)[-1] for p in files_shown}

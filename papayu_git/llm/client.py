@@ -1,4 +1,4 @@
-"""HTTP side of the LLM layer (SPEC §8): the one place that owns httpx for model calls.
+"""HTTP side of the LLM layer (docs/DESIGN.md, "Providers"): the one place that owns httpx for model calls.
 
 `ChatClient.complete` sends one chat request and returns the model's text. It speaks OpenAI
 Chat Completions (OpenAI, llama.cpp server, vLLM, LM Studio, Ollama /v1) and Ollama's native
@@ -61,7 +61,7 @@ class ChatClient:
         import httpx
 
         self.config = config
-        # The capability ladder of SPEC §8: OpenAI `json_schema`, then llama-cpp-python's
+        # The capability ladder (docs/DESIGN.md, "Providers"): OpenAI `json_schema`, then llama-cpp-python's
         # `json_object` + schema (its server knows only that form), then no response_format.
         # The embedded server is llama-cpp-python, so it starts on the rung it understands.
         # Ollama's native API has one rung: `format` = the schema.
@@ -126,7 +126,7 @@ class ChatClient:
                      input_chars=input_chars, token_budget=max_tokens,
                      response_format=self._format_name(response_format))
         started = time.monotonic()
-        with output.progress(f"waiting for {self.model()}"):   # SPEC §1: a spinner on a TTY only
+        with output.progress(f"waiting for {self.model()}"):   # a spinner on a TTY only
             response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
             while response_format is not None and self._format_name(response_format) != "none" \
                     and _rejects_format(response):
@@ -222,7 +222,7 @@ def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def _rejects_format(response: "httpx.Response") -> bool:
-    """A 4xx/5xx naming response_format/json_schema: the server cannot do this rung (SPEC §8).
+    """A 4xx/5xx naming response_format/json_schema: the server cannot do this rung of the ladder.
     A plain 4xx that mentions "format" counts too (Ollama: `invalid format`); 429 never does."""
     status = response.status_code
     if status < 400 or status == 429:

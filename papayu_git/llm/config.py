@@ -1,4 +1,4 @@
-"""Which model papayu talks to, and how (SPEC §8).
+"""Which model papayu talks to, and how (docs/DESIGN.md, "Providers").
 
 Settings come from `papayu_git.settings` (environment, then `git config papayu.llm.*`).
 API keys come only from the environment and are never read from git config, never written to
@@ -25,7 +25,8 @@ OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 OLLAMA_BASE_URL = "http://127.0.0.1:11434"
 LOCAL_MODEL_NAME = "gemma-3-270m-q4_k_m"
 
-# seed 001 "Параметры генерации": 16384 tokens, capped at 4096 when the input is > 80k chars.
+# Generation parameters: 16384 tokens, capped at 4096 when the input is > 80k chars, so a long
+# prompt still leaves the server room to answer (docs/DESIGN.md, "Providers").
 DEFAULT_MAX_TOKENS = 16384
 LARGE_INPUT_MAX_TOKENS = 4096
 LARGE_INPUT_CHARS = 80_000
@@ -48,7 +49,7 @@ class LLMConfig:
     timeout_sec: float = 90.0
     retries: int = 3
     backoff_sec: float = 1.0
-    max_tokens_cap: int = 0      # 0: no cap beyond the seed's 16384/4096 rule
+    max_tokens_cap: int = 0      # 0: no cap beyond the 16384/4096 rule above
 
     def with_base_url(self, base_url: str) -> "LLMConfig":
         """The same settings for papayu's own embedded server at ``base_url``: no key goes there."""
@@ -95,7 +96,8 @@ def _api_key(provider: Provider, base_url: str) -> str:
 
 def _provider(raw: str, base_url: str) -> Provider:
     if not raw:
-        # Nothing configured: the embedded model, unless a server URL was given (SPEC §8, issue 4).
+        # Nothing configured: the embedded model, unless a server URL was given, so `plan` works
+        # without a key or a network (docs/DESIGN.md, "Providers").
         return Provider.OPENAI_COMPATIBLE if base_url else Provider.LOCAL
     aliases = {"compatible": "openai-compatible", "openai_compatible": "openai-compatible",
                "llamacpp": "openai-compatible", "llama.cpp": "openai-compatible", "vllm": "openai-compatible",

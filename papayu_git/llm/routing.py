@@ -1,4 +1,5 @@
-"""From the command line (goal, --mode) to what the model is asked (seed 001, SPEC §1)."""
+"""From the command line (goal, --mode) to what the model is asked (docs/DESIGN.md, "Goals, rounds and
+the behaviour contract")."""
 
 from __future__ import annotations
 

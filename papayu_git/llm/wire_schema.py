@@ -1,4 +1,4 @@
-"""The JSON schema sent as `response_format` (SPEC §8, seed 000 §5).
+"""The JSON schema sent as `response_format` (docs/DESIGN.md, "Providers": the capability ladder).
 
 OpenAI's strict structured outputs accept only a subset of JSON Schema: every property
 listed in `required`, `additionalProperties: false` everywhere, no if/then/oneOf. Our protocol
@@ -104,7 +104,8 @@ def grammar_schema(protocol: int, shape: str = "response") -> dict[str, Any]:
     (maxItems/maxLength) and memory_patch is left out, so a small model reaches the closing
     brace within a few hundred tokens instead of rambling through every optional field.
     The grammar also enforces what the round's prompt asks: a fix-plan answer has no actions
-    (seed 001); an APPLY answer has actions or a summary starting with NO_CHANGES:."""
+    (docs/DESIGN.md, "Accepted answers": rounds); an APPLY answer has actions or a summary starting
+    with NO_CHANGES:."""
     strict = wire_schema(protocol)["properties"]
     bounded = lambda items, n, low=0: {"type": "array", "items": items, "maxItems": n,  # noqa: E731
                                        **({"minItems": low} if low else {})}

@@ -157,7 +157,7 @@ _APPLY_TIME = frozenset({"ERR_BASE_MISMATCH", "ERR_PATCH_APPLY_FAILED", "ERR_NON
 
 
 def preflight(repo: Path, actions: Any) -> None:
-    """SPEC §4.2 against the blobs at HEAD: base_sha256, then the patch engine."""
+    """The bases against the blobs at HEAD (base_sha256), then the patch engine."""
     from papayu_git.apply import new_file_contents, sha256_hex
     from papayu_git.errors import PapayuError
     from papayu_git.git import run_git
