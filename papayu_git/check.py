@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from papayu_git import locks, settings
+from papayu_git import atomic, locks, settings
 from papayu_git.output import printable
 from papayu_git.stages import pause_point
 
@@ -307,9 +307,8 @@ def _masked_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
 def _mask_file(path: Path, mask: Any) -> str:
     """Rewrite ``path`` masked, in chunks that end on a line end (a secret on one line is never
     split; a PEM block across chunks of a log over 8 MiB may be); return its masked last 64 KiB."""
-    tmp = path.with_name(f".{path.name}.masking")
     changed, tail = False, ""
-    try:
+    with atomic.replacing(path) as tmp:
         with open(path, encoding="utf-8", errors="replace", newline="") as src, \
                 open(tmp, "w", encoding="utf-8", newline="") as dst:
             while block := src.read(MASK_CHUNK_CHARS):
@@ -318,8 +317,6 @@ def _mask_file(path: Path, mask: Any) -> str:
                 changed = changed or masked != block
                 dst.write(masked)
                 tail = (tail + masked)[-TAIL_CHARS:]
-        if changed:
-            os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        if not changed:
+            tmp.unlink()  # nothing to mask: the log stays as it is
     return tail

@@ -17,13 +17,26 @@ The transaction records which commit its check ran on and how it ended
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import output
 from papayu_git.errors import ERROR_CODES, PapayuError
+from papayu_git.objects import branch_name
 
 if TYPE_CHECKING:
     from papayu_git.plans import StoredPlan
+
+
+class VerdictState(StrEnum):
+    """What the record says about a kept commit; the plan record keeps it as ``check_state`` once
+    the commit lands (outcome_fields). The check's own outcome is outcomes.CheckState."""
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    NOT_CHECKED = "not_checked"    # no check ran (none found, no plan record, no outcome)
+    CHANGED = "changed"            # papayu/<id> is not the commit the check ran on
+    SKIPPED = "skipped"            # --no-check was the user's choice
 
 
 @dataclass(frozen=True)
@@ -31,7 +44,7 @@ class Verdict:
     """What the record says about ``commit``; ``problem`` is None when it may move unforced."""
     plan_id: str
     commit: str
-    state: str                    # passed | failed | timed_out | not_checked | changed | skipped
+    state: VerdictState
     checked_commit: str | None    # the commit the recorded check ran on
     check: dict[str, Any] | None
     problem: PapayuError | None
@@ -39,7 +52,7 @@ class Verdict:
 
 def _error(code: str, plan_id: str, reason: str) -> PapayuError:
     hint = ERROR_CODES[code].hint.replace(" ID", f" {plan_id}")
-    return PapayuError(code, reason, path=f"papayu/{plan_id}", hint=hint)
+    return PapayuError(code, reason, path=branch_name(plan_id), hint=hint)
 
 
 def _describe(check: dict[str, Any]) -> str:
@@ -56,9 +69,9 @@ def verdict(plan_id: str, plan: "StoredPlan | None", commit: str, *, unchecked_o
     outcome = (plan.extra.get("apply") or {}) if plan is not None else {}
     check = outcome.get("check") or None
     checked = outcome.get("commit") or None
-    branch = f"papayu/{plan_id}"
+    branch = branch_name(plan_id)
     if not check and outcome.get("check_skipped") and checked == commit:
-        return Verdict(plan_id, commit, "skipped", None, None, None)  # --no-check was the user's choice
+        return Verdict(plan_id, commit, VerdictState.SKIPPED, None, None, None)  # --no-check was the user's choice
     if not check:
         why = ("there is no plan record for it" if plan is None else
                "its plan record has no apply outcome" if not outcome else
@@ -66,19 +79,19 @@ def verdict(plan_id: str, plan: "StoredPlan | None", commit: str, *, unchecked_o
                "the apply ran without a check (--no-check)")
         problem = None if unchecked_ok else _error(
             "ERR_NOT_CHECKED", plan_id, f"no check ran on {branch} ({commit[:12]}): {why}")
-        return Verdict(plan_id, commit, "not_checked", None, None, problem)
+        return Verdict(plan_id, commit, VerdictState.NOT_CHECKED, None, None, problem)
     if checked != commit:
         was = f"{checked[:12]}" if checked else "an unrecorded commit"
         problem = _error("ERR_BRANCH_CHANGED_SINCE_CHECK", plan_id,
                          f"{branch} is at {commit[:12]}, but its check ({_describe(check)}) ran on {was}")
-        return Verdict(plan_id, commit, "changed", checked, check, problem)
+        return Verdict(plan_id, commit, VerdictState.CHANGED, checked, check, problem)
     if not check.get("passed"):
-        state = "timed_out" if check.get("timed_out") else "failed"
+        state = VerdictState.TIMED_OUT if check.get("timed_out") else VerdictState.FAILED
         log = f"; log: {check['log']}" if check.get("log") else ""
         problem = _error("ERR_CHECK_NOT_PASSED", plan_id,
                          f"the check of {branch} ({commit[:12]}) did not pass: {_describe(check)}{log}")
         return Verdict(plan_id, commit, state, checked, check, problem)
-    return Verdict(plan_id, commit, "passed", checked, check, None)
+    return Verdict(plan_id, commit, VerdictState.PASSED, checked, check, None)
 
 
 def enforce(found: Verdict, *, force: bool, doing: str) -> str | None:

@@ -46,9 +46,6 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the JSON does not match the response schema",
         "Follow the schema: an object with 'actions' (kind, path, content | patch+base_sha256), "
         "'summary', 'context_requests', 'memory_patch'."),
-    "ERR_UNKNOWN_FILE_KIND": ErrorSpec(
-        "papayu cannot tell what kind of file this is",
-        "Pass a plan/response, .papa-yu/project.json, preferences.json or a golden trace."),
     "ERR_WRONG_FILE_KIND": ErrorSpec(
         "the file is valid JSON of another kind than the hook (or --kind) expects",
         "Move the file where files of its kind live (README: pre-commit hooks), or fix its content."),

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 from papayu_git import output
 from papayu_git.errors import PapayuError
-from papayu_git.net import credentials_stay_home, may_carry_credentials
+from papayu_git.net import RetryPolicy, credentials_stay_home, may_carry_credentials, retryable_status, send_with_retries
 
 if TYPE_CHECKING:
     import httpx
@@ -39,8 +39,8 @@ _HOST_HINTS = (("github", ForgeKind.GITHUB), ("gitlab", ForgeKind.GITLAB), ("git
                ("codeberg", ForgeKind.GITEA), ("forgejo", ForgeKind.GITEA))
 _API_SUFFIX = {ForgeKind.GITHUB: "/api/v3", ForgeKind.GITLAB: "/api/v4", ForgeKind.GITEA: "/api/v1"}
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
-ATTEMPTS = 3          # 5xx / 429 / connection errors are retried quietly (an EVENT line each)
-BACKOFF_SEC = 0.5
+# 5xx / 429 / connection errors are retried quietly (an EVENT line each), Retry-After honoured.
+RETRY = RetryPolicy(retries=2, backoff_sec=0.5)
 TIMEOUT_SEC = 30.0
 
 
@@ -196,25 +196,24 @@ def message_of(response: "httpx.Response") -> str:
 
 def request(http: "httpx.Client", method: str, url: str, *, ok: tuple[int, ...] = (200, 201),
             passthrough: tuple[int, ...] = (), **kwargs: Any) -> "httpx.Response":
-    """One API call; retries 5xx/429/connection errors; maps 401/403/404/other to ERR_FORGE_*."""
+    """One API call under the shared retry policy (net.RetryPolicy: 5xx, 429, connection errors);
+    maps 401/403/404/other to ERR_FORGE_*."""
     import httpx
 
-    for attempt in range(ATTEMPTS):
-        try:
-            response = http.request(method, url, **kwargs)
-        except httpx.TransportError as exc:
-            if attempt + 1 == ATTEMPTS:
-                raise PapayuError("ERR_FORGE_HTTP", f"{method} {url}: {type(exc).__name__}: {exc}",
-                                  hint="Is the forge reachable? Check PAPAYU_FORGE_API_URL.") from None
-        else:
-            if response.status_code in ok or response.status_code in passthrough:
-                return response
-            retry = response.status_code >= 500 or response.status_code == 429
-            if not retry or attempt + 1 == ATTEMPTS:
-                raise _http_error(method, url, response)
-        output.event("FORGE_RETRY", method=method, url=url, attempt=attempt + 1)
-        time.sleep(BACKOFF_SEC * 2 ** attempt)
-    raise AssertionError("unreachable")
+    def on_retry(attempt: int, delay: float) -> None:
+        output.event("FORGE_RETRY", method=method, url=url, attempt=attempt + 1, delay_sec=round(delay, 3))
+
+    expected = (*ok, *passthrough)
+    try:
+        response = send_with_retries(RETRY, lambda: http.request(method, url, **kwargs), on_retry=on_retry,
+                                     retry_response=lambda r: r.status_code not in expected
+                                     and retryable_status(r.status_code))
+    except httpx.TransportError as exc:
+        raise PapayuError("ERR_FORGE_HTTP", f"{method} {url}: {type(exc).__name__}: {exc}",
+                          hint="Is the forge reachable? Check PAPAYU_FORGE_API_URL.") from None
+    if response.status_code in expected:
+        return response
+    raise _http_error(method, url, response)
 
 
 def _http_error(method: str, url: str, response: "httpx.Response") -> PapayuError:

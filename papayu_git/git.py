@@ -96,6 +96,40 @@ def open_repo(start: str | os.PathLike[str] | None = None) -> "pygit2.Repository
     return pygit2.Repository(path)
 
 
+GITFILE_PREFIX = "gitdir:"
+
+
+def git_dir_of(workdir: Path) -> Path | None:
+    """The git directory of the work tree ``workdir``: its `.git` directory, or where its
+    `.git` file (`gitdir: PATH`, relative to ``workdir`` or absolute) points; None without one."""
+    dotgit = workdir / ".git"
+    if dotgit.is_dir():
+        return dotgit
+    try:
+        line = dotgit.read_text().strip()
+    except OSError:
+        return None
+    if not line.startswith(GITFILE_PREFIX):
+        return None
+    path = Path(line[len(GITFILE_PREFIX):].strip())
+    return path if path.is_absolute() else workdir / path
+
+
+def write_gitfile(workdir: Path, gitdir: Path) -> None:
+    """Make ``workdir/.git`` a file pointing at ``gitdir`` (what `git_dir_of` reads back)."""
+    (workdir / ".git").write_text(f"{GITFILE_PREFIX} {gitdir}\n")
+
+
+def linked_worktree_dir(admin: Path) -> Path | None:
+    """The work tree of a linked worktree, from its admin dir `.git/worktrees/<name>/`: its
+    `gitdir` file points back at `<work tree>/.git`. None when that file is missing."""
+    try:
+        pointer = (admin / "gitdir").read_text().strip()
+    except OSError:
+        return None
+    return Path(pointer).parent
+
+
 def common_dir(repo: "pygit2.Repository") -> Path:
     """The shared `.git` directory, also when ``repo`` is opened in a linked worktree."""
     git_dir = Path(repo.path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
+from papayu_git import atomic
 from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel, run_git, scrubbed_env
 
@@ -161,13 +161,6 @@ def _refuse(hook: Path, text: str) -> PapayuError:
                        path=str(hook), hint=hint)
 
 
-def _write_executable(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    os.replace(tmp, path)   # replaces a symlink itself, never writes through it
-
-
 def install_shim(start: Path, *, chain: bool = False, force: bool = False) -> InstallResult:
     """Put `hooks/pre-commit` in place; never clobber a foreign hook silently."""
     repo_root = find_toplevel(start)
@@ -192,7 +185,7 @@ def install_shim(start: Path, *, chain: bool = False, force: bool = False) -> In
         state = InstallState.REPLACED
     elif exists:
         raise _refuse(hook, text)
-    _write_executable(hook, shim_text())
+    atomic.write_text(hook, shim_text(), executable=True)  # replaces a symlink, never writes through it
     return InstallResult(hook, state, previous)
 
 

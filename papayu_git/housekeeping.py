@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 from papayu_git import locks
 from papayu_git.git import common_dir
 from papayu_git.landing import clear_dead_land
+from papayu_git.outcomes import ApplyState
 
 if TYPE_CHECKING:
     import pygit2
 
-KEPT_STATES = frozenset({"review", "rolled_back"})  # a branch kept on purpose (--review, --keep-failed, dirty)
+# A branch kept on purpose (--review, --keep-failed, dirty).
+KEPT_STATES = frozenset({ApplyState.REVIEW, ApplyState.ROLLED_BACK})
 
 
 def clear_stale(repo: "pygit2.Repository", pdir: Path) -> list[locks.LockInfo]:
@@ -31,7 +33,7 @@ def clear_stale(repo: "pygit2.Repository", pdir: Path) -> list[locks.LockInfo]:
 
         plan_id = str(info.data.get("plan", ""))
         if is_id(plan_id) and not _kept_on_purpose(repo, pdir, plan_id):
-            from papayu_git.worktree import delete_branch
+            from papayu_git.objects import delete_branch
 
             delete_branch(repo, plan_id)
 
@@ -55,7 +57,7 @@ def dead_check(info: locks.LockInfo) -> None:
 def _kept_on_purpose(repo: "pygit2.Repository", pdir: Path, plan_id: str) -> bool:
     """The branch is the one an earlier, finished run kept (review / --keep-failed)."""
     from papayu_git import plans
-    from papayu_git.worktree import generated_branches
+    from papayu_git.objects import generated_branches
 
     try:
         outcome = plans.load(pdir, plan_id).extra.get("apply") or {}
@@ -74,9 +76,8 @@ class GcReport:
 
 
 def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> GcReport:
-    from papayu_git.worktree import (
-        BRANCH_PREFIX, commit_of, delete_branch, generated_branches, remove_idle_checkouts,
-    )
+    from papayu_git.objects import branch_name, commit_of, delete_branch, generated_branches
+    from papayu_git.worktree import remove_idle_checkouts
 
     report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
     report.worktrees = [str(p) for p in remove_idle_checkouts(repo_root, pdir, on_stale=dead_check)]
@@ -85,7 +86,7 @@ def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> G
         if _applying(pdir, plan_id) or commit_of(repo, commit).commit_time > cutoff:
             continue
         if delete_branch(repo, plan_id):
-            report.branches.append(BRANCH_PREFIX + plan_id)
+            report.branches.append(branch_name(plan_id))
     checks = pdir / "checks"
     for log in sorted(checks.glob("*.log")) if checks.is_dir() else []:
         if log.stat().st_mtime < cutoff:

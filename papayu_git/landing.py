@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from papayu_git import locks
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, run_git, run_to_completion, scrubbed_env
+from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_git, run_to_completion, scrubbed_env
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -76,9 +76,9 @@ def checked_out_in(repo: "pygit2.Repository", ref: str) -> Path | None:
     admin = common / "worktrees"
     if admin.is_dir():
         for entry in admin.iterdir():
-            gitdir = entry / "gitdir"
-            if gitdir.is_file():
-                heads.append((entry / "HEAD", Path(gitdir.read_text().strip()).parent))
+            workdir = linked_worktree_dir(entry)
+            if workdir is not None:
+                heads.append((entry / "HEAD", workdir))
     for head, workdir in heads:
         try:
             content = head.read_text().strip()
@@ -180,7 +180,7 @@ def refuse_during_operations(repo: "pygit2.Repository", target: Target, workdir:
     is rebasing the branch (its HEAD is detached meanwhile; the rebase would then fail to move
     the branch it started from)."""
     if workdir is not None:
-        gitdir = _gitdir_of(workdir)
+        gitdir = git_dir_of(workdir)
         for name, what in _OPERATIONS.items():
             if gitdir is not None and (gitdir / name).exists():
                 raise _in_progress(f"{what} is in progress in {workdir}", target)
@@ -203,7 +203,7 @@ def _in_progress(reason: str, target: Target) -> PapayuError:
 def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, target: Target,
                         plan_id: str) -> bool:
     """The fast path; False (nothing changed) when `git merge --ff-only` must decide instead."""
-    from papayu_git.worktree import changed_paths
+    from papayu_git.objects import changed_paths
 
     new = repo[commit]
     paths = changed_paths(repo, repo[target.tip].tree, new.tree)
@@ -241,7 +241,7 @@ def _plain_worktree(workdir: Path, paths: list[str], old_tree: "pygit2.Tree") ->
     (git apply would write through a symlink to a directory), and no tracked file the change
     touches is missing (git apply restores a missing file from the index while it checks,
     even when it then refuses: tests/test_landing_differential.py)."""
-    gitdir = _gitdir_of(workdir)
+    gitdir = git_dir_of(workdir)
     if gitdir is None or (gitdir / "info" / "sparse-checkout").exists():
         return False
     seen: set[str] = set()
@@ -263,20 +263,6 @@ def _plain_worktree(workdir: Path, paths: list[str], old_tree: "pygit2.Tree") ->
         if not os.path.lexists(workdir / path) and path in old_tree:
             return False
     return True
-
-
-def _gitdir_of(workdir: Path) -> Path | None:
-    dotgit = workdir / ".git"
-    if dotgit.is_dir():
-        return dotgit
-    try:
-        line = dotgit.read_text().strip()
-    except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    path = Path(line[len("gitdir:"):].strip())
-    return path if path.is_absolute() else (workdir / path)
 
 
 _LISTED = re.compile(r"^\t(.+)$", re.M)

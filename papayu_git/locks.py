@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from papayu_git import atomic
 from papayu_git.errors import PapayuError
 
 
@@ -167,9 +168,7 @@ def update(path: Path, /, **data: Any) -> None:
     info = read_lock(check_path(path))
     if info is None or info.pid != os.getpid():
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
-    tmp.write_text(json.dumps({**info.data, **data}), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_json(path, {**info.data, **data}, indent=None, newline=False)
 
 
 def release(path: Path) -> None:

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from papayu_git import atomic
 from papayu_git.errors import PapayuError
 
 # The keys a memory_patch may set (upstream's names, so its documents stay valid): key -> expected JSON type.
@@ -182,10 +183,7 @@ def write_layer(layer: str, repo_root: Path | None, values: dict[str, Any]) -> P
             raise PapayuError("ERR_PATH_THROUGH_SYMLINK", f"{part} is a symbolic link; refusing to write",
                               path=str(part))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic.write_json(path, doc)
 
 
 # --- git config overrides ------------------------------------------------------------------

@@ -25,9 +25,12 @@ _COLOURS = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1
 # C0 character and DEL as three octal digits (\033, \177), C1 (U+0080-U+009F, which some
 # terminals read as ESC [ and the like) as the octal of its UTF-8 bytes (\302\233).
 _NAMED = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
-_LINE_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+# Bidi overrides, isolates and marks reorder what the reader sees ("Trojan Source"); line and
+# paragraph separators break a line where the terminal shows none. Escaped like the controls.
+_BIDI_AND_SEPARATORS = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_LINE_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]")
 # Multi-line text keeps its newlines, tabs and the CR of a CRLF; a lone CR could overwrite the line.
-_TEXT_CONTROLS = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)"
+_TEXT_CONTROLS = f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]|\r(?!\n)"
 _MULTILINE_CONTROLS = re.compile(_TEXT_CONTROLS)
 _OWN_OR_CONTROL = re.compile(
     "(\x1b\\[(?:%s)m)|%s" % ("|".join(sorted({*_COLOURS.values(), "0"})), _TEXT_CONTROLS))
@@ -40,7 +43,8 @@ def _escape(match: re.Match[str]) -> str:
 
 def printable(text: str, *, multiline: bool = False) -> str:
     """``text`` with its control characters written as visible escapes (``\\033``): C0 (but
-    newline, tab and the CR of a CRLF when ``multiline``), DEL and C1."""
+    newline, tab and the CR of a CRLF when ``multiline``), DEL, C1, bidi controls and Unicode line
+    separators."""
     return (_MULTILINE_CONTROLS if multiline else _LINE_CONTROLS).sub(_escape, text)
 
 

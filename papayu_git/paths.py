@@ -232,10 +232,6 @@ def _union(bodies: list[str]) -> re.Pattern[str]:
     return re.compile("(?:" + "|".join(parts) + ")" if parts else "(?!)")
 
 
-def matches_pattern(pattern: str, path: str) -> bool:
-    return re.fullmatch(pattern_regex(pattern), path.casefold() + "/") is not None
-
-
 def is_protected(path: str, patterns: Sequence[str] = DEFAULT_PROTECTED) -> bool:
     """Also true when the name Windows opens is protected: it drops the trailing dots and
     spaces of each segment ('.env ' and 'k.pem.' are '.env' and 'k.pem')."""
@@ -270,8 +266,3 @@ def configured_protected(cwd: str | None = None) -> tuple[str, ...]:
 
     raw = settings.get("protected_paths", cwd)
     return protected_patterns(raw.replace("\n", ",").split(","))
-
-
-def check_not_protected(path: str, patterns: Sequence[str] = DEFAULT_PROTECTED) -> None:
-    if is_protected(path, patterns):
-        raise PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env)", path=path)

@@ -7,7 +7,6 @@ bases against the blobs at the branch tip (docs/DESIGN.md, "Accepted answers").
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -15,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from papayu_git import atomic
 from papayu_git.errors import PapayuError, ValidationFailed
 
 PLAN_FORMAT = 1
@@ -95,17 +95,10 @@ def save(papayu_dir: Path, plan: StoredPlan) -> Path:
     directory = plans_dir(papayu_dir)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{check_id(plan.id)}.json"
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
     from papayu_git.secrets import PLAN_VERBATIM, mask_data
 
     record = mask_data(plan.to_json(), keep=PLAN_VERBATIM)  # what apply needs stays byte for byte
-    try:
-        tmp.write_text(json.dumps(record, ensure_ascii=False, indent=2), encoding="utf-8")
-        os.replace(tmp, target)
-    except BaseException:  # a failed write (disk full, text with no UTF-8 form, ^C) leaves nothing behind
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
+    return atomic.write_json(target, record, newline=False)
 
 
 def is_plan_record(data: Any) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from papayu_git.golden import trace_mode
+from papayu_git.outcomes import CHECK_RAN, CheckState
 
 GRADUATION_WINDOW = 100          # judged over the last 100 APPLY traces, and not before there are 100
 GRADUATION_MAX_RATE = 0.01       # each failure rate must stay under 1%
@@ -54,7 +55,8 @@ def _repaired(trace: Mapping[str, Any]) -> bool:
 
 def _check_state(trace: Mapping[str, Any]) -> str | None:
     check = trace.get("check")
-    return check.get("state") if isinstance(check, dict) else None
+    state = check.get("state") if isinstance(check, dict) else None
+    return state if isinstance(state, str) else None  # a hand-edited trace must not break the set lookup
 
 
 def _latency(trace: Mapping[str, Any]) -> float | None:
@@ -83,9 +85,9 @@ def protocol_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def check_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    states = [s for s in map(_check_state, applies) if s in ("passed", "failed", "timeout")]
-    return {"check_runs": len(states), "check_passed": states.count("passed"),
-            "check_pass_rate": _ratio(states.count("passed"), len(states))}
+    states = [s for s in map(_check_state, applies) if s in CHECK_RAN]
+    passed = states.count(CheckState.PASSED)
+    return {"check_runs": len(states), "check_passed": passed, "check_pass_rate": _ratio(passed, len(states))}
 
 
 def latency_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

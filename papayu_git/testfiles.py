@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 from papayu_git.paths import is_protected as _matches  # the gitignore-like matcher (last match wins)
 
 if TYPE_CHECKING:
-    from papayu_git.worktree import GitTree, TreeChanges
+    from papayu_git.objects import GitTree, TreeChanges
 
 BUILTIN_TEST_PATTERNS: tuple[str, ...] = (
     "tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py", "**/*_test.go",

@@ -10,7 +10,8 @@ round's trace (trace_id_for_apply), so `stats` counts one trace as one APPLY. La
     trace_id                  uuid4 string
     created_at                ISO-8601 UTC with microseconds (sort key for `stats --last N`)
     command                   "plan" | "apply" | "fix" | "validate" ...
-    plan_id                   the stored plan this trace belongs to
+    plan_id, goal             the stored plan this trace belongs to, and its goal
+    papayu_version            the papayu that wrote it
     config_snapshot           {setting name: value} of settings.SETTINGS (never API keys)
     schema_version, schema_hash   protocol of the validated answer; sha256 of its schema file
     request                   {mode, provider, model, input_chars, token_budget, strict_json, latency_ms}
@@ -20,24 +21,27 @@ round's trace (trace_id_for_apply), so `stats` counts one trace as one APPLY. La
     validation_outcome        "ok" | "err";   error_code: ERR_* or null
     protocol_default, protocol_attempts, protocol_fallback_reason, protocol_fallback_stage,
     protocol_repair_attempt, protocol_repair_reason, protocol_fallback_attempted   repair and v2->v1 fallback
-    check                     {command, state: passed|failed|timeout|skipped, exit_code, duration_sec}
-    apply                     {state: landed|rolled_back|review|no_changes, branch, commit}
+    check                     {command, source, sandbox, state: outcomes.CheckState, exit_code, duration_sec}
+    apply                     {state: outcomes.ApplyState, branch, commit}
     raw_content               raw model output — only with PAPAYU_TRACE_RAW=1, masked
 
-Every string of the record, file contents included, goes through ``secrets.mask_data``
-before it is written.
+Writers build records with `record` (the common fields above, then theirs); every string of
+the record, file contents included, goes through ``secrets.mask_data`` there, before it is written.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from papayu_git import atomic
 from papayu_git.errors import PapayuError
+
+if TYPE_CHECKING:
+    from papayu_git.plans import StoredPlan
 
 TRACE_FORMAT = 1
 # Settings whose names say they might hold a credential never enter a snapshot.
@@ -95,21 +99,58 @@ def schema_fields(protocol: int) -> dict[str, Any]:
     return {"schema_version": protocol, "schema_hash": schema_hash(RESPONSE_SCHEMAS[protocol])}
 
 
-def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any],
-                 existing: dict[str, Any] | None = None) -> dict[str, Any]:
-    record: dict[str, Any] = {"trace_format": TRACE_FORMAT, "trace_id": trace_id, "created_at": now_iso()}
-    if existing:
-        record.update(existing)
-        record["updated_at"] = now_iso()
-    record.update(data)
-    record["trace_id"] = trace_id
-    if "config_snapshot" not in record:
-        record["config_snapshot"] = config_snapshot(_settings_cwd(papayu_dir))
-    if not raw_enabled(papayu_dir):
-        record.pop("raw_content", None)  # raw output only on explicit PAPAYU_TRACE_RAW=1
+class TraceRecord(dict[str, Any]):
+    """A record as `record` built it: ids and timestamps set, raw_content policy applied, masked."""
+
+
+def record(command: str, plan: "StoredPlan | None" = None, *, papayu_dir: Path | None = None,
+           trace_id: str = "", protocol: int | None = None, **fields: Any) -> TraceRecord:
+    """The one place a trace record is assembled (docs/DESIGN.md, "Traces").
+
+    The common fields — trace_format, trace_id (``trace_id``, else a new uuid4), created_at,
+    command, plan_id and goal (of ``plan``), papayu_version, and schema_version / schema_hash
+    when ``protocol`` is given — then ``fields``, which win over them. raw_content is dropped
+    unless PAPAYU_TRACE_RAW=1, and every string is masked here, once: `write_trace` stores the
+    result as it is (adding config_snapshot, which `config_snapshot` masks itself).
+    """
+    from papayu_git import __version__
+
+    data: dict[str, Any] = {"command": command}
+    if plan is not None:
+        data.update(plan_id=plan.id, goal=plan.goal)
+    data["papayu_version"] = __version__
+    if protocol is not None:
+        data.update(schema_fields(protocol))
+    data.update(fields)
+    return _completed(papayu_dir, trace_id or new_trace_id(), data)
+
+
+def _completed(papayu_dir: Path | None, trace_id: str, data: dict[str, Any]) -> TraceRecord:
     from papayu_git.secrets import mask_data
 
-    return mask_data(record)  # type: ignore[no-any-return]
+    out: dict[str, Any] = {"trace_format": TRACE_FORMAT, "trace_id": trace_id, "created_at": now_iso(), **data}
+    out["trace_id"] = trace_id
+    if not raw_enabled(papayu_dir):
+        out.pop("raw_content", None)  # raw output only on explicit PAPAYU_TRACE_RAW=1
+    return TraceRecord(mask_data(out))
+
+
+def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any],
+                 existing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What `write_trace` stores under ``trace_id``: ``data`` (a `record`, else completed and
+    masked the same way) merged over ``existing``, the record already stored under that id, whose
+    trace_format, created_at and config_snapshot stay (one trace per command: the LLM round writes
+    it first, the transaction adds its outcome)."""
+    new = data if isinstance(data, TraceRecord) else _completed(papayu_dir, trace_id, data)
+    merged: dict[str, Any] = {**(existing or {}), **new, "trace_id": trace_id}
+    if existing:
+        merged.update({k: existing[k] for k in ("trace_format", "created_at", "config_snapshot") if k in existing})
+        merged["updated_at"] = now_iso()
+        if not raw_enabled(papayu_dir):
+            merged.pop("raw_content", None)
+    if "config_snapshot" not in merged:
+        merged["config_snapshot"] = config_snapshot(_settings_cwd(papayu_dir))
+    return merged
 
 
 def write_trace(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> Path | None:
@@ -124,11 +165,7 @@ def write_trace(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> Path |
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{_safe_id(trace_id)}.json"
     existing = _read_object(target)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    text = json.dumps(build_record(papayu_dir, trace_id, data, existing), ensure_ascii=False, indent=2, default=str)
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return atomic.write_json(target, build_record(papayu_dir, trace_id, data, existing), default=str)
 
 
 def _read_object(path: Path) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """The transaction: validate → preflight → commit → check → land or roll back.
 
 Nothing here touches the user's index or working tree: the commit is built in
-memory (worktree.build_tree), the check runs in an isolated, sandboxed checkout
+memory (objects.build_tree), the check runs in an isolated, sandboxed checkout
 (docs/DESIGN.md, "The check's trust boundary"), and the only
 write to the user's side is the final fast-forward / compare-and-swap (landing.py).
 Any failure after the commit exists deletes `papayu/<id>` (unless --keep-failed).
@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import output, settings
 from papayu_git.errors import PapayuError, ValidationFailed
 from papayu_git.landing import Target, land, resolve_target
+from papayu_git.outcomes import ApplyState, CheckState
 from papayu_git.plans import StoredPlan
 from papayu_git.protocol import DELETING_KINDS, ActionKind, Mode, Response
 from papayu_git.stages import Stopwatch, pause_point
-from papayu_git.worktree import GitTree, TreeChanges, branch_ref
+from papayu_git.objects import GitTree, TreeChanges, branch_name
 
 if TYPE_CHECKING:
     import pygit2
@@ -48,7 +49,7 @@ class ApplyOptions:
 @dataclass(frozen=True)
 class ApplyResult:
     plan_id: str
-    state: str  # landed | rolled_back | review | no_changes
+    state: ApplyState  # landed | rolled_back | review | no_changes
     branch: str
     commit: str | None
     target: str
@@ -65,7 +66,7 @@ class ApplyResult:
     test_edits: tuple[str, ...] = ()  # existing tests the plan modifies or deletes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.state != "rolled_back" and self.error is None, **dataclasses.asdict(self)}
+        return {"ok": self.state != ApplyState.ROLLED_BACK and self.error is None, **dataclasses.asdict(self)}
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
         record_refusal(pdir, plan, run.trace_id, exc)
         raise
     if not prepared.response.actions:
-        return run.finish("no_changes", prepared.target, None)
+        return run.finish(ApplyState.NO_CHANGES, prepared.target, None)
     lock = locks.locks_dir(pdir) / f"apply-{plan.id}.lock"
     with locks.held(lock, wait_sec=0, what=f"plan {plan.id}", kind="apply", plan=plan.id):
         return run.transaction(prepared)
@@ -192,14 +193,14 @@ class _Run:
 
     @property
     def branch(self) -> str:
-        return branch_ref(self.plan.id)[len("refs/heads/"):]
+        return branch_name(self.plan.id)
 
     def transaction(self, prepared: Prepared) -> ApplyResult:
         self.proposed = prepared.response.commands_to_run
         self.resolve_check(prepared.base)
         commit = self.commit(prepared)
         if commit is None:
-            return self.finish("no_changes", prepared.target, None)
+            return self.finish(ApplyState.NO_CHANGES, prepared.target, None)
         try:
             pause_point("after_commit")
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
@@ -208,7 +209,7 @@ class _Run:
                 held = self.held_for_no_check() or self.held_for_test_edits()
                 if self.options.review or held:
                     output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
-                    return self.finish("review", prepared.target, commit, error=held)
+                    return self.finish(ApplyState.REVIEW, prepared.target, commit, error=held)
                 try:
                     with self.watch.stage("land"):
                         how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id)
@@ -221,7 +222,7 @@ class _Run:
                 rebased = self.commit(prepared)
                 if rebased is None:  # the new tip already has the plan's result
                     self.delete_branch()
-                    return self.finish("no_changes", prepared.target, None)
+                    return self.finish(ApplyState.NO_CHANGES, prepared.target, None)
                 commit = rebased
         except PapayuError as exc:
             # Their hints: stash / finish the merge, then `land ID` the checked commit.
@@ -234,10 +235,10 @@ class _Run:
         self.delete_branch()
         output.event("APPLY_SUCCESS", plan_id=self.plan.id, branch=prepared.target.branch, commit=commit,
                      landed_by=how)
-        return self.finish("landed", prepared.target, commit, landed_by=how)
+        return self.finish(ApplyState.LANDED, prepared.target, commit, landed_by=how)
 
     def commit(self, prepared: Prepared) -> str | None:
-        from papayu_git.worktree import build_tree, commit_message, create_commit, set_branch
+        from papayu_git.objects import build_tree, commit_message, create_commit, set_branch
 
         self.test_edits = prepared.test_edits
         with self.watch.stage("build_commit"):
@@ -357,7 +358,7 @@ class _Run:
         output.warn(text)
 
     def delete_branch(self) -> None:
-        from papayu_git.worktree import delete_branch
+        from papayu_git.objects import delete_branch
 
         delete_branch(self.repo, self.plan.id)
 
@@ -366,9 +367,9 @@ class _Run:
         if not keep:
             self.delete_branch()
         output.event("APPLY_ROLLBACK", plan_id=self.plan.id, reason=error.code, branch_kept=keep)
-        return self.finish("rolled_back", target, commit, error=error, branch_kept=keep)
+        return self.finish(ApplyState.ROLLED_BACK, target, commit, error=error, branch_kept=keep)
 
-    def finish(self, state: str, target: Target, commit: str | None, *, landed_by: str = "",
+    def finish(self, state: ApplyState, target: Target, commit: str | None, *, landed_by: str = "",
                error: PapayuError | None = None, branch_kept: bool = False) -> ApplyResult:
         result = ApplyResult(
             plan_id=self.plan.id, state=state, branch=self.branch, commit=commit, target=target.branch,
@@ -390,20 +391,29 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
                "check_skipped": result.check_skipped}
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
     check = result.check or {}
-    traces.write_trace(pdir, result.trace_id, {
-        "command": "apply", "plan_id": plan.id, **traces.schema_fields(plan.protocol),
-        "plan_files": plan.files, "validated_json": plan.response,
-        "validation_outcome": "ok", "error_code": (result.error or {}).get("code"),
-        "check": {"command": check.get("command"), "source": check.get("source"),
-                  "sandbox": check.get("sandbox"), "exit_code": check.get("exit_code"),
-                  "duration_sec": check.get("duration_sec"),
-                  "state": "none_found" if (result.error or {}).get("code") == "ERR_NO_CHECK" else
-                  "skipped" if not check else "passed" if check.get("passed") else
-                  "timeout" if check.get("timed_out") else "failed"},
-        "apply": {"state": result.state, "branch": result.branch, "commit": result.commit},
-        "test_edits": list(result.test_edits),
-        "timings": result.timings,
-    })
+    traces.write_trace(pdir, result.trace_id, traces.record(
+        "apply", plan, papayu_dir=pdir, trace_id=result.trace_id, protocol=plan.protocol,
+        plan_files=plan.files, validated_json=plan.response,
+        validation_outcome="ok", error_code=(result.error or {}).get("code"),
+        check={"command": check.get("command"), "source": check.get("source"),
+               "sandbox": check.get("sandbox"), "exit_code": check.get("exit_code"),
+               "duration_sec": check.get("duration_sec"), "state": check_state(result)},
+        apply={"state": result.state, "branch": result.branch, "commit": result.commit},
+        test_edits=list(result.test_edits),
+        timings=result.timings,
+    ))
+
+
+def check_state(result: ApplyResult) -> CheckState:
+    """The trace's check.state: how the check ended, or why none ran."""
+    check = result.check or {}
+    if (result.error or {}).get("code") == "ERR_NO_CHECK":
+        return CheckState.NONE_FOUND
+    if not check:
+        return CheckState.SKIPPED
+    if check.get("passed"):
+        return CheckState.PASSED
+    return CheckState.TIMEOUT if check.get("timed_out") else CheckState.FAILED
 
 
 def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError) -> None:
@@ -411,10 +421,10 @@ def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError
     from papayu_git import traces
 
     errors = [e.to_dict() for e in getattr(exc, "errors", [exc])]
-    update_outcome(pdir, plan.id, state="refused", error=errors[0], trace_id=trace_id)
-    traces.write_trace(pdir, trace_id, {
-        "command": "apply", "plan_id": plan.id, **traces.schema_fields(plan.protocol), "plan_files": plan.files,
-        "validated_json": plan.response, "validation_outcome": "err", "error_code": exc.code, "errors": errors})
+    update_outcome(pdir, plan.id, state=ApplyState.REFUSED, error=errors[0], trace_id=trace_id)
+    traces.write_trace(pdir, trace_id, traces.record(
+        "apply", plan, papayu_dir=pdir, trace_id=trace_id, protocol=plan.protocol, plan_files=plan.files,
+        validated_json=plan.response, validation_outcome="err", error_code=exc.code, errors=errors))
 
 
 def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
@@ -438,11 +448,11 @@ def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str |
     ``forge_green``: the commit the forge's checks found green (land --when-green), which
     counts as checked when it is exactly the commit being landed."""
     from papayu_git import checked, plans
-    from papayu_git.worktree import commit_of, delete_branch, generated_branches
+    from papayu_git.objects import commit_of, delete_branch, generated_branches
 
     commit = generated_branches(repo).get(plan_id)
     if commit is None:
-        raise PapayuError("ERR_PLAN_NOT_FOUND", f"no branch papayu/{plan_id} to land",
+        raise PapayuError("ERR_PLAN_NOT_FOUND", f"no branch {branch_name(plan_id)} to land",
                           hint="Run 'git papayu list'; only kept (--review / failed) plans can be landed.")
     plan: StoredPlan | None
     try:
@@ -458,10 +468,10 @@ def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str |
     with watch.stage("land"):
         how = land(repo, pdir, target, commit, plan_id)
     delete_branch(repo, plan_id)
-    update_outcome(pdir, plan_id, state="landed", commit=commit, target=target.branch,
+    update_outcome(pdir, plan_id, state=ApplyState.LANDED, commit=commit, target=target.branch,
                    **checked.outcome_fields(found, forced=warning is not None),
                    **({"forge_checked": True} if forge_green == commit else {}))
     output.event("APPLY_SUCCESS", plan_id=plan_id, branch=target.branch, commit=commit, landed_by=how,
                  **({"forced": True} if warning else {}))
-    return ApplyResult(plan_id, "landed", branch_ref(plan_id)[11:], commit, target.branch, None,
+    return ApplyResult(plan_id, ApplyState.LANDED, branch_name(plan_id), commit, target.branch, None,
                        watch.timings, landed_by=how, warnings=(warning,) if warning else ())

@@ -1,16 +1,16 @@
-"""Hermetic fixtures: a temp HOME, no system git config, fixed dates, real git repos."""
+"""Fixtures only: a hermetic environment (temp HOME, no system git config, fixed dates), a
+real git repository, the scripted LLM server. Helpers are in helpers.py."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN_UPSTREAM = ROOT / "tests" / "golden" / "upstream"
+from helpers import make_repo
+from llm_server import ScriptedLLM
 
 
 @pytest.fixture(autouse=True)
@@ -36,33 +36,14 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     settings._git_config.cache_clear()
 
 
-def git(cwd: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
-    return proc.stdout
-
-
-def make_repo(path: Path, files: dict[str, str | bytes] | None = None) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", "-b", "main")
-    for name, content in (files or {"README.md": "# sample\n"}).items():
-        target = path / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content.encode() if isinstance(content, str) else content)
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "initial")
-    return path
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo")
 
 
-def papayu(*args: str, cwd: Path | None = None, input: str | None = None,
-           env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a subprocess (`python -m papayu_git`)."""
-    return subprocess.run([sys.executable, "-m", "papayu_git", *args], cwd=cwd, input=input,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLM]:
+    """A scripted OpenAI-compatible server; set ``llm.script`` and pass ``llm.env()`` to papayu."""
+    server = ScriptedLLM([])
+    yield server
+    server.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
-from conftest import git, make_repo
+from helpers import git, make_repo
 from papayu_git import plans
 from papayu_git.plans import StoredPlan
 
@@ -34,11 +34,11 @@ class Recorded(NamedTuple):
 
 
 class ForgeServer:
-    """``route(METHOD, PATH, (status, payload), ...)``: answers in order, the last one repeats."""
+    """``route(METHOD, PATH, (status, payload[, headers]), ...)``: answers in order, the last one repeats."""
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
-        self._routes: dict[tuple[str, str], list[tuple[int, Any]]] = defaultdict(list)
+        self._routes: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
         server = self
 
@@ -54,11 +54,13 @@ class ForgeServer:
                 query = {k: v[-1] for k, v in parse_qs(split.query).items()}
                 server.requests.append(Recorded(self.command, split.path, query,
                                                 {k.lower(): v for k, v in self.headers.items()}, body))
-                status, payload = server._answer(self.command, split.path)
+                status, payload, *extra = server._answer(self.command, split.path)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (extra[0] if extra else {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -71,10 +73,10 @@ class ForgeServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def route(self, method: str, path: str, *answers: tuple[int, Any]) -> None:
+    def route(self, method: str, path: str, *answers: tuple[Any, ...]) -> None:
         self._routes[(method, path)] = list(answers)
 
-    def _answer(self, method: str, path: str) -> tuple[int, Any]:
+    def _answer(self, method: str, path: str) -> tuple[Any, ...]:
         answers = self._routes.get((method, path))
         if not answers:
             return 404, {"message": "Not Found"}

@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from apply_helpers import object_ids, snapshot, write_plan
-from conftest import git, make_repo, papayu
+from helpers import git, make_repo, object_ids, papayu, snapshot, write_plan
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from apply_helpers import checkout_file, object_ids, write_plan
-from conftest import GOLDEN_UPSTREAM, git, make_repo, papayu
+from helpers import GOLDEN_UPSTREAM, assert_error, checkout_file, git, make_repo, object_ids, papayu, write_plan
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import plans
@@ -50,7 +49,7 @@ def test_drop_deletes_the_branch_and_land_of_moved_branch_is_refused(repo: Path,
     git(repo, "add", "c.txt")
     git(repo, "commit", "-q", "-m", "user moves main")
     proc = papayu("land", ids[1], "--force", "--json", cwd=repo)  # --force: applied with --no-check
-    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_BRANCH_MOVED"
+    assert_error(proc, "ERR_BRANCH_MOVED", first=True)
     assert not (repo / "b.txt").exists()
 
 
@@ -221,7 +220,7 @@ def test_a_plan_id_cannot_name_a_file_outside_the_plans_directory(repo: Path, tm
     (outside.parent / "plans").mkdir(exist_ok=True)
     for name in ("../evil", "..", "*", "e*"):
         proc = papayu("apply", name, "--no-check", cwd=repo)
-        assert proc.returncode == 1 and "ERR_PLAN_NOT_FOUND" in proc.stderr, (name, proc.stderr)
+        assert_error(proc, "ERR_PLAN_NOT_FOUND")
 
 
 def test_fix_takes_every_option_of_apply() -> None:

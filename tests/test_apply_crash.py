@@ -10,17 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from apply_helpers import run_papayu_bg, snapshot, wait_for_marker, wait_gone, worktree_paths, write_plan
-from conftest import git, make_repo, papayu
+from helpers import (git, make_repo, papayu, run_papayu_bg, snapshot, user_view, wait_for_marker, wait_gone,
+                     worktree_paths, write_plan)
 
 from papayu_git.stages import STAGES
-
-
-def _user_view(snap: dict) -> dict:
-    """The user's state: refs/heads/papayu/* are papayu's own."""
-    refs = "\n".join(line for line in snap["refs"].splitlines() if " " in line and
-                     not line.startswith("refs/heads/papayu/"))
-    return {**snap, "refs": refs}
 
 
 def _assert_nothing_left(repo: Path) -> None:
@@ -47,7 +40,7 @@ def test_kill_9_at_each_stage_leaves_user_state_and_recovers(tmp_path: Path, sta
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
-    assert _user_view(snapshot(repo)) == _user_view(before)
+    assert user_view(snapshot(repo)) == user_view(before)
     assert git(repo, "rev-parse", "HEAD") == before["refs"].split()[1] + "\n"
 
     again = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "next.txt", "content": "next\n"}], name="2.json")
@@ -121,7 +114,7 @@ def test_check_timeout_rolls_back_and_kills_the_whole_group(repo: Path, tmp_path
     assert time.monotonic() - start < 60
     data = json.loads(proc.stdout)
     assert proc.returncode == 1 and data["error"]["code"] == "ERR_CHECK_TIMEOUT" and data["check"]["timed_out"]
-    assert _user_view(snapshot(repo)) == _user_view(before)
+    assert user_view(snapshot(repo)) == user_view(before)
     assert git(repo, "branch", "--list", "papayu/*") == ""
     assert wait_gone(marker) == []  # the background job too
     assert data["check"]["sandbox"] == "bwrap"

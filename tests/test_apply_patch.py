@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import GOLDEN_UPSTREAM
+from helpers import GOLDEN_UPSTREAM
 from papayu_git.apply import apply_patch, new_file_contents, sha256_hex
 from papayu_git.errors import PapayuError
 from papayu_git.protocol import Action, ActionKind

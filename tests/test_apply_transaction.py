@@ -7,27 +7,15 @@ import os
 from pathlib import Path
 
 import pytest
-from apply_helpers import blob, object_ids, patch_action, sha, snapshot, write_plan
-from conftest import git, make_repo, papayu
-
-
-def _apply(repo: Path, plan: Path, *args: str, env: dict[str, str] | None = None) -> dict:
-    proc = papayu("apply", str(plan), "--json", *args, cwd=repo, env=env)
-    data = json.loads(proc.stdout)
-    data["_rc"] = proc.returncode
-    data["_stderr"] = proc.stderr
-    return data
-
-
-def _codes(data: dict) -> list[str]:
-    return [e["code"] for e in data.get("errors", [])]
+from helpers import (apply_json, assert_error, blob, git, json_codes, make_repo, object_ids, papayu, patch_action, sha,
+                     snapshot, write_plan)
 
 
 def test_create_file_lands_without_check(repo: Path, tmp_path: Path) -> None:
     before = git(repo, "rev-parse", "HEAD").strip()
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "src/new.py", "content": "x = 1\n"}],
                       summary="add src/new.py")
-    data = _apply(repo, plan, "--no-check")
+    data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
     assert data["state"] == "landed" and data["landed_by"] == "fast-forward"
     assert set(data["timings"]) >= {"validate", "build_commit", "land"}
@@ -45,7 +33,7 @@ def test_create_file_lands_without_check(repo: Path, tmp_path: Path) -> None:
 
 def test_green_check_lands_in_pooled_worktree(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "ok.txt", "content": "ok\n"}])
-    data = _apply(repo, plan, "--check", "test -f ok.txt && test \"$PAPAYU_CHECK\" = 1 && test -z \"$GIT_DIR\"")
+    data = apply_json(repo, plan, "--check", "test -f ok.txt && test \"$PAPAYU_CHECK\" = 1 && test -z \"$GIT_DIR\"")
     assert data["_rc"] == 0, data
     assert data["check"]["passed"] and data["check"]["source"] == "--check"
     assert (repo / "ok.txt").read_text() == "ok\n"
@@ -75,7 +63,7 @@ def test_red_check_rolls_back_with_user_state_byte_identical(repo: Path, tmp_pat
     before = snapshot(repo)
     objects = object_ids(repo)
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "src/bad.py", "content": "raise SystemExit(1)\n"}])
-    data = _apply(repo, plan, "--check", "echo the check fails loudly; exit 7")
+    data = apply_json(repo, plan, "--check", "echo the check fails loudly; exit 7")
     assert data["_rc"] == 1
     assert data["state"] == "rolled_back" and data["error"]["code"] == "ERR_CHECK_FAILED"
     assert data["check"]["exit_code"] == 7 and "the check fails loudly" in data["check"]["tail"]
@@ -102,8 +90,8 @@ def test_base_mismatch_refused_before_any_object_is_written(repo: Path, tmp_path
     plan = write_plan(tmp_path, [{"kind": "PATCH_FILE", "path": "README.md", "patch": diff,
                                   "base_sha256": sha("something else\n")}])
     objects, before = object_ids(repo), snapshot(repo)
-    data = _apply(repo, plan, "--no-check")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_BASE_MISMATCH"]
+    data = apply_json(repo, plan, "--no-check")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_BASE_MISMATCH"]
     assert object_ids(repo) == objects and snapshot(repo) == before
 
 
@@ -116,7 +104,7 @@ def test_plan_stays_valid_after_unrelated_commits(repo: Path, tmp_path: Path) ->
     git(repo, "commit", "-q", "-m", "unrelated")
     (repo / "README.md").write_text("# sample\nuncommitted but untouched by git merge? no: same file\n")
     git(repo, "checkout", "README.md")  # the working tree may differ; bases are blobs at the tip
-    data = _apply(repo, plan, "--no-check")
+    data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
     assert (repo / "README.md").read_text() == "# patched\n"
     assert (repo / "other.txt").exists()
@@ -129,8 +117,8 @@ def test_plan_stays_valid_after_unrelated_commits(repo: Path, tmp_path: Path) ->
 ])
 def test_actions_against_the_tip_tree_are_refused(repo: Path, tmp_path: Path, action: dict, code: str) -> None:
     plan = write_plan(tmp_path, [action])
-    data = _apply(repo, plan, "--no-check", "-y")
-    assert data["_rc"] == 1 and _codes(data) == [code]
+    data = apply_json(repo, plan, "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == [code]
 
 
 def test_empty_create_dir_gets_gitkeep_and_delete_dir_is_recursive(tmp_path: Path) -> None:
@@ -139,10 +127,10 @@ def test_empty_create_dir_gets_gitkeep_and_delete_dir_is_recursive(tmp_path: Pat
     plan = write_plan(tmp_path, [{"kind": "CREATE_DIR", "path": "empty/dir"},
                                  {"kind": "CREATE_DIR", "path": "keep"},
                                  {"kind": "DELETE_DIR", "path": "old"}])
-    data = _apply(repo, plan, "--no-check")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_DELETE_NOT_CONFIRMED"]
+    data = apply_json(repo, plan, "--no-check")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DELETE_NOT_CONFIRMED"]
     assert (repo / "old/deep/b.txt").exists()
-    data = _apply(repo, plan, "--no-check", "-y")
+    data = apply_json(repo, plan, "--no-check", "-y")
     assert data["_rc"] == 0, data
     tree = git(repo, "ls-tree", "-r", "--name-only", "HEAD").split()
     assert tree == ["README.md", "empty/dir/.gitkeep", "keep/c.txt"]
@@ -160,7 +148,7 @@ def test_mode_bits_and_symlinks_of_untouched_files_are_preserved(tmp_path: Path)
     diff = "--- a/tool.sh\n+++ b/tool.sh\n@@ -1,2 +1,2 @@\n #!/bin/sh\n-echo old\n+echo new\n"
     plan = write_plan(tmp_path, [patch_action("tool.sh", b"#!/bin/sh\necho old\n", diff),
                                  {"kind": "CREATE_FILE", "path": "lib/y.txt", "content": "y\n"}])
-    data = _apply(repo, plan, "--no-check")
+    data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
     listing = git(repo, "ls-tree", "-r", "HEAD")
     modes = {line.split("\t")[1]: line.split()[0] for line in listing.splitlines()}
@@ -179,7 +167,7 @@ def test_crlf_file_keeps_crlf_and_missing_final_newline_is_kept(tmp_path: Path) 
     d2 = ("--- a/bare.txt\n+++ b/bare.txt\n@@ -1,3 +1,3 @@\n alpha\n-beta\n+BETA\n gamma\n"
           "\\ No newline at end of file\n")
     plan = write_plan(tmp_path, [patch_action("win.txt", crlf, d1), patch_action("bare.txt", bare, d2)])
-    data = _apply(repo, plan, "--no-check")
+    data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
     assert blob(repo, "HEAD:win.txt") == b"line one\r\nline 2\r\nline three\r\n"
     assert blob(repo, "HEAD:bare.txt") == b"alpha\nBETA\ngamma"
@@ -188,9 +176,9 @@ def test_crlf_file_keeps_crlf_and_missing_final_newline_is_kept(tmp_path: Path) 
 def test_detached_head_is_refused_unless_onto(repo: Path, tmp_path: Path) -> None:
     git(repo, "checkout", "-q", "--detach")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
-    data = _apply(repo, plan, "--no-check")
-    assert _codes(data) == ["ERR_DETACHED_HEAD"]
-    data = _apply(repo, plan, "--no-check", "--onto", "main")
+    data = apply_json(repo, plan, "--no-check")
+    assert json_codes(data) == ["ERR_DETACHED_HEAD"]
+    data = apply_json(repo, plan, "--no-check", "--onto", "main")
     assert data["_rc"] == 0 and data["landed_by"] == "update-ref"
     assert git(repo, "show", "main:n.txt") == "n\n"
     assert not (repo / "n.txt").exists()  # the detached checkout is not touched
@@ -201,7 +189,7 @@ def test_branch_checked_out_elsewhere_is_fast_forwarded_there(repo: Path, tmp_pa
     other = tmp_path / "side-wt"
     git(repo, "worktree", "add", "-q", str(other), "side")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "s.txt", "content": "s\n"}])
-    data = _apply(repo, plan, "--no-check", "--onto", "side")
+    data = apply_json(repo, plan, "--no-check", "--onto", "side")
     assert data["_rc"] == 0 and data["landed_by"] == "fast-forward"
     assert (other / "s.txt").read_text() == "s\n" and git(other, "status", "--porcelain") == ""
     assert not (repo / "s.txt").exists()
@@ -220,8 +208,8 @@ def test_dirty_touched_file_refuses_landing_and_keeps_everything(repo: Path, tmp
     diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# sample\n+# patched\n"
     plan = write_plan(tmp_path, [patch_action("README.md", old, diff)])
     before = snapshot(repo)
-    data = _apply(repo, plan, "--no-check")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"]
+    data = apply_json(repo, plan, "--no-check")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"]
     assert "README.md" in data["errors"][0]["reason"]
     assert snapshot(repo)["files"] == before["files"] and snapshot(repo)["refs"].count("papayu/") == 1
     # Stash the conflicting file only: landing keeps the other uncommitted change.
@@ -244,7 +232,7 @@ def test_check_checkout_is_reused_and_pristine_unless_keep_ignored(repo: Path, t
     for i, env in enumerate(({}, {}, keep, keep, {})):
         plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": "x\n"}],
                           name=f"p{i}.json")
-        data = _apply(repo, plan, "--check", check, env=env)
+        data = apply_json(repo, plan, "--check", check, env=env)
         assert data["_rc"] == 0, data
         runs.append(data["check"]["tail"].splitlines()[-1])
     assert runs == ["1", "1", "2", "3", "1"]  # pristine by default: nothing a check left survives
@@ -263,7 +251,7 @@ def test_v1_update_file_is_checked_against_the_sha256_recorded_in_plan(repo: Pat
     (repo / "README.md").write_text("# sample\nchanged after planning\n")
     git(repo, "commit", "-q", "-am", "README moved on")
     proc = papayu("apply", "20260101-000000-000001", "--no-check", "--json", cwd=repo)
-    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_BASE_MISMATCH"
+    assert_error(proc, "ERR_BASE_MISMATCH", first=True)
     git(repo, "reset", "-q", "--hard", "HEAD~1")
     proc = papayu("apply", "20260101-000000-000001", "--no-check", "--json", cwd=repo)
     assert proc.returncode == 0, proc.stdout
@@ -281,9 +269,9 @@ def test_rebase_refuses_when_the_new_tip_changed_a_base(repo: Path, tmp_path: Pa
     git(repo, "checkout", "-q", "main")
     # The check moves main (as a concurrent push would) while papayu is checking.
     # (Unsandboxed: a sandboxed check cannot write the user's repository, which is the point of it.)
-    data = _apply(repo, plan, "--check", f"git -C {repo} update-ref refs/heads/main {moved}", "--rebase",
+    data = apply_json(repo, plan, "--check", f"git -C {repo} update-ref refs/heads/main {moved}", "--rebase",
                   env={"PAPAYU_SANDBOX": "off"})
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_BASE_MISMATCH"]
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_BASE_MISMATCH"]
     assert git(repo, "rev-parse", "main").strip() == moved
     assert git(repo, "branch", "--list", "papayu/*") == ""
 
@@ -297,7 +285,7 @@ def test_untracked_or_ignored_file_at_a_created_path_is_never_overwritten(repo: 
         git(repo, "commit", "-q", "-m", "ignore")
     (repo / "local.cfg").write_text("precious local settings\n")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "local.cfg", "content": "from the plan\n"}])
-    data = _apply(repo, plan, "--no-check")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"]
+    data = apply_json(repo, plan, "--no-check")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"]
     assert "local.cfg" in data["errors"][0]["reason"]
     assert (repo / "local.cfg").read_text() == "precious local settings\n"

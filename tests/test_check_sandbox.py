@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from apply_helpers import checkout_file, processes_with, run_papayu_bg, snapshot, wait_gone, write_plan
-from conftest import git, make_repo, papayu
+from helpers import (assert_error, checkout_file, git, make_repo, papayu, processes_with, run_papayu_bg, snapshot,
+                     user_view, wait_gone, write_plan)
 
 from papayu_git import sandbox
 from papayu_git.sandbox import LoopbackListener
@@ -26,11 +26,6 @@ pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
 SECRETS = {"OPENAI_API_KEY": "sk-sandboxtest-0123456789abcdef", "GITHUB_TOKEN": "ghp_sandboxtest0123456789abcdef",
            "AWS_SECRET_ACCESS_KEY": "aws-sandboxtest-secret-0123456789", "SSH_AUTH_SOCK": "/tmp/agent.sandboxtest",
            "MY_DB_PASSWORD": "pw-sandboxtest-0123456789"}
-
-
-def _user_view(snap: dict) -> dict:
-    refs = "\n".join(line for line in snap["refs"].splitlines() if "refs/heads/papayu/" not in line)
-    return {**snap, "refs": refs}
 
 
 def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str) -> str:
@@ -105,7 +100,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     escaped = {k: v for k, v in report.items() if v == "ESCAPED" and not k.startswith("git_")}
     assert escaped == {}, report
     # Nothing of the user's changed: tree, index, refs, hooks, config; nothing outside or in HOME.
-    assert _user_view(snapshot(repo)) == _user_view(before)
+    assert user_view(snapshot(repo)) == user_view(before)
     assert (repo / ".git/config").read_text() == config_before
     assert not (repo / ".git/hooks/pre-commit").exists()
     assert git(repo, "tag", "--list") == "" and "planted" not in git(repo, "branch", "--list")
@@ -234,7 +229,7 @@ def test_a_signal_to_papayu_during_the_check_leaves_no_process(tmp_path: Path, s
         assert proc.returncode == code, stderr
         assert f"terminated by {signal.Signals(sig).name}" in stderr
     assert wait_gone(marker) == []
-    assert _user_view(snapshot(repo)) == _user_view(before)
+    assert user_view(snapshot(repo)) == user_view(before)
     again = papayu("apply", str(write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "m.txt", "content": "m\n"}],
                                            name="2.json")), "--check", "true", cwd=repo)
     assert again.returncode == 0, again.stderr
@@ -288,7 +283,7 @@ def test_sandbox_required_without_bwrap_refuses_before_any_commit(tmp_path: Path
                                                                str(Path(__file__).resolve().parent.parent)])}
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
     proc = papayu("apply", str(plan), "--check", "true", "--json", cwd=repo, env={**env, "PAPAYU_SANDBOX": "required"})
-    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_SANDBOX_UNAVAILABLE"
+    assert_error(proc, "ERR_SANDBOX_UNAVAILABLE", first=True)
     assert git(repo, "branch", "--list", "papayu/*") == ""
     # auto: runs unsandboxed, loudly, and the commit says so.
     proc = papayu("apply", str(plan), "--check", "true", cwd=repo, env=env)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_repo
+from helpers import make_repo
 from papayu_git.context import BlockKind, ContextSession
 from papayu_git.context.heuristics import is_ignored_frame, parse_error_text
 

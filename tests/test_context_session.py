@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, make_repo, papayu
+from helpers import git, make_repo, papayu
 from papayu_git.context import BlockKind, ContextSession
 from papayu_git.errors import PapayuError
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_repo
+from helpers import make_repo
 from papayu_git.context import BlockKind, ContextBlock, ContextSession
 
 CALC = {

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_repo, papayu
+from helpers import make_repo, papayu
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import forge, net

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from papayu_git import docs
 from papayu_git.errors import ERROR_CODES

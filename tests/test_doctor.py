@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, make_repo, papayu
+from helpers import git, make_repo, papayu
 
 from papayu_git import sandbox
 

@@ -10,14 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from apply_helpers import processes_with, run_papayu_bg, snapshot, wait_gone, write_plan
-from conftest import git, make_repo, papayu
+from helpers import (git, make_repo, papayu, processes_with, run_papayu_bg, snapshot, user_view, wait_gone,
+                     write_plan)
 
-
-
-def _user_view(snap: dict) -> dict:
-    refs = "\n".join(line for line in snap["refs"].splitlines() if not line.startswith("refs/heads/papayu/"))
-    return {**snap, "refs": refs}
 
 
 @pytest.fixture
@@ -41,7 +36,7 @@ def test_a_bug_mid_apply_exits_3_rolls_back_and_writes_a_masked_report(repo: Pat
     report = Path(re.search(r"the traceback is in (\S+)", proc.stderr).group(1))
     assert report.parent == tmp_path and "Traceback" in report.read_text()
     assert f"simulated bug at {stage}" in report.read_text() and "ghp_TTTT" not in report.read_text()
-    assert _user_view(snapshot(repo)) == _user_view(before)
+    assert user_view(snapshot(repo)) == user_view(before)
     assert git(repo, "branch", "--list", "papayu/*") == ""
     again = papayu("apply", str(plan), "--check", "true", cwd=repo)
     assert again.returncode == 0, again.stderr
@@ -62,7 +57,7 @@ def test_ctrl_c_during_the_check_exits_130_kills_the_check_and_rolls_back(repo: 
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
     assert wait_gone(marker) == []
-    assert _user_view(snapshot(repo)) == _user_view(before)
+    assert user_view(snapshot(repo)) == user_view(before)
     assert git(repo, "branch", "--list", "papayu/*") == ""
     again = papayu("apply", str(plan), "--check", "true", cwd=repo)
     assert again.returncode == 0, again.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from papayu_git import golden, traces
-from tests.conftest import GOLDEN_UPSTREAM, ROOT, papayu
+from helpers import GOLDEN_UPSTREAM, ROOT, assert_error, cli
 from tests.golden.regenerate import run_scenario, run_scenario_cli
 from tests.golden.scenarios import SCENARIOS
 
@@ -27,7 +27,7 @@ def test_golden_trace_replays(path: Path) -> None:
 
 
 def test_validate_cli_replays_every_golden_trace() -> None:
-    proc = papayu("validate", "--json", *map(str, OURS + UPSTREAM))
+    proc = cli("validate", "--json", *map(str, OURS + UPSTREAM))
     report = json.loads(proc.stdout)
     assert proc.returncode == 0, [f for f in report["files"] if not f["ok"]]
     assert {f["kind"] for f in report["files"]} == {"golden"}
@@ -74,7 +74,7 @@ def _write_apply_trace(repo: Path, **extra: object) -> str:
 def test_trace_golden_cli_writes_the_upstream_format(repo: Path) -> None:
     trace_id = _write_apply_trace(repo)
     out = repo / "out" / "g.json"
-    proc = papayu("trace", "golden", trace_id[:8], str(out), cwd=repo)
+    proc = cli("trace", "golden", trace_id[:8], str(out), cwd=repo)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"protocol", "request", "context", "result"}
@@ -82,30 +82,30 @@ def test_trace_golden_cli_writes_the_upstream_format(repo: Path) -> None:
                                "provider": "openai", "model": "m"}
     assert data["context"]["plan_files"] == {"a.py": "a" * 64}
     assert data["result"]["error_code"] == "ERR_PROTECTED_PATH" and data["result"]["validation_outcome"] == "err"
-    assert papayu("validate", str(out)).returncode == 0
+    assert cli("validate", str(out)).returncode == 0
 
 
 def test_trace_golden_refuses_a_trace_that_does_not_replay(repo: Path) -> None:
     trace_id = _write_apply_trace(repo, validation_outcome="ok", error_code=None)
-    proc = papayu("trace", "golden", trace_id, cwd=repo)
+    proc = cli("trace", "golden", trace_id, cwd=repo)
     assert proc.returncode == 1 and "does not replay" in proc.stderr
 
 
 def test_trace_golden_needs_a_model_round(repo: Path) -> None:
     trace_id = traces.new_trace_id()
     traces.write_trace(repo / ".git" / "papayu", trace_id, {"command": "apply", "check": {"state": "passed"}})
-    proc = papayu("trace", "golden", trace_id, "--json", cwd=repo)
-    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_GOLDEN_INVALID"
+    proc = cli("trace", "golden", trace_id, "--json", cwd=repo)
+    assert_error(proc, "ERR_GOLDEN_INVALID", first=True)
 
 
 def test_trace_list_and_show(repo: Path) -> None:
     first, second = _write_apply_trace(repo), _write_apply_trace(repo, protocol_fallback_attempted=True)
-    rows = json.loads(papayu("trace", "list", "--json", cwd=repo).stdout)["traces"]
+    rows = json.loads(cli("trace", "list", "--json", cwd=repo).stdout)["traces"]
     assert [r["trace_id"] for r in rows] == [first, second]
     assert rows[1]["fallback"] is True and rows[0]["error_code"] == "ERR_PROTECTED_PATH"
-    text = papayu("trace", "list", "--last", "1", cwd=repo).stdout
+    text = cli("trace", "list", "--last", "1", cwd=repo).stdout
     assert second in text and first not in text and "fallback" in text
-    shown = json.loads(papayu("trace", "show", first, "--json", cwd=repo).stdout)
+    shown = json.loads(cli("trace", "show", first, "--json", cwd=repo).stdout)
     assert shown["trace_id"] == first and shown["config_snapshot"]["trace"] == "1"
 
 

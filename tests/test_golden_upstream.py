@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN_UPSTREAM, ROOT
+from helpers import GOLDEN_UPSTREAM, ROOT
 
 from papayu_git import golden
 

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_helpers import object_ids, snapshot, write_plan
-from conftest import git, make_repo, papayu
+from helpers import assert_error, git, make_repo, object_ids, papayu, snapshot, write_plan
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import locks, plans
@@ -122,7 +121,7 @@ def test_ids_on_the_command_line_are_checked(user_repo: Path, command: list[str]
 def test_a_branch_only_id_must_have_papayus_shape(user_repo: Path) -> None:
     git(user_repo, "branch", "papayu/feature")  # the user's own branch in papayu's namespace
     proc = papayu("drop", "feat", cwd=user_repo)
-    assert proc.returncode == 1 and "ERR_PLAN_NOT_FOUND" in proc.stderr
+    assert_error(proc, "ERR_PLAN_NOT_FOUND")
     assert git(user_repo, "branch", "--list", "papayu/feature").strip()
 
 
@@ -276,3 +275,18 @@ def test_a_branch_checked_out_in_a_deleted_worktree_is_refused_then_lands_after_
     assert (user_repo / "package.json").read_text() == '{"edited": true}\n'
     assert (user_repo / "yarn.lock").read_text() == "# edited lock\n"
     assert git(user_repo, "diff", "--cached", "--name-only") == "yarn.lock\n"
+
+
+@pytest.mark.parametrize("command", ["plan", "fix"])
+def test_a_goal_that_is_not_utf8_is_refused_not_a_crash(tmp_path: Path, command: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    repo = make_repo(tmp_path / "repo")
+    env = {**os.environ, "PAPAYU_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PAPAYU_LLM_MODEL": "m"}
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"papayu_git", command.encode(), b"fix \xff\xfe it"],
+                          cwd=repo, env=env, capture_output=True)
+    assert proc.returncode not in (0, 3), proc.stderr
+    assert b"ERR_USAGE" in proc.stderr and b"not valid UTF-8" in proc.stderr
+    assert not (repo / ".git" / "papayu" / "plans").exists() or not any((repo / ".git" / "papayu" / "plans").iterdir())

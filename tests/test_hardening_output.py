@@ -9,14 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
-from apply_helpers import write_plan
-from conftest import git, make_repo, papayu
+from helpers import assert_error, git, make_repo, papayu, write_plan
 from forge_server import PLAN_ID, ForgeServer, make_kept
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import output, plans
 from papayu_git.secrets import mask, mask_data, safe_text
-from papayu_git.worktree import commit_message
+from papayu_git.objects import commit_message
 
 OSC52 = "\x1b]52;c;aGk=\x07"      # writes "hi" to the clipboard
 CLEAR = "\x1b[2J"                 # clears the screen
@@ -44,6 +43,14 @@ def test_printable_escapes_c0_c1_and_del_like_git_quote_path() -> None:
     assert output.printable("a\nb\tc\r\nd\re\x00", multiline=True) == "a\nb\tc\r\nd\\re\\000"
     text = "plain text, unicode é ü — and a backslash \\ stay"
     assert output.printable(text) == text
+
+
+def test_printable_escapes_bidi_controls_and_line_separators() -> None:
+    # "Trojan Source": an override makes `rm -rf ~ # keep /tmp` read differently than it runs.
+    shown = output.printable("keep\u202e ~ fr- mr\u202c ok\u2028next\u2066x\u2069")
+    assert shown == r"keep\342\200\256 ~ fr- mr\342\200\254 ok\342\200\250next\342\201\246x\342\201\251"
+    assert output.printable("\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627") == \
+        "\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627"  # right-to-left text itself stays
 
 
 def test_every_printed_line_keeps_papayu_colours_and_escapes_the_rest(
@@ -203,7 +210,7 @@ def test_errors_quoting_the_model_are_escaped(repo: Path, tmp_path: Path) -> Non
     plan = write_plan(tmp_path, [{"kind": f"CREATE{CLEAR}", "path": "a.txt", "content": "x\n"},
                                  {"kind": "CREATE_FILE", "path": f"b{OSC52}.txt", "content": "x\n"}])
     proc = papayu("apply", str(plan), "--no-check", cwd=repo, env={"PAPAYU_COLOR": "always"})
-    assert proc.returncode == 1 and "ERR_SCHEMA" in proc.stderr
+    assert_error(proc, "ERR_SCHEMA")
     _assert_clean(proc.stdout + proc.stderr, "refusal")
     assert r"CREATE\033[2J" in proc.stderr
 

@@ -11,25 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_helpers import object_ids, snapshot, write_plan
-from conftest import git, make_repo, papayu
+from helpers import git, make_repo, object_ids, papayu, path_code, snapshot, write_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
+from papayu_git.errors import PapayuError, ValidationFailed
 from papayu_git.paths import check_path, fold_key, git_dotfile_alias, is_protected
 from papayu_git.validate import validate_response
 
 # Every code point HFS+ ignores in a name, and the bidi/direction/separator characters.
 HFS_IGNORED = [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
 BIDI_AND_SEPARATORS = [0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x061C, 0x2028, 0x2029]
-
-
-def path_code(path: str, kind: str = "CREATE_FILE") -> str:
-    with pytest.raises(PapayuError) as info:
-        check_path(path, kind=kind)
-    assert info.value.code in ERROR_CODES and info.value.hint
-    return info.value.code
 
 
 def codes(actions: list[dict[str, Any]], **kwargs: Any) -> list[tuple[str, str]]:
@@ -144,7 +136,7 @@ NFC, NFD = unicodedata.normalize("NFC", "café.txt"), unicodedata.normalize("NFD
 def base(tmp_path: Path) -> Any:
     import pygit2
 
-    from papayu_git.worktree import GitTree
+    from papayu_git.objects import GitTree
 
     repo = make_repo(tmp_path / "repo", {
         "a.txt": "a\n", "src/app.py": "x\n", f"docs/{NFC}": "c\n", "config/.env": "T=1\n", "config/app.ini": "x\n",

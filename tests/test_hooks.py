@@ -11,19 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, git, make_repo, papayu
+from helpers import ROOT, assert_error, cli, git, make_repo, write
 from papayu_git.hooks import HOOKS, hooks_for
 
 GOOD_PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "notes/todo.md", "content": "- ship\n"}],
              "summary": "add a todo list"}
 BAD_PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "../escape.txt", "content": "x"}], "summary": "escape"}
 GOLDEN = ROOT / "tests" / "golden" / "upstream" / "v1"
-
-
-def write(repo: Path, rel: str, data: object) -> None:
-    target = repo / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
 
 
 def commit(repo: Path, message: str = "change") -> tuple[int, str]:
@@ -92,7 +86,7 @@ def test_shim_skips_python_when_no_covered_file_is_staged(tmp_path: Path) -> Non
     import subprocess
 
     repo = make_repo(tmp_path / "r")
-    assert papayu("hooks", "install", cwd=repo).returncode == 0
+    assert cli("hooks", "install", cwd=repo).returncode == 0
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text(re.sub(r"^PAPAYU_PYTHON=.*$", "PAPAYU_PYTHON='/nonexistent/python'", hook.read_text(), flags=re.M))
     env = {**os.environ, "PATH": "/usr/bin:/bin"}       # no papayu anywhere: running it would fail
@@ -108,7 +102,7 @@ def test_shim_skips_python_when_no_covered_file_is_staged(tmp_path: Path) -> Non
 
 def test_shim_blocks_a_bad_plan_with_a_non_ascii_name(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
-    assert papayu("hooks", "install", cwd=repo).returncode == 0
+    assert cli("hooks", "install", cwd=repo).returncode == 0
     write(repo, ".papa-yu/план.json", BAD_PLAN)
     git(repo, "add", "-A")
     rc, out = commit(repo)
@@ -117,18 +111,18 @@ def test_shim_blocks_a_bad_plan_with_a_non_ascii_name(tmp_path: Path) -> None:
 
 def test_validate_kind_rejects_a_file_of_another_kind(tmp_path: Path) -> None:
     write(tmp_path, "project.json", {"project": {"default_test_command": "pytest"}})
-    proc = papayu("validate", "--kind", "plan,response", str(tmp_path / "project.json"))
+    proc = cli("validate", "--kind", "plan,response", str(tmp_path / "project.json"))
     assert proc.returncode == 1
     assert "ERR_WRONG_FILE_KIND" in proc.stdout
-    proc = papayu("validate", "--kind", "project", str(tmp_path / "project.json"))
+    proc = cli("validate", "--kind", "project", str(tmp_path / "project.json"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = papayu("validate", "--kind", "bogus", str(tmp_path / "project.json"))
+    proc = cli("validate", "--kind", "bogus", str(tmp_path / "project.json"))
     assert proc.returncode == 2
 
 
 def test_validate_kind_golden_reports_schema_errors_for_a_non_trace(tmp_path: Path) -> None:
     write(tmp_path, "golden/001.json", {"protocol": {"schema_version": 1}})
-    proc = papayu("validate", "--kind", "golden", "--json", str(tmp_path / "golden/001.json"))
+    proc = cli("validate", "--kind", "golden", "--json", str(tmp_path / "golden/001.json"))
     assert proc.returncode == 1
     codes = {e["code"] for f in json.loads(proc.stdout)["files"] for e in f["errors"]}
     assert codes == {"ERR_GOLDEN_INVALID"}
@@ -139,12 +133,12 @@ def test_staged_validation_reads_the_index_not_the_working_tree(tmp_path: Path) 
     write(repo, ".papa-yu/fix.json", BAD_PLAN)
     git(repo, "add", "-A")
     write(repo, ".papa-yu/fix.json", GOOD_PLAN)          # fixed on disk, not staged
-    proc = papayu("validate", "--staged", cwd=repo)
+    proc = cli("validate", "--staged", cwd=repo)
     assert proc.returncode == 1
     assert ".papa-yu/fix.json: ERR_PATH_TRAVERSAL" in proc.stdout
     git(repo, "add", "-A")
     write(repo, ".papa-yu/fix.json", BAD_PLAN)           # broken on disk, good version staged
-    proc = papayu("validate", "--staged", cwd=repo)
+    proc = cli("validate", "--staged", cwd=repo)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ".papa-yu/fix.json: ok (response)" in proc.stdout
 
@@ -155,7 +149,7 @@ def test_staged_validation_replays_golden_traces_and_skips_unmatched_files(tmp_p
         write(repo, f"docs/golden_traces/v1/{src.name}", src.read_text())
     write(repo, "data/not-a-plan.json", {"anything": True})
     git(repo, "add", "-A")
-    proc = papayu("validate", "--staged", "--json", cwd=repo)
+    proc = cli("validate", "--staged", "--json", cwd=repo)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = {f["file"]: f["kind"] for f in json.loads(proc.stdout)["files"]}
     assert files == {"docs/golden_traces/v1/001_fix_bug_plan.json": "golden",
@@ -168,7 +162,7 @@ def test_golden_hook_accepts_every_golden_file_of_this_repository() -> None:
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True).stdout
     golden = [p for p in tracked.split("\0") if any(h.id == "papayu-golden-traces" for h in hooks_for(p))]
     assert len(golden) >= 12
-    proc = papayu("validate", "--kind", "golden", *golden, cwd=ROOT)
+    proc = cli("validate", "--kind", "golden", *golden, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout
 
 
@@ -179,14 +173,14 @@ def test_staged_golden_trace_with_a_changed_outcome_fails(tmp_path: Path) -> Non
     trace["result"]["error_code"] = None
     write(repo, "golden/004.json", trace)
     git(repo, "add", "-A")
-    proc = papayu("validate", "--staged", cwd=repo)
+    proc = cli("validate", "--staged", cwd=repo)
     assert proc.returncode == 1
     assert "golden/004.json: ERR_GOLDEN_MISMATCH" in proc.stdout
 
 
 def test_installed_shim_blocks_an_invalid_plan_and_passes_a_valid_one(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
-    proc = papayu("hooks", "install", "--json", cwd=repo)
+    proc = cli("hooks", "install", "--json", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     hook = Path(info["hook"])
@@ -210,7 +204,7 @@ def test_shim_validates_the_index_git_commit_really_uses(tmp_path: Path) -> None
     import subprocess
 
     repo = make_repo(tmp_path / "r", {".papa-yu/fix.json": json.dumps(GOOD_PLAN), "x.txt": "x\n"})
-    assert papayu("hooks", "install", cwd=repo).returncode == 0
+    assert cli("hooks", "install", cwd=repo).returncode == 0
     before = head(repo)
     write(repo, ".papa-yu/fix.json", BAD_PLAN)                 # modified, not staged
     proc = subprocess.run(["git", "commit", "-q", "-a", "-m", "all"], cwd=repo, capture_output=True, text=True)
@@ -250,7 +244,7 @@ def test_install_respects_core_hooks_path(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
     git(repo, "config", "core.hooksPath", ".githooks")
     (repo / "sub").mkdir()
-    proc = papayu("hooks", "install", "--json", cwd=repo / "sub")
+    proc = cli("hooks", "install", "--json", cwd=repo / "sub")
     assert proc.returncode == 0, proc.stderr
     assert Path(json.loads(proc.stdout)["hook"]) == (repo / ".githooks" / "pre-commit").resolve()
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
@@ -265,7 +259,7 @@ def test_install_refuses_a_foreign_hook_and_leaves_it_alone(tmp_path: Path) -> N
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho mine\n")
     hook.chmod(0o755)
-    proc = papayu("hooks", "install", cwd=repo)
+    proc = cli("hooks", "install", cwd=repo)
     assert proc.returncode == 1
     assert "ERR_HOOK_EXISTS" in proc.stderr and "--chain" in proc.stderr
     assert hook.read_text() == "#!/bin/sh\necho mine\n"
@@ -276,7 +270,7 @@ def test_install_refuses_the_pre_commit_tools_hook_with_a_config_hint(tmp_path: 
     repo = make_repo(tmp_path / "r")
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/usr/bin/env bash\n# File generated by pre-commit: https://pre-commit.com\n")
-    proc = papayu("hooks", "install", "--json", cwd=repo)
+    proc = cli("hooks", "install", "--json", cwd=repo)
     assert proc.returncode == 1
     err = json.loads(proc.stdout)["errors"][0]
     assert err["code"] == "ERR_HOOK_EXISTS" and ".pre-commit-config.yaml" in err["hint"]
@@ -288,7 +282,7 @@ def test_install_chain_runs_the_old_hook_first(tmp_path: Path) -> None:
     marker = tmp_path / "old-hook-ran"
     hook.write_text(f"#!/bin/sh\ntouch '{marker}'\n[ ! -e \"$(git rev-parse --show-toplevel)/BLOCK\" ]\n")
     hook.chmod(0o755)
-    proc = papayu("hooks", "install", "--chain", cwd=repo)
+    proc = cli("hooks", "install", "--chain", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert "chained" in proc.stdout
     assert (hook.parent / "pre-commit.papayu-chained").read_text().startswith("#!/bin/sh\ntouch")
@@ -303,15 +297,15 @@ def test_install_chain_runs_the_old_hook_first(tmp_path: Path) -> None:
     rc, out = commit(repo)
     assert rc == 0, out
     # a second install keeps the chain and updates papayu's own shim
-    proc = papayu("hooks", "install", "--json", cwd=repo)
+    proc = cli("hooks", "install", "--json", cwd=repo)
     assert json.loads(proc.stdout)["state"] == "updated"
     assert (hook.parent / "pre-commit.papayu-chained").exists()
     # uninstall puts the old hook back; a second uninstall finds nothing of papayu's
-    proc = papayu("hooks", "uninstall", cwd=repo)
+    proc = cli("hooks", "uninstall", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert hook.read_text().startswith("#!/bin/sh\ntouch") and not (hook.parent / "pre-commit.papayu-chained").exists()
-    proc = papayu("hooks", "uninstall", cwd=repo)
-    assert proc.returncode == 1 and "ERR_HOOK_NOT_INSTALLED" in proc.stderr
+    proc = cli("hooks", "uninstall", cwd=repo)
+    assert_error(proc, "ERR_HOOK_NOT_INSTALLED")
     assert hook.read_text().startswith("#!/bin/sh\ntouch")
 
 
@@ -321,10 +315,10 @@ def test_install_force_keeps_a_backup_and_replaces_a_symlink_not_its_target(tmp_
     target.write_text("#!/bin/sh\nexit 0\n")
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.symlink_to(target)
-    proc = papayu("hooks", "install", "--force", "--json", cwd=repo)
+    proc = cli("hooks", "install", "--force", "--json", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state"] == "replaced"
     assert target.read_text() == "#!/bin/sh\nexit 0\n"
     assert (hook.parent / "pre-commit.papayu-backup").is_symlink()
     assert not hook.is_symlink() and "papayu-git pre-commit shim" in hook.read_text()
-    assert papayu("hooks", "install", "--force", "--chain", cwd=repo).returncode == 2
+    assert cli("hooks", "install", "--force", "--chain", cwd=repo).returncode == 2

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_helpers import snapshot, write_plan
-from conftest import git, papayu
+from helpers import assert_error, git, papayu, snapshot, write_plan
 from forge_server import BRANCH, PLAN_ID, ForgeServer, Kept, make_kept
 
 from papayu_git import plans
@@ -94,7 +93,7 @@ def test_an_amended_review_branch_is_refused_and_lands_with_force(repo: Path, tm
     assert snapshot(repo) == before and branch_sha(repo, plan_id) == amended
     assert not (repo / "r.txt").exists()
     human = papayu("land", plan_id, cwd=repo)                   # the same refusal without --json
-    assert human.returncode == 1 and "ERR_BRANCH_CHANGED_SINCE_CHECK" in human.stderr
+    assert_error(human, "ERR_BRANCH_CHANGED_SINCE_CHECK")
     assert snapshot(repo) == before
 
     proc, landed = land(repo, plan_id, "--force")
@@ -271,7 +270,7 @@ def test_when_green_refuses_a_locally_red_branch(tmp_path: Path) -> None:
     with ForgeServer() as server:
         green(server, kept.sha)
         proc = land_when_green(kept, server)
-    assert proc.returncode == 1 and "ERR_CHECK_NOT_PASSED" in proc.stderr
+    assert_error(proc, "ERR_CHECK_NOT_PASSED")
     assert server.requests == [] and git(kept.repo, "rev-parse", "main").strip() == kept.base
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, papayu
+from helpers import assert_error, git, papayu
 from forge_server import BRANCH, PLAN_ID, ForgeServer, Kept, make_kept
 
 FAST = ("--interval", "0.05")
@@ -98,7 +98,8 @@ def test_gitlab_latest_pipeline_decides(pushed: Kept) -> None:
         proc = run_land(pushed, server, "--forge", "gitlab", "--timeout", "20", token="GITLAB_TOKEN",
                         prefix="/api/v4")
         # the first poll sees only the failed pipeline 11: red, nothing lands
-        assert proc.returncode == 1 and "ERR_CHECKS_RED" in proc.stderr and "pipeline 11" in proc.stderr
+        assert_error(proc, "ERR_CHECKS_RED")
+        assert "pipeline 11" in proc.stderr
         assert main_tip(pushed) == pushed.base
         proc = run_land(pushed, server, "--forge", "gitlab", "--timeout", "20", token="GITLAB_TOKEN",
                         prefix="/api/v4")
@@ -126,7 +127,8 @@ def test_gitea_failure_status_is_red(pushed: Kept) -> None:
                      (200, {"state": "failure", "sha": pushed.sha, "total_count": 1,
                             "statuses": [{"status": "failure", "state": "failure", "context": "woodpecker"}]}))
         proc = run_land(pushed, server, "--forge", "gitea", "--timeout", "20", token="GITEA_TOKEN", prefix="/api/v1")
-    assert proc.returncode == 1 and "ERR_CHECKS_RED" in proc.stderr and "woodpecker" in proc.stderr
+    assert_error(proc, "ERR_CHECKS_RED")
+    assert "woodpecker" in proc.stderr
     assert main_tip(pushed) == pushed.base
 
 
@@ -136,7 +138,7 @@ def test_green_checks_still_obey_the_landing_rules(pushed: Kept) -> None:
     with ForgeServer() as server:
         github(server, pushed.sha, [combined("success", ("ci", "success"))], [check_runs()])
         proc = run_land(pushed, server, "--forge", "github", "--timeout", "20")
-    assert proc.returncode == 1 and "ERR_DIRTY_WORKTREE" in proc.stderr
+    assert_error(proc, "ERR_DIRTY_WORKTREE")
     assert main_tip(pushed) == pushed.base
     assert (pushed.repo / "src" / "calc.py").read_text() == "my local draft\n"
 
@@ -145,7 +147,7 @@ def test_unpushed_branch_is_refused_before_polling(tmp_path: Path) -> None:
     kept = make_kept(tmp_path)
     with ForgeServer() as server:
         proc = run_land(kept, server, "--forge", "github", "--timeout", "20")
-    assert proc.returncode == 1 and "ERR_PR_NOT_PUSHED" in proc.stderr
+    assert_error(proc, "ERR_PR_NOT_PUSHED")
     assert server.requests == [] and main_tip(kept) == kept.base
 
 

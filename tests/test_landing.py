@@ -16,21 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from apply_helpers import patch_action, run_papayu_bg, snapshot, write_plan
-from conftest import git, make_repo, papayu
+from helpers import (apply_json, git, json_codes, make_repo, papayu, patch_action, run_papayu_bg, snapshot,
+                     write_plan)
 
 DIFF = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
-
-
-def _apply(repo: Path, plan: Path, *args: str) -> dict:
-    proc = papayu("apply", str(plan), "--json", "--no-check", *args, cwd=repo)
-    data = json.loads(proc.stdout)
-    data["_rc"] = proc.returncode
-    return data
-
-
-def _codes(data: dict) -> list[str]:
-    return [e["code"] for e in data.get("errors", [])]
 
 
 def _user_refs(snap: dict) -> list[str]:
@@ -60,7 +49,7 @@ def test_fast_path_lands_keeps_other_changes_and_sets_orig_head(repo: Path, tmp_
     git(repo, "add", "staged.txt")
     (repo / "mine.txt").write_text("untracked\n")
     (repo / "debug.log").write_text("ignored\n")
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
     assert data["_rc"] == 0 and data["landed_by"] == "fast-forward", data
     assert _last_reflog(repo) == f"papayu: land {data['plan_id']}"
     assert git(repo, "rev-parse", "HEAD").strip() == data["commit"]
@@ -90,7 +79,7 @@ def test_line_ending_conversion_lands_clean(tmp_path: Path, setup: tuple[str, ..
     git(repo, "checkout", "--", "a.txt")  # now CRLF in the working tree
     assert (repo / "a.txt").read_bytes() == b"one\r\ntwo\r\n"
     plan = write_plan(tmp_path, [patch_action("a.txt", b"one\ntwo\n", DIFF)])
-    data = _apply(repo, plan)
+    data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0 and _last_reflog(repo) == f"papayu: land {data['plan_id']}", data
     assert (repo / "a.txt").read_bytes() == b"one\r\nTWO\r\n"
     assert git(repo, "status", "--porcelain") == ""
@@ -106,7 +95,7 @@ def test_post_merge_hook_runs_like_after_git_merge(repo: Path, tmp_path: Path, h
         hook.parent.mkdir()
     hook.write_text("#!/bin/sh\necho \"squash=$1 head=$(git rev-parse HEAD)\" > .git/post-merge-ran\n")
     hook.chmod(0o755)
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
     assert data["_rc"] == 0, data
     assert (repo / ".git/post-merge-ran").read_text() == f"squash=0 head={data['commit']}\n"
 
@@ -116,8 +105,8 @@ def test_hidden_local_change_of_a_touched_file_is_refused(repo: Path, tmp_path: 
     git(repo, "update-index", flag, "a.txt")
     (repo / "a.txt").write_text("one\nmy hidden local change\n")
     before = snapshot(repo)
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"], data
     after = snapshot(repo)
     assert after["files"] == before["files"] and after["index"] == before["index"]
     assert _user_refs(after) == _user_refs(before)
@@ -127,8 +116,8 @@ def test_staged_mode_change_of_a_touched_file_is_refused_and_kept(repo: Path, tm
     (repo / "a.txt").chmod(0o755)
     git(repo, "add", "a.txt")
     staged = git(repo, "ls-files", "-s", "a.txt")
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"], data
     assert git(repo, "ls-files", "-s", "a.txt") == staged and staged.startswith("100755")
     assert (repo / "a.txt").read_text() == "one\ntwo\n" and os.access(repo / "a.txt", os.X_OK)
     assert (repo / "src/c.txt").exists() and not (repo / "src/new").exists()
@@ -139,16 +128,16 @@ def test_untracked_symlink_where_the_plan_needs_a_directory_is_never_written_thr
     outside = tmp_path / "outside"
     outside.mkdir()
     (repo / "src/new").symlink_to(outside)
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"], data
     assert list(outside.iterdir()) == [] and (repo / "src/new").is_symlink()
     assert (repo / "a.txt").read_text() == "one\ntwo\n"
 
 
 def test_untracked_file_where_the_plan_needs_a_directory_is_kept(repo: Path, tmp_path: Path) -> None:
     (repo / "src/new").write_text("precious\n")
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"], data
     assert (repo / "src/new").read_text() == "precious\n" and (repo / "a.txt").read_text() == "one\ntwo\n"
 
 
@@ -166,8 +155,8 @@ def test_merge_in_progress_is_refused_and_the_plan_kept(repo: Path, tmp_path: Pa
     git(repo, "merge", "-q", "other", check=False)  # conflict: MERGE_HEAD exists
     assert (repo / ".git/MERGE_HEAD").exists()
     before = snapshot(repo)
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_OPERATION_IN_PROGRESS"], data
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_OPERATION_IN_PROGRESS"], data
     assert "a merge is in progress" in data["errors"][0]["reason"]
     assert snapshot(repo)["files"] == before["files"] and snapshot(repo)["index"] == before["index"]
     git(repo, "merge", "--abort")
@@ -183,8 +172,8 @@ def test_branch_being_rebased_is_refused(repo: Path, tmp_path: Path) -> None:
     git(repo, "rebase", "other", check=False)  # stops on the conflict, HEAD detached
     assert (repo / ".git/rebase-merge/head-name").read_text().strip() == "refs/heads/main"
     tip = git(repo, "rev-parse", "main")
-    data = _apply(repo, _patch_plan(tmp_path), "-y", "--onto", "main")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_OPERATION_IN_PROGRESS"], data
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y", "--onto", "main")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_OPERATION_IN_PROGRESS"], data
     assert "main is being rebased" in data["errors"][0]["reason"]
     assert git(repo, "rev-parse", "main") == tip
 
@@ -202,8 +191,8 @@ def test_branch_moved_during_the_fast_path_is_put_back(repo: Path, tmp_path: Pat
     git(repo, "config", "filter.mover.smudge", "cat")
     (repo / "b.txt").write_text("bee, edited\n")
     before = snapshot(repo)
-    data = _apply(repo, _patch_plan(tmp_path), "-y")
-    assert data["_rc"] == 1 and _codes(data) == ["ERR_BRANCH_MOVED"], data
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_BRANCH_MOVED"], data
     assert git(repo, "rev-parse", "main").strip() == moved
     assert snapshot(repo)["files"] == before["files"]
     assert git(repo, "status", "--porcelain") == " M b.txt\n"  # the moved-to commit has the same tree
@@ -244,7 +233,7 @@ def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_
     assert git(repo, "status", "--porcelain") == " M b.txt\n"
     assert (repo / "a.txt").read_text() == "one\nTWO\n" and (repo / "src/new/d.txt").read_text() == "d\n"
     again = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "next.txt", "content": "n\n"}], name="2.json")
-    assert _apply(repo, again)["_rc"] == 0
+    assert apply_json(repo, again, "--no-check")["_rc"] == 0
 
 
 def test_ctrl_c_while_landing_completes_the_landing(repo: Path, tmp_path: Path) -> None:
@@ -262,3 +251,19 @@ def test_ctrl_c_while_landing_completes_the_landing(repo: Path, tmp_path: Path) 
     assert "undo: git reset --keep ORIG_HEAD" in out
     assert _last_reflog(repo).startswith("papayu: land ")
     assert git(repo, "status", "--porcelain") == "" and (repo / "a.txt").read_text() == "one\nTWO\n"
+
+
+def test_git_dir_of_reads_dot_git_dirs_and_files_and_linked_worktrees_point_back(tmp_path: Path) -> None:
+    from papayu_git.git import git_dir_of, linked_worktree_dir
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "# r\n"})
+    assert git_dir_of(repo) == repo / ".git"
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
+    admin = git_dir_of(linked)
+    assert admin is not None and admin.resolve() == (repo / ".git" / "worktrees" / "linked").resolve()
+    assert linked_worktree_dir(admin) is not None and linked_worktree_dir(admin).resolve() == linked.resolve()
+    (tmp_path / "rel").mkdir()
+    (tmp_path / "rel" / ".git").write_text("gitdir: ../repo/.git\n")
+    assert git_dir_of(tmp_path / "rel") == tmp_path / "rel" / "../repo/.git"
+    assert git_dir_of(tmp_path) is None and linked_worktree_dir(tmp_path) is None

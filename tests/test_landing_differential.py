@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from apply_helpers import worktree_files
+from helpers import worktree_files
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

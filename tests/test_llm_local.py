@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from apply_helpers import snapshot
-from conftest import git, make_repo, papayu
+from helpers import git, make_repo, papayu, snapshot
 
 pytestmark = pytest.mark.local_llm
 

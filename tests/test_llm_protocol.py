@@ -7,13 +7,11 @@ replays scripted answers and records what papayu sent.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_helpers import sha, snapshot
-from conftest import git, make_repo, papayu
+from helpers import assert_error, git, make_repo, papayu, sha, snapshot, stored_plans, trace_record
 from llm_server import Reply, ScriptedLLM, chat, ollama, shown_files
 
 CALC = "def add(a, b):\n    return a - b\n"
@@ -44,24 +42,8 @@ def calc_repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", {"calc.py": CALC, "tests/test_calc.py": TEST})
 
 
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM([])
-    yield server
-    server.close()
-
-
 def run_plan(repo: Path, llm: ScriptedLLM, *args: str, **env: str) -> Any:
     return papayu("-v", "plan", GOAL, "--json", *args, cwd=repo, env=llm.env(**env))
-
-
-def stored_plans(repo: Path) -> list[dict[str, Any]]:
-    directory = repo / ".git" / "papayu" / "plans"
-    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
-
-
-def trace(repo: Path, trace_id: str) -> dict[str, Any]:
-    return json.loads((repo / ".git" / "papayu" / "traces" / f"{trace_id}.json").read_text())
 
 
 def test_strict_plan_sends_deterministic_request_with_schema_and_file_hashes(calc_repo: Path, llm: ScriptedLLM) -> None:
@@ -85,7 +67,7 @@ def test_strict_plan_sends_deterministic_request_with_schema_and_file_hashes(cal
     assert stored["id"] == out["plan_id"] and stored["files"]["calc.py"] == sha(CALC)
     assert stored["base_commit"] == git(calc_repo, "rev-parse", "HEAD").strip()
     assert stored["response"]["summary"] == "add() subtracts instead of adding"
-    assert trace(calc_repo, out["trace_id"])["protocol_attempts"] == [2]
+    assert trace_record(calc_repo, out["trace_id"])["protocol_attempts"] == [2]
     assert out["next"] == f"git papayu apply {out['plan_id']}"
 
 
@@ -133,14 +115,14 @@ def test_429_is_retried_with_backoff(calc_repo: Path, llm: ScriptedLLM) -> None:
 def test_persistent_429_ends_in_rate_limited(calc_repo: Path, llm: ScriptedLLM) -> None:
     llm.script = [Reply(429, {"error": "slow down"})] * 3
     proc = run_plan(calc_repo, llm, PAPAYU_LLM_RETRIES="2")
-    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_LLM_RATE_LIMITED"
+    assert_error(proc, "ERR_LLM_RATE_LIMITED", first=True)
     assert len(llm.requests) == 3
 
 
 def test_timeout_ends_in_err_llm_timeout(calc_repo: Path, llm: ScriptedLLM) -> None:
     llm.script = [Reply(200, {}, delay=3.0)]
     proc = run_plan(calc_repo, llm, PAPAYU_LLM_TIMEOUT_SEC="0.5")
-    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_LLM_TIMEOUT"
+    assert_error(proc, "ERR_LLM_TIMEOUT", first=True)
     assert "LLM_REQUEST_TIMEOUT" in proc.stderr and len(llm.requests) == 1
 
 
@@ -153,7 +135,7 @@ def test_connection_refused_ends_in_err_llm_connect(calc_repo: Path) -> None:
     proc = papayu("plan", GOAL, "--json", cwd=calc_repo, env={
         "PAPAYU_LLM_BASE_URL": f"http://127.0.0.1:{port}/v1", "PAPAYU_LLM_MODEL": "m",
         "PAPAYU_LLM_RETRIES": "1", "PAPAYU_LLM_BACKOFF_SEC": "0.01"})
-    assert proc.returncode == 1 and json.loads(proc.stdout)["errors"][0]["code"] == "ERR_LLM_CONNECT"
+    assert_error(proc, "ERR_LLM_CONNECT", first=True)
 
 
 def test_two_context_rounds_then_plan_and_a_third_is_refused(calc_repo: Path, llm: ScriptedLLM) -> None:
@@ -172,7 +154,7 @@ def test_two_context_rounds_then_plan_and_a_third_is_refused(calc_repo: Path, ll
     assert "last context round" in llm.last_user(2)
     out = json.loads(proc.stdout)
     assert any("refused" in w for w in out["warnings"])
-    assert trace(calc_repo, out["trace_id"])["context_requests_refused"] == 1
+    assert trace_record(calc_repo, out["trace_id"])["context_requests_refused"] == 1
     assert stored_plans(calc_repo)[0]["files"]["notes.md"] == sha("# notes\n")
 
 
@@ -208,7 +190,7 @@ def test_apply_round_v2_repair_then_single_v1_fallback_lands(calc_repo: Path, ll
     assert llm.requests[3]["response_format"]["json_schema"]["name"] == "papayu_apply_v1"
     assert "protocol v1" in llm.system(3) and "PROTOCOL_FALLBACK" in proc.stderr
     stored = json.loads((calc_repo / ".git" / "papayu" / "plans" / f"{plan_id}.json").read_text())
-    fields = trace(calc_repo, stored["trace_id"])
+    fields = trace_record(calc_repo, stored["trace_id"])
     assert fields["protocol_attempts"] == [2, 1] and fields["protocol_fallback_reason"] == "ERR_PATCH_APPLY_FAILED"
     assert (fields["protocol_fallback_stage"], fields["protocol_repair_attempt"]) == ("apply", 1)
 
@@ -280,7 +262,7 @@ def test_behaviour_contract_flags_claimed_runs_and_unread_files(calc_repo: Path,
     assert "claims something ran" in proc.stderr and "utils/helpers.py" in proc.stderr
     flags = stored_plans(calc_repo)[0]["extra"]["behaviour_flags"]
     assert {f["kind"] for f in flags} == {"claims_ran", "unread_file"}
-    assert trace(calc_repo, stored_plans(calc_repo)[0]["trace_id"])["behaviour_flags"] == flags
+    assert trace_record(calc_repo, stored_plans(calc_repo)[0]["trace_id"])["behaviour_flags"] == flags
 
 
 def test_questions_over_the_ask_budget_are_dropped(calc_repo: Path, llm: ScriptedLLM) -> None:

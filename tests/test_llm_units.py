@@ -112,3 +112,53 @@ def test_null_fields_of_the_wire_format_validate_as_absent() -> None:
                          "base_sha256": None}]}
     response = validate_response(drop_nulls(wire), protocol=2, mode=Mode.APPLY)
     assert response.actions[0].patch is None and response.memory_patch == {}
+
+
+# --- the shared HTTP retry policy (net.py) and the model's use of it ------------------------
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    from papayu_git.net import retry_after_sec
+
+    now = 1_700_000_000.0   # Tue, 14 Nov 2023 22:13:20 GMT
+    assert retry_after_sec("3", now) == 3.0 and retry_after_sec(" 1.5 ", now) == 1.5
+    assert retry_after_sec("Tue, 14 Nov 2023 22:13:32 GMT", now) == 12.0
+    assert retry_after_sec("Tue, 14 Nov 2023 22:00:00 GMT", now) == 0.0   # in the past: at once
+    assert retry_after_sec("-4", now) == 0.0
+    for unreadable in (None, "", "soon", "nan", "inf"):
+        assert retry_after_sec(unreadable, now) is None
+
+
+def test_retry_policy_backs_off_exponentially_and_caps_every_wait() -> None:
+    from papayu_git.net import MAX_RETRY_AFTER_SEC, RetryPolicy, retryable_status
+
+    policy = RetryPolicy(retries=6, backoff_sec=1.0)
+    assert [policy.delay(attempt) for attempt in range(6)] == [1.0, 2.0, 4.0, 8.0, 16.0, MAX_RETRY_AFTER_SEC]
+    assert policy.delay(0, "5") == 5.0 and policy.delay(3, "0") == 0.0     # Retry-After wins
+    assert policy.delay(0, "3600") == MAX_RETRY_AFTER_SEC == 30.0
+    assert policy.delay(0, "Wed, 21 Oct 2099 07:28:00 GMT") == MAX_RETRY_AFTER_SEC
+    assert policy.delay(2, "later") == 4.0                                 # unreadable: backoff
+    assert [s for s in (200, 400, 404, 408, 429, 500, 502, 503) if retryable_status(s)] == [429, 500, 502, 503]
+
+
+def test_the_model_client_retries_through_the_shared_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_server import Reply, ScriptedLLM, chat
+
+    from papayu_git import net
+    from papayu_git.llm.client import ChatClient
+    from papayu_git.llm.config import load_config
+
+    waits: list[float] = []
+    monkeypatch.setattr(net.time, "sleep", waits.append)
+    llm = ScriptedLLM([Reply(429, {"error": "slow down"}, headers={"Retry-After": "9"}),
+                       Reply(503, {"error": "busy"}), chat("done")])
+    try:
+        for name, value in {**llm.env(), "PAPAYU_LLM_PROVIDER": "openai", "PAPAYU_LLM_RETRIES": "3"}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("PAPAYU_LLM_API_KEY", raising=False)
+        with ChatClient(load_config()) as client:
+            reply = client.complete([{"role": "user", "content": "hi"}], None, input_chars=2)
+    finally:
+        llm.close()
+    assert reply.text == "done" and len(llm.requests) == 3
+    assert waits == [9.0, 0.02]   # Retry-After, then PAPAYU_LLM_BACKOFF_SEC=0.01 doubled

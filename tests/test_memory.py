@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from papayu_git import memory, settings
-from tests.conftest import git, papayu
+from helpers import assert_error, cli, git
 
 
 def _prefs() -> Path:
@@ -84,24 +84,24 @@ def test_invalid_project_file_is_skipped_in_block_but_reported_by_show(repo: Pat
     path.parent.mkdir()
     path.write_text('{"project": {"src_roots": "src", "build_command": "make"}}')
     assert json.loads(memory.build_memory_block(repo).splitlines()[1]) == {"project": {"build_command": "make"}}
-    proc = papayu("memory", "show", cwd=repo)
-    assert proc.returncode == 1 and "ERR_PROJECT_INVALID" in proc.stderr
+    proc = cli("memory", "show", cwd=repo)
+    assert_error(proc, "ERR_PROJECT_INVALID")
 
 
 def test_cli_set_show_unset_roundtrip(repo: Path) -> None:
     sub = repo / "pkg"
     sub.mkdir()
-    assert papayu("memory", "set", "project.src_roots", '["src", "lib"]', cwd=sub).returncode == 0
-    assert papayu("memory", "set", "user.ask_budget", "2", cwd=sub).returncode == 0
-    assert papayu("memory", "set", "project.default_test_command", "pytest -q", cwd=repo).returncode == 0
-    shown = json.loads(papayu("memory", "show", "--json", cwd=repo).stdout)
+    assert cli("memory", "set", "project.src_roots", '["src", "lib"]', cwd=sub).returncode == 0
+    assert cli("memory", "set", "user.ask_budget", "2", cwd=sub).returncode == 0
+    assert cli("memory", "set", "project.default_test_command", "pytest -q", cwd=repo).returncode == 0
+    shown = json.loads(cli("memory", "show", "--json", cwd=repo).stdout)
     assert shown["project"] == {"default_test_command": "pytest -q", "src_roots": ["src", "lib"]}
     assert shown["user"] == {"ask_budget": 2}
     assert shown["sources"]["user.ask_budget"] == str(_prefs())
-    assert papayu("validate", str(memory.project_path(repo)), str(_prefs())).returncode == 0
-    assert papayu("memory", "unset", "project.src_roots", cwd=repo).returncode == 0
+    assert cli("validate", str(memory.project_path(repo)), str(_prefs())).returncode == 0
+    assert cli("memory", "unset", "project.src_roots", cwd=repo).returncode == 0
     assert json.loads(memory.project_path(repo).read_text())["project"] == {"default_test_command": "pytest -q"}
-    assert "pytest -q" in papayu("memory", "show", cwd=repo).stdout
+    assert "pytest -q" in cli("memory", "show", cwd=repo).stdout
 
 
 @pytest.mark.parametrize(("key", "value", "code"), [
@@ -111,9 +111,8 @@ def test_cli_set_show_unset_roundtrip(repo: Path) -> None:
     ("project.secret_key", "x", "ERR_MEMORY_KEY_NOT_ALLOWED"),
 ])
 def test_cli_set_rejects_bad_keys_and_values(repo: Path, key: str, value: str, code: str) -> None:
-    proc = papayu("memory", "set", key, value, "--json", cwd=repo)
-    assert proc.returncode == 1
-    assert json.loads(proc.stdout)["errors"][0]["code"] == code
+    proc = cli("memory", "set", key, value, "--json", cwd=repo)
+    assert_error(proc, code, first=True)
     assert not memory.project_path(repo).exists() and not _prefs().exists()
 
 
@@ -121,16 +120,16 @@ def test_cli_refuses_to_write_through_symlink(repo: Path, tmp_path: Path) -> Non
     outside = tmp_path / "outside"
     outside.mkdir()
     (repo / ".papa-yu").symlink_to(outside)
-    proc = papayu("memory", "set", "project.ci_notes", "slow", "--json", cwd=repo)
-    assert json.loads(proc.stdout)["errors"][0]["code"] == "ERR_PATH_THROUGH_SYMLINK"
+    proc = cli("memory", "set", "project.ci_notes", "slow", "--json", cwd=repo)
+    assert_error(proc, "ERR_PATH_THROUGH_SYMLINK", first=True)
     assert list(outside.iterdir()) == []
 
 
 def test_user_memory_works_outside_a_repository(tmp_path: Path) -> None:
-    assert papayu("memory", "set", "user.default_language", "python", cwd=tmp_path).returncode == 0
-    proc = papayu("memory", "set", "project.ci_notes", "x", "--json", cwd=tmp_path)
-    assert json.loads(proc.stdout)["errors"][0]["code"] == "ERR_NOT_A_GIT_REPO"
-    assert json.loads(papayu("memory", "show", "--json", cwd=tmp_path).stdout)["user"] == \
+    assert cli("memory", "set", "user.default_language", "python", cwd=tmp_path).returncode == 0
+    proc = cli("memory", "set", "project.ci_notes", "x", "--json", cwd=tmp_path)
+    assert_error(proc, "ERR_NOT_A_GIT_REPO", first=True)
+    assert json.loads(cli("memory", "show", "--json", cwd=tmp_path).stdout)["user"] == \
         {"default_language": "python"}
 
 

@@ -4,6 +4,7 @@ path gives its exact code."""
 from __future__ import annotations
 
 import pytest
+from helpers import path_code
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,12 +13,6 @@ from papayu_git.paths import (
     DEFAULT_PROTECTED, MAX_PATH_LEN, check_path, configured_protected, is_protected, protected_patterns,
 )
 from papayu_git.validate import validate_response
-
-
-def path_code(path: str, kind: str = "CREATE_FILE") -> str:
-    with pytest.raises(PapayuError) as info:
-        check_path(path, kind=kind)
-    return info.value.code
 
 
 @pytest.mark.parametrize("path, code", [

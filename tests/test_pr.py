@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, make_repo, papayu
+from helpers import assert_error, git, make_repo, papayu
 from forge_server import BRANCH, PLAN_ID, ForgeServer, Kept, make_kept
 from papayu_git import plans
 
@@ -184,7 +184,8 @@ def test_pr_retries_a_5xx_and_gives_up_after_three(kept: Kept) -> None:
     with ForgeServer() as server:
         server.route("POST", "/repos/acme/widget/pulls", (503, {"message": "Service Unavailable"}))
         proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo, env=forge_env(server))
-        assert proc.returncode == 1 and "ERR_FORGE_HTTP" in proc.stderr and "503" in proc.stderr
+        assert_error(proc, "ERR_FORGE_HTTP")
+        assert "503" in proc.stderr
         assert len(server.calls("POST", "/repos/acme/widget/pulls")) == 3
 
 
@@ -211,17 +212,18 @@ def test_pr_refuses_an_unknown_forge_before_pushing(kept: Kept) -> None:
 def test_pr_with_a_token_but_no_api_url_pushes_nothing(kept: Kept, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITEA_TOKEN", TOKEN)
     proc = papayu("pr", PLAN_ID, "--forge", "gitea", cwd=kept.repo)       # file:// remote: no host to derive from
-    assert proc.returncode == 1 and "ERR_FORGE_UNKNOWN" in proc.stderr and "PAPAYU_FORGE_API_URL" in proc.stderr
+    assert_error(proc, "ERR_FORGE_UNKNOWN")
+    assert "PAPAYU_FORGE_API_URL" in proc.stderr
     assert remote_ref(kept.bare) == ""
     assert TOKEN not in proc.stderr
 
 
 def test_pr_reports_a_missing_remote_and_a_missing_branch(kept: Kept) -> None:
     proc = papayu("pr", PLAN_ID, "--remote", "nope", "--forge", "github", cwd=kept.repo)
-    assert proc.returncode == 1 and "ERR_REMOTE_NOT_FOUND" in proc.stderr
+    assert_error(proc, "ERR_REMOTE_NOT_FOUND")
     git(kept.repo, "branch", "-D", BRANCH)
     proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo)
-    assert proc.returncode == 1 and "ERR_BRANCH_NOT_FOUND" in proc.stderr
+    assert_error(proc, "ERR_BRANCH_NOT_FOUND")
 
 
 def test_pr_rejected_push_opens_nothing(kept: Kept, tmp_path: Path) -> None:
@@ -230,6 +232,6 @@ def test_pr_rejected_push_opens_nothing(kept: Kept, tmp_path: Path) -> None:
     with ForgeServer() as server:
         server.route("POST", "/repos/acme/widget/pulls", (201, {"number": 1, "html_url": "x"}))
         proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo, env=forge_env(server))
-    assert proc.returncode == 1 and "ERR_PUSH_FAILED" in proc.stderr
+    assert_error(proc, "ERR_PUSH_FAILED")
     assert server.requests == []
     assert remote_ref(kept.bare) == git(other, "rev-parse", "main").strip()

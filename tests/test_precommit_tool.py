@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN_UPSTREAM, ROOT, git, make_repo
+from helpers import GOLDEN_UPSTREAM, ROOT, git, make_repo, write
 
 pytestmark = pytest.mark.slow
 
@@ -65,11 +65,6 @@ def user_repo(path: Path, hook_repo: tuple[Path, str]) -> Path:
     hooks = "".join(f"  - id: {h}\n" for h in ALL_HOOKS)
     repo = make_repo(path, {".pre-commit-config.yaml": f"repos:\n- repo: {src}\n  rev: {rev}\n  hooks:\n{hooks}"})
     return repo
-
-
-def write(repo: Path, rel: str, data: object) -> None:
-    (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-    (repo / rel).write_text(json.dumps(data), encoding="utf-8")
 
 
 def test_pre_commit_run_all_files_fails_on_invalid_files_with_our_codes(

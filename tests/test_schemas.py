@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import GOLDEN_UPSTREAM
+from helpers import GOLDEN_UPSTREAM
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -9,7 +9,7 @@ import pytest
 
 from papayu_git import traces
 from papayu_git.secrets import mask
-from tests.conftest import papayu
+from helpers import papayu
 
 # Realistic shapes (fake values). (name, text as it appears, the part that must not survive)
 ENV_SECRETS = {"ACME_API_KEY": "q8Zr-Lm2x-77Tt", "DEPLOY_TOKEN": "dpl_4f9c2a7be1"}

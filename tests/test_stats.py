@@ -10,7 +10,7 @@ import pytest
 
 from papayu_git import traces
 from papayu_git.stats import p95
-from tests.conftest import papayu
+from helpers import cli, papayu
 
 NON_UTF8, PATCH, FORBIDDEN = "ERR_NON_UTF8_FILE", "ERR_PATCH_APPLY_FAILED", "ERR_V2_UPDATE_EXISTING_FORBIDDEN"
 
@@ -48,7 +48,7 @@ def known_traces(repo: Path) -> Path:
 
 
 def test_stats_on_known_traces(known_traces: Path, repo: Path) -> None:
-    proc = papayu("stats", "--json", cwd=repo)
+    proc = cli("stats", "--json", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout)
     assert stats["traces"] == 130 and stats["apply_count"] == 100
@@ -69,7 +69,7 @@ def test_stats_on_known_traces(known_traces: Path, repo: Path) -> None:
 
 
 def test_stats_window_and_directory_option(known_traces: Path, tmp_path: Path) -> None:
-    stats = json.loads(papayu("stats", "--last", "10", "--json", "--traces", str(known_traces),
+    stats = json.loads(cli("stats", "--last", "10", "--json", "--traces", str(known_traces),
                               cwd=tmp_path).stdout)
     assert stats["apply_count"] == 10 and stats["fallback_count"] == 0
     assert stats["latency_ms"]["mean"] == 955.0
@@ -80,7 +80,7 @@ def test_stats_window_and_directory_option(known_traces: Path, tmp_path: Path) -
 def test_graduation_holds_when_only_non_utf8_falls_back(repo: Path) -> None:
     papayu_dir = repo / ".git" / "papayu"
     _write(papayu_dir, [_apply(100, fallback=NON_UTF8)] + [_apply(200) for _ in range(99)])
-    proc = papayu("stats", cwd=repo)
+    proc = cli("stats", cwd=repo)
     assert proc.returncode == 0
     assert "fallback_rate                     1.0%" in proc.stdout
     assert "fallback_rate_excluding_non_utf8  0.0%" in proc.stdout
@@ -88,7 +88,7 @@ def test_graduation_holds_when_only_non_utf8_falls_back(repo: Path) -> None:
 
 
 def test_stats_with_no_traces(repo: Path) -> None:
-    stats = json.loads(papayu("stats", "--json", cwd=repo).stdout)
+    stats = json.loads(cli("stats", "--json", cwd=repo).stdout)
     assert stats["apply_count"] == 0 and stats["fallback_rate"] is None and not stats["graduation"]["ready"]
 
 
@@ -106,10 +106,10 @@ def test_stats_counts_traces_of_real_applies(repo: Path, tmp_path: Path) -> None
                                         "summary": f"add {name}"}))
         proc = papayu("apply", str(response), "--check", check, "-y", cwd=repo)
         assert proc.returncode == (0 if check == "true" else 1), proc.stderr
-    stats = json.loads(papayu("stats", "--json", cwd=repo).stdout)
+    stats = json.loads(cli("stats", "--json", cwd=repo).stdout)
     assert stats["apply_count"] == 3 and stats["fallback_count"] == 0
     assert (stats["check_runs"], stats["check_passed"]) == (3, 2)
-    rows = json.loads(papayu("trace", "list", "--json", cwd=repo).stdout)["traces"]
+    rows = json.loads(cli("trace", "list", "--json", cwd=repo).stdout)["traces"]
     assert [r["check"] for r in rows] == ["passed", "failed", "passed"]
 
 
@@ -128,8 +128,8 @@ def test_one_llm_apply_command_is_one_trace_with_round_and_outcome(repo: Path) -
         plan_id = json.loads(planned.stdout)["plan_id"]
         applied = papayu("apply", plan_id, "--check", "true", "-y", cwd=repo, env=env)
         assert applied.returncode == 0, applied.stderr
-    stats = json.loads(papayu("stats", "--json", cwd=repo).stdout)
+    stats = json.loads(cli("stats", "--json", cwd=repo).stdout)
     assert stats["traces"] == 2 and stats["apply_count"] == 1 and stats["check_passed"] == 1
     assert stats["latency_ms"]["count"] == 2
-    rows = json.loads(papayu("trace", "list", "--json", cwd=repo).stdout)["traces"]
+    rows = json.loads(cli("trace", "list", "--json", cwd=repo).stdout)["traces"]
     assert [(r["command"], r["check"]) for r in rows] == [("plan", None), ("apply", "passed")]

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from apply_helpers import patch_action, sha, snapshot, write_plan
-from conftest import git, make_repo, papayu
+from helpers import git, make_repo, papayu, patch_action, plan_record, sha, snapshot, trace_record, write_plan
 from llm_server import ScriptedLLM, chat
 
 from papayu_git.testfiles import (BUILTIN_TEST_PATTERNS, compile_patterns, configured_test_patterns,
@@ -45,14 +44,6 @@ def apply_json(repo: Path, plan: Path, *args: str) -> tuple[int, dict[str, Any],
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
-def trace_of(repo: Path, trace_id: str) -> dict[str, Any]:
-    return json.loads((repo / ".git" / "papayu" / "traces" / f"{trace_id}.json").read_text())
-
-
-def plan_record(repo: Path, plan_id: str) -> dict[str, Any]:
-    return json.loads((repo / ".git" / "papayu" / "plans" / f"{plan_id}.json").read_text())
-
-
 @pytest.mark.parametrize("yes", [["-y"], []], ids=["yes", "no-terminal"])
 def test_a_plan_that_bends_a_test_stops_at_review(calc_repo: Path, tmp_path: Path, yes: list[str]) -> None:
     before = snapshot(calc_repo)
@@ -70,7 +61,7 @@ def test_a_plan_that_bends_a_test_stops_at_review(calc_repo: Path, tmp_path: Pat
     kept = git(calc_repo, "rev-parse", f"papayu/{plan_id}").strip()
     assert data["commit"] == kept
     assert "Papayu-Test-Edits: tests/test_calc.py\n" in git(calc_repo, "log", "-1", "--format=%B", kept)
-    assert trace_of(calc_repo, data["trace_id"])["test_edits"] == ["tests/test_calc.py"]
+    assert trace_record(calc_repo, data["trace_id"])["test_edits"] == ["tests/test_calc.py"]
     outcome = plan_record(calc_repo, plan_id)["extra"]["apply"]
     assert outcome["state"] == "review" and outcome["test_edits"] == ["tests/test_calc.py"]
     # After review, the printed command lands it.
@@ -86,7 +77,7 @@ def test_allow_test_edits_lands_and_records_them(calc_repo: Path, tmp_path: Path
     assert data["state"] == "landed" and data["test_edits"] == ["tests/test_calc.py"]
     assert "a - b" in (calc_repo / "calc.py").read_text()
     assert "Papayu-Test-Edits: tests/test_calc.py\n" in git(calc_repo, "log", "-1", "--format=%B")
-    assert trace_of(calc_repo, data["trace_id"])["test_edits"] == ["tests/test_calc.py"]
+    assert trace_record(calc_repo, data["trace_id"])["test_edits"] == ["tests/test_calc.py"]
     assert git(calc_repo, "branch", "--list", "papayu/*") == ""
 
 
@@ -98,7 +89,7 @@ def test_a_new_test_file_lands_normally(calc_repo: Path, tmp_path: Path) -> None
     assert code == 0, stderr
     assert data["state"] == "landed" and data["test_edits"] == []
     assert "Papayu-Test-Edits" not in git(calc_repo, "log", "-1", "--format=%B")
-    assert trace_of(calc_repo, data["trace_id"])["test_edits"] == []
+    assert trace_record(calc_repo, data["trace_id"])["test_edits"] == []
 
 
 def test_rewriting_a_test_with_identical_bytes_is_no_test_edit(calc_repo: Path, tmp_path: Path) -> None:
@@ -201,13 +192,6 @@ def test_a_terminal_is_asked_naming_the_tests(calc_repo: Path, tmp_path: Path, a
 
 # --- fix takes the option through the same decorator ---------------------------------------------
 
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    server = ScriptedLLM([])
-    yield server
-    server.close()
-
-
 def _fix_script() -> list[Any]:
     plan = {"summary": "make the test agree", "actions": [], "plan": [{"step": "edit", "details": "x"}],
             "questions": [], "context_requests": [], "risks": [], "commands_to_run": [], "memory_patch": {}}
@@ -261,7 +245,7 @@ def test_a_pattern_naming_a_directory_covers_what_is_below_it() -> None:
 def test_edited_tests_on_a_real_tree(tmp_path: Path) -> None:
     import pygit2
 
-    from papayu_git.worktree import GitTree, TreeChanges
+    from papayu_git.objects import GitTree, TreeChanges
 
     root = make_repo(tmp_path / "r", {"a.py": "a\n", "tests/t1.py": "1\n", "tests/sub/t2.py": "2\n",
                                       "lib/x_test.go": "x\n", "lib/y.go": "y\n"})

@@ -1,4 +1,5 @@
-"""`git papayu validate` through the real CLI in a subprocess: exit codes, lines, --json, detection."""
+"""`git papayu validate` through the CLI: exit codes, lines, --json, detection. In-process (click's
+runner) where only the output is under test; a subprocess for usage errors and the entry points."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import GOLDEN_UPSTREAM, make_repo, papayu
+from helpers import GOLDEN_UPSTREAM, cli, make_repo, papayu, write
 
 from papayu_git import plans
 
@@ -26,13 +26,6 @@ PATCH = {"actions": [{"kind": "PATCH_FILE", "path": "a.py", "base_sha256": SHA,
                       "patch": "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-a\n+b\n"}], "summary": "s"}
 
 
-def write(directory: Path, name: str, data: Any) -> str:
-    path = directory / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
-    return name
-
-
 def error_lines(stdout: str) -> list[dict[str, str]]:
     lines = [line for line in stdout.splitlines() if ": ERR_" in line]
     matches = [LINE.match(line) for line in lines]
@@ -42,7 +35,7 @@ def error_lines(stdout: str) -> list[dict[str, str]]:
 
 def test_valid_file_exits_0(tmp_path: Path) -> None:
     name = write(tmp_path, "good.json", GOOD)
-    proc = papayu("validate", name, cwd=tmp_path)
+    proc = cli("validate", name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "good.json: ok (response)"
 
@@ -50,7 +43,7 @@ def test_valid_file_exits_0(tmp_path: Path) -> None:
 def test_each_problem_prints_file_code_reason_hint_and_exits_1(tmp_path: Path) -> None:
     names = [write(tmp_path, "good.json", GOOD), write(tmp_path, "bad.json", BAD),
              write(tmp_path, "prose.txt", "I think you should edit the file.")]
-    proc = papayu("validate", *names, cwd=tmp_path)
+    proc = cli("validate", *names, cwd=tmp_path)
     assert proc.returncode == 1
     found = [(e["file"], e["code"]) for e in error_lines(proc.stdout)]
     assert found == [("bad.json", "ERR_PATH_GIT_DIR"), ("bad.json", "ERR_PROTECTED_PATH"),
@@ -60,7 +53,7 @@ def test_each_problem_prints_file_code_reason_hint_and_exits_1(tmp_path: Path) -
 
 
 def test_missing_file_is_a_failure_not_a_crash(tmp_path: Path) -> None:
-    proc = papayu("validate", "nope.json", cwd=tmp_path)
+    proc = cli("validate", "nope.json", cwd=tmp_path)
     assert proc.returncode == 1
     assert [e["code"] for e in error_lines(proc.stdout)] == ["ERR_FILE_NOT_FOUND"]
 
@@ -76,7 +69,7 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
 
 def test_json_output(tmp_path: Path) -> None:
     names = [write(tmp_path, "good.json", GOOD), write(tmp_path, "bad.json", BAD)]
-    proc = papayu("validate", "--json", *names, cwd=tmp_path)
+    proc = cli("validate", "--json", *names, cwd=tmp_path)
     assert proc.returncode == 1
     out = json.loads(proc.stdout)
     assert out["ok"] is False
@@ -85,7 +78,7 @@ def test_json_output(tmp_path: Path) -> None:
     assert [e["code"] for e in out["files"][1]["errors"]] == ["ERR_PATH_GIT_DIR", "ERR_PROTECTED_PATH"]
     assert out["files"][1]["errors"][0]["path"] == "src/.GIT/config"
     assert all(e["hint"] for e in out["files"][1]["errors"])
-    assert json.loads(papayu("validate", "--json", names[0], cwd=tmp_path).stdout)["ok"] is True
+    assert json.loads(cli("validate", "--json", names[0], cwd=tmp_path).stdout)["ok"] is True
 
 
 def test_kind_is_detected_for_every_file_type(tmp_path: Path) -> None:
@@ -101,7 +94,7 @@ def test_kind_is_detected_for_every_file_type(tmp_path: Path) -> None:
         write(repo, "prefs/preferences.json", {"schema_version": 1, "user": {"ask_budget": 1}}),
         write(repo, "response.json", GOOD), Path(golden).name, str(stored.relative_to(repo)),
     ]
-    out = json.loads(papayu("validate", "--json", *names, cwd=repo).stdout)
+    out = json.loads(cli("validate", "--json", *names, cwd=repo).stdout)
     assert [(f["kind"], f["ok"]) for f in out["files"]] == [
         ("project", True), ("preferences", True), ("response", True), ("golden", True), ("plan", True)]
 
@@ -121,7 +114,7 @@ def test_invalid_files_of_each_kind(tmp_path: Path) -> None:
                                            "result": {}}),
         str(plans.save(repo / ".git" / "papayu", plan).relative_to(repo)),
     ]
-    proc = papayu("validate", *names, cwd=repo)
+    proc = cli("validate", *names, cwd=repo)
     assert proc.returncode == 1
     firsts = {}
     for e in error_lines(proc.stdout):
@@ -133,7 +126,7 @@ def test_invalid_files_of_each_kind(tmp_path: Path) -> None:
 
 def test_all_upstream_golden_traces_validate(tmp_path: Path) -> None:
     files = sorted(str(p) for p in GOLDEN_UPSTREAM.glob("v*/*.json"))
-    proc = papayu("validate", *files, cwd=tmp_path)
+    proc = cli("validate", *files, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.count(": ok (golden)") == 12
 
@@ -141,38 +134,38 @@ def test_all_upstream_golden_traces_validate(tmp_path: Path) -> None:
 def test_protocol_option_and_setting(tmp_path: Path) -> None:
     array = write(tmp_path, "array.json", GOOD["actions"])
     patch = write(tmp_path, "patch.json", PATCH)
-    assert papayu("validate", array, patch, cwd=tmp_path).returncode == 0   # an array is v1, default v2
-    proc = papayu("validate", "--protocol", "2", array, cwd=tmp_path)
+    assert cli("validate", array, patch, cwd=tmp_path).returncode == 0   # an array is v1, default v2
+    proc = cli("validate", "--protocol", "2", array, cwd=tmp_path)
     assert [e["code"] for e in error_lines(proc.stdout)] == ["ERR_SCHEMA"]
-    proc = papayu("validate", "--protocol", "1", patch, cwd=tmp_path)
+    proc = cli("validate", "--protocol", "1", patch, cwd=tmp_path)
     assert proc.returncode == 1 and error_lines(proc.stdout)[0]["code"] == "ERR_SCHEMA"
-    proc = papayu("validate", patch, cwd=tmp_path, env={"PAPAYU_PROTOCOL_VERSION": "1"})
+    proc = cli("validate", patch, cwd=tmp_path, env={"PAPAYU_PROTOCOL_VERSION": "1"})
     assert proc.returncode == 1
 
 
 def test_mode_option(tmp_path: Path) -> None:
     empty = write(tmp_path, "empty.json", {"actions": [], "summary": "looked at it"})
     declared = write(tmp_path, "declared.json", {"mode": "apply", "actions": [], "summary": "done"})
-    assert papayu("validate", empty, cwd=tmp_path).returncode == 0            # no actions: a PLAN answer
-    assert papayu("validate", "--mode", "plan", declared, cwd=tmp_path).returncode == 0
+    assert cli("validate", empty, cwd=tmp_path).returncode == 0            # no actions: a PLAN answer
+    assert cli("validate", "--mode", "plan", declared, cwd=tmp_path).returncode == 0
     for args in (["--mode", "apply", empty], [declared]):
-        proc = papayu("validate", *args, cwd=tmp_path)
+        proc = cli("validate", *args, cwd=tmp_path)
         assert [e["code"] for e in error_lines(proc.stdout)] == ["ERR_EMPTY_APPLY"]
 
 
 def test_v1_dropped_memory_keys_are_warned_on_stderr(tmp_path: Path) -> None:
     name = write(tmp_path, "mem.json", {**GOOD, "memory_patch": {"user.shell": "zsh"}})
-    proc = papayu("validate", "--protocol", "1", name, cwd=tmp_path)
+    proc = cli("validate", "--protocol", "1", name, cwd=tmp_path)
     assert proc.returncode == 0
     assert "ERR_MEMORY_KEY_NOT_ALLOWED" in proc.stderr and "[dropped]" in proc.stderr
-    assert papayu("validate", name, cwd=tmp_path).returncode == 1            # v2 rejects it
+    assert cli("validate", name, cwd=tmp_path).returncode == 1            # v2 rejects it
 
 
 def test_protected_paths_setting_is_honoured(tmp_path: Path) -> None:
     name = write(tmp_path, "db.json", {"actions": [{"kind": "DELETE_FILE", "path": "data/app.sqlite"}],
                                        "summary": "s"})
-    assert papayu("validate", name, cwd=tmp_path).returncode == 0
-    proc = papayu("validate", name, cwd=tmp_path, env={"PAPAYU_PROTECTED_PATHS": "*.sqlite"})
+    assert cli("validate", name, cwd=tmp_path).returncode == 0
+    proc = cli("validate", name, cwd=tmp_path, env={"PAPAYU_PROTECTED_PATHS": "*.sqlite"})
     assert [e["code"] for e in error_lines(proc.stdout)] == ["ERR_PROTECTED_PATH"]
 
 

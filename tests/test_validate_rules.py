@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, make_repo
+from helpers import git, make_repo
 
 from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
 from papayu_git.protocol import ActionKind, Mode

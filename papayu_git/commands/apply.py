@@ -19,6 +19,7 @@ import click
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
+from papayu_git.outcomes import ApplyState
 from papayu_git.secrets import safe_text  # every line quoting the model or the check
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", opt
     """allow_test_edits for the transaction: the flag, or a yes on a terminal (without -y) to a
     question naming the existing tests the plan modifies or deletes. No (or no terminal, or -y):
     the transaction commits and checks, then stops at review (transaction.held_for_test_edits)."""
+    from papayu_git.objects import branch_name
     from papayu_git.transaction import planned_test_edits
 
     if options.allow_test_edits or options.yes or options.review or not sys.stdin.isatty():
@@ -109,7 +111,7 @@ def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", opt
     if not edited:
         return False
     return click.confirm(f"The plan modifies or deletes existing tests: {safe_text(', '.join(edited))}. Land it "
-                         f"if the check passes? (no: keep papayu/{plan.id} for review)", default=False, err=True)
+                         f"if the check passes? (no: keep {branch_name(plan.id)} for review)", default=False, err=True)
 
 
 def run(source: str | None, options: "ApplyOptions", protocol: int | None = None, as_json: bool = False) -> int:
@@ -141,7 +143,7 @@ def exit_code(result: "ApplyResult") -> int:
     """0 landed / no changes / a requested review; 1 rolled back, or stopped at review for a
     reason the user must act on (no check found: ERR_NO_CHECK; existing tests edited under -y:
     ERR_TEST_EDITS_HELD)."""
-    return 1 if result.state == "rolled_back" or result.error else 0
+    return 1 if result.state == ApplyState.ROLLED_BACK or result.error else 0
 
 
 def report(result: "ApplyResult", as_json: bool) -> None:
@@ -149,16 +151,16 @@ def report(result: "ApplyResult", as_json: bool) -> None:
         output.emit_json(result.to_dict())
         return
     short = (result.commit or "")[:12]
-    if result.state == "landed":
+    if result.state == ApplyState.LANDED:
         output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
         if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
             output.result("  undo: git reset --keep ORIG_HEAD")
-    elif result.state == "review":
+    elif result.state == ApplyState.REVIEW:
         if result.error:
             output.error(f"{result.error['code']}: {safe_text(result.error['reason'], multiline=True)}")
         output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
                       f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}")
-    elif result.state == "no_changes":
+    elif result.state == ApplyState.NO_CHANGES:
         output.result(f"plan {result.plan_id}: nothing to apply")
     else:
         _report_rollback(result)

@@ -283,7 +283,7 @@ def check_env_item(here: _Here) -> Item:
 
 def check_command_item(here: _Here) -> Item:
     from papayu_git.check import resolve_command
-    from papayu_git.worktree import GitTree
+    from papayu_git.objects import GitTree
 
     configure = ("`git config papayu.checkCommand 'CMD'` (or PAPAYU_CHECK_COMMAND), "
                  "`git papayu memory set project.default_test_command 'CMD'`, or `--check CMD` per apply.")

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 def resolve_generated(repo: "pygit2.Repository", pdir: Path, id_or_prefix: str) -> str:
     """A plan id (or unique prefix) of a stored plan or of a `papayu/<id>` branch."""
     from papayu_git import plans
-    from papayu_git.worktree import BRANCH_PREFIX, generated_branches
+    from papayu_git.objects import BRANCH_PREFIX, generated_branches
 
-    name = id_or_prefix[len(BRANCH_PREFIX):] if id_or_prefix.startswith(BRANCH_PREFIX) else id_or_prefix
+    name = id_or_prefix.removeprefix(BRANCH_PREFIX)
     try:
         return plans.resolve_id(pdir, name)
     except PapayuError:
@@ -32,18 +32,19 @@ def resolve_generated(repo: "pygit2.Repository", pdir: Path, id_or_prefix: str) 
 
 def run(plan_id: str, as_json: bool = False) -> int:
     from papayu_git.housekeeping import open_checkout
+    from papayu_git.outcomes import ApplyState
     from papayu_git.transaction import update_outcome
-    from papayu_git.worktree import delete_branch
+    from papayu_git.objects import branch_name, delete_branch
 
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     deleted = delete_branch(repo, resolved)
     if deleted:
-        update_outcome(pdir, resolved, state="dropped")
+        update_outcome(pdir, resolved, state=ApplyState.DROPPED)
     if as_json:
         output.emit_json({"ok": True, "plan_id": resolved, "branch_deleted": deleted})
     else:
-        output.result(f"dropped papayu/{resolved}" if deleted else f"plan {resolved} has no branch; nothing to drop")
+        output.result(f"dropped {branch_name(resolved)}" if deleted else f"plan {resolved} has no branch; nothing to drop")
     return 0
 
 

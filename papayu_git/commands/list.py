@@ -11,12 +11,13 @@ from papayu_git.error_handler import handle_errors
 
 
 def _state(plan: Any, has_branch: bool) -> str:
+    from papayu_git.outcomes import ApplyState
     from papayu_git.protocol import raw_actions
 
     outcome = plan.extra.get("apply") or {}
     state = outcome.get("state")
     if state:
-        return f"{state} (branch kept)" if has_branch and state == "rolled_back" else state
+        return f"{state} (branch kept)" if has_branch and state == ApplyState.ROLLED_BACK else state
     if has_branch:
         return "committed"
     return "ready" if raw_actions(plan.response) else "planned"
@@ -25,7 +26,7 @@ def _state(plan: Any, has_branch: bool) -> str:
 def rows() -> list[dict[str, Any]]:
     from papayu_git import plans
     from papayu_git.housekeeping import open_checkout
-    from papayu_git.worktree import BRANCH_PREFIX, generated_branches
+    from papayu_git.objects import branch_name, generated_branches
 
     repo, _root, pdir = open_checkout()
     branches = generated_branches(repo)
@@ -33,12 +34,12 @@ def rows() -> list[dict[str, Any]]:
     for plan in plans.list_plans(pdir):
         summary = plan.response.get("summary", "") if isinstance(plan.response, dict) else ""
         out.append({"id": plan.id, "state": _state(plan, plan.id in branches),
-                    "branch": BRANCH_PREFIX + plan.id if plan.id in branches else "",
+                    "branch": branch_name(plan.id) if plan.id in branches else "",
                     "target": (plan.extra.get("apply") or {}).get("target") or plan.branch,
                     "summary": (summary or plan.goal).splitlines()[0] if (summary or plan.goal) else ""})
     known = {row["id"] for row in out}
     for plan_id in sorted(set(branches) - known):
-        out.append({"id": plan_id, "state": "branch only", "branch": BRANCH_PREFIX + plan_id, "target": "",
+        out.append({"id": plan_id, "state": "branch only", "branch": branch_name(plan_id), "target": "",
                     "summary": ""})
     return out
 

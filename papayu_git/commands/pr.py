@@ -39,7 +39,9 @@ class Generated:
 
     @property
     def branch(self) -> str:
-        return f"papayu/{self.plan_id}"
+        from papayu_git.objects import branch_name
+
+        return branch_name(self.plan_id)
 
     @property
     def record(self) -> dict[str, Any]:
@@ -54,13 +56,13 @@ def load_generated(plan_id: str) -> Generated:
     from papayu_git import plans
     from papayu_git.commands.drop import resolve_generated
     from papayu_git.housekeeping import open_checkout
-    from papayu_git.worktree import generated_branches
+    from papayu_git.objects import branch_name, generated_branches
 
     repo, root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     sha = generated_branches(repo).get(resolved)
     if sha is None:
-        raise PapayuError("ERR_BRANCH_NOT_FOUND", f"no branch papayu/{resolved}",
+        raise PapayuError("ERR_BRANCH_NOT_FOUND", f"no branch {branch_name(resolved)}",
                           hint="Keep the commit with 'git papayu apply ID --review' first.")
     try:
         plan: StoredPlan | None = plans.load(pdir, resolved)
@@ -211,7 +213,7 @@ def wait_for_green(plan_id: str, *, remote: str | None, forge_kind: str | None, 
 
 def ensure_still_at(gen: Generated) -> None:
     """The checks were about ``gen.sha``: land nothing if papayu/<id> moved meanwhile."""
-    from papayu_git.worktree import generated_branches
+    from papayu_git.objects import generated_branches
 
     now = generated_branches(gen.repo).get(gen.plan_id)
     if now != gen.sha:

@@ -19,7 +19,7 @@ def plan_diff(repo: "pygit2.Repository", plan_id: str, recorded_commit: str | No
     """`git diff` of papayu/<id> (or of the recorded commit once landed) against its parent,
     uncoloured: the files are the model's (see render_diff)."""
     from papayu_git.git import run_git
-    from papayu_git.worktree import commit_of, generated_branches
+    from papayu_git.objects import commit_of, generated_branches
 
     commit = generated_branches(repo).get(plan_id) or recorded_commit
     if not commit or commit not in repo:

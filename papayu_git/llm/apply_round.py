@@ -124,16 +124,16 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
     started = time.perf_counter()
     log, trail, trace_id = CallLog(), ProtocolTrail(default=plan.protocol), traces.new_trace_id()
     pdir = papayu_dir(open_repo(repo_root))
-    base = {"command": "apply", "plan_id": plan.id, "goal": plan.goal, "plan_trace_id": plan.trace_id,
-            "plan_files": dict(plan.files)}
+    base = {"plan_trace_id": plan.trace_id, "plan_files": dict(plan.files)}
     try:
         response = _negotiate(repo_root, plan, client, log, trail, onto)
     except PapayuError as exc:
         rejected = {"validated_json": log.last_json, **traces.schema_fields(trail.attempts[-1])} \
             if log.last_json is not None and trail.attempts else {}
-        traces.write_trace(pdir, trace_id, {**base, **trail.fields(), **rejected, "validation_outcome": "err",
-                                            "error_code": getattr(exc, "cause_code", exc.code), "error": exc.format(),
-                                            "request": request_fields(client, "apply", log), "raw_content": log.raw})
+        traces.write_trace(pdir, trace_id, traces.record(
+            "apply", plan, papayu_dir=pdir, trace_id=trace_id, **base, **trail.fields(), **rejected,
+            validation_outcome="err", error_code=getattr(exc, "cause_code", exc.code), error=exc.format(),
+            request=request_fields(client, "apply", log), raw_content=log.raw))
         raise
     protocol = trail.attempts[-1]
     updated = replace(plan, mode=Mode.APPLY.value, protocol=protocol, response=response.data, trace_id=trace_id,
@@ -141,10 +141,10 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
                              "protocol": trail.fields(), "apply_warnings": list(log.notes)})
     updated = plans.StoredPlan.from_json(scrub_key(updated.to_json(), client.config.api_key))
     plans.save(pdir, updated)
-    traces.write_trace(pdir, trace_id, {**base, **trail.fields(), **traces.schema_fields(protocol),
-                                        "mode": "apply", "request": request_fields(client, "apply", log),
-                                        "validated_json": response.data, "validation_outcome": "ok",
-                                        "error_code": None, "raw_content": log.raw})
+    traces.write_trace(pdir, trace_id, traces.record(
+        "apply", plan, papayu_dir=pdir, trace_id=trace_id, protocol=protocol, **base, **trail.fields(),
+        mode="apply", request=request_fields(client, "apply", log), validated_json=response.data,
+        validation_outcome="ok", error_code=None, raw_content=log.raw))
     timings = {"model": log.model_sec, "validation": log.validation_sec, "preflight": log.preflight_sec,
                "total": time.perf_counter() - started}
     return ApplyRound(updated, response, trail, timings)

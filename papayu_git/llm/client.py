@@ -2,9 +2,10 @@
 
 `ChatClient.complete` sends one chat request and returns the model's text. It speaks OpenAI
 Chat Completions (OpenAI, llama.cpp server, vLLM, LM Studio, Ollama /v1) and Ollama's native
-/api/chat. Generation is deterministic (temperature 0, top_p 1). It retries with exponential
-backoff on 429, 5xx and connection errors, drops `response_format` once when the server
-rejects it (LLM_RESPONSE_FORMAT_FALLBACK), and ends every failure in an ERR_LLM_* code.
+/api/chat. Generation is deterministic (temperature 0, top_p 1). It retries under the shared
+policy (net.RetryPolicy: 429, 5xx and connection errors, never a timeout), drops
+`response_format` once when the server rejects it (LLM_RESPONSE_FORMAT_FALLBACK), and ends
+every failure in an ERR_LLM_* code.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from papayu_git import output
 from papayu_git.errors import PapayuError
 from papayu_git.llm.config import LLMConfig, Provider
 from papayu_git.llm.wire_schema import format_name_info, grammar_schema
-from papayu_git.net import credentials_stay_home
+from papayu_git.net import RetryPolicy, credentials_stay_home, retryable_status, send_with_retries
 from papayu_git.secrets import mask
 
 if TYPE_CHECKING:
     import httpx
 
-MAX_RETRY_AFTER_SEC = 30.0
 # Words of a server's complaint about response_format (OpenAI, vLLM, llama.cpp, LM Studio, Ollama).
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
 
@@ -150,39 +150,27 @@ class ChatClient:
         self.formats.pop(0)
 
     def _send_with_retries(self, payload: dict[str, Any]) -> "httpx.Response":
+        """One request under the shared retry policy (net.RetryPolicy); a response that rejects
+        the format is returned at once (the capability ladder decides, not a retry)."""
         import httpx
 
         url = chat_url(self.config)
-        for attempt in range(self.config.retries + 1):
-            last = attempt == self.config.retries
-            try:
-                response = self._http.post(url, json=payload)
-            except httpx.TimeoutException:
-                # A model that did not answer in timeout_sec will not answer faster on a retry.
-                output.event("LLM_REQUEST_TIMEOUT", timeout_sec=self.config.timeout_sec)
-                raise PapayuError("ERR_LLM_TIMEOUT", f"no answer from {url} within {self.config.timeout_sec:g} s",
-                                  hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.") from None
-            except httpx.TransportError as exc:
-                if last:
-                    raise PapayuError("ERR_LLM_CONNECT", f"{url}: {type(exc).__name__}: {exc}") from None
-                self._sleep(attempt, None)
-                continue
-            if (response.status_code == 429 or response.status_code >= 500) and not last \
-                    and not _rejects_format(response):
-                self._sleep(attempt, response.headers.get("retry-after"))
-                continue
-            return response
-        raise AssertionError("unreachable")
+        policy = RetryPolicy(self.config.retries, self.config.backoff_sec)
 
-    def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.config.backoff_sec * (2 ** attempt)
-        if retry_after:
-            try:
-                delay = float(retry_after)
-            except ValueError:
-                pass
-        output.event("LLM_RETRY", attempt=attempt + 1, delay_sec=round(min(delay, MAX_RETRY_AFTER_SEC), 3))
-        time.sleep(max(0.0, min(delay, MAX_RETRY_AFTER_SEC)))
+        def on_retry(attempt: int, delay: float) -> None:
+            output.event("LLM_RETRY", attempt=attempt + 1, delay_sec=round(delay, 3))
+
+        try:
+            # A model that did not answer in timeout_sec will not answer faster on a retry.
+            return send_with_retries(policy, lambda: self._http.post(url, json=payload), on_retry=on_retry,
+                                     retry_response=lambda r: retryable_status(r.status_code) and not _rejects_format(r),
+                                     no_retry=(httpx.TimeoutException,))
+        except httpx.TimeoutException:
+            output.event("LLM_REQUEST_TIMEOUT", timeout_sec=self.config.timeout_sec)
+            raise PapayuError("ERR_LLM_TIMEOUT", f"no answer from {url} within {self.config.timeout_sec:g} s",
+                              hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.") from None
+        except httpx.TransportError as exc:
+            raise PapayuError("ERR_LLM_CONNECT", f"{url}: {type(exc).__name__}: {exc}") from None
 
     def _reply(self, response: "httpx.Response", elapsed: float) -> ChatReply:
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
 from urllib.parse import urlsplit
 
 from papayu_git import settings
@@ -58,13 +57,6 @@ class LLMConfig:
     def max_tokens(self, input_chars: int) -> int:
         budget = LARGE_INPUT_MAX_TOKENS if input_chars > LARGE_INPUT_CHARS else DEFAULT_MAX_TOKENS
         return min(budget, self.max_tokens_cap) if self.max_tokens_cap > 0 else budget
-
-    def snapshot(self) -> dict[str, Any]:
-        """What traces record (config_snapshot): everything except the key itself."""
-        return {"provider": self.provider.value, "base_url": self.base_url, "model": self.model,
-                "api_key_set": bool(self.api_key), "strict_json": self.strict_json,
-                "timeout_sec": self.timeout_sec, "retries": self.retries,
-                "max_tokens_cap": self.max_tokens_cap, "temperature": 0, "top_p": 1}
 
 
 def is_openai_api(base_url: str) -> bool:

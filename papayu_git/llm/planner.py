@@ -196,14 +196,14 @@ def _plan_cycle(repo_root: Path, request: PlanRequest, client: ChatClient, cycle
         base_commit=base_commit, branch=branch, files=dict(cycle.session.files_shown), response=response.data,
         trace_id=trace_id, created_at=traces.now_iso(), context="\n\n".join(cycle.messages),
         extra={**extra, "warnings": list(cycle.warnings)})
-    plan, path = _store(repo_root, plan, client, _trace(plan, request, cycle, client, response, flags))
+    pdir = papayu_dir(open_repo(repo_root))
+    plan, path = _store(pdir, plan, client, _trace(plan, request, cycle, client, response, flags, pdir))
     return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags))
 
 
-def _store(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
+def _store(pdir: Path, plan: plans.StoredPlan, client: ChatClient,
            trace: dict[str, Any]) -> tuple[plans.StoredPlan, Path]:
     """Save the plan (API key scrubbed) and its trace."""
-    pdir = papayu_dir(open_repo(repo_root))
     plan = plans.StoredPlan.from_json(scrub_key(plan.to_json(), client.config.api_key))
     path = plans.save(pdir, plan)
     traces.write_trace(pdir, plan.trace_id, trace)
@@ -227,32 +227,33 @@ def request_fields(client: ChatClient, mode: str, log: CallLog, prompt_mode: str
 
 
 def _trace(plan: plans.StoredPlan, request: PlanRequest, cycle: _Cycle, client: ChatClient,
-           response: Response, flags: list[dict[str, str]]) -> dict[str, Any]:
-    return {
-        "command": "plan", "plan_id": plan.id, "goal": plan.goal, "mode": plan.mode,
-        "prompt_mode": request.prompt_mode.value, **traces.schema_fields(request.protocol),
-        "request": request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
-        "context_stats": dict(cycle.session.context_stats), "cache_stats": dict(cycle.session.cache_stats),
-        "plan_files": dict(plan.files), "validated_json": response.data, "validation_outcome": "ok",
-        "error_code": None, "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
-        "context_rounds": max(0, len(cycle.messages) - 1), "context_requests_refused": cycle.refused_requests,
-        "behaviour_flags": flags, "warnings": list(cycle.warnings), "raw_content": cycle.log.raw,
-    }
+           response: Response, flags: list[dict[str, str]], pdir: Path) -> dict[str, Any]:
+    return traces.record(
+        "plan", plan, papayu_dir=pdir, trace_id=plan.trace_id, protocol=request.protocol, mode=plan.mode,
+        prompt_mode=request.prompt_mode.value,
+        request=request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
+        context_stats=dict(cycle.session.context_stats), cache_stats=dict(cycle.session.cache_stats),
+        plan_files=dict(plan.files), validated_json=response.data, validation_outcome="ok",
+        error_code=None, protocol_default=request.protocol, protocol_attempts=[request.protocol],
+        context_rounds=max(0, len(cycle.messages) - 1), context_requests_refused=cycle.refused_requests,
+        behaviour_flags=flags, warnings=list(cycle.warnings), raw_content=cycle.log.raw,
+    )
 
 
 def _write_failure_trace(repo_root: Path, trace_id: str, request: PlanRequest, cycle: _Cycle,
                          client: ChatClient, exc: PapayuError) -> None:
-    data = {"command": "plan", "goal": request.goal, "prompt_mode": request.prompt_mode.value,
-            **traces.schema_fields(request.protocol),
-            "request": request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
-            "context_stats": dict(cycle.session.context_stats), "validation_outcome": "err",
-            "error_code": getattr(exc, "cause_code", exc.code), "error": exc.format(),
-            "protocol_default": request.protocol, "protocol_attempts": [request.protocol],
-            "raw_content": cycle.log.raw}
-    if cycle.log.last_json is not None:
-        data["validated_json"] = cycle.log.last_json  # the rejected answer: trace golden can convert it
+    # the rejected answer, when there is one: trace golden can convert it
+    rejected = {"validated_json": cycle.log.last_json} if cycle.log.last_json is not None else {}
     try:
-        traces.write_trace(papayu_dir(open_repo(repo_root)), trace_id, data)
+        pdir = papayu_dir(open_repo(repo_root))
+        traces.write_trace(pdir, trace_id, traces.record(
+            "plan", papayu_dir=pdir, trace_id=trace_id, protocol=request.protocol, goal=request.goal,
+            prompt_mode=request.prompt_mode.value,
+            request=request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
+            context_stats=dict(cycle.session.context_stats), validation_outcome="err",
+            error_code=getattr(exc, "cause_code", exc.code), error=exc.format(),
+            protocol_default=request.protocol, protocol_attempts=[request.protocol],
+            raw_content=cycle.log.raw, **rejected))
     except (OSError, PapayuError):
         pass  # the original error matters more than its trace
 

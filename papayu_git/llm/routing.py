@@ -10,7 +10,6 @@ from papayu_git.errors import PapayuError
 from papayu_git.llm.goal import Intent, route_goal
 from papayu_git.llm.prompts import PromptMode
 
-MODE_CHOICES = ("plan", "apply", "fix-plan", "chat", "fixit")
 _BY_OPTION = {"plan": PromptMode.FIX_PLAN, "fix-plan": PromptMode.FIX_PLAN, "chat": PromptMode.CHAT,
               "fixit": PromptMode.FIXIT, "apply": PromptMode.APPLY}
 
@@ -24,6 +23,12 @@ class Route:
 
 
 def resolve(goal: str, mode_option: str | None, cwd: str | None = None) -> Route:
+    if not goal.isascii():
+        try:
+            goal.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 reach Python as lone surrogates
+            raise PapayuError("ERR_USAGE", "the goal is not valid UTF-8 text",
+                              hint="Type the goal in a UTF-8 terminal (check LANG / LC_ALL).") from None
     routed = route_goal(goal)
     if routed.intent is Intent.CONFIRM and mode_option is None:
         return Route(routed.text, PromptMode.APPLY, True, routed.reason)

@@ -126,18 +126,19 @@ class Round:
             outcome, code = ("ok" if exc.code in _APPLY_TIME else "err"), exc.code
         trace_id = traces.new_trace_id()
         input_chars = len(self.text) + len(self.scenario.goal)
-        traces.write_trace(self.repo / ".git" / "papayu", trace_id, {
-            "command": mode, "plan_id": self.plan_id, "goal": self.scenario.goal, "driver": "validation",
-            **traces.schema_fields(self.scenario.protocol),
-            "request": {"mode": mode, "provider": PROVIDER, "model": MODEL, "input_chars": input_chars,
-                        "token_budget": 4096 if input_chars > 80_000 else 16384, "strict_json": True,
-                        "latency_ms": round((time.monotonic() - started) * 1000, 3)},
-            "context_stats": self.session.context_stats, "cache_stats": self.session.cache_stats,
-            "plan_files": dict(self.session.files_shown), "validated_json": answer,
-            "validation_outcome": outcome, "error_code": code,
-            "protocol_default": self.scenario.protocol, "protocol_attempts": [self.scenario.protocol],
-            "protocol_repair_attempt": 0, "protocol_fallback_attempted": False,
-        })
+        pdir = self.repo / ".git" / "papayu"
+        traces.write_trace(pdir, trace_id, traces.record(
+            mode, papayu_dir=pdir, trace_id=trace_id, protocol=self.scenario.protocol,
+            plan_id=self.plan_id, goal=self.scenario.goal, driver="validation",
+            request={"mode": mode, "provider": PROVIDER, "model": MODEL, "input_chars": input_chars,
+                     "token_budget": 4096 if input_chars > 80_000 else 16384, "strict_json": True,
+                     "latency_ms": round((time.monotonic() - started) * 1000, 3)},
+            context_stats=self.session.context_stats, cache_stats=self.session.cache_stats,
+            plan_files=dict(self.session.files_shown), validated_json=answer,
+            validation_outcome=outcome, error_code=code,
+            protocol_default=self.scenario.protocol, protocol_attempts=[self.scenario.protocol],
+            protocol_repair_attempt=0, protocol_fallback_attempted=False,
+        ))
         if mode == "plan" and isinstance(answer, dict) and answer.get("context_requests"):
             self.text = self.session.render(self.blocks + self.session.fulfil(answer["context_requests"]))
         return trace_id
