@@ -29,7 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from papayu_git import atomic, locks, settings
+from papayu_git.memory import git_config_key
 from papayu_git.output import printable
+from papayu_git.sandbox import PRIVATE_HOME, bwrap_argv, check_env
+from papayu_git.secrets import masker
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -78,8 +81,6 @@ def resolve_command(repo_root: Path, tree: _Tree, explicit: str | None) -> Check
         from_env = bool(os.environ.get("PAPAYU_CHECK_COMMAND", "").strip())
         return CheckCommand(configured, "PAPAYU_CHECK_COMMAND" if from_env else "git config papayu.checkCommand")
     # project.default_test_command: its git config override beats the file (memory.py mapping).
-    from papayu_git.memory import git_config_key
-
     key = git_config_key("project.default_test_command")
     overridden = (settings.git_config_value(key, str(repo_root)) or "").strip()
     if overridden:
@@ -170,8 +171,6 @@ def run_check(check: CheckCommand, checkout: "CheckCheckout", log_path: Path, *,
 
 def _command_line(command: str, checkout: "CheckCheckout", sandbox: "Sandbox",
                   repo_root: Path) -> tuple[list[str], dict[str, str]]:
-    from papayu_git.sandbox import PRIVATE_HOME, bwrap_argv, check_env
-
     shell = ["/bin/sh", "-c", command]
     if sandbox.bwrap is None:
         # No sandbox: the same allowlisted environment, with HOME and TMPDIR private to the slot.
@@ -186,7 +185,8 @@ def _command_line(command: str, checkout: "CheckCheckout", sandbox: "Sandbox",
 
 def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
     """Paths the check must still see (read-only) after the sandbox replaces /tmp with its own."""
-    candidates = {Path(p).resolve() for p in (*paths, sys.prefix, os.environ.get("VIRTUAL_ENV") or "/")}
+    wanted: list[str | Path] = [*paths, sys.prefix, os.environ.get("VIRTUAL_ENV") or "/"]
+    candidates = {Path(p).resolve() for p in wanted}
     return tuple(sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents))
 
 
@@ -209,7 +209,7 @@ def _run_group(argv: list[str], env: dict[str, str], checkout: "CheckCheckout", 
     return code, timed_out
 
 
-def _wait(proc: subprocess.Popen, timeout_sec: float) -> int:  # type: ignore[type-arg]
+def _wait(proc: subprocess.Popen[bytes], timeout_sec: float) -> int:
     """``proc.wait(timeout)``, woken by the kernel when the process exits: Popen.wait with a
     timeout polls with sleeps of up to 50 ms, which every check would pay (bench/check_bench.py)."""
     import select
@@ -228,7 +228,7 @@ def _wait(proc: subprocess.Popen, timeout_sec: float) -> int:  # type: ignore[ty
     return proc.wait()
 
 
-def _kill_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill whatever the check left in its process group (always: also stray background jobs)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -295,8 +295,6 @@ TAIL_CHARS = 64 * 1024
 
 def _masked_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
     """Mask secrets in the log (rewritten in place when that changes it) and return its last lines."""
-    from papayu_git.secrets import masker
-
     try:
         tail = _mask_file(log_path, masker())
     except OSError:

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from papayu_git import __version__
+from papayu_git.error_handler import install_signal_handlers
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
@@ -52,7 +53,7 @@ class LazyGroup(click.Group):
         if name not in LAZY_COMMANDS:
             return None
         module = import_module(LAZY_COMMANDS[name][0])
-        return module.command  # type: ignore[no-any-return]
+        return module.command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, LAZY_COMMANDS[name][1]) for name in self.list_commands(ctx)]
@@ -87,7 +88,6 @@ def main(argv: list[str] | None = None) -> Any:
     # click's classes, enums, ...): ~15 ms per command here. Module objects are not garbage;
     # freezing them first lets the exit skip the walk (bench/apply_bench.py).
     atexit.register(gc.freeze)
-    from papayu_git.error_handler import install_signal_handlers
 
     install_signal_handlers()
     return cli.main(args=argv if argv is not None else sys.argv[1:], prog_name=_prog_name())

@@ -13,6 +13,15 @@ import sys
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from papayu_git import __version__
+from papayu_git.cli import LAZY_COMMANDS
+from papayu_git.errors import ERROR_CODES
+from papayu_git.memory import MEMORY_WHITELIST, git_config_key
+from papayu_git.paths import MAX_PATH_LEN
+from papayu_git.protocol import MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
+from papayu_git.settings import SETTINGS, markdown_table
+from papayu_git.validate import MAX_ACTIONS, MAX_FILE_BYTES, MAX_TOTAL_BYTES, PSEUDO_BINARY_RATIO
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 MAN_PAGE = ROOT / "man" / "git-papayu.1"
@@ -25,10 +34,6 @@ class Limit(NamedTuple):
 
 
 def limits() -> list[Limit]:
-    from papayu_git.paths import MAX_PATH_LEN
-    from papayu_git.protocol import MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
-    from papayu_git.validate import MAX_ACTIONS, MAX_FILE_BYTES, MAX_TOTAL_BYTES, PSEUDO_BINARY_RATIO
-
     mib = 1024 * 1024
     return [
         Limit("path length", f"{MAX_PATH_LEN} characters", "ERR_PATH_TOO_LONG"),
@@ -50,8 +55,6 @@ def _cell(text: str) -> str:
 
 
 def error_table() -> str:
-    from papayu_git.errors import ERROR_CODES
-
     rows = ["| code | meaning | repair hint (also sent to the model) |", "|---|---|---|"]
     rows += [f"| `{code}` | {_cell(spec.meaning)} | {_cell(spec.hint)} |" for code, spec in ERROR_CODES.items()]
     return "\n".join(rows)
@@ -64,14 +67,10 @@ def limits_table() -> str:
 
 
 def settings_table() -> str:
-    from papayu_git.settings import markdown_table
-
     return markdown_table()
 
 
 def memory_table() -> str:
-    from papayu_git.memory import MEMORY_WHITELIST, git_config_key
-
     rows = ["| key | type | file | git config override |", "|---|---|---|---|"]
     for key, kind in MEMORY_WHITELIST.items():
         where = "preferences.json" if key.startswith("user.") else ".papa-yu/project.json"
@@ -105,10 +104,6 @@ def _roff(text: str) -> str:
 
 def man_page() -> str:
     """roff for `man git-papayu`: git turns `git papayu --help` into `git help papayu`."""
-    from papayu_git import __version__
-    from papayu_git.cli import LAZY_COMMANDS
-    from papayu_git.settings import SETTINGS
-
     out = [f'.TH GIT\\-PAPAYU 1 "" "papayu\\-git {__version__}" "Git Manual"', ".SH NAME",
            "git\\-papayu \\- plans from a language model land as commits only when the check passes",
            ".SH SYNOPSIS", ".B git papayu", "[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]...",

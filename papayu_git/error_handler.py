@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from papayu_git import output
 from papayu_git.errors import PapayuError
+from papayu_git.secrets import mask, safe_text
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -38,8 +39,6 @@ def _write_crash_report(exc: BaseException) -> str:
     import tempfile  # only on the crash path: ~6 ms of imports every command would pay
     import traceback
 
-    from papayu_git.secrets import mask
-
     fd, path = tempfile.mkstemp(prefix=f"papayu-crash-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(mask("".join(traceback.format_exception(exc))))
@@ -54,8 +53,6 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
         if json_output:  # emit_json masks
             output.emit_json({"ok": False, "errors": [e.to_dict() for e in getattr(exc, "errors", [exc])]})
         else:
-            from papayu_git.secrets import safe_text
-
             output.error(safe_text(exc.format(), multiline=True))
         sys.exit(EXIT_FAILURE)
     except KeyboardInterrupt as exc:
@@ -75,7 +72,6 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
         raise
     except Exception as exc:  # anything else escaping is a bug (docs/ARCHITECTURE.md, "Conventions")
         report = _write_crash_report(exc)
-        from papayu_git.secrets import safe_text
 
         output.error(f"ERR_INTERNAL: {type(exc).__name__}: {safe_text(exc, multiline=True)}\n"
                      f"This is a bug in papayu; the traceback is in {report}")

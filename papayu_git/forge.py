@@ -16,9 +16,10 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
-from papayu_git import output
+from papayu_git import output, settings
 from papayu_git.errors import PapayuError
 from papayu_git.net import RetryPolicy, credentials_stay_home, may_carry_credentials, retryable_status, send_with_retries
+from papayu_git.secrets import safe_text
 
 if TYPE_CHECKING:
     import httpx
@@ -120,8 +121,6 @@ def token_for(kind: ForgeKind) -> str | None:
 
 def resolve_forge(remote_url: str, kind: str | None, *, cwd: str | None = None) -> Forge:
     """The forge of ``remote_url``: --forge / papayu.forge.type, else guessed from the host name."""
-    from papayu_git import settings
-
     remote = parse_remote_url(remote_url)
     chosen = (kind or settings.get("forge", cwd) or "").strip().lower()
     if chosen and chosen not in {k.value for k in ForgeKind}:
@@ -241,8 +240,6 @@ def open_pull_request(forge: Forge, *, head: str, base: str, title: str, body: s
                       transport: "httpx.BaseTransport | None" = None) -> PullRequest:
     """Create the PR/MR; when the forge says one already exists for ``head``, find and reuse it.
     The title and body leave the machine masked, their control characters escaped."""
-    from papayu_git.secrets import safe_text
-
     title, body = safe_text(title), safe_text(body, multiline=True)
     with client(forge, transport) as http:
         if forge.kind is ForgeKind.GITLAB:

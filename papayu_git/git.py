@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from papayu_git import output
 from papayu_git.errors import PapayuError
 
 if TYPE_CHECKING:
@@ -40,7 +42,7 @@ def run_git(
     env: dict[str, str] | None = None,
     text: bool = True,
     uninterruptible: bool = False,
-) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+) -> subprocess.CompletedProcess[Any]:
     """Run git; on failure raise ERR_GIT_COMMAND showing the command, rc and output.
     ``uninterruptible``: see run_to_completion (the steps that move the user's branch)."""
     cmd = ["git", *args]
@@ -50,7 +52,7 @@ def run_git(
     else:
         proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=text, env=env)
     if check and proc.returncode != 0:
-        out = proc.stderr if text else proc.stderr.decode("utf-8", "replace")
+        out = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode("utf-8", "replace")
         raise PapayuError(
             "ERR_GIT_COMMAND",
             f"`{' '.join(cmd)}` exited {proc.returncode}: {str(out).strip()[-2000:]}",
@@ -64,8 +66,6 @@ def run_to_completion(cmd: Sequence[str], *, cwd: str | os.PathLike[str] | None,
     reaches papayu only) and waited for to the end; `subprocess.run` would SIGKILL it on
     KeyboardInterrupt, leaving files moved without the branch. The interrupt is then dropped:
     the step it hit has completed and the command finishes normally."""
-    from papayu_git import output
-
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     interrupted = False

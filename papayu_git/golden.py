@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.schemas import RESPONSE_SCHEMAS, schema_errors, schema_hash
 from papayu_git.validate import validate_response
 
 # The upstream implementation recorded some errors as prose; the code we give them.
@@ -138,8 +139,6 @@ def trace_to_golden(trace: Mapping[str, Any]) -> dict[str, Any]:
     an apply-time code (base mismatch, patch failure) is recorded with
     validation_outcome "ok" — the response validated, the apply step refused it.
     """
-    from papayu_git.schemas import RESPONSE_SCHEMAS, schema_errors, schema_hash
-
     if "validated_json" not in trace or trace_mode(trace) is None:
         raise PapayuError("ERR_GOLDEN_INVALID", "the trace has no validated_json or no plan/apply mode",
                           hint="Only LLM round traces (plan/apply) convert to golden traces.")

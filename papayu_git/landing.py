@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from papayu_git import locks
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_git, run_to_completion, scrubbed_env
+from papayu_git.objects import changed_paths, commit_of
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -203,10 +204,8 @@ def _in_progress(reason: str, target: Target) -> PapayuError:
 def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, target: Target,
                         plan_id: str) -> bool:
     """The fast path; False (nothing changed) when `git merge --ff-only` must decide instead."""
-    from papayu_git.objects import changed_paths
-
-    new = repo[commit]
-    paths = changed_paths(repo, repo[target.tip].tree, new.tree)
+    new = commit_of(repo, commit)
+    paths = changed_paths(repo, commit_of(repo, target.tip).tree, new.tree)
     if ([str(p) for p in new.parent_ids] != [target.tip] or paths is None
             or len(paths) > _MAX_FAST_PATHS or not _plain_worktree(workdir, paths, repo[target.tip].tree)):
         return False

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,7 +199,7 @@ def held(path: Path, /, *, wait_sec: float = 30.0, what: str = "", **data: Any) 
 StaleHandler = Callable[[LockInfo], None]
 
 
-def clear_stale(papayu_dir: Path, handlers: dict[str, StaleHandler] | None = None) -> list[LockInfo]:
+def clear_stale(papayu_dir: Path, handlers: Mapping[str, StaleHandler] | None = None) -> list[LockInfo]:
     """Remove locks of dead processes, calling ``handlers[kind]`` first so leftovers are cleaned."""
     cleared: list[LockInfo] = []
     for directory in (locks_dir(papayu_dir), papayu_dir / "checkouts", papayu_dir / "worktrees"):

@@ -15,8 +15,10 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from papayu_git import atomic
+from papayu_git import atomic, output, settings
 from papayu_git.errors import PapayuError
+from papayu_git.schemas import schema_errors
+from papayu_git.secrets import masker
 
 # The keys a memory_patch may set (upstream's names, so its documents stay valid): key -> expected JSON type.
 MEMORY_WHITELIST: dict[str, str] = {
@@ -84,8 +86,6 @@ def check_memory_patch(patch: Any) -> tuple[dict[str, Any], list[PapayuError], l
 
 def value_schema_errors(key: str, value: Any) -> list[PapayuError]:
     """Enum/range rules of schemas/preferences.json and project.json for one value."""
-    from papayu_git.schemas import schema_errors
-
     layer, name = key.split(".", 1)
     errors = schema_errors(_schema_name(layer), {layer: {name: value}}, "ERR_MEMORY_TYPE")
     return [PapayuError("ERR_MEMORY_TYPE", f"{key}: {e.reason}", path=f"memory_patch.{key}") for e in errors]
@@ -148,8 +148,6 @@ def layer_path(layer: str, repo_root: Path | None) -> Path:
 def read_layer(layer: str, repo_root: Path | None, strict: bool = True) -> dict[str, Any]:
     """The layer's values from its file ({} when absent). strict: schema errors raise;
     else values that break the schema or the whitelist are skipped (the prompt must still build)."""
-    from papayu_git.schemas import schema_errors
-
     path = layer_path(layer, repo_root)
     code = "ERR_PREFERENCES_INVALID" if layer == "user" else "ERR_PROJECT_INVALID"
     try:
@@ -170,8 +168,6 @@ def read_layer(layer: str, repo_root: Path | None, strict: bool = True) -> dict[
 
 def write_layer(layer: str, repo_root: Path | None, values: dict[str, Any]) -> Path:
     """Atomically write the layer file; refuses symlinks (never write through a symlink)."""
-    from papayu_git.schemas import schema_errors
-
     path = layer_path(layer, repo_root)
     doc = {"schema_version": 1, layer: dict(sorted(values.items()))}
     code = "ERR_PREFERENCES_INVALID" if layer == "user" else "ERR_PROJECT_INVALID"
@@ -196,8 +192,6 @@ def git_config_key(key: str) -> str:
 
 
 def _git_override(key: str, cwd: str | None) -> Any:
-    from papayu_git import output, settings
-
     raw = settings.git_config_value(git_config_key(key), cwd)
     if raw is None:
         return None
@@ -241,8 +235,6 @@ def asks_to_remember(goal: str) -> bool:
 
 def secret_errors(values: dict[str, Any]) -> list[PapayuError]:
     """Values that ``secrets.mask`` would change: never written to memory files, which are committed or shared."""
-    from papayu_git.secrets import masker
-
     mask = masker()
     errors = []
     for key, value in values.items():
@@ -254,8 +246,6 @@ def secret_errors(values: dict[str, Any]) -> list[PapayuError]:
 
 def set_values(repo_root: Path | None, values: dict[str, Any]) -> list[Path]:
     """Write whitelisted, type-checked dotted keys into their layer files; refuses secrets."""
-    from papayu_git import output
-
     for err in secret_errors(values):
         output.event("MEMORY_SET_REJECTED", code=err.code, key=err.path, value=values[err.path])
         raise err
@@ -271,8 +261,6 @@ def set_values(repo_root: Path | None, values: dict[str, Any]) -> list[Path]:
 def apply_memory_patch(repo_root: Path, patch: Any, goal: str, accept_flag: bool) -> list[str]:
     """Apply a model's memory_patch only when the user asked (docs/DESIGN.md, "Memory"); returns the applied keys.
     Unknown keys are dropped and wrongly typed values rejected (events say which)."""
-    from papayu_git import output
-
     if not patch:
         return []
     if not (accept_flag or asks_to_remember(goal)):

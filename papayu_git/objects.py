@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir
+from papayu_git.secrets import safe_text
 
 if TYPE_CHECKING:
     import pygit2
@@ -209,8 +210,6 @@ def commit_message(summary: str, plan_id: str, trace_id: str,
                    trailers: Sequence[tuple[str, str]] = ()) -> str:
     """``summary`` plus papayu's trailers (plan, trace, then e.g. the check and its source),
     masked and with control characters escaped: `git log` prints them as they are, `pr` pushes them."""
-    from papayu_git.secrets import safe_text
-
     subject = safe_text(summary.strip(), multiline=True) or f"papayu plan {plan_id}"
     lines = [("Papayu-Plan", plan_id), ("Papayu-Trace", trace_id or plan_id), *trailers]
     body = "".join(f"{key}: {safe_text(' '.join(str(value).split()))}\n" for key, value in lines)

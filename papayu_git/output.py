@@ -18,6 +18,8 @@ from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from papayu_git.secrets import FILE_CONTENTS, mask_data, masker, safe_text
+
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1", "dim": "2"}
 
 
@@ -103,8 +105,6 @@ _JSON_RAW_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
 def emit_json(data: Any, verbatim: Collection[str] = ()) -> None:
     """``data`` as JSON on stdout, every string masked (secrets.mask_data) but the file
     contents of actions (secrets.FILE_CONTENTS) and the values of the keys in ``verbatim``."""
-    from papayu_git.secrets import FILE_CONTENTS, mask_data
-
     text = json.dumps(mask_data(data, keep=FILE_CONTENTS | set(verbatim)), ensure_ascii=False, indent=2,
                       sort_keys=False, default=str)
     sys.stdout.write(text.translate(_JSON_RAW_CONTROLS) + "\n")
@@ -131,8 +131,6 @@ def format_event(name: str, fields: Mapping[str, object]) -> str:
 def event(name: str, **fields: object) -> None:
     """A stderr event (LLM_REQUEST_SENT, APPLY_SUCCESS, ...), shown with -v or PAPAYU_LOG=1."""
     if events_enabled():
-        from papayu_git.secrets import masker
-
         # Mask each value before quoting (a quoted password with spaces), then the whole line.
         mask = masker()
         masked = {k: mask(v) if isinstance(v, str) else v for k, v in fields.items()}
@@ -145,7 +143,6 @@ def progress(label: str) -> Iterator[None]:
     if not is_tty(sys.stderr):
         yield
         return
-    from papayu_git.secrets import safe_text
 
     label = safe_text(label)  # written with \r, past _write
     done = threading.Event()

@@ -12,6 +12,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Sequence
 
+from papayu_git import settings
 from papayu_git.errors import PapayuError
 
 MAX_PATH_LEN = 240
@@ -262,7 +263,5 @@ def protected_patterns(extra: Sequence[str] = ()) -> tuple[str, ...]:
 
 def configured_protected(cwd: str | None = None) -> tuple[str, ...]:
     """Denylist for this repository: built-ins + `papayu.protectedPaths` / PAPAYU_PROTECTED_PATHS."""
-    from papayu_git import settings
-
     raw = settings.get("protected_paths", cwd)
     return protected_patterns(raw.replace("\n", ",").split(","))

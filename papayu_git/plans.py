@@ -16,6 +16,8 @@ from typing import Any
 
 from papayu_git import atomic
 from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.protocol import parse_json_text
+from papayu_git.secrets import PLAN_VERBATIM, mask_data
 
 PLAN_FORMAT = 1
 
@@ -95,7 +97,6 @@ def save(papayu_dir: Path, plan: StoredPlan) -> Path:
     directory = plans_dir(papayu_dir)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{check_id(plan.id)}.json"
-    from papayu_git.secrets import PLAN_VERBATIM, mask_data
 
     record = mask_data(plan.to_json(), keep=PLAN_VERBATIM)  # what apply needs stays byte for byte
     return atomic.write_json(target, record, newline=False)
@@ -176,8 +177,6 @@ def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
 def read_record(path: Path) -> StoredPlan:
     """The stored plan in ``path``, parsed as strictly as a response file (protocol.parse_json_text);
     its id must be its file name."""
-    from papayu_git.protocol import parse_json_text
-
     try:
         data = parse_json_text(path.read_bytes())
     except OSError as exc:

@@ -89,13 +89,13 @@ def _generated(name: str, part: str) -> Callable[[Any], Any] | None:
         return None
     if getattr(module, "SCHEMA_SHA256", None) != schema_hash(name):
         return None
-    return getattr(module, "validate" + (f"_{part}" if part else ""), None)  # type: ignore[no-any-return]
+    return getattr(module, "validate" + (f"_{part}" if part else ""), None)
 
 
 def _compile(definition: Any) -> Callable[[Any], Any]:
     import fastjsonschema
 
-    return fastjsonschema.compile(definition, detailed_exceptions=False)  # type: ignore[no-any-return]
+    return fastjsonschema.compile(definition, detailed_exceptions=False)
 
 
 @lru_cache(maxsize=None)

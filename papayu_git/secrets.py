@@ -181,6 +181,6 @@ def safe_text(text: object, *, multiline: bool = False) -> str:
     """``text`` as papayu may print it or put it in a commit or pull request: masked, then
     with its control characters escaped (output.printable; newlines and tabs kept when
     ``multiline``)."""
-    from papayu_git.output import printable
+    from papayu_git.output import printable  # lazy: output imports this module (cycle)
 
     return printable(mask(str(text)), multiline=multiline)

@@ -10,6 +10,8 @@ import os
 from functools import lru_cache
 from typing import NamedTuple
 
+from papayu_git.git import run_git
+
 
 class Setting(NamedTuple):
     name: str
@@ -106,8 +108,6 @@ TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 @lru_cache(maxsize=8)
 def _git_config(cwd: str) -> dict[str, str]:
-    from papayu_git.git import run_git
-
     try:
         out = run_git(["config", "-z", "--list"], cwd=cwd, check=False).stdout
     except OSError:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from papayu_git import settings
+from papayu_git.memory import memory_value
 from papayu_git.paths import is_protected as _matches  # the gitignore-like matcher (last match wins)
 
 if TYPE_CHECKING:
@@ -56,9 +58,6 @@ def is_test_path(path: str, patterns: Sequence[str] = BUILTIN_TEST_PATTERNS) -> 
 
 def configured_test_patterns(repo_root: str | Path | None) -> tuple[tuple[str, ...], str]:
     """(patterns, where they come from) for this repository."""
-    from papayu_git import settings
-    from papayu_git.memory import memory_value
-
     root = Path(repo_root) if repo_root else None
     roots = memory_value(root, "project.test_roots") if root else None
     if isinstance(roots, list) and any(isinstance(r, str) and r.strip() for r in roots):

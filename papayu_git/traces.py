@@ -37,8 +37,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git import atomic
+from papayu_git import __version__, atomic, settings
 from papayu_git.errors import PapayuError
+from papayu_git.plans import find_record
+from papayu_git.schemas import RESPONSE_SCHEMAS, schema_hash
+from papayu_git.secrets import mask_data, masker
 
 if TYPE_CHECKING:
     from papayu_git.plans import StoredPlan
@@ -67,22 +70,15 @@ def _settings_cwd(papayu_dir: Path) -> str | None:
 
 
 def tracing_enabled(papayu_dir: Path | None = None) -> bool:
-    from papayu_git import settings
-
     return settings.get_bool("trace", _settings_cwd(papayu_dir) if papayu_dir else None)
 
 
 def raw_enabled(papayu_dir: Path | None = None) -> bool:
-    from papayu_git import settings
-
     return settings.get_bool("trace_raw", _settings_cwd(papayu_dir) if papayu_dir else None)
 
 
 def config_snapshot(cwd: str | None = None) -> dict[str, str]:
     """Every setting's effective value (SETTINGS table), masked; credentials excluded."""
-    from papayu_git import settings
-    from papayu_git.secrets import masker
-
     mask = masker()
     snapshot = {}
     for setting in settings.SETTINGS:
@@ -94,8 +90,6 @@ def config_snapshot(cwd: str | None = None) -> dict[str, str]:
 
 def schema_fields(protocol: int) -> dict[str, Any]:
     """schema_version and schema_hash of the response schema of ``protocol``."""
-    from papayu_git.schemas import RESPONSE_SCHEMAS, schema_hash
-
     return {"schema_version": protocol, "schema_hash": schema_hash(RESPONSE_SCHEMAS[protocol])}
 
 
@@ -113,8 +107,6 @@ def record(command: str, plan: "StoredPlan | None" = None, *, papayu_dir: Path |
     unless PAPAYU_TRACE_RAW=1, and every string is masked here, once: `write_trace` stores the
     result as it is (adding config_snapshot, which `config_snapshot` masks itself).
     """
-    from papayu_git import __version__
-
     data: dict[str, Any] = {"command": command}
     if plan is not None:
         data.update(plan_id=plan.id, goal=plan.goal)
@@ -126,8 +118,6 @@ def record(command: str, plan: "StoredPlan | None" = None, *, papayu_dir: Path |
 
 
 def _completed(papayu_dir: Path | None, trace_id: str, data: dict[str, Any]) -> TraceRecord:
-    from papayu_git.secrets import mask_data
-
     out: dict[str, Any] = {"trace_format": TRACE_FORMAT, "trace_id": trace_id, "created_at": now_iso(), **data}
     out["trace_id"] = trace_id
     if not raw_enabled(papayu_dir):
@@ -183,8 +173,6 @@ def _safe_id(trace_id: str) -> str:
 
 
 def resolve_id(papayu_dir: Path, id_or_prefix: str) -> Path:
-    from papayu_git.plans import find_record
-
     return find_record(traces_dir(papayu_dir), id_or_prefix, "ERR_TRACE_NOT_FOUND", "trace")
 
 

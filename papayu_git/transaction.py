@@ -15,14 +15,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git import output, settings
+from papayu_git import checked, locks, output, plans, settings, traces
+from papayu_git.apply import new_file_contents, sha256_hex
+from papayu_git.check import resolve_command, run_check
 from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.git import open_repo, papayu_dir
+from papayu_git.housekeeping import clear_stale, dead_check
 from papayu_git.landing import Target, land, resolve_target
+from papayu_git.objects import (
+    GitTree,
+    TreeChanges,
+    branch_name,
+    build_tree,
+    commit_message,
+    commit_of,
+    create_commit,
+    delete_branch,
+    generated_branches,
+    set_branch,
+)
 from papayu_git.outcomes import ApplyState, CheckState
+from papayu_git.paths import configured_protected
 from papayu_git.plans import StoredPlan
 from papayu_git.protocol import DELETING_KINDS, ActionKind, Mode, Response
+from papayu_git.sandbox import resolve as resolve_sandbox
+from papayu_git.secrets import safe_text
 from papayu_git.stages import Stopwatch, pause_point
-from papayu_git.objects import GitTree, TreeChanges, branch_name
+from papayu_git.testfiles import configured_test_patterns, edited_tests
+from papayu_git.traces import trace_id_for_apply
+from papayu_git.validate import validate_response
+from papayu_git.worktree import acquire_checkout, release_checkout
 
 if TYPE_CHECKING:
     import pygit2
@@ -80,10 +102,6 @@ class Prepared:
 
 def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, target: Target) -> Prepared:
     """Everything that can fail before an object is written: validation and the bases."""
-    from papayu_git.apply import new_file_contents
-    from papayu_git.paths import configured_protected
-    from papayu_git.validate import validate_response
-
     base = GitTree(repo, repo[target.tip].tree)
     validated = validate_response(response.data, protocol=response.protocol, mode=Mode.APPLY,
                                   read_files=plan.files or None, tree=base,
@@ -102,16 +120,12 @@ def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, tar
 
 
 def edited_tests_of(repo: "pygit2.Repository", base: GitTree, changes: TreeChanges) -> tuple[str, ...]:
-    from papayu_git.testfiles import configured_test_patterns, edited_tests
-
     return tuple(edited_tests(base, changes, configured_test_patterns(repo.workdir)[0]))
 
 
 def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
     """Bases are compared with the blobs at the tip, not the working tree (docs/DESIGN.md, "Accepted answers"):
     PATCH_FILE's base_sha256, and for UPDATE_FILE the sha256 recorded when PLAN showed it."""
-    from papayu_git.apply import sha256_hex
-
     errors = []
     for action in response.actions:
         if action.kind is ActionKind.PATCH_FILE:
@@ -133,8 +147,6 @@ def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
 
 def preflight(repo_root: Path, plan: StoredPlan, response: Response, onto: str | None = None) -> None:
     """Raise every problem a real apply would hit before writing anything; write nothing."""
-    from papayu_git.git import open_repo
-
     repo = open_repo(repo_root)
     prepare(repo, plan, response, resolve_target(repo, onto))
 
@@ -143,18 +155,11 @@ def planned_test_edits(repo_root: Path, plan: StoredPlan, response: Response, on
                        ) -> tuple[str, ...]:
     """The existing tests the plan would modify or delete (for the interactive confirmation);
     raises what `preflight` raises; writes nothing."""
-    from papayu_git.git import open_repo
-
     repo = open_repo(repo_root)
     return prepare(repo, plan, response, resolve_target(repo, onto)).test_edits
 
 
 def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> ApplyResult:
-    from papayu_git import locks
-    from papayu_git.git import open_repo, papayu_dir
-    from papayu_git.housekeeping import clear_stale
-    from papayu_git.traces import trace_id_for_apply
-
     repo = open_repo(repo_root)
     pdir = papayu_dir(repo)
     clear_stale(repo, pdir)
@@ -238,8 +243,6 @@ class _Run:
         return self.finish(ApplyState.LANDED, prepared.target, commit, landed_by=how)
 
     def commit(self, prepared: Prepared) -> str | None:
-        from papayu_git.objects import build_tree, commit_message, create_commit, set_branch
-
         self.test_edits = prepared.test_edits
         with self.watch.stage("build_commit"):
             tree_id = build_tree(prepared.base, prepared.changes)
@@ -261,7 +264,6 @@ class _Run:
         interactive yes or --allow-test-edits; else it stops at review with the branch kept."""
         if not self.test_edits or self.options.allow_test_edits:
             return None
-        from papayu_git.secrets import safe_text
 
         output.event("TEST_EDITS_HELD", plan_id=self.plan.id, paths=",".join(self.test_edits))
         edited = safe_text(", ".join(self.test_edits))  # the plan's paths
@@ -281,9 +283,6 @@ class _Run:
     def resolve_check(self, base: GitTree) -> None:
         """The check comes from the user and the tip the plan is built on, never from the plan's
         result (docs/DESIGN.md, "The check's trust boundary"); said before anything runs."""
-        from papayu_git.check import resolve_command
-        from papayu_git.sandbox import resolve as resolve_sandbox
-
         self.command = self.sandbox = None
         if self.options.no_check:
             return
@@ -291,7 +290,6 @@ class _Run:
         if self.command is None:
             return
         self.sandbox = resolve_sandbox(str(self.root))
-        from papayu_git.secrets import safe_text
 
         output.info(f"check: {safe_text(self.command.command)}   (from {self.command.source}; "
                     f"sandbox: {self.sandbox.level})")
@@ -324,9 +322,6 @@ class _Run:
     def run_check(self, commit: str) -> bool:
         if self.command is None or self.sandbox is None:
             return True
-        from papayu_git.check import run_check
-        from papayu_git.housekeeping import dead_check
-        from papayu_git.worktree import acquire_checkout, release_checkout
 
         with self.watch.stage("check"):
             checkout = acquire_checkout(self.repo, self.pdir, commit, plan_id=self.plan.id, on_stale=dead_check,
@@ -358,8 +353,6 @@ class _Run:
         output.warn(text)
 
     def delete_branch(self) -> None:
-        from papayu_git.objects import delete_branch
-
         delete_branch(self.repo, self.plan.id)
 
     def rollback(self, target: Target, commit: str | None, error: PapayuError, *, keep: bool = False) -> ApplyResult:
@@ -383,8 +376,6 @@ class _Run:
 
 def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
     """The outcome goes into the plan record (for list/land/show) and into a trace."""
-    from papayu_git import plans, traces
-
     outcome = {"state": result.state, "branch": result.branch, "commit": result.commit, "target": result.target,
                "trace_id": result.trace_id, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "check": result.check, "error": result.error, "test_edits": list(result.test_edits),
@@ -418,8 +409,6 @@ def check_state(result: ApplyResult) -> CheckState:
 
 def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError) -> None:
     """Refused before any object was written: recorded in the plan and a trace (golden-comparable)."""
-    from papayu_git import traces
-
     errors = [e.to_dict() for e in getattr(exc, "errors", [exc])]
     update_outcome(pdir, plan.id, state=ApplyState.REFUSED, error=errors[0], trace_id=trace_id)
     traces.write_trace(pdir, trace_id, traces.record(
@@ -429,8 +418,6 @@ def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError
 
 def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
     """`land` / `drop` of a kept branch: update the state recorded in the plan."""
-    from papayu_git import plans
-
     try:
         plan = plans.load(pdir, plan_id)
     except PapayuError:
@@ -447,9 +434,6 @@ def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str |
     Only the commit whose recorded check passed lands (checked.py) unless ``force``;
     ``forge_green``: the commit the forge's checks found green (land --when-green), which
     counts as checked when it is exactly the commit being landed."""
-    from papayu_git import checked, plans
-    from papayu_git.objects import commit_of, delete_branch, generated_branches
-
     commit = generated_branches(repo).get(plan_id)
     if commit is None:
         raise PapayuError("ERR_PLAN_NOT_FOUND", f"no branch {branch_name(plan_id)} to land",

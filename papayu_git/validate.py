@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.memory import check_memory_patch
 from papayu_git.paths import DEFAULT_PROTECTED, check_path, fold_key, is_protected
 from papayu_git.protocol import (
     DELETING_KINDS, MAX_JSON_DEPTH, NO_CHANGES_PREFIX, WRITING_KINDS, Action, ActionKind, Mode, Response, coerce_mode, json_depth_ok,
@@ -370,7 +371,6 @@ def _check_memory(obj: Mapping[str, Any], protocol: int, errors: list[PapayuErro
                                                                                              list[PapayuError]]:
     if "memory_patch" not in obj:
         return {}, []
-    from papayu_git.memory import check_memory_patch  # only for responses that carry one
 
     memory, unknown, wrong = check_memory_patch(obj.get("memory_patch", {}))
     errors.extend(wrong)

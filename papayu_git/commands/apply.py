@@ -16,11 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from papayu_git import output
+from papayu_git import output, plans, settings
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
+from papayu_git.housekeeping import open_checkout
+from papayu_git.llm.rounds import apply_round
+from papayu_git.objects import branch_name
 from papayu_git.outcomes import ApplyState
+from papayu_git.protocol import DELETING_KINDS, NO_CHANGES_PREFIX, parse_json_text, raw_actions
 from papayu_git.secrets import safe_text  # every line quoting the model or the check
+from papayu_git.traces import now_iso
+from papayu_git.transaction import ApplyOptions, apply_plan, planned_test_edits
+from papayu_git.validate import validate_response
 
 if TYPE_CHECKING:
     import pygit2
@@ -28,16 +35,12 @@ if TYPE_CHECKING:
     from papayu_git.llm.client import ChatClient
     from papayu_git.plans import StoredPlan
     from papayu_git.protocol import Response
-    from papayu_git.transaction import ApplyOptions, ApplyResult
+    from papayu_git.transaction import ApplyResult
 
 
 def plan_from_json(pdir: Path, repo: "pygit2.Repository", raw: bytes, protocol: int | None,
                    onto: str | None) -> "StoredPlan":
     """A response file becomes a stored plan (id, base commit, target branch)."""
-    from papayu_git import plans, settings
-    from papayu_git.protocol import parse_json_text
-    from papayu_git.traces import now_iso
-
     data = parse_json_text(raw)
     if plans.is_plan_record(data):
         plan = plans.import_record(pdir, data)
@@ -53,8 +56,6 @@ def plan_from_json(pdir: Path, repo: "pygit2.Repository", raw: bytes, protocol: 
 
 def load_plan(pdir: Path, repo: "pygit2.Repository", source: str | None, protocol: int | None,
               onto: str | None) -> "StoredPlan":
-    from papayu_git import plans
-
     if source == "-":
         return plan_from_json(pdir, repo, sys.stdin.buffer.read(), protocol, onto)
     if source and Path(source).is_file():
@@ -71,10 +72,6 @@ def response_of(root: Path, plan: "StoredPlan", protocol: int | None, onto: str 
                 client: "ChatClient | None" = None) -> tuple["StoredPlan", "Response"]:
     """The plan's validated APPLY answer; a plan without actions asks the model for it first
     (through ``client`` when the caller holds one), checked early against the branch ``onto``."""
-    from papayu_git.llm.rounds import apply_round
-    from papayu_git.protocol import NO_CHANGES_PREFIX, raw_actions
-    from papayu_git.validate import validate_response
-
     data = plan.response
     summary = data.get("summary", "") if isinstance(data, dict) else ""
     if not raw_actions(data) and not str(summary or "").startswith(NO_CHANGES_PREFIX):
@@ -85,8 +82,6 @@ def response_of(root: Path, plan: "StoredPlan", protocol: int | None, onto: str 
 
 
 def _confirm_deletions(response: "Response", yes: bool) -> bool:
-    from papayu_git.protocol import DELETING_KINDS
-
     doomed = [a.path for a in response.actions if a.kind in DELETING_KINDS]
     if yes or not doomed:
         return yes
@@ -99,9 +94,6 @@ def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", opt
     """allow_test_edits for the transaction: the flag, or a yes on a terminal (without -y) to a
     question naming the existing tests the plan modifies or deletes. No (or no terminal, or -y):
     the transaction commits and checks, then stops at review (transaction.held_for_test_edits)."""
-    from papayu_git.objects import branch_name
-    from papayu_git.transaction import planned_test_edits
-
     if options.allow_test_edits or options.yes or options.review or not sys.stdin.isatty():
         return options.allow_test_edits
     try:
@@ -116,10 +108,6 @@ def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", opt
 
 def run(source: str | None, options: "ApplyOptions", protocol: int | None = None, as_json: bool = False) -> int:
     import dataclasses
-
-    from papayu_git.housekeeping import open_checkout
-    from papayu_git.protocol import DELETING_KINDS
-    from papayu_git.transaction import apply_plan
 
     repo, root, pdir = open_checkout()
     plan = load_plan(pdir, repo, source, protocol, options.onto)
@@ -194,8 +182,6 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
     def decorate(callback: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(callback)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            from papayu_git.transaction import ApplyOptions
-
             values = {field: kwargs.pop(name) for name, field in _OPTION_NAMES.items()}
             return callback(*args, options=ApplyOptions(**values), **kwargs)
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import click
 
 from papayu_git import output
+from papayu_git.context import gather, read_log_file
 from papayu_git.error_handler import handle_errors
+from papayu_git.git import find_toplevel
 
 
 def run(goal: str, log_file: str | None = None, base: str = "HEAD", as_json: bool = False) -> int:
-    from papayu_git.context import gather, read_log_file
-    from papayu_git.git import find_toplevel
-
     log_text = read_log_file(log_file) if log_file else None
     session, blocks = gather(find_toplevel(), goal, log_text, base)
     text = session.render(blocks)

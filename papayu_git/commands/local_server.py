@@ -8,11 +8,10 @@ import click
 
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
+from papayu_git.llm import local
 
 
 def run(port: int | None, as_json: bool = False) -> int:
-    from papayu_git.llm import local
-
     spec = local.server_spec(None, port)
     info = {"base_url": spec.base_url, "model": str(spec.model), "port": spec.port}
     if as_json:

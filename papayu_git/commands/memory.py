@@ -10,14 +10,23 @@ import click
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.memory import MEMORY_WHITELIST
+from papayu_git.git import find_toplevel
+from papayu_git.memory import (
+    MEMORY_WHITELIST,
+    check_memory_patch,
+    git_config_key,
+    layer_path,
+    load_memory,
+    parse_value,
+    read_layer,
+    set_values,
+    write_layer,
+)
 
 _KEYS_HELP = "Keys (type): " + "; ".join(f"{k} ({t})" for k, t in MEMORY_WHITELIST.items())
 
 
 def _repo_root(required: bool) -> Path | None:
-    from papayu_git.git import find_toplevel
-
     try:
         return find_toplevel()
     except PapayuError:
@@ -27,8 +36,6 @@ def _repo_root(required: bool) -> Path | None:
 
 
 def run_show(as_json: bool) -> int:
-    from papayu_git.memory import git_config_key, layer_path, load_memory
-
     root = _repo_root(required=False)
     memory = load_memory(root, strict=True)
     if as_json:
@@ -53,8 +60,6 @@ def run_show(as_json: bool) -> int:
 
 
 def run_set(key: str, value: str, as_json: bool) -> int:
-    from papayu_git.memory import check_memory_patch, parse_value, set_values
-
     parsed = parse_value(key, value)
     accepted, unknown, wrong = check_memory_patch({key: parsed})
     if unknown or wrong:
@@ -69,8 +74,6 @@ def run_set(key: str, value: str, as_json: bool) -> int:
 
 
 def run_unset(key: str, as_json: bool) -> int:
-    from papayu_git.memory import read_layer, write_layer
-
     if key not in MEMORY_WHITELIST:
         raise PapayuError("ERR_MEMORY_KEY_NOT_ALLOWED", f"key {key!r} is not in the whitelist", path=key)
     layer, name = key.split(".", 1)

@@ -8,9 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from papayu_git import output
+from papayu_git import output, settings
+from papayu_git.commands import apply as apply_command
+from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
-from papayu_git.secrets import safe_text
+from papayu_git.git import find_toplevel
+from papayu_git.llm.planner import PlanRequest, make_plan
+from papayu_git.llm.routing import resolve
+from papayu_git.llm.session import open_client
+from papayu_git.secrets import PLAN_VERBATIM, mask_data, safe_text
+from papayu_git.transaction import ApplyOptions
 
 if TYPE_CHECKING:
     from papayu_git.llm.planner import PlanOutcome
@@ -76,16 +83,9 @@ def as_dict(outcome: "PlanOutcome") -> dict[str, Any]:
 def make(goal: str, route: "Route", protocol: int | None, from_file: str | None, accept_memory: bool,
          client: Any = None) -> "PlanOutcome":
     """The PLAN cycle for ``route`` (opens the model unless ``client`` is given)."""
-    from papayu_git import settings
-    from papayu_git.git import find_toplevel
-    from papayu_git.llm.planner import PlanRequest, make_plan
-    from papayu_git.llm.session import open_client
-
     root = find_toplevel()
     log_text = None
     if from_file:
-        from papayu_git.context import read_log_file
-
         log_text = read_log_file(from_file)
     request = PlanRequest(route.goal, route.prompt_mode, protocol or settings.get_int("protocol_version", str(root)),
                           log_text, accept_memory)
@@ -97,18 +97,12 @@ def make(goal: str, route: "Route", protocol: int | None, from_file: str | None,
 
 def run(goal: str, mode: str | None = None, from_file: str | None = None, out: str | None = None,
         protocol: int | None = None, accept_memory: bool = False, as_json: bool = False) -> int:
-    from papayu_git.llm.routing import resolve
-
     route = resolve(goal, mode)
     if route.confirm:
-        from papayu_git.commands import apply as apply_command
-        from papayu_git.transaction import ApplyOptions
-
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
     outcome = make(goal, route, protocol, from_file, accept_memory)
     if out:  # masked like the stored plan (plans.save)
-        from papayu_git.secrets import PLAN_VERBATIM, mask_data
 
         record = mask_data(outcome.plan.to_json(), keep=PLAN_VERBATIM)
         Path(out).write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

@@ -13,10 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from papayu_git import output
+from papayu_git import output, plans
+from papayu_git.checked import enforce, verdict
+from papayu_git.commands.drop import resolve_generated
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
+from papayu_git.forge import TOKEN_ENV, compare_url, open_pull_request, resolve_forge, wait_until_green
 from papayu_git.git import run_git, scrubbed_env
+from papayu_git.housekeeping import open_checkout
+from papayu_git.objects import branch_name, generated_branches
+from papayu_git.secrets import mask, safe_text
 
 if TYPE_CHECKING:
     import pygit2
@@ -39,8 +45,6 @@ class Generated:
 
     @property
     def branch(self) -> str:
-        from papayu_git.objects import branch_name
-
         return branch_name(self.plan_id)
 
     @property
@@ -53,11 +57,6 @@ class Generated:
 
 
 def load_generated(plan_id: str) -> Generated:
-    from papayu_git import plans
-    from papayu_git.commands.drop import resolve_generated
-    from papayu_git.housekeeping import open_checkout
-    from papayu_git.objects import branch_name, generated_branches
-
     repo, root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     sha = generated_branches(repo).get(resolved)
@@ -93,16 +92,12 @@ def push(gen: Generated, remote: str) -> None:
     with output.progress(f"pushing {gen.branch} to {remote}"):
         proc = run_git(["push", "--porcelain", remote, f"{ref}:{ref}"], cwd=gen.root, check=False, env=env)
     if proc.returncode != 0:
-        from papayu_git.secrets import mask
-
         detail = mask((proc.stderr + proc.stdout).strip()[-1500:])
         raise PapayuError("ERR_PUSH_FAILED", f"git push {remote} {gen.branch} failed: {detail}", path=remote)
 
 
 def title_of(gen: Generated) -> str:
     """The summary's first line, masked and escaped before it is cut (a cut token no longer matches)."""
-    from papayu_git.secrets import safe_text
-
     response = (gen.plan.response if gen.plan else None) or {}
     summary = response.get("summary", "") if isinstance(response, dict) else ""
     line = safe_text((summary or (gen.plan.goal if gen.plan else "") or gen.branch).strip().split("\n")[0])
@@ -111,8 +106,6 @@ def title_of(gen: Generated) -> str:
 
 def body_of(gen: Generated) -> str:
     """Summary, plan steps, risks, check result and trace id, masked and escaped (safe_text)."""
-    from papayu_git.secrets import safe_text
-
     plan = gen.plan
     response = (plan.response if plan else None) or {}
     response = response if isinstance(response, dict) else {}
@@ -138,17 +131,12 @@ def body_of(gen: Generated) -> str:
 
 
 def _record(gen: Generated, data: dict[str, Any]) -> None:
-    from papayu_git import plans
-
     if gen.plan is not None:
         plans.save(gen.pdir, dataclasses.replace(gen.plan, extra={**gen.plan.extra, "pr": data}))
 
 
 def run(plan_id: str, remote: str | None = None, base: str | None = None, draft: bool = False,
         forge_kind: str | None = None, as_json: bool = False, force: bool = False) -> int:
-    from papayu_git.checked import enforce, verdict
-    from papayu_git.forge import TOKEN_ENV, compare_url, open_pull_request, resolve_forge
-
     gen = load_generated(plan_id)
     # The forge's CI checks the PR, so an unchecked commit may go; a red or changed one may not.
     forced = enforce(verdict(gen.plan_id, gen.plan, gen.sha, unchecked_ok=True), force=force, doing="pushing")
@@ -197,8 +185,6 @@ def pushed_sha(gen: Generated, remote: str) -> str | None:
 def wait_for_green(plan_id: str, *, remote: str | None, forge_kind: str | None, timeout: float,
                    interval: float) -> tuple[Generated, "Checks", "Forge"]:
     """Poll the forge's checks of the pushed `papayu/<id>` commit until green (land --when-green)."""
-    from papayu_git.forge import resolve_forge, wait_until_green
-
     gen = load_generated(plan_id)
     remote = pick_remote(gen, remote)
     forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
@@ -213,8 +199,6 @@ def wait_for_green(plan_id: str, *, remote: str | None, forge_kind: str | None, 
 
 def ensure_still_at(gen: Generated) -> None:
     """The checks were about ``gen.sha``: land nothing if papayu/<id> moved meanwhile."""
-    from papayu_git.objects import generated_branches
-
     now = generated_branches(gen.repo).get(gen.plan_id)
     if now != gen.sha:
         raise PapayuError("ERR_BRANCH_MOVED", f"{gen.branch} moved from {gen.sha[:12]} while the checks ran",

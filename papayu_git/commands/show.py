@@ -7,8 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from papayu_git import output
+from papayu_git import output, plans
+from papayu_git.commands.drop import resolve_generated
 from papayu_git.error_handler import handle_errors
+from papayu_git.git import run_git
+from papayu_git.housekeeping import open_checkout
+from papayu_git.objects import commit_of, generated_branches
 from papayu_git.secrets import safe_text
 
 if TYPE_CHECKING:
@@ -18,9 +22,6 @@ if TYPE_CHECKING:
 def plan_diff(repo: "pygit2.Repository", plan_id: str, recorded_commit: str | None) -> str:
     """`git diff` of papayu/<id> (or of the recorded commit once landed) against its parent,
     uncoloured: the files are the model's (see render_diff)."""
-    from papayu_git.git import run_git
-    from papayu_git.objects import commit_of, generated_branches
-
     commit = generated_branches(repo).get(plan_id) or recorded_commit
     if not commit or commit not in repo:
         return ""
@@ -47,10 +48,6 @@ def _coloured(line: str) -> str:
 
 
 def run(plan_id: str, as_json: bool = False) -> int:
-    from papayu_git import plans
-    from papayu_git.commands.drop import resolve_generated
-    from papayu_git.housekeeping import open_checkout
-
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     try:

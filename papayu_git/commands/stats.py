@@ -9,7 +9,10 @@ from typing import Any
 import click
 
 from papayu_git import output
+from papayu_git.commands.trace import current_papayu_dir
 from papayu_git.error_handler import handle_errors
+from papayu_git.stats import compute_stats
+from papayu_git.traces import load_traces, traces_dir
 
 
 def _pct(value: float | None) -> str:
@@ -43,14 +46,9 @@ def print_report(stats: dict[str, Any]) -> None:
 
 
 def run(last: int, traces_from: str | None, as_json: bool) -> int:
-    from papayu_git.stats import compute_stats
-    from papayu_git.traces import load_traces, traces_dir
-
     if traces_from:
         directory = Path(traces_from)
     else:
-        from papayu_git.commands.trace import current_papayu_dir
-
         directory = traces_dir(current_papayu_dir())
     stats = compute_stats(load_traces(directory), last)
     if as_json:

@@ -10,17 +10,16 @@ import click
 
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
+from papayu_git.git import open_repo, papayu_dir
+from papayu_git.golden import check_replay, trace_mode, trace_to_golden
+from papayu_git.traces import load_trace, load_traces, traces_dir, with_plan_context
 
 
 def current_papayu_dir() -> Path:
-    from papayu_git.git import open_repo, papayu_dir
-
     return papayu_dir(open_repo())
 
 
 def summary_row(trace: dict[str, Any]) -> dict[str, Any]:
-    from papayu_git.golden import trace_mode
-
     return {
         "trace_id": trace.get("trace_id"),
         "created_at": trace.get("created_at"),
@@ -36,8 +35,6 @@ def summary_row(trace: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_list(last: int | None, as_json: bool) -> int:
-    from papayu_git.traces import load_traces, traces_dir
-
     rows = [summary_row(t) for t in load_traces(traces_dir(current_papayu_dir()))]
     rows = rows[-last:] if last else rows
     if as_json:
@@ -57,8 +54,6 @@ def run_list(last: int | None, as_json: bool) -> int:
 
 
 def run_show(trace_id: str, as_json: bool) -> int:
-    from papayu_git.traces import load_trace
-
     trace = load_trace(current_papayu_dir(), trace_id)
     if as_json:
         output.emit_json(trace)
@@ -70,9 +65,6 @@ def run_show(trace_id: str, as_json: bool) -> int:
 
 
 def run_golden(trace_id: str, out: str | None, as_json: bool) -> int:
-    from papayu_git.golden import check_replay, trace_to_golden
-    from papayu_git.traces import load_trace, with_plan_context
-
     pdir = current_papayu_dir()
     golden = trace_to_golden(with_plan_context(pdir, load_trace(pdir, trace_id)))
     problems = check_replay(golden)

@@ -8,9 +8,16 @@ from typing import Any
 
 import click
 
-from papayu_git import output
+from papayu_git import golden, output, schemas, settings
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.git import find_toplevel
+from papayu_git.golden import is_golden
+from papayu_git.hooks import staged_snapshot
+from papayu_git.paths import configured_protected
+from papayu_git.plans import is_plan_record, record_errors
+from papayu_git.protocol import parse_json_text, raw_actions
+from papayu_git.validate import validate_response
 
 FILE_KINDS = ("response", "plan", "project", "preferences", "golden")
 
@@ -32,9 +39,6 @@ class FileReport:
 
 
 def detect_kind(path: Path, data: Any) -> str:
-    from papayu_git.golden import is_golden
-    from papayu_git.plans import is_plan_record
-
     if is_golden(data):
         return "golden"
     if is_plan_record(data):
@@ -48,8 +52,6 @@ def detect_kind(path: Path, data: Any) -> str:
 
 
 def _response_mode(data: Any) -> str:
-    from papayu_git.protocol import raw_actions
-
     declared = data.get("mode") if isinstance(data, dict) else None
     if declared in ("fix-plan", "plan", "chat", "fixit"):
         return "plan"
@@ -60,10 +62,6 @@ def _response_mode(data: Any) -> str:
 
 def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode: str | None,
                    report: FileReport) -> None:
-    from papayu_git import golden, schemas, settings
-    from papayu_git.paths import configured_protected
-    from papayu_git.validate import validate_response
-
     if kind in ("project", "preferences", "golden"):
         code = {"project": "ERR_PROJECT_INVALID", "preferences": "ERR_PREFERENCES_INVALID",
                 "golden": "ERR_GOLDEN_INVALID"}[kind]
@@ -73,8 +71,6 @@ def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode:
         return
     read_files = None
     if kind == "plan":
-        from papayu_git.plans import record_errors
-
         report.errors.extend(record_errors(data))  # `apply FILE` refuses these (plans.from_record)
         if report.errors:
             return
@@ -110,8 +106,6 @@ def _expected_kind(detected: str, kinds: tuple[str, ...], report: FileReport) ->
 
 def validate_file(path: Path, protocol: int | None, mode: str | None, kinds: tuple[str, ...] = (),
                   display: str | None = None) -> FileReport:
-    from papayu_git.protocol import parse_json_text
-
     report = FileReport(display or str(path))
     try:
         raw = path.read_bytes()
@@ -133,9 +127,6 @@ def validate_file(path: Path, protocol: int | None, mode: str | None, kinds: tup
 
 def _staged_reports(protocol: int | None, mode: str | None, kinds: tuple[str, ...]) -> list[FileReport]:
     """The index versions of hook-matched files (the shim in hooks/pre-commit)."""
-    from papayu_git.git import find_toplevel
-    from papayu_git.hooks import staged_snapshot
-
     with staged_snapshot(find_toplevel()) as (tmp, todo):
         return [validate_file(tmp / rel, protocol, mode, kinds or hook_kinds, display=rel)
                 for rel, hook_kinds in todo]

@@ -16,6 +16,7 @@ from pathlib import Path
 from papayu_git.context.blocks import BlockKind, ContextBlock
 from papayu_git.context.diet import DietLimits, truncate_middle
 from papayu_git.context.session import ContextSession
+from papayu_git.errors import PapayuError
 
 __all__ = ["BlockKind", "ContextBlock", "ContextSession", "DietLimits", "gather", "read_log_file",
            "truncate_middle"]
@@ -26,8 +27,6 @@ MAX_LOG_FILE_BYTES = 2 * 1024 * 1024
 def read_log_file(path: str) -> str:
     """`--from-file LOG` text: '-' is stdin; only the last 2 MiB of a huge log are kept."""
     import sys
-
-    from papayu_git.errors import PapayuError
 
     if path == "-":
         return sys.stdin.read()[-MAX_LOG_FILE_BYTES:]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from papayu_git.context.basetree import BaseTree
 from papayu_git.context.blocks import PRIORITY_TOP, BlockKind, ContextBlock
+from papayu_git.memory import read_layer
 
 VERSION_TIMEOUT_SEC = 5.0
 LIST_MAX = 40
@@ -104,8 +105,6 @@ def venv_line(repo_root: Path) -> str:
 
 def project_memory(repo_root: Path) -> dict[str, object]:
     """project.* values of `.papa-yu/project.json` (memory.py owns the file and its whitelist)."""
-    from papayu_git.memory import read_layer
-
     return read_layer("project", repo_root, strict=False)
 
 

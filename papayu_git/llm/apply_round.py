@@ -124,7 +124,7 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
     started = time.perf_counter()
     log, trail, trace_id = CallLog(), ProtocolTrail(default=plan.protocol), traces.new_trace_id()
     pdir = papayu_dir(open_repo(repo_root))
-    base = {"plan_trace_id": plan.trace_id, "plan_files": dict(plan.files)}
+    base: dict[str, Any] = {"plan_trace_id": plan.trace_id, "plan_files": dict(plan.files)}
     try:
         response = _negotiate(repo_root, plan, client, log, trail, onto)
     except PapayuError as exc:

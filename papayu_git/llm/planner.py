@@ -10,19 +10,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from papayu_git import output, plans, settings, traces
+from papayu_git.context import ContextSession
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir, run_git
 from papayu_git.llm import behaviour
 from papayu_git.llm.client import ChatClient, scrub_key
 from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
+from papayu_git.memory import apply_memory_patch, build_memory_block, memory_value
 from papayu_git.protocol import Mode, Response
-
-if TYPE_CHECKING:
-    from papayu_git.context import ContextSession
 
 MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
 
@@ -71,15 +70,11 @@ def base_of(repo_root: Path) -> tuple[str, str]:
 
 def memory_block(repo_root: Path) -> str:
     """The ENGINEERING_MEMORY block (docs/DESIGN.md, "Memory") that follows the system prompt."""
-    from papayu_git.memory import build_memory_block
-
     return build_memory_block(repo_root)
 
 
 def ask_budget(repo_root: Path) -> int:
     """How many questions the model may ask, 0..2: memory user.ask_budget, else PAPAYU_LLM_ASK_BUDGET."""
-    from papayu_git.memory import memory_value
-
     value = memory_value(repo_root, "user.ask_budget")
     if not isinstance(value, int) or isinstance(value, bool):
         value = settings.get_int("llm_ask_budget", str(repo_root))
@@ -139,7 +134,6 @@ def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _C
     """A memory_patch is applied only when the user asked for it (memory.py decides; docs/DESIGN.md, "Memory")."""
     if not response.memory_patch:
         return {}
-    from papayu_git.memory import apply_memory_patch
 
     applied = apply_memory_patch(repo_root, response.memory_patch, request.goal, request.accept_memory)
     dropped = sorted(set(response.memory_patch) - set(applied))
@@ -152,8 +146,6 @@ def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _C
 def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient,
               timings: dict[str, float] | None = None) -> PlanOutcome:
     """The PLAN cycle. ``timings`` (optional) is filled even when the cycle fails (bench)."""
-    from papayu_git.context import ContextSession
-
     started = time.perf_counter()
     base_commit, branch = base_of(repo_root)
     cycle = _Cycle(session=ContextSession(repo_root, base_commit))

@@ -12,6 +12,7 @@ from pathlib import Path
 from papayu_git import output, plans
 from papayu_git.llm.apply_round import run_apply_round
 from papayu_git.llm.client import ChatClient
+from papayu_git.llm.session import open_client
 
 
 def apply_round(repo_root: Path, plan: plans.StoredPlan, protocol: int | None = None, onto: str | None = None,
@@ -23,7 +24,6 @@ def apply_round(repo_root: Path, plan: plans.StoredPlan, protocol: int | None = 
     output.info(f"papayu: plan {plan.id} has no actions yet; asking the model for the change (APPLY round)")
     if client is not None:
         return run_apply_round(repo_root, plan, client, onto).plan
-    from papayu_git.llm.session import open_client
 
     with open_client(repo_root) as opened:
         return run_apply_round(repo_root, plan, opened, onto).plan

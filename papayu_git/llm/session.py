@@ -8,6 +8,7 @@ from pathlib import Path
 
 from papayu_git.llm.client import ChatClient
 from papayu_git.llm.config import LLMConfig, Provider, load_config
+from papayu_git.llm.local import running_server
 
 
 @contextmanager
@@ -16,8 +17,6 @@ def open_client(repo_root: Path | None = None, config: LLMConfig | None = None) 
     cwd = str(repo_root) if repo_root else None
     config = config or load_config(cwd)
     if config.provider is Provider.LOCAL:
-        from papayu_git.llm.local import running_server
-
         with running_server(cwd) as base_url, ChatClient(config.with_base_url(base_url)) as client:
             yield client
         return
