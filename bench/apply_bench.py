@@ -28,8 +28,13 @@ from pathlib import Path
 import synthetic  # bench/synthetic.py
 
 CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache"))
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
-       "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "Bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "Bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+}
 LINES = 12
 
 
@@ -60,12 +65,26 @@ def make_diff(indices: list[int]) -> tuple[str, list[dict[str, str]]]:
         old = content_of(i).decode().splitlines(keepends=True)
         new = list(old)
         new[5] = new[5].replace("some text", "PATCHED text")
-        hunk = "".join([f"--- a/{path_of(i)}\n", f"+++ b/{path_of(i)}\n", "@@ -3,7 +3,7 @@\n",
-                        *(" " + line for line in old[2:5]), "-" + old[5], "+" + new[5],
-                        *(" " + line for line in old[6:9])])
+        hunk = "".join(
+            [
+                f"--- a/{path_of(i)}\n",
+                f"+++ b/{path_of(i)}\n",
+                "@@ -3,7 +3,7 @@\n",
+                *(" " + line for line in old[2:5]),
+                "-" + old[5],
+                "+" + new[5],
+                *(" " + line for line in old[6:9]),
+            ]
+        )
         combined.append(hunk)
-        actions.append({"kind": "PATCH_FILE", "path": path_of(i), "patch": hunk,
-                        "base_sha256": hashlib.sha256(content_of(i)).hexdigest()})
+        actions.append(
+            {
+                "kind": "PATCH_FILE",
+                "path": path_of(i),
+                "patch": hunk,
+                "base_sha256": hashlib.sha256(content_of(i)).hexdigest(),
+            }
+        )
     return "".join(combined), actions
 
 
@@ -101,16 +120,20 @@ def measure(repo: Path, n_patch: int, repeat: int, tmp: Path) -> dict[str, float
         theirs.append(time.perf_counter() - start)
         reset(repo, base)
     inner = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in ("validate", "build_commit", "land")}
-    return {"papayu": statistics.median(ours), "baseline": statistics.median(theirs),
-            "papayu_min": min(ours), "baseline_min": min(theirs), **inner}
+    return {
+        "papayu": statistics.median(ours),
+        "baseline": statistics.median(theirs),
+        "papayu_min": min(ours),
+        "baseline_min": min(theirs),
+        **inner,
+    }
 
 
 def measure_check(repo: Path, tmp: Path) -> tuple[float, float]:
     """Check stage with `--check true`: first use of the pool (worktree add), then reuse."""
     base = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "worktree", "prune")
-    subprocess.run([sys.executable, "-m", "papayu_git", "gc", "--days", "0"], cwd=repo, env=ENV,
-                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "papayu_git", "gc", "--days", "0"], cwd=repo, env=ENV, capture_output=True)
     results = []
     for k in range(2):
         _diff, actions = make_diff([k * 7 + 3])
@@ -155,27 +178,35 @@ def print_tables(rows: list[tuple[int, int, dict[str, float]]], checks: list[tup
     be 20 % slower for reasons of its own, and the fastest one is the least disturbed
     (like `timeit`'s advice), for papayu and the baseline alike."""
     ms = lambda s: f"{s * 1000:8.0f}"  # noqa: E731
-    print("| repo files | PATCH_FILEs | papayu apply+land ms | git apply --index + commit ms | ratio "
-          "| ratio of fastest runs | papayu validate ms | build_commit ms | land ms | stages ms | stages/baseline |")
+    print(
+        "| repo files | PATCH_FILEs | papayu apply+land ms | git apply --index + commit ms | ratio "
+        "| ratio of fastest runs | papayu validate ms | build_commit ms | land ms | stages ms | stages/baseline |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, n, r in rows:
         inner = r["validate"] + r["build_commit"] + r["land"]
-        print(f"| {size} | {n} | {ms(r['papayu'])} | {ms(r['baseline'])} | {r['papayu'] / r['baseline']:.2f}x "
-              f"| {r['papayu_min'] / r['baseline_min']:.2f}x "
-              f"| {ms(r['validate'])} | {ms(r['build_commit'])} | {ms(r['land'])} | {ms(inner)} "
-              f"| {inner / r['baseline']:.2f}x |")
+        print(
+            f"| {size} | {n} | {ms(r['papayu'])} | {ms(r['baseline'])} | {r['papayu'] / r['baseline']:.2f}x "
+            f"| {r['papayu_min'] / r['baseline_min']:.2f}x "
+            f"| {ms(r['validate'])} | {ms(r['build_commit'])} | {ms(r['land'])} | {ms(inner)} "
+            f"| {inner / r['baseline']:.2f}x |"
+        )
     print()
     for size, n, r in rows:
         if n == 10 and size >= 20000:
             ratios = (r["papayu"] / r["baseline"], r["papayu_min"] / r["baseline_min"])
             verdict = "met" if max(ratios) <= 2.0 else "met by the fastest runs" if ratios[1] <= 2.0 else "NOT met"
-            print(f"end to end at 10 files on {size} files: {ratios[0]:.2f}x the baseline (median), "
-                  f"{ratios[1]:.2f}x (fastest runs); target <= 2.0x: {verdict}")
+            print(
+                f"end to end at 10 files on {size} files: {ratios[0]:.2f}x the baseline (median), "
+                f"{ratios[1]:.2f}x (fastest runs); target <= 2.0x: {verdict}"
+            )
     ten = {size: r for size, n, r in rows if n == 10}
     if len(ten) > 1:
         small, large = ten[min(ten)], ten[max(ten)]
-        print(f"growth at 10 files, {min(ten)} -> {max(ten)} files: {large['papayu'] / small['papayu']:.2f}x "
-              f"(median), {large['papayu_min'] / small['papayu_min']:.2f}x (fastest runs); target <= 1.5x")
+        print(
+            f"growth at 10 files, {min(ten)} -> {max(ten)} files: {large['papayu'] / small['papayu']:.2f}x "
+            f"(median), {large['papayu_min'] / small['papayu_min']:.2f}x (fastest runs); target <= 1.5x"
+        )
     if checks:
         print("\n| repo files | check stage, first use (worktree add) ms | check stage, pooled reuse ms |")
         print("|---:|---:|---:|")

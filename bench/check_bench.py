@@ -79,8 +79,10 @@ def change_commit(repo: Path, base: str, n_files: int, n_change: int) -> str:
     step = max(1, n_files // n_change)
     ref = f"refs/papayu-check-bench/change-{n_change}"
     message = b"bench change %d\n" % n_change
-    chunks = [b"commit %s\ncommitter Bench <bench@example.com> 1700000000 +0000\ndata %d\n%sfrom %s\n"
-              % (ref.encode(), len(message), message, base.encode())]
+    chunks = [
+        b"commit %s\ncommitter Bench <bench@example.com> 1700000000 +0000\ndata %d\n%sfrom %s\n"
+        % (ref.encode(), len(message), message, base.encode())
+    ]
     for k in range(n_change):
         i = k * step
         data = content_of(i).replace(b"some text", b"CHANGED text")
@@ -100,8 +102,9 @@ def timed(fn: Callable[[], object]) -> float:
 # --- 1. the sandbox ------------------------------------------------------------------
 
 
-def measure_sandbox(repeat: int) -> tuple[list[tuple[str, list[float], list[float]]], list[float],
-                                           list[tuple[str, str, list[float]]], str]:
+def measure_sandbox(
+    repeat: int,
+) -> tuple[list[tuple[str, list[float], list[float]]], list[float], list[tuple[str, str, list[float]]], str]:
     """(command, bwrap times, none times) per command; uncached probe times; bwrap breakdown."""
     import pygit2
 
@@ -125,8 +128,13 @@ def measure_sandbox(repeat: int) -> tuple[list[tuple[str, list[float], list[floa
             for r in range(repeat + 1):
                 for name, box in order if r % 2 else order[::-1]:
                     result: list[check.CheckResult] = []
-                    elapsed = timed(lambda: result.append(check.run_check(
-                        cmd, checkout, log, timeout_sec=60, sandbox=box, repo_root=repo_path, commit=head)))
+                    elapsed = timed(
+                        lambda: result.append(
+                            check.run_check(
+                                cmd, checkout, log, timeout_sec=60, sandbox=box, repo_root=repo_path, commit=head
+                            )
+                        )
+                    )
                     if not result[0].passed:
                         raise SystemExit(f"{command} failed under {name}: {result[0].tail}")
                     if r:  # the first round warms the page cache
@@ -139,8 +147,9 @@ def measure_sandbox(repeat: int) -> tuple[list[tuple[str, list[float], list[floa
     return rows, probes, breakdown, python
 
 
-def bwrap_breakdown(bwrap: str, checkout: worktree.CheckCheckout, python: str,
-                    repeat: int) -> list[tuple[str, str, list[float]]]:
+def bwrap_breakdown(
+    bwrap: str, checkout: worktree.CheckCheckout, python: str, repeat: int
+) -> list[tuple[str, str, list[float]]]:
     """Where bwrap's start-up goes: `sh -c true` with more and more of papayu's command line,
     and `python3 -c pass` without and with it, as plain subprocesses (no run_check around)."""
     full = sandbox.bwrap_argv(bwrap, workdir=checkout.path, gitdir=checkout.gitdir, readonly=(), network=False)
@@ -248,7 +257,8 @@ def measure_checkout(size: int, n_first: int, budget: float, n_reuse: int) -> di
     work = WORK / f"repo-{size}"
     times: dict[str, dict[str, list[float]]] = {
         name: {"first": [], "first reuse": [], **{f"reuse {n}": [] for n in CHANGES}}
-        for name in (Isolated.name, Linked.name)}
+        for name in (Isolated.name, Linked.name)
+    }
     for phase, (here, there) in enumerate((("a", "b"), ("b", "a"))):
         designs: list[Isolated | Linked] = [Isolated(repo_path, work / here), Linked(repo_path, work / there)]
         try:
@@ -274,7 +284,8 @@ def measure_checkout(size: int, n_first: int, budget: float, n_reuse: int) -> di
                                 for sub in ("checkout", "clean"):
                                     parts.setdefault(f"reuse {n} git {sub}", []).append(GIT_TIMES[sub])
                                 parts.setdefault(f"reuse {n} own", []).append(
-                                    parts[f"reuse {n}"][-1] - GIT_TIMES["checkout"] - GIT_TIMES["clean"])
+                                    parts[f"reuse {n}"][-1] - GIT_TIMES["checkout"] - GIT_TIMES["clean"]
+                                )
         finally:
             for design in designs:
                 design.remove()
@@ -293,37 +304,56 @@ def verdict(ratios: tuple[float, float], ok: Callable[[float], bool]) -> str:
     return "met" if all(ok(r) for r in ratios) else "met by the fastest runs" if ok(ratios[1]) else "NOT met"
 
 
-def print_sandbox(rows: list[tuple[str, list[float], list[float]]], probes: list[float],
-                  breakdown: list[tuple[str, str, list[float]]], python: str, repeat: int) -> None:
-    print(f"| check through run_check (median of {repeat}, interleaved) | bwrap ms | no sandbox ms | added ms "
-          "| added ms, fastest runs |")
+def print_sandbox(
+    rows: list[tuple[str, list[float], list[float]]],
+    probes: list[float],
+    breakdown: list[tuple[str, str, list[float]]],
+    python: str,
+    repeat: int,
+) -> None:
+    print(
+        f"| check through run_check (median of {repeat}, interleaved) | bwrap ms | no sandbox ms | added ms "
+        "| added ms, fastest runs |"
+    )
     print("|---|---:|---:|---:|---:|")
     for label, boxed, bare in rows:
-        print(f"| `{label}` | {ms(statistics.median(boxed))} | {ms(statistics.median(bare))} "
-              f"| {ms(statistics.median(boxed) - statistics.median(bare))} | {ms(min(boxed) - min(bare))} |")
-    print(f"| bwrap probe, uncached (once per papayu process; median of {len(probes)}) "
-          f"| {ms(statistics.median(probes))} | | | |")
+        print(
+            f"| `{label}` | {ms(statistics.median(boxed))} | {ms(statistics.median(bare))} "
+            f"| {ms(statistics.median(boxed) - statistics.median(bare))} | {ms(min(boxed) - min(bare))} |"
+        )
+    print(
+        f"| bwrap probe, uncached (once per papayu process; median of {len(probes)}) "
+        f"| {ms(statistics.median(probes))} | | | |"
+    )
     print(f"\n(`python3` is {python}.)")
     for label, boxed, bare in rows:
         added = (statistics.median(boxed) - statistics.median(bare), min(boxed) - min(bare))
-        print(f"sandbox overhead for `{label}`: {added[0] * 1000:+.1f} ms (median), {added[1] * 1000:+.1f} ms "
-              "(fastest runs); "
-              f"target <= {TARGET_SANDBOX_MS:.0f} ms: {verdict(added, lambda a: a * 1000 <= TARGET_SANDBOX_MS)}")
-    print("run_check is woken by the check's exit (pidfd); the plain subprocesses below show bwrap's own "
-          "start-up without papayu around it.")
+        print(
+            f"sandbox overhead for `{label}`: {added[0] * 1000:+.1f} ms (median), {added[1] * 1000:+.1f} ms "
+            "(fastest runs); "
+            f"target <= {TARGET_SANDBOX_MS:.0f} ms: {verdict(added, lambda a: a * 1000 <= TARGET_SANDBOX_MS)}"
+        )
+    print(
+        "run_check is woken by the check's exit (pidfd); the plain subprocesses below show bwrap's own "
+        "start-up without papayu around it."
+    )
     base = {group: statistics.median(samples) for group, label, samples in breakdown if label == "no sandbox"}
     print(f"\n| where bwrap's start-up goes (plain subprocesses, median of {repeat}) | ms | over no sandbox, ms |")
     print("|---|---:|---:|")
     for group, label, samples in breakdown:
-        print(f"| `{group}`: {label} | {ms(statistics.median(samples))} "
-              f"| {ms(statistics.median(samples) - base[group])} |")
+        print(
+            f"| `{group}`: {label} | {ms(statistics.median(samples))} "
+            f"| {ms(statistics.median(samples) - base[group])} |"
+        )
 
 
 def print_checkout(results: list[tuple[int, dict[str, dict[str, list[float]]]]]) -> None:
     med = lambda v: statistics.median(v)  # noqa: E731
-    print("\n| repo files | checkout | first use ms (runs) | first reuse, 10 files ms | reuse, same commit ms "
-          "| reuse, 10 files changed ms | reuse, 100 files ms | reuse moves each | reuse 10 new/old "
-          "| new/old, fastest runs |")
+    print(
+        "\n| repo files | checkout | first use ms (runs) | first reuse, 10 files ms | reuse, same commit ms "
+        "| reuse, 10 files changed ms | reuse, 100 files ms | reuse moves each | reuse 10 new/old "
+        "| new/old, fastest runs |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, times in results:
         new, old = times[Isolated.name], times[Linked.name]
@@ -332,20 +362,26 @@ def print_checkout(results: list[tuple[int, dict[str, dict[str, list[float]]]]])
             if t is new:
                 ratio = f"{med(new['reuse 10']) / med(old['reuse 10']):.2f}x"
                 fastest = f"{min(new['reuse 10']) / min(old['reuse 10']):.2f}x"
-            print(f"| {size} | {name} | {ms(med(t['first']))} ({len(t['first'])}) | {ms(med(t['first reuse']))} "
-                  f"| {ms(med(t['reuse 0']))} "
-                  f"| {ms(med(t['reuse 10']))} | {ms(med(t['reuse 100']))} | {len(t['reuse 10'])} "
-                  f"| {ratio} | {fastest} |")
+            print(
+                f"| {size} | {name} | {ms(med(t['first']))} ({len(t['first'])}) | {ms(med(t['first reuse']))} "
+                f"| {ms(med(t['reuse 0']))} "
+                f"| {ms(med(t['reuse 10']))} | {ms(med(t['reuse 100']))} | {len(t['reuse 10'])} "
+                f"| {ratio} | {fastest} |"
+            )
     print()
     for size, times in results:
         new, old = times[Isolated.name], times[Linked.name]
         ratios = (med(new["reuse 10"]) / med(old["reuse 10"]), min(new["reuse 10"]) / min(old["reuse 10"]))
         first = med(new["first"]) / med(old["first"])
-        print(f"reuse at 10 files on {size} files: {ratios[0]:.2f}x the linked worktree (median), {ratios[1]:.2f}x "
-              f"(fastest runs); target <= {TARGET_REUSE}x: {verdict(ratios, lambda r: r <= TARGET_REUSE)}; "
-              f"first use {first:.2f}x (median)")
-    print("\n| repo files | isolated reuse, files changed | total ms | git checkout ms | git clean ms "
-          "| papayu's own ms (lock, slot restore) |")
+        print(
+            f"reuse at 10 files on {size} files: {ratios[0]:.2f}x the linked worktree (median), {ratios[1]:.2f}x "
+            f"(fastest runs); target <= {TARGET_REUSE}x: {verdict(ratios, lambda r: r <= TARGET_REUSE)}; "
+            f"first use {first:.2f}x (median)"
+        )
+    print(
+        "\n| repo files | isolated reuse, files changed | total ms | git checkout ms | git clean ms "
+        "| papayu's own ms (lock, slot restore) |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for size, times in results:
         new = times[Isolated.name]
@@ -360,11 +396,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,20000,50000")
     parser.add_argument("--repeat", type=int, default=20, help="runs of each trivial check (table 1)")
     parser.add_argument("--first", type=int, default=5, help="most first uses per design and size")
-    parser.add_argument("--first-budget", type=float, default=20.0,
-                        help="seconds of first uses per size after which no new round starts (at least one)")
+    parser.add_argument(
+        "--first-budget",
+        type=float,
+        default=20.0,
+        help="seconds of first uses per size after which no new round starts (at least one)",
+    )
     parser.add_argument("--reuse", type=int, default=9, help="round trips per change size (5 from 50k files)")
-    parser.add_argument("--pool-dir", type=Path,
-                        help="where the checkouts go (e.g. on /dev/shm to leave the disk out); removed after")
+    parser.add_argument(
+        "--pool-dir", type=Path, help="where the checkouts go (e.g. on /dev/shm to leave the disk out); removed after"
+    )
     parser.add_argument("--no-sandbox-table", action="store_true")
     parser.add_argument("--no-checkout-table", action="store_true")
     args = parser.parse_args()

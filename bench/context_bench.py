@@ -14,14 +14,14 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from papayu_git.context import ContextSession  # noqa: E402
+import synthetic
 
-import synthetic  # noqa: E402  (bench/synthetic.py)
+from papayu_git.context import ContextSession
 
 QUERY = "needle_token_42"
 CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache")) / "context"
@@ -34,12 +34,14 @@ def module_text(i: int) -> str:
 
 
 def build_repo(count: int) -> Path:
-    return synthetic.build_repo(CACHE / f"repo-{count}", count, lambda i: f"pkg{i % 500:03d}/mod_{i:05d}.py",
-                                lambda i: module_text(i).encode())
+    return synthetic.build_repo(
+        CACHE / f"repo-{count}", count, lambda i: f"pkg{i % 500:03d}/mod_{i:05d}.py", lambda i: module_text(i).encode()
+    )
 
 
 def median_ms(fn: Callable[[], object], runs: int, setup: Callable[[], object] = lambda: None) -> float:
-    fn() if setup() is None else fn()                              # warm the OS page cache
+    setup()
+    fn()  # warm the OS page cache
     samples = []
     for _ in range(runs):
         setup()
@@ -49,8 +51,9 @@ def median_ms(fn: Callable[[], object], runs: int, setup: Callable[[], object] =
     return statistics.median(samples)
 
 
-def paired_ms(plain: Callable[[], object], ours: Callable[[], object], runs: int,
-              setup: Callable[[], object]) -> tuple[float, float]:
+def paired_ms(
+    plain: Callable[[], object], ours: Callable[[], object], runs: int, setup: Callable[[], object]
+) -> tuple[float, float]:
     """Alternate the two so that a load spike on the shared machine hits both alike."""
     plain_samples, our_samples = [], []
     for _ in range(runs):
@@ -80,9 +83,9 @@ def measure(repo: Path, runs: int) -> list[tuple[str, float]]:
 
     def warm() -> None:
         new_session()
-        sessions[0].fulfil([search, *reads])        # round 1 fills the cache; the timed call is round 2
+        sessions[0].fulfil([search, *reads])  # round 1 fills the cache; the timed call is round 2
 
-    git_grep("HEAD")                                 # warm the page cache
+    git_grep("HEAD")  # warm the page cache
     plain_ms, search_ms = paired_ms(lambda: git_grep("HEAD"), fulfil([search]), runs, new_session)
     return [
         ("git grep QUERY HEAD (plain, base tree)", plain_ms),
@@ -102,16 +105,20 @@ def main() -> int:
     args = parser.parse_args()
     rows = measure(build_repo(args.files), args.runs)
     baseline = rows[0][1]
-    print(f"context bench: {args.files} files, query {QUERY!r}, median of {args.runs} runs, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"context bench: {args.files} files, query {QUERY!r}, median of {args.runs} runs, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"| {'operation':<40} | {'ms':>8} | {'× git grep HEAD':>15} |")
     print(f"|{'-' * 42}|{'-' * 10}|{'-' * 17}|")
     for name, ms in rows:
         print(f"| {name:<40} | {ms:8.1f} | {ms / baseline:15.2f} |")
     search_ms, read_ms = rows[3][1], rows[4][1]
-    print(f"search ≤ 1.5× git grep HEAD: {'met' if search_ms <= 1.5 * baseline else 'NOT met'}; "
-          f"≤ 300 ms: search {'met' if search_ms <= 300 else 'NOT met'}, read {'met' if read_ms <= 300 else 'NOT met'}"
-          f" (absolute times follow the machine's load; plain git grep itself took {baseline:.0f} ms)")
+    print(
+        f"search ≤ 1.5× git grep HEAD: {'met' if search_ms <= 1.5 * baseline else 'NOT met'}; "
+        f"≤ 300 ms: search {'met' if search_ms <= 300 else 'NOT met'}, read {'met' if read_ms <= 300 else 'NOT met'}"
+        f" (absolute times follow the machine's load; plain git grep itself took {baseline:.0f} ms)"
+    )
     return 0
 
 

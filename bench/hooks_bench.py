@@ -14,8 +14,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -24,8 +24,14 @@ sys.path.insert(0, str(ROOT))
 from forge_server import BRANCH, PLAN_ID, ForgeServer, make_kept  # noqa: E402
 
 PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "notes/todo.md", "content": "- ship\n"}], "summary": "todo"}
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.com", "GIT_COMMITTER_NAME": "b",
-       "GIT_COMMITTER_EMAIL": "b@example.com", "GIT_CONFIG_NOSYSTEM": "1"}
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "b",
+    "GIT_AUTHOR_EMAIL": "b@example.com",
+    "GIT_COMMITTER_NAME": "b",
+    "GIT_COMMITTER_EMAIL": "b@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 for _name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "GITEA_TOKEN"):
     ENV.pop(_name, None)
 
@@ -76,8 +82,11 @@ def forge_cost(base: Path, runs: int) -> dict[str, float]:
         kept = make_kept(base / f"forge{i}")
         with ForgeServer() as server:
             server.route("POST", "/repos/acme/widget/pulls", (201, {"number": 1, "html_url": "https://x/1"}))
-            server.route("GET", f"/repos/acme/widget/commits/{kept.sha}/status",
-                         (200, {"state": "success", "statuses": [{"state": "success", "context": "ci"}]}))
+            server.route(
+                "GET",
+                f"/repos/acme/widget/commits/{kept.sha}/status",
+                (200, {"state": "success", "statuses": [{"state": "success", "context": "ci"}]}),
+            )
             server.route("GET", f"/repos/acme/widget/commits/{kept.sha}/check-runs", (200, {"check_runs": []}))
             env = {"PAPAYU_FORGE_API_URL": server.url, "GH_TOKEN": "bench-token"}
             start = time.perf_counter()
@@ -86,8 +95,9 @@ def forge_cost(base: Path, runs: int) -> dict[str, float]:
             start = time.perf_counter()
             papayu("land", PLAN_ID, "--when-green", "--interval", "0.05", cwd=kept.repo, env=env)
             times["land --when-green (green at once)"].append((time.perf_counter() - start) * 1000)
-        assert not subprocess.run(["git", "branch", "--list", BRANCH], cwd=kept.repo, capture_output=True,
-                                  text=True).stdout.strip()
+        assert not subprocess.run(
+            ["git", "branch", "--list", BRANCH], cwd=kept.repo, capture_output=True, text=True
+        ).stdout.strip()
     return {k: statistics.median(v) for k, v in times.items()}
 
 

@@ -15,15 +15,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from papayu_git import memory, secrets, stats, traces  # noqa: E402
+from papayu_git import memory, secrets, stats, traces
 
-SECRETS_LINE = ("Authorization: Bearer tok9f8e7d6c5b4a3f2e1d0c ghp_R4nd0mT0k3nV4lu3Abcdefghij1234567890 "
-                "api_key=live_abcdef1234567890 https://u:pw123456@host/x\n")
+SECRETS_LINE = (
+    "Authorization: Bearer tok9f8e7d6c5b4a3f2e1d0c ghp_R4nd0mT0k3nV4lu3Abcdefghij1234567890 "
+    "api_key=live_abcdef1234567890 https://u:pw123456@host/x\n"
+)
 
 
 def model_output(size: int) -> str:
@@ -44,12 +46,18 @@ def median_ms(fn: Callable[[], object], runs: int) -> float:
 
 def fake_trace(i: int) -> dict[str, object]:
     fallback = i % 50 == 0
-    return {"trace_id": f"t{i:06d}", "created_at": f"2026-01-01T00:00:{i:06d}Z", "command": "apply",
-            "request": {"mode": "apply", "latency_ms": 100 + i % 900},
-            "validated_json": {"actions": [{"kind": "CREATE_FILE", "path": f"f{i}.py", "content": "x = 1\n" * 50}]},
-            "validation_outcome": "ok", "protocol_repair_attempt": i % 7 == 0, "protocol_fallback_attempted": fallback,
-            "protocol_fallback_reason": "ERR_PATCH_APPLY_FAILED" if fallback else None,
-            "check": {"state": "passed" if i % 9 else "failed"}}
+    return {
+        "trace_id": f"t{i:06d}",
+        "created_at": f"2026-01-01T00:00:{i:06d}Z",
+        "command": "apply",
+        "request": {"mode": "apply", "latency_ms": 100 + i % 900},
+        "validated_json": {"actions": [{"kind": "CREATE_FILE", "path": f"f{i}.py", "content": "x = 1\n" * 50}]},
+        "validation_outcome": "ok",
+        "protocol_repair_attempt": i % 7 == 0,
+        "protocol_fallback_attempted": fallback,
+        "protocol_fallback_reason": "ERR_PATCH_APPLY_FAILED" if fallback else None,
+        "check": {"state": "passed" if i % 9 else "failed"},
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -64,8 +72,13 @@ def main(argv: list[str]) -> int:
         repo = Path(tmp) / "repo"
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         pdir = repo / ".git" / "papayu"
-        data = {"command": "apply", **traces.schema_fields(2), "validated_json": json.loads(json.dumps(
-            {"actions": [{"kind": "CREATE_FILE", "path": "a.py", "content": text[:50_000]}]}))}
+        data = {
+            "command": "apply",
+            **traces.schema_fields(2),
+            "validated_json": json.loads(
+                json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "a.py", "content": text[:50_000]}]})
+            ),
+        }
         ms = median_ms(lambda: traces.write_trace(pdir, traces.new_trace_id(), data), 20)
         rows.append(("write_trace (50 KB answer)", f"{ms:.1f} ms", "", "<= 20 ms"))
         bulk = Path(tmp) / "bulk"
@@ -75,12 +88,24 @@ def main(argv: list[str]) -> int:
         start = time.perf_counter()
         result = stats.compute_stats(traces.load_traces(bulk), 100)
         ms = (time.perf_counter() - start) * 1000
-        rows.append((f"load + stats over {args.traces} traces", f"{ms:.0f} ms",
-                     f"apply_count={result['apply_count']}", "<= 3000 ms"))
+        rows.append(
+            (
+                f"load + stats over {args.traces} traces",
+                f"{ms:.0f} ms",
+                f"apply_count={result['apply_count']}",
+                "<= 3000 ms",
+            )
+        )
         memory.set_values(repo, {"project.default_test_command": "pytest -q", "project.ci_notes": "n" * 20_000})
         ms = median_ms(lambda: memory.build_memory_block(repo), 20)
-        rows.append(("build_memory_block (20 KB notes)", f"{ms:.1f} ms",
-                     f"{len(memory.build_memory_block(repo).encode())} bytes", "<= 20 ms"))
+        rows.append(
+            (
+                "build_memory_block (20 KB notes)",
+                f"{ms:.1f} ms",
+                f"{len(memory.build_memory_block(repo).encode())} bytes",
+                "<= 20 ms",
+            )
+        )
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'time':>10}  {'':<22}  target")
     for name, value, extra, target in rows:

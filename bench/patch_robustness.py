@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import itertools
 import json
 import random
 import re
@@ -81,6 +82,7 @@ def is_text(data: bytes) -> bool:
 
 # --- cases from a repository ----------------------------------------------------------------
 
+
 def repo_cases(repo: Path, limit: int) -> list[Case]:
     cases: list[Case] = []
     commits = git(["rev-list", "--no-merges", "HEAD"], repo).decode().split()
@@ -89,7 +91,7 @@ def repo_cases(repo: Path, limit: int) -> list[Case]:
             break
         listing = git(["diff-tree", "-r", "--no-commit-id", "--no-renames", "--diff-filter=M", "-z", commit], repo)
         fields = listing.split(b"\x00")
-        for meta, name in zip(fields[0::2], fields[1::2]):
+        for meta, name in zip(fields[0::2], fields[1::2], strict=False):
             old_mode, new_mode, old_sha, new_sha = meta.decode().lstrip(":").split()[:4]
             if old_mode != new_mode or not old_mode.startswith("100"):
                 continue
@@ -113,8 +115,11 @@ def _python_version(path: str) -> tuple[int, ...]:
 
 def stdlib_dirs() -> list[Path]:
     """Every Python 3 standard library on this machine, oldest first (by version in the path)."""
-    candidates = {sysconfig.get_paths()["stdlib"], *glob.glob("/usr/lib/python3.*"),
-                  *glob.glob(str(Path.home() / ".pyenv/versions/3.*/lib/python3.*"))}
+    candidates = {
+        sysconfig.get_paths()["stdlib"],
+        *glob.glob("/usr/lib/python3.*"),
+        *glob.glob(str(Path.home() / ".pyenv/versions/3.*/lib/python3.*")),
+    }
     dirs = [Path(c) for c in candidates if (Path(c) / "os.py").is_file()]
     return sorted({d.resolve() for d in dirs}, key=lambda d: (_python_version(str(d)), str(d)))
 
@@ -137,10 +142,10 @@ def package_versions() -> dict[str, list[Path]]:
 
 def version_pairs() -> Iterator[tuple[str, Path, Path]]:
     libs = stdlib_dirs()
-    for older, newer in zip(libs, libs[1:]):
+    for older, newer in itertools.pairwise(libs):
         yield "stdlib", older, newer
     for name, dirs in sorted(package_versions().items()):
-        for older, newer in zip(dirs, dirs[1:]):
+        for older, newer in itertools.pairwise(dirs):
             yield f"pkg/{name}", older, newer
 
 
@@ -169,15 +174,31 @@ def build_corpus(dest: Path, limit: int, seed: int) -> Path:
 
 def commit_all(repo: Path, message: str) -> None:
     git(["add", "-A"], repo)
-    git(["-c", "user.name=bench", "-c", "user.email=bench@example.com", "-c", "commit.gpgsign=false",
-         "commit", "-q", "--no-verify", "-m", message], repo)
+    git(
+        [
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.com",
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            message,
+        ],
+        repo,
+    )
 
 
 # --- perturbations -------------------------------------------------------------------------
 
+
 def _headers(diff: str, change: Callable[[re.Match[str]], str]) -> str:
-    return "".join(change(m) + "\n" if (m := HEADER.match(line.rstrip("\n"))) else line
-                   for line in diff.splitlines(True))
+    return "".join(
+        change(m) + "\n" if (m := HEADER.match(line.rstrip("\n"))) else line for line in diff.splitlines(True)
+    )
 
 
 def _nonzero(rng: random.Random, low: int, high: int) -> int:
@@ -191,6 +212,7 @@ def shift_lines(diff: str, rng: random.Random) -> str:
         if old + d < 1 or new + d < 1:
             d = abs(d)
         return f"@@ -{old + d},{m.group(2) or 1} +{new + d},{m.group(4) or 1} @@{m.group(5)}"
+
     return _headers(diff, move)
 
 
@@ -201,6 +223,7 @@ def wrong_counts(diff: str, rng: random.Random) -> str:
         if (old_n, new_n) == (int(m.group(2) or 1), int(m.group(4) or 1)):
             old_n += 1
         return f"@@ -{m.group(1)},{old_n} +{m.group(3)},{new_n} @@{m.group(5)}"
+
     return _headers(diff, recount)
 
 
@@ -230,8 +253,9 @@ PERTURBATIONS: dict[str, Callable[[str, random.Random], str]] = {
     "@@ @@ (no numbers)": no_numbers,
     "context trailing ws dropped": strip_context_ws,
     "no-newline marker missing": drop_marker,
-    "all of the above at once": lambda diff, rng: drop_marker(strip_context_ws(
-        wrong_counts(shift_lines(diff, rng), rng), rng), rng),
+    "all of the above at once": lambda diff, rng: drop_marker(
+        strip_context_ws(wrong_counts(shift_lines(diff, rng), rng), rng), rng
+    ),
 }
 
 
@@ -239,27 +263,31 @@ def _rediff(case: Case, old: bytes, new: bytes, scratch: Path) -> str:
     (scratch / "old").write_bytes(old)
     (scratch / "new").write_bytes(new)
     raw = git(["diff", "--no-index", "--no-color", "-U3", "old", "new"], scratch).decode()
-    return f"--- a/{case.path}\n+++ b/{case.path}\n{raw[raw.index('@@'):]}"
+    return f"--- a/{case.path}\n+++ b/{case.path}\n{raw[raw.index('@@') :]}"
 
 
 def with_trailing_ws(case: Case, scratch: Path) -> Case | None:
     """The same edit on files where about a third of the lines end in whitespace (by content)."""
+
     def pad(data: bytes) -> bytes:
         out = []
         for line in data.splitlines(True):
             body = line.rstrip(b"\r\n")
             if body.strip() and zlib.crc32(body) % 3 == 0:
-                line = body + (b" " if zlib.crc32(body) % 2 else b"\t  ") + line[len(body):]
+                line = body + (b" " if zlib.crc32(body) % 2 else b"\t  ") + line[len(body) :]
             out.append(line)
         return b"".join(out)
+
     old, new = pad(case.old), pad(case.new)
     return Case(case.path, old, new, _rediff(case, old, new, scratch)) if old != case.old else None
 
 
 def without_final_newline(case: Case, scratch: Path) -> Case | None:
     """The same edit on files whose final newline is missing, re-diffed by git."""
+
     def chop(data: bytes) -> bytes:
         return data[:-2] if data.endswith(b"\r\n") else data[:-1] if data.endswith(b"\n") else data
+
     old, new = chop(case.old), chop(case.new)
     if old == new:
         return None
@@ -268,6 +296,7 @@ def without_final_newline(case: Case, scratch: Path) -> Case | None:
 
 
 # --- tools ----------------------------------------------------------------------------------
+
 
 def run_papayu(case: Case, patch: str, scratch: Path) -> bytes | None:
     action = Action(ActionKind.PATCH_FILE, case.path, patch=patch, base_sha256=sha256_hex(case.old))
@@ -286,6 +315,7 @@ def _external(cmd: list[str]) -> Callable[[Case, str, Path], bytes | None]:
         (scratch / "p.diff").write_text(patch, encoding="utf-8")
         proc = subprocess.run([*cmd, str(scratch / "p.diff")], cwd=scratch / "t", capture_output=True)
         return target.read_bytes() if proc.returncode == 0 and target.is_file() else None
+
     return run
 
 
@@ -293,8 +323,9 @@ TOOLS: dict[str, Callable[[Case, str, Path], bytes | None]] = {
     "papayu": run_papayu,
     "git apply": _external(["git", "apply"]),
     "git apply --recount -C1 --ignore-ws": _external(["git", "apply", "--recount", "-C1", "--ignore-whitespace"]),
-    "GNU patch": _external(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--silent",
-                            "-r", "-", "-i"]),
+    "GNU patch": _external(
+        ["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--silent", "-r", "-", "-i"]
+    ),
 }
 
 
@@ -314,12 +345,13 @@ def show_failure(name: str, case: Case, patch: str) -> None:
     print(f"### papayu failed: {name}: {case.path}\n{reason[:3000]}\n", file=sys.stderr)
 
 
-def measure(cases: list[Case], seed: int, scratch: Path,
-            show_failures: bool = False) -> tuple[dict[str, Tally], float]:
+def measure(cases: list[Case], seed: int, scratch: Path, show_failures: bool = False) -> tuple[dict[str, Tally], float]:
     rng = random.Random(seed)
     extra: dict[str, Callable[[Case, Path], Case | None]] = {
-        "no-newline marker missing": without_final_newline, "context trailing ws dropped": with_trailing_ws,
-        "all of the above at once": with_trailing_ws}
+        "no-newline marker missing": without_final_newline,
+        "context trailing ws dropped": with_trailing_ws,
+        "all of the above at once": with_trailing_ws,
+    }
     results: dict[str, Tally] = {}
     papayu_time = 0.0
     for name, perturb in PERTURBATIONS.items():
@@ -350,14 +382,17 @@ def render(results: dict[str, Tally], source: str, n_cases: int, papayu_ms: floa
     head = ["class", "cases", *TOOLS]
     rows = [head, ["---"] * len(head)]
     for name, tally in results.items():
-        cells = [f"{100 * tally.correct[t] / tally.cases:.1f}% ({tally.wrong[t]} wrong)" if tally.cases else "-"
-                 for t in TOOLS]
+        cells = [
+            f"{100 * tally.correct[t] / tally.cases:.1f}% ({tally.wrong[t]} wrong)" if tally.cases else "-"
+            for t in TOOLS
+        ]
         rows.append([name, str(tally.cases), *cells])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
-    return (f"corpus: {source}; {n_cases} file changes; papayu mean {papayu_ms:.2f} ms per apply\n"
-            "cell = share applied byte-identical to the real commit (silently wrong results)\n"
-            + "\n".join(lines))
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + " |" for r in rows]
+    return (
+        f"corpus: {source}; {n_cases} file changes; papayu mean {papayu_ms:.2f} ms per apply\n"
+        "cell = share applied byte-identical to the real commit (silently wrong results)\n" + "\n".join(lines)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -366,8 +401,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-changes", type=int, default=300)
     parser.add_argument("--min-changes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=3)
-    parser.add_argument("--corpus", action="store_true",
-                        help="use the corpus of successive Python source versions even when REPO has enough changes")
+    parser.add_argument(
+        "--corpus",
+        action="store_true",
+        help="use the corpus of successive Python source versions even when REPO has enough changes",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--show-failures", action="store_true", help="print papayu's error for each miss")
     args = parser.parse_args(argv)
@@ -379,13 +417,23 @@ def main(argv: list[str] | None = None) -> int:
             corpus = build_corpus(scratch / "corpus", args.max_changes, args.seed)
             cases = repo_cases(corpus, args.max_changes)
             source = "corpus of successive Python source versions on this machine" + (
-                "" if args.corpus else f" ({args.repo} has fewer than {args.min_changes} file changes)")
+                "" if args.corpus else f" ({args.repo} has fewer than {args.min_changes} file changes)"
+            )
         results, papayu_time = measure(cases, args.seed, scratch, args.show_failures)
     n_applies = sum(t.cases for t in results.values())
     papayu_ms = 1000 * papayu_time / max(n_applies, 1)
     if args.json:
-        print(json.dumps({"source": source, "file_changes": len(cases), "papayu_mean_ms": papayu_ms,
-                          "classes": {k: v._asdict() for k, v in results.items()}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "source": source,
+                    "file_changes": len(cases),
+                    "papayu_mean_ms": papayu_ms,
+                    "classes": {k: v._asdict() for k, v in results.items()},
+                },
+                indent=2,
+            )
+        )
     else:
         print(render(results, source, len(cases), papayu_ms))
     return 0

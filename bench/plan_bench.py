@@ -25,8 +25,11 @@ def sample_repo(root: Path) -> Path:
     (repo / "tests").mkdir(parents=True)
     (repo / "calc.py").write_text(CALC)
     (repo / "tests" / "test_calc.py").write_text(TEST)
-    for args in (["init", "-q", "-b", "main"], ["-c", "user.name=b", "-c", "user.email=b@b", "add", "-A"],
-                 ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "calc"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["-c", "user.name=b", "-c", "user.email=b@b", "add", "-A"],
+        ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "calc"],
+    ):
         subprocess.run(["git", *args], cwd=repo, check=True)
     return repo
 
@@ -52,11 +55,13 @@ def main() -> int:
                 try:
                     make_plan(repo, PlanRequest("fix the failing test tests/test_calc.py"), client, timings)
                     rows.append((timings, "ok"))
-                except PapayuError as exc:   # the tiny model may fail validation: time still counts
+                except PapayuError as exc:  # the tiny model may fail validation: time still counts
                     rows.append((timings, getattr(exc, "cause_code", exc.code)))
     print(f"local server start: {server_sec * 1000:.0f} ms (not part of plan)")
-    print(f"{'run':>3} {'context':>9} {'model':>9} {'validation':>11} {'storage':>9} {'other':>8} "
-          f"{'non-model':>10} {'share':>6}  outcome")
+    print(
+        f"{'run':>3} {'context':>9} {'model':>9} {'validation':>11} {'storage':>9} {'other':>8} "
+        f"{'non-model':>10} {'share':>6}  outcome"
+    )
     ok = True
     for n, (t, outcome) in enumerate(rows, 1):
         if not t:
@@ -67,8 +72,10 @@ def main() -> int:
         non_model = t["total"] - t["model"]
         share = non_model / t["total"] if t["total"] else 0.0
         ok = ok and non_model <= 0.200 and share <= 0.05
-        print(f"{n:>3} {t['context'] * 1000:>7.1f}ms {t['model']:>8.2f}s {t['validation'] * 1000:>9.1f}ms "
-              f"{t['storage'] * 1000:>7.1f}ms {other * 1000:>6.1f}ms {non_model * 1000:>8.1f}ms {share:>6.1%}  {outcome}")
+        print(
+            f"{n:>3} {t['context'] * 1000:>7.1f}ms {t['model']:>8.2f}s {t['validation'] * 1000:>9.1f}ms "
+            f"{t['storage'] * 1000:>7.1f}ms {other * 1000:>6.1f}ms {non_model * 1000:>8.1f}ms {share:>6.1%}  {outcome}"
+        )
     print("target: non-model <= 200 ms and <= 5 % of the total:", "met" if ok else "MISSED")
     return 0 if ok else 1
 

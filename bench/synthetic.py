@@ -18,8 +18,9 @@ def build_repo(repo: Path, n_files: int, path_of: Callable[[int], str], content_
     repo.mkdir(parents=True)
     git = ["git", "-C", str(repo)]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    chunks = [b"commit refs/heads/main\ncommitter Bench <bench@example.com> 1700000000 +0000\n"
-              b"data 15\nsynthetic repo\n"]
+    chunks = [
+        b"commit refs/heads/main\ncommitter Bench <bench@example.com> 1700000000 +0000\ndata 15\nsynthetic repo\n"
+    ]
     for i in range(n_files):
         data = content_of(i)
         chunks.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path_of(i).encode(), len(data), data))

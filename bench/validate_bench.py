@@ -19,8 +19,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from papayu_git.errors import PapayuError
 from papayu_git.validate import validate_response, validate_text
@@ -47,7 +48,7 @@ def _git_dir(a: dict[str, Any]) -> None:
 
 @fault
 def _hfs_git(a: dict[str, Any]) -> None:
-    a["path"] = ".g\u200cit/" + a["path"]   # HFS+ ignores U+200C: this is .git on macOS
+    a["path"] = ".g\u200cit/" + a["path"]  # HFS+ ignores U+200C: this is .git on macOS
 
 
 @fault
@@ -57,7 +58,7 @@ def _protected(a: dict[str, Any]) -> None:
 
 @fault
 def _windows_alias(a: dict[str, Any]) -> None:
-    a["path"] = "deploy/id_ed25519. "          # Windows opens deploy/id_ed25519
+    a["path"] = "deploy/id_ed25519. "  # Windows opens deploy/id_ed25519
 
 
 @fault
@@ -78,14 +79,15 @@ def _bad_sha(a: dict[str, Any]) -> None:
 
 @fault
 def _schema(a: dict[str, Any]) -> None:
-    a["kind"] = "MOVE_FILE"   # not in the enum: the schema rejects it (jsonschema reports)
+    a["kind"] = "MOVE_FILE"  # not in the enum: the schema rejects it (jsonschema reports)
 
 
 def _action(rng: random.Random, i: int) -> dict[str, Any]:
     path = f"src/pkg{rng.randrange(20)}/module_{i}.py"
     body = "".join(f"def f{j}(x):\n    return x + {j}\n" for j in range(rng.randrange(1, 40)))
-    kind = rng.choice(["CREATE_FILE", "CREATE_FILE", "PATCH_FILE", "PATCH_FILE", "UPDATE_FILE",
-                       "DELETE_FILE", "CREATE_DIR"])
+    kind = rng.choice(
+        ["CREATE_FILE", "CREATE_FILE", "PATCH_FILE", "PATCH_FILE", "UPDATE_FILE", "DELETE_FILE", "CREATE_DIR"]
+    )
     if kind == "PATCH_FILE":
         diff = f"--- a/{path}\n+++ b/{path}\n@@ -1,3 +1,3 @@\n def f0(x):\n-    return x\n+    return x + 1\n"
         return {"kind": kind, "path": path, "patch": diff, "base_sha256": hashlib.sha256(body.encode()).hexdigest()}
@@ -146,21 +148,26 @@ def main() -> int:
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     base = _median_start([sys.executable, "-c", "pass"], env)
-    starts = {cmd: _median_start(cmd.split(), env) for cmd in
-              ("git papayu --help", "git papayu -h", "papayu --help")}
+    starts = {cmd: _median_start(cmd.split(), env) for cmd in ("git papayu --help", "git papayu -h", "papayu --help")}
 
-    print(f"validation: {PLANS} plans, {actions} actions, {ok} valid / {PLANS - ok} rejected, one core "
-          f"(reference loop: {reference:.2f} s CPU; load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"validation: {PLANS} plans, {actions} actions, {ok} valid / {PLANS - ok} rejected, one core "
+        f"(reference loop: {reference:.2f} s CPU; load average {os.getloadavg()[0]:.1f})"
+    )
     print(f"{'measure':<34} {'value':>12} {'target':>12}  status")
-    rows = [("plans/s validate_response (JSON)", parsed_rate, 2000.0),
-            ("plans/s validate_text (raw text)", text_rate, 2000.0)]
+    rows = [
+        ("plans/s validate_response (JSON)", parsed_rate, 2000.0),
+        ("plans/s validate_text (raw text)", text_rate, 2000.0),
+    ]
     for label, value, target in rows:
         print(f"{label:<34} {value:>12,.0f} {'>= 2,000':>12}  {'ok' if value >= target else 'MISS'}")
     print(f"{'python -c pass (median)':<34} {base * 1000:>10.1f}ms {'':>12}")
     for cmd, seconds in starts.items():
         ratio = seconds / base
-        print(f"{cmd + ' (median)':<34} {seconds * 1000:>10.1f}ms {'<= 8.0x':>12}  "
-              f"{ratio:.1f}x {'ok' if ratio <= 8 else 'MISS'}")
+        print(
+            f"{cmd + ' (median)':<34} {seconds * 1000:>10.1f}ms {'<= 8.0x':>12}  "
+            f"{ratio:.1f}x {'ok' if ratio <= 8 else 'MISS'}"
+        )
     return 0
 
 

@@ -30,11 +30,11 @@ def step(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
-def sh(*args: str, cwd: Path = WORK, check: bool = True, env: dict[str, str] | None = None,
-       show: bool = True) -> subprocess.CompletedProcess[str]:
+def sh(
+    *args: str, cwd: Path = WORK, check: bool = True, env: dict[str, str] | None = None, show: bool = True
+) -> subprocess.CompletedProcess[str]:
     print("$ " + " ".join(args), flush=True)
-    proc = subprocess.run(args, cwd=cwd, text=True, capture_output=True,
-                          env={**os.environ, **env} if env else None)
+    proc = subprocess.run(args, cwd=cwd, text=True, capture_output=True, env={**os.environ, **env} if env else None)
     if show:
         sys.stdout.write(proc.stdout)
         sys.stdout.write(proc.stderr)
@@ -45,20 +45,25 @@ def sh(*args: str, cwd: Path = WORK, check: bool = True, env: dict[str, str] | N
 
 def demo_validate(papayu: list[str]) -> None:
     step("A good plan validates")
-    good = {"actions": [{"kind": "CREATE_FILE", "path": "hello.py", "content": "print('hi')\n"}],
-            "summary": "add hello.py"}
+    good = {
+        "actions": [{"kind": "CREATE_FILE", "path": "hello.py", "content": "print('hi')\n"}],
+        "summary": "add hello.py",
+    }
     (WORK / "good.json").write_text(json.dumps(good))
     sh(*papayu, "validate", "good.json")
     step("A plan that writes into .git and a secret is rejected with ERR codes")
-    bad = {"actions": [{"kind": "CREATE_FILE", "path": "src/.GIT/config", "content": "x"},
-                       {"kind": "UPDATE_FILE", "path": ".env", "content": "TOKEN=1"}]}
+    bad = {
+        "actions": [
+            {"kind": "CREATE_FILE", "path": "src/.GIT/config", "content": "x"},
+            {"kind": "UPDATE_FILE", "path": ".env", "content": "TOKEN=1"},
+        ]
+    }
     (WORK / "bad.json").write_text(json.dumps(bad))
     proc = sh(*papayu, "validate", "bad.json", check=False)
     assert proc.returncode == 1, "the bad plan must be rejected"
     step("The 12 golden traces of the original papa-yu replay with their recorded outcomes")
     traces = sorted(str(p) for p in (ROOT / "tests" / "golden" / "upstream").glob("v*/*.json"))
     sh(*papayu, "validate", *traces)
-
 
 
 BUGGY = "def add(a, b):\n    return a - b\n"
@@ -72,18 +77,31 @@ def sample_repo(name: str = "sample") -> Path:
     (repo / "calc.py").write_text(BUGGY)
     (repo / "tests" / "test_calc.py").write_text(TEST)
     (repo / "pyproject.toml").write_text("[tool.pytest.ini_options]\npythonpath = ['.']\n")
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "Demo User"],
-                 ["config", "user.email", "demo@example.com"], ["add", "-A"], ["commit", "-q", "-m", "calc"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.name", "Demo User"],
+        ["config", "user.email", "demo@example.com"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "calc"],
+    ):
         subprocess.run(["git", *args], cwd=repo, check=True)
     (repo / "NOTES.md").write_text("my untracked notes\n")
     return repo
 
 
 def patch_plan(new_line: str, summary: str) -> dict[str, object]:
-    diff = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
-            f"-    return a - b\n+    {new_line}\n")
-    return {"actions": [{"kind": "PATCH_FILE", "path": "calc.py", "patch": diff,
-                         "base_sha256": hashlib.sha256(BUGGY.encode()).hexdigest()}], "summary": summary}
+    diff = f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    {new_line}\n"
+    return {
+        "actions": [
+            {
+                "kind": "PATCH_FILE",
+                "path": "calc.py",
+                "patch": diff,
+                "base_sha256": hashlib.sha256(BUGGY.encode()).hexdigest(),
+            }
+        ],
+        "summary": summary,
+    }
 
 
 def demo_apply(papayu: list[str]) -> None:
@@ -118,21 +136,28 @@ def demo_apply(papayu: list[str]) -> None:
 
 def show_check_sandbox(repo: Path, apply_stderr: str) -> None:
     """The line papayu printed before the check ran, and the trailers of the landed commit."""
-    step("Where the check ran: papayu names the command, its source and the sandbox before running it, "
-         "and the landed commit records them")
+    step(
+        "Where the check ran: papayu names the command, its source and the sandbox before running it, "
+        "and the landed commit records them"
+    )
     said = [line for line in apply_stderr.splitlines() if line.startswith("check: ")]
     print("papayu said:  " + (said[0] if said else "(no check line)"))
-    trailers = sh("git", "log", "-1", "--format=%(trailers:key=Papayu-Check,key=Papayu-Check-Source,"
-                  "key=Papayu-Sandbox)", cwd=repo).stdout
+    trailers = sh(
+        "git", "log", "-1", "--format=%(trailers:key=Papayu-Check,key=Papayu-Check-Source,key=Papayu-Sandbox)", cwd=repo
+    ).stdout
     assert said and "Papayu-Check-Source: git config papayu.checkCommand" in trailers
     if SANDBOX_REASON is None:
         assert said[0].endswith("sandbox: bwrap)") and "Papayu-Sandbox: bwrap" in trailers
-        print("-> the check ran under bubblewrap: read-only /, writable only its own checkout and a private "
-              "/tmp and HOME, no network, no API keys in its environment")
+        print(
+            "-> the check ran under bubblewrap: read-only /, writable only its own checkout and a private "
+            "/tmp and HOME, no network, no API keys in its environment"
+        )
     else:
         assert "Papayu-Sandbox: none" in trailers
-        print(f"-> bubblewrap is unavailable here ({SANDBOX_REASON}): the check ran UNSANDBOXED "
-              "(isolated checkout and allowlisted environment only); see `git papayu doctor`")
+        print(
+            f"-> bubblewrap is unavailable here ({SANDBOX_REASON}): the check ran UNSANDBOXED "
+            "(isolated checkout and allowlisted environment only); see `git papayu doctor`"
+        )
 
 
 def demo_doctor(papayu: list[str]) -> None:
@@ -146,7 +171,7 @@ FAKE_KEY = "sk-demo-0000-not-a-real-key"
 def _attack_test(user_repo: Path, outside: Path, port: int) -> str:
     """The test file of a hostile plan: it tries to get out of the check, prints what it got,
     and (written as an exploit's proof) passes only if it stole a key."""
-    return textwrap.dedent(f'''\
+    return textwrap.dedent(f"""\
         import os, socket
 
         REPO, OUTSIDE, PORT = {str(user_repo)!r}, {str(outside)!r}, {port}
@@ -176,13 +201,15 @@ def _attack_test(user_repo: Path, outside: Path, port: int) -> str:
                     lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2).close())
             print("ATTACK HOME is", os.environ.get("HOME"))
             assert stolen, "the exploit got no key"
-    ''')
+    """)
 
 
 def demo_hostile(papayu: list[str]) -> None:
     """A plan is model-written code, and the check is where it first runs: its test is hostile."""
-    step("A HOSTILE plan: its new test tries to overwrite your files, plant a git hook, write outside "
-         "the repository, and steal an API key from papayu's environment")
+    step(
+        "A HOSTILE plan: its new test tries to overwrite your files, plant a git hook, write outside "
+        "the repository, and steal an API key from papayu's environment"
+    )
     repo = sample_repo("sample-hostile")
     (repo / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
     subprocess.run(["git", "commit", "-q", "-am", "fix add"], cwd=repo, check=True)
@@ -196,13 +223,27 @@ def demo_hostile(papayu: list[str]) -> None:
 
     listener = LoopbackListener()
     try:
-        plan = {"actions": [{"kind": "CREATE_FILE", "path": "tests/test_hostile.py",
-                             "content": _attack_test(repo, outside, listener.port)}],
-                "summary": "add a test"}
+        plan = {
+            "actions": [
+                {
+                    "kind": "CREATE_FILE",
+                    "path": "tests/test_hostile.py",
+                    "content": _attack_test(repo, outside, listener.port),
+                }
+            ],
+            "summary": "add a test",
+        }
         (WORK / "hostile.json").write_text(json.dumps(plan))
         print(f"(papayu runs with OPENAI_API_KEY={FAKE_KEY} and GITHUB_TOKEN set)")
-        proc = sh(*papayu, "apply", str(WORK / "hostile.json"), cwd=repo, check=False, show=False,
-                  env={"OPENAI_API_KEY": FAKE_KEY, "GITHUB_TOKEN": "ghp_demo0000notarealtoken"})
+        proc = sh(
+            *papayu,
+            "apply",
+            str(WORK / "hostile.json"),
+            cwd=repo,
+            check=False,
+            show=False,
+            env={"OPENAI_API_KEY": FAKE_KEY, "GITHUB_TOKEN": "ghp_demo0000notarealtoken"},
+        )
     finally:
         listener.close()
     sys.stdout.write(proc.stdout)  # the check's output tail is left out here: the report below is in it
@@ -214,12 +255,16 @@ def demo_hostile(papayu: list[str]) -> None:
     print("\n".join(report) or "(no report: the test did not run)")
     print(f"connections that reached the attacker's server: {listener.accepted}")
     if SANDBOX_REASON is not None:
-        print(f"the check ran UNSANDBOXED here ({SANDBOX_REASON}): only the environment allowlist applied; "
-              "the hostile step's strict assertions are skipped")
+        print(
+            f"the check ran UNSANDBOXED here ({SANDBOX_REASON}): only the environment allowlist applied; "
+            "the hostile step's strict assertions are skipped"
+        )
         outside.unlink(missing_ok=True)
         return
-    step("Blocked: the plan was rolled back, and nothing of yours changed; nothing outside the checkout "
-         "was written; no key reached the check")
+    step(
+        "Blocked: the plan was rolled back, and nothing of yours changed; nothing outside the checkout "
+        "was written; no key reached the check"
+    )
     assert proc.returncode == 1, "the hostile plan must not land"
     assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head
     assert sh("git", "status", "--short", cwd=repo).stdout == status
@@ -247,8 +292,11 @@ def demo_hooks(papayu: list[str]) -> None:
     step("The plain git pre-commit hook: an invalid plan file under .papa-yu/ cannot be committed")
     sh(*papayu, "hooks", "install", cwd=repo)
     (repo / ".papa-yu").mkdir(exist_ok=True)
-    (repo / ".papa-yu" / "escape.json").write_text(json.dumps(
-        {"actions": [{"kind": "CREATE_FILE", "path": "../outside.txt", "content": "x"}], "summary": "escape"}))
+    (repo / ".papa-yu" / "escape.json").write_text(
+        json.dumps(
+            {"actions": [{"kind": "CREATE_FILE", "path": "../outside.txt", "content": "x"}], "summary": "escape"}
+        )
+    )
     sh("git", "add", ".papa-yu", cwd=repo)
     assert sh("git", "commit", "-q", "-m", "add a plan", cwd=repo, check=False).returncode != 0
     sh("git", "reset", "-q", cwd=repo)
@@ -293,8 +341,10 @@ def demo_local_model(papayu: list[str]) -> None:
         step("The model's fix passed the sandboxed check and landed")
         sh("git", "log", "-1", "--format=%h %s", cwd=repo)
     else:
-        step("The model's answer was rejected, its change failed the check, or it edits the existing test "
-             "(kept on papayu/<id> for review): nothing landed")
+        step(
+            "The model's answer was rejected, its change failed the check, or it edits the existing test "
+            "(kept on papayu/<id> for review): nothing landed"
+        )
         assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head, "the branch must be unchanged"
         assert (repo / "calc.py").read_text() == BUGGY, "the working tree must be unchanged"
         sh("git", "status", "--short", cwd=repo)
@@ -313,8 +363,10 @@ def main() -> None:
     os.environ.update(PAPAYU_SANDBOX="auto", PAPAYU_CHECK_NETWORK="false")
     os.environ.pop("PAPAYU_CHECK_COMMAND", None)  # each sample repository configures its own check
     SANDBOX_REASON = unavailable_reason()
-    print("the check's sandbox here: " + ("bwrap" if SANDBOX_REASON is None else
-                                          f"none, the check runs UNSANDBOXED ({SANDBOX_REASON})"))
+    print(
+        "the check's sandbox here: "
+        + ("bwrap" if SANDBOX_REASON is None else f"none, the check runs UNSANDBOXED ({SANDBOX_REASON})")
+    )
     demo_validate(papayu)
     demo_apply(papayu)
     demo_doctor(papayu)
@@ -322,10 +374,14 @@ def main() -> None:
     demo_observability(papayu)
     demo_hooks(papayu)
     demo_local_model(papayu)
-    print("\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed after a "
-          + ("sandboxed" if SANDBOX_REASON is None else "(here unsandboxed)") + " check, the hostile plan's "
-          "escapes " + ("blocked" if SANDBOX_REASON is None else "reported") +
-          ", and the local model's attempt ended cleanly")
+    print(
+        "\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed after a "
+        + ("sandboxed" if SANDBOX_REASON is None else "(here unsandboxed)")
+        + " check, the hostile plan's "
+        "escapes "
+        + ("blocked" if SANDBOX_REASON is None else "reported")
+        + ", and the local model's attempt ended cleanly"
+    )
 
 
 if __name__ == "__main__":

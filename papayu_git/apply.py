@@ -30,7 +30,7 @@ from papayu_git.unified_diff import DiffLine, Hunk, parse_hunks
 MAX_CANDIDATES = 4
 MAX_SHOWN_LINES = 12
 
-__all__ = ["apply_patch", "new_file_contents", "sha256_hex", "normalize_eol_text"]
+__all__ = ["apply_patch", "new_file_contents", "normalize_eol_text", "sha256_hex"]
 
 
 def sha256_hex(data: bytes) -> str:
@@ -67,8 +67,9 @@ def _decode(original: bytes, path: str) -> str:
     try:
         return original.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PapayuError("ERR_NON_UTF8_FILE", f"the file is not UTF-8 ({exc.reason} at byte {exc.start})",
-                          path=path) from None
+        raise PapayuError(
+            "ERR_NON_UTF8_FILE", f"the file is not UTF-8 ({exc.reason} at byte {exc.start})", path=path
+        ) from None
 
 
 def _split_lines(text: str) -> list[FileLine]:
@@ -111,7 +112,7 @@ class _Index:
         keys = self.keys(loose)
         want = [_loose(t) for t in old] if loose else list(old)
         m = len(want)
-        return [p for p in self.positions(want[0], loose) if keys[p:p + m] == want]
+        return [p for p in self.positions(want[0], loose) if keys[p : p + m] == want]
 
 
 def _stated_start(hunk: Hunk) -> int | None:
@@ -147,8 +148,7 @@ def _choose(hunk: Hunk, index: _Index, lo: int, hi: int) -> int | None:
 
 
 def _bounds(i: int, starts: Sequence[int | None], hunks: Sequence[Hunk], size: int) -> tuple[int, int]:
-    lo = next((s + len(hunks[j].old_lines) for j in range(i - 1, -1, -1)
-               if (s := starts[j]) is not None), 0)
+    lo = next((s + len(hunks[j].old_lines) for j in range(i - 1, -1, -1) if (s := starts[j]) is not None), 0)
     hi = next((s for j in range(i + 1, len(hunks)) if (s := starts[j]) is not None), size)
     return lo, hi
 
@@ -166,16 +166,19 @@ def _place_all(hunks: Sequence[Hunk], lines: Sequence[FileLine], path: str) -> l
     for i, hunk in enumerate(hunks):
         if starts[i] is None:
             raise _failure(hunk, len(hunks), index, *_bounds(i, starts, hunks, len(lines)), path=path)
-    return [Placement(s, h) for s, h in zip(starts, hunks) if s is not None]
+    return [Placement(s, h) for s, h in zip(starts, hunks, strict=True) if s is not None]
 
 
 def _failure(hunk: Hunk, total: int, index: _Index, lo: int, hi: int, *, path: str) -> PapayuError:
     old = hunk.old_lines
     if not old:
-        return PapayuError("ERR_PATCH_APPLY_FAILED",
-                           f"{_hunk_name(hunk, total)} has no context or removed lines to locate it "
-                           "(only the start or the end of the file can be given by line number); "
-                           "add context lines copied from the file", path=path)
+        return PapayuError(
+            "ERR_PATCH_APPLY_FAILED",
+            f"{_hunk_name(hunk, total)} has no context or removed lines to locate it "
+            "(only the start or the end of the file can be given by line number); "
+            "add context lines copied from the file",
+            path=path,
+        )
     for loose in (False, True):
         found = index.find(old, loose)
         valid = [p for p in found if lo <= p and p + len(old) <= hi]
@@ -186,7 +189,9 @@ def _failure(hunk: Hunk, total: int, index: _Index, lo: int, hi: int, *, path: s
                 "ERR_PATCH_APPLY_FAILED",
                 f"{_hunk_name(hunk, total)} matches only at line {found[0] + 1}, outside lines {lo + 1}-{hi} "
                 "left between its neighbouring hunks; hunks must be in file order and must not overlap",
-                path=path, hint="Order hunks by line number and merge overlapping hunks into one.")
+                path=path,
+                hint="Order hunks by line number and merge overlapping hunks into one.",
+            )
     return _absent(hunk, total, index, path)
 
 
@@ -199,17 +204,19 @@ def _ambiguous(hunk: Hunk, total: int, lines: Sequence[FileLine], found: list[in
     m = len(hunk.old_lines)
     places = ", ".join(f"lines {p + 1}-{p + m}" for p in found[:MAX_CANDIDATES])
     more = f" and {len(found) - MAX_CANDIDATES} more" if len(found) > MAX_CANDIDATES else ""
-    shown = [f"candidate at line {p + 1}:\n" + "\n".join(_show(lines, p, p + min(m, 4)))
-             for p in found[:2]]
+    shown = [f"candidate at line {p + 1}:\n" + "\n".join(_show(lines, p, p + min(m, 4))) for p in found[:2]]
     stated = _stated_start(hunk)
-    header = ("the header has no line number" if stated is None
-              else f"the header's line {stated + 1} is none of them")
-    reason = (f"{_hunk_name(hunk, total)} is ambiguous: its {m} context/removed lines match at "
-              f"{len(found)} places ({places}{more}) and {header}.\n"
-              + "\n".join(shown))
-    return PapayuError("ERR_PATCH_APPLY_FAILED", reason, path=path,
-                       hint="Give the exact line numbers in the @@ header, or add context lines "
-                            "that occur only once in the file.")
+    header = "the header has no line number" if stated is None else f"the header's line {stated + 1} is none of them"
+    reason = (
+        f"{_hunk_name(hunk, total)} is ambiguous: its {m} context/removed lines match at "
+        f"{len(found)} places ({places}{more}) and {header}.\n" + "\n".join(shown)
+    )
+    return PapayuError(
+        "ERR_PATCH_APPLY_FAILED",
+        reason,
+        path=path,
+        hint="Give the exact line numbers in the @@ header, or add context lines that occur only once in the file.",
+    )
 
 
 def _closest(index: _Index, old: Sequence[str], stated: int | None) -> tuple[int, int]:
@@ -240,18 +247,20 @@ def _window(lines: Sequence[FileLine], old: Sequence[str], start: int) -> list[s
 
 def _absent(hunk: Hunk, total: int, index: _Index, path: str) -> PapayuError:
     old, lines = hunk.old_lines, index.lines
-    detail = [f"{_hunk_name(hunk, total)} does not match the file: its {len(old)} context/removed lines "
-              "were not found, exactly or ignoring whitespace."]
+    detail = [
+        f"{_hunk_name(hunk, total)} does not match the file: its {len(old)} context/removed lines "
+        "were not found, exactly or ignoring whitespace."
+    ]
     applied = index.find(hunk.new_lines, loose=False) if hunk.new_lines else []
     if applied:
-        detail.append(f"Its result lines are already in the file at line {applied[0] + 1}: "
-                      "the change looks already applied.")
+        detail.append(
+            f"Its result lines are already in the file at line {applied[0] + 1}: the change looks already applied."
+        )
     start, score = _closest(index, old, _stated_start(hunk))
     if not lines:
         detail.append("The file is empty.")
     elif score:
-        detail.append(f"Closest place in the file, from line {max(start, 0) + 1} "
-                      f"({score} of {len(old)} lines match):")
+        detail.append(f"Closest place in the file, from line {max(start, 0) + 1} ({score} of {len(old)} lines match):")
         detail.extend(_window(lines, old, start))
     else:
         detail.append("No line of the hunk's context occurs in the file.")
@@ -326,10 +335,12 @@ def apply_patch(original: bytes, patch: str, *, path: str, normalize_eol: bool =
         out[-1] = FileLine(last.text, (last.eol or style.uniform or "\n") if want_newline else "")
     result = "".join(ln.text + ln.eol for ln in out)
     if result == text:
-        raise PapayuError("ERR_PATCH_APPLY_FAILED",
-                          f"the patch changes nothing in the file ({len(hunks)} hunk(s) matched; "
-                          "already applied?)", path=path,
-                          hint="Send a diff against the file as shown (FILE block), with real changes.")
+        raise PapayuError(
+            "ERR_PATCH_APPLY_FAILED",
+            f"the patch changes nothing in the file ({len(hunks)} hunk(s) matched; already applied?)",
+            path=path,
+            hint="Send a diff against the file as shown (FILE block), with real changes.",
+        )
     if normalize_eol:
         result = normalize_eol_text(result)
     return result.encode("utf-8")
@@ -342,12 +353,14 @@ def _encode_content(action: Action, normalize_eol: bool) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise PapayuError("ERR_NON_UTF8_FILE", f"content cannot be encoded as UTF-8 ({exc.reason})",
-                          path=action.path) from None
+        raise PapayuError(
+            "ERR_NON_UTF8_FILE", f"content cannot be encoded as UTF-8 ({exc.reason})", path=action.path
+        ) from None
 
 
-def new_file_contents(actions: Sequence[Action], read_blob: Callable[[str], bytes | None],
-                      *, normalize_eol: bool = False) -> dict[str, bytes]:
+def new_file_contents(
+    actions: Sequence[Action], read_blob: Callable[[str], bytes | None], *, normalize_eol: bool = False
+) -> dict[str, bytes]:
     """path -> new bytes for every CREATE_FILE / UPDATE_FILE / PATCH_FILE action.
 
     ``read_blob(path)`` returns the file's bytes at the base (the branch tip) or None.
@@ -360,8 +373,8 @@ def new_file_contents(actions: Sequence[Action], read_blob: Callable[[str], byte
         elif action.kind is ActionKind.PATCH_FILE:
             original = read_blob(action.path)
             if original is None:
-                raise PapayuError("ERR_PATCH_MISSING_FILE", "PATCH_FILE for a file that does not exist",
-                                  path=action.path)
-            out[action.path] = apply_patch(original, action.patch or "", path=action.path,
-                                           normalize_eol=normalize_eol)
+                raise PapayuError(
+                    "ERR_PATCH_MISSING_FILE", "PATCH_FILE for a file that does not exist", path=action.path
+                )
+            out[action.path] = apply_patch(original, action.patch or "", path=action.path, normalize_eol=normalize_eol)
     return out

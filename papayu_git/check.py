@@ -107,8 +107,11 @@ def _project_command(tree: _Tree) -> str | None:
 
 def detect_command(repo_root: Path, tree: _Tree) -> str | None:
     """The usual test runner of the project, judged from files in the result tree."""
-    if any(tree.entry_kind(p) for p in ("pytest.ini", "conftest.py", "tests/conftest.py", "tox.ini")) or \
-            _mentions(tree, "pyproject.toml", b"[tool.pytest") or _mentions(tree, "setup.cfg", b"[tool:pytest"):
+    if (
+        any(tree.entry_kind(p) for p in ("pytest.ini", "conftest.py", "tests/conftest.py", "tox.ini"))
+        or _mentions(tree, "pyproject.toml", b"[tool.pytest")
+        or _mentions(tree, "setup.cfg", b"[tool:pytest")
+    ):
         return _pytest(repo_root)
     if tree.entry_kind("package.json") == "file" and _npm_has_test(tree.read_blob("package.json") or b""):
         return "npm test"
@@ -116,9 +119,9 @@ def detect_command(repo_root: Path, tree: _Tree) -> str | None:
         return "cargo test"
     if tree.entry_kind("go.mod") == "file":
         return "go test ./..."
-    if tree.entry_kind("tests") == "dir" or tree.entry_kind("test") == "dir":
-        if any(tree.entry_kind(p) for p in ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt")):
-            return _pytest(repo_root)
+    has_tests = tree.entry_kind("tests") == "dir" or tree.entry_kind("test") == "dir"
+    if has_tests and any(tree.entry_kind(p) for p in ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt")):
+        return _pytest(repo_root)
     return None
 
 
@@ -146,17 +149,26 @@ def _pytest(repo_root: Path) -> str:
     return f"{shlex.quote(sys.executable)} -m pytest -q"
 
 
-def run_check(check: CheckCommand, checkout: "CheckCheckout", log_path: Path, *, timeout_sec: float,
-              sandbox: "Sandbox", repo_root: Path, commit: str = "",
-              extra_commands: tuple[str, ...] = ()) -> CheckResult:
+def run_check(
+    check: CheckCommand,
+    checkout: CheckCheckout,
+    log_path: Path,
+    *,
+    timeout_sec: float,
+    sandbox: Sandbox,
+    repo_root: Path,
+    commit: str = "",
+    extra_commands: tuple[str, ...] = (),
+) -> CheckResult:
     """Run the check (then any consented proposed commands) in ``checkout``; never raises on red."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     exit_code: int | None = 0
     timed_out = False
     with open(log_path, "wb") as log:
-        log.write(f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n"
-                  .encode())
+        log.write(
+            f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n".encode()
+        )
         for command in (check.command, *extra_commands):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()
@@ -165,12 +177,22 @@ def run_check(check: CheckCommand, checkout: "CheckCheckout", log_path: Path, *,
             exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001))
             if exit_code != 0 or timed_out:
                 break
-    return CheckResult(check.command, check.source, exit_code, round(time.monotonic() - start, 3),
-                       str(log_path), _masked_tail(log_path), timed_out, sandbox.level, commit)
+    return CheckResult(
+        check.command,
+        check.source,
+        exit_code,
+        round(time.monotonic() - start, 3),
+        str(log_path),
+        _masked_tail(log_path),
+        timed_out,
+        sandbox.level,
+        commit,
+    )
 
 
-def _command_line(command: str, checkout: "CheckCheckout", sandbox: "Sandbox",
-                  repo_root: Path) -> tuple[list[str], dict[str, str]]:
+def _command_line(
+    command: str, checkout: CheckCheckout, sandbox: Sandbox, repo_root: Path
+) -> tuple[list[str], dict[str, str]]:
     shell = ["/bin/sh", "-c", command]
     if sandbox.bwrap is None:
         # No sandbox: the same allowlisted environment, with HOME and TMPDIR private to the slot.
@@ -178,8 +200,13 @@ def _command_line(command: str, checkout: "CheckCheckout", sandbox: "Sandbox",
         shutil.rmtree(private, ignore_errors=True)
         (private / "home").mkdir(parents=True)
         return shell, check_env(str(private / "home"), str(private), str(repo_root))
-    argv = bwrap_argv(sandbox.bwrap, workdir=checkout.path, gitdir=checkout.gitdir,
-                      readonly=kept_under_tmp(repo_root, checkout.slot.parent.parent.parent), network=sandbox.network)
+    argv = bwrap_argv(
+        sandbox.bwrap,
+        workdir=checkout.path,
+        gitdir=checkout.gitdir,
+        readonly=kept_under_tmp(repo_root, checkout.slot.parent.parent.parent),
+        network=sandbox.network,
+    )
     return [*argv, "--", *shell], check_env(PRIVATE_HOME, "/tmp", str(repo_root))
 
 
@@ -190,10 +217,18 @@ def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
     return tuple(sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents))
 
 
-def _run_group(argv: list[str], env: dict[str, str], checkout: "CheckCheckout", log: Any,
-               timeout_sec: float) -> tuple[int | None, bool]:
-    proc = subprocess.Popen(argv, cwd=checkout.path, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+def _run_group(
+    argv: list[str], env: dict[str, str], checkout: CheckCheckout, log: Any, timeout_sec: float
+) -> tuple[int | None, bool]:
+    proc = subprocess.Popen(
+        argv,
+        cwd=checkout.path,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     # Whoever finds this slot's lock stale (papayu was killed) kills the group: see kill_orphans.
     locks.update(checkout.lock, check_pgid=proc.pid, check_start=locks.process_start_time(proc.pid))
     try:
@@ -258,8 +293,11 @@ def kill_orphans(info: locks.LockInfo) -> list[int]:
     killed = []
     for pid, stat in _processes():
         fields = stat.rsplit(")", 1)[-1].split()
-        in_group = isinstance(pgid, int) and fields[2] == str(pgid) and (
-            not started or not started.isdigit() or int(fields[19]) >= int(started))
+        in_group = (
+            isinstance(pgid, int)
+            and fields[2] == str(pgid)
+            and (not started or not started.isdigit() or int(fields[19]) >= int(started))
+        )
         if in_group or (slot.name and _cwd_inside(pid, slot)):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -307,8 +345,10 @@ def _mask_file(path: Path, mask: Any) -> str:
     split; a PEM block across chunks of a log over 8 MiB may be); return its masked last 64 KiB."""
     changed, tail = False, ""
     with atomic.replacing(path) as tmp:
-        with open(path, encoding="utf-8", errors="replace", newline="") as src, \
-                open(tmp, "w", encoding="utf-8", newline="") as dst:
+        with (
+            open(path, encoding="utf-8", errors="replace", newline="") as src,
+            open(tmp, "w", encoding="utf-8", newline="") as dst,
+        ):
             while block := src.read(MASK_CHUNK_CHARS):
                 block += src.readline()
                 masked = mask(block)

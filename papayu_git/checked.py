@@ -31,21 +31,23 @@ if TYPE_CHECKING:
 class VerdictState(StrEnum):
     """What the record says about a kept commit; the plan record keeps it as ``check_state`` once
     the commit lands (outcome_fields). The check's own outcome is outcomes.CheckState."""
+
     PASSED = "passed"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
-    NOT_CHECKED = "not_checked"    # no check ran (none found, no plan record, no outcome)
-    CHANGED = "changed"            # papayu/<id> is not the commit the check ran on
-    SKIPPED = "skipped"            # --no-check was the user's choice
+    NOT_CHECKED = "not_checked"  # no check ran (none found, no plan record, no outcome)
+    CHANGED = "changed"  # papayu/<id> is not the commit the check ran on
+    SKIPPED = "skipped"  # --no-check was the user's choice
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What the record says about ``commit``; ``problem`` is None when it may move unforced."""
+
     plan_id: str
     commit: str
     state: VerdictState
-    checked_commit: str | None    # the commit the recorded check ran on
+    checked_commit: str | None  # the commit the recorded check ran on
     check: dict[str, Any] | None
     problem: PapayuError | None
 
@@ -56,12 +58,17 @@ def _error(code: str, plan_id: str, reason: str) -> PapayuError:
 
 
 def _describe(check: dict[str, Any]) -> str:
-    how = ("timed out" if check.get("timed_out") else
-           "passed" if check.get("passed") else f"failed, exit {check.get('exit_code')}")
+    how = (
+        "timed out"
+        if check.get("timed_out")
+        else "passed"
+        if check.get("passed")
+        else f"failed, exit {check.get('exit_code')}"
+    )
     return f"`{check.get('command')}` {how}"
 
 
-def verdict(plan_id: str, plan: "StoredPlan | None", commit: str, *, unchecked_ok: bool = False) -> Verdict:
+def verdict(plan_id: str, plan: StoredPlan | None, commit: str, *, unchecked_ok: bool = False) -> Verdict:
     """Judge the kept commit ``commit`` of ``papayu/<plan_id>`` against the plan's recorded outcome.
 
     ``unchecked_ok``: the forge's CI is the check (pr, a green land --when-green), so a commit
@@ -73,23 +80,37 @@ def verdict(plan_id: str, plan: "StoredPlan | None", commit: str, *, unchecked_o
     if not check and outcome.get("check_skipped") and checked == commit:
         return Verdict(plan_id, commit, VerdictState.SKIPPED, None, None, None)  # --no-check was the user's choice
     if not check:
-        why = ("there is no plan record for it" if plan is None else
-               "its plan record has no apply outcome" if not outcome else
-               "no check command was found" if (outcome.get("error") or {}).get("code") == "ERR_NO_CHECK" else
-               "the apply ran without a check (--no-check)")
-        problem = None if unchecked_ok else _error(
-            "ERR_NOT_CHECKED", plan_id, f"no check ran on {branch} ({commit[:12]}): {why}")
+        why = (
+            "there is no plan record for it"
+            if plan is None
+            else "its plan record has no apply outcome"
+            if not outcome
+            else "no check command was found"
+            if (outcome.get("error") or {}).get("code") == "ERR_NO_CHECK"
+            else "the apply ran without a check (--no-check)"
+        )
+        problem = (
+            None
+            if unchecked_ok
+            else _error("ERR_NOT_CHECKED", plan_id, f"no check ran on {branch} ({commit[:12]}): {why}")
+        )
         return Verdict(plan_id, commit, VerdictState.NOT_CHECKED, None, None, problem)
     if checked != commit:
         was = f"{checked[:12]}" if checked else "an unrecorded commit"
-        problem = _error("ERR_BRANCH_CHANGED_SINCE_CHECK", plan_id,
-                         f"{branch} is at {commit[:12]}, but its check ({_describe(check)}) ran on {was}")
+        problem = _error(
+            "ERR_BRANCH_CHANGED_SINCE_CHECK",
+            plan_id,
+            f"{branch} is at {commit[:12]}, but its check ({_describe(check)}) ran on {was}",
+        )
         return Verdict(plan_id, commit, VerdictState.CHANGED, checked, check, problem)
     if not check.get("passed"):
         state = VerdictState.TIMED_OUT if check.get("timed_out") else VerdictState.FAILED
         log = f"; log: {check['log']}" if check.get("log") else ""
-        problem = _error("ERR_CHECK_NOT_PASSED", plan_id,
-                         f"the check of {branch} ({commit[:12]}) did not pass: {_describe(check)}{log}")
+        problem = _error(
+            "ERR_CHECK_NOT_PASSED",
+            plan_id,
+            f"the check of {branch} ({commit[:12]}) did not pass: {_describe(check)}{log}",
+        )
         return Verdict(plan_id, commit, state, checked, check, problem)
     return Verdict(plan_id, commit, VerdictState.PASSED, checked, check, None)
 

@@ -20,25 +20,38 @@ from papayu_git.error_handler import install_signal_handlers
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "apply": ("papayu_git.commands.apply",
-              "Commit a plan in a temp worktree, run the check, land on your branch or roll back."),
+    "apply": (
+        "papayu_git.commands.apply",
+        "Commit a plan in a temp worktree, run the check, land on your branch or roll back.",
+    ),
     "land": ("papayu_git.commands.land", "Fast-forward your branch with a reviewed papayu/<id>."),
     "drop": ("papayu_git.commands.drop", "Delete a generated branch papayu/<id>."),
     "list": ("papayu_git.commands.list", "Stored plans and generated branches with their state."),
     "show": ("papayu_git.commands.show", "A plan with its diff (coloured on a terminal)."),
     "gc": ("papayu_git.commands.gc", "Remove stale worktrees, locks and old generated branches."),
-    "doctor": ("papayu_git.commands.doctor",
-               "What papayu can use here (git, sandbox, check command, model, provider, hooks), each tried."),
-    "context": ("papayu_git.commands.context",
-                "Show the context a plan would send to the model (debug; nothing is sent)."),
+    "doctor": (
+        "papayu_git.commands.doctor",
+        "What papayu can use here (git, sandbox, check command, model, provider, hooks), each tried.",
+    ),
+    "context": (
+        "papayu_git.commands.context",
+        "Show the context a plan would send to the model (debug; nothing is sent).",
+    ),
     "plan": ("papayu_git.commands.plan", "Ask the model for a plan for GOAL and store it (nothing is applied)."),
     "fix": ("papayu_git.commands.fix", "Plan GOAL, then apply it after confirmation (takes apply's options)."),
-    "local-server": ("papayu_git.commands.local_server",
-                     "Run the embedded local model (llama.cpp, Gemma 3 270M) in the foreground for reuse."),
-    "hooks": ("papayu_git.commands.hooks", "Install / uninstall the plain git pre-commit hook (for users without pre-commit)."),
+    "local-server": (
+        "papayu_git.commands.local_server",
+        "Run the embedded local model (llama.cpp, Gemma 3 270M) in the foreground for reuse.",
+    ),
+    "hooks": (
+        "papayu_git.commands.hooks",
+        "Install / uninstall the plain git pre-commit hook (for users without pre-commit).",
+    ),
     "pr": ("papayu_git.commands.pr", "Push papayu/<id> and open a pull/merge request (GitHub, GitLab, Gitea)."),
-    "validate": ("papayu_git.commands.validate",
-                 "Validate plan/response files, .papa-yu/project.json, preferences and golden traces."),
+    "validate": (
+        "papayu_git.commands.validate",
+        "Validate plan/response files, .papa-yu/project.json, preferences and golden traces.",
+    ),
     "memory": ("papayu_git.commands.memory", "Engineering memory: show | set KEY VALUE | unset KEY."),
     "trace": ("papayu_git.commands.trace", "Traces: list | show ID | golden ID [OUT]."),
     "stats": ("papayu_git.commands.stats", "Protocol metrics from traces and the v2 graduation criteria."),

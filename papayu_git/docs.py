@@ -8,10 +8,12 @@ runs the check, so adding an error code, a setting or a command means regenerati
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from papayu_git import __version__
 from papayu_git.cli import LAZY_COMMANDS
@@ -38,10 +40,16 @@ def limits() -> list[Limit]:
     return [
         Limit("path length", f"{MAX_PATH_LEN} characters", "ERR_PATH_TOO_LONG"),
         Limit("actions per response", str(MAX_ACTIONS), "ERR_TOO_MANY_ACTIONS"),
-        Limit("content of one file (or one patch)", f"{MAX_FILE_BYTES // mib} MiB ({MAX_FILE_BYTES} bytes)",
-              "ERR_FILE_TOO_LARGE"),
-        Limit("all contents and patches together", f"{MAX_TOTAL_BYTES // mib} MiB ({MAX_TOTAL_BYTES} bytes)",
-              "ERR_TOTAL_TOO_LARGE"),
+        Limit(
+            "content of one file (or one patch)",
+            f"{MAX_FILE_BYTES // mib} MiB ({MAX_FILE_BYTES} bytes)",
+            "ERR_FILE_TOO_LARGE",
+        ),
+        Limit(
+            "all contents and patches together",
+            f"{MAX_TOTAL_BYTES // mib} MiB ({MAX_TOTAL_BYTES} bytes)",
+            "ERR_TOTAL_TOO_LARGE",
+        ),
         Limit("non-printable characters in a content", f"{PSEUDO_BINARY_RATIO:.0%}", "ERR_PSEUDO_BINARY"),
         Limit("NUL bytes in a content", "0", "ERR_CONTENT_NUL"),
         Limit("size of a response or file read", f"{MAX_INPUT_BYTES // mib} MiB", "ERR_INPUT_TOO_LARGE"),
@@ -86,6 +94,10 @@ REGIONS: dict[str, Callable[[], str]] = {
 }
 
 
+def _framed(body: str, match: re.Match[str]) -> str:
+    return match.group(1) + body + "\n" + match.group(2)
+
+
 def render_readme(text: str) -> str:
     """README text with every marked region replaced by its generated table."""
     for name, make in REGIONS.items():
@@ -93,7 +105,8 @@ def render_readme(text: str) -> str:
         if not pattern.search(text):
             raise ValueError(f"README has no <!-- {name}:BEGIN --> ... <!-- {name}:END --> region")
         body = make()
-        text = pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+        # A function, not a replacement string: the table may hold backslashes re.sub would expand.
+        text = pattern.sub(functools.partial(_framed, body), text)
     return text
 
 
@@ -104,26 +117,53 @@ def _roff(text: str) -> str:
 
 def man_page() -> str:
     """roff for `man git-papayu`: git turns `git papayu --help` into `git help papayu`."""
-    out = [f'.TH GIT\\-PAPAYU 1 "" "papayu\\-git {__version__}" "Git Manual"', ".SH NAME",
-           "git\\-papayu \\- plans from a language model land as commits only when the check passes",
-           ".SH SYNOPSIS", ".B git papayu", "[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]...",
-           ".br", "Also installed as \\fBpapayu\\fR and \\fBpython \\-m papayu_git\\fR.",
-           ".SH DESCRIPTION", _roff(
-               "papayu-git asks a language model for a fix plan in a strict JSON protocol, validates it, "
-               "commits it in a temporary git worktree, runs the project's check there and fast-forwards "
-               "your branch only if the check passes. Your branch, index and working tree are untouched "
-               "otherwise. Run 'git papayu COMMAND -h' for the options of a command."),
-           ".SH COMMANDS"]
+    out = [
+        f'.TH GIT\\-PAPAYU 1 "" "papayu\\-git {__version__}" "Git Manual"',
+        ".SH NAME",
+        "git\\-papayu \\- plans from a language model land as commits only when the check passes",
+        ".SH SYNOPSIS",
+        ".B git papayu",
+        "[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]...",
+        ".br",
+        "Also installed as \\fBpapayu\\fR and \\fBpython \\-m papayu_git\\fR.",
+        ".SH DESCRIPTION",
+        _roff(
+            "papayu-git asks a language model for a fix plan in a strict JSON protocol, validates it, "
+            "commits it in a temporary git worktree, runs the project's check there and fast-forwards "
+            "your branch only if the check passes. Your branch, index and working tree are untouched "
+            "otherwise. Run 'git papayu COMMAND -h' for the options of a command."
+        ),
+        ".SH COMMANDS",
+    ]
     for name in sorted(LAZY_COMMANDS):
         out += [".TP", f"\\fB{_roff(name)}\\fR", _roff(LAZY_COMMANDS[name][1])]
-    out += [".SH EXIT STATUS", ".TP", "0", "success", ".TP", "1",
-            _roff("a failure with an ERR_... code and a hint (validation error, check failed, ...)"),
-            ".TP", "2", "usage error", ".TP", "3", "internal bug", ".TP", "130", "interrupted", ".SH ENVIRONMENT"]
+    out += [
+        ".SH EXIT STATUS",
+        ".TP",
+        "0",
+        "success",
+        ".TP",
+        "1",
+        _roff("a failure with an ERR_... code and a hint (validation error, check failed, ...)"),
+        ".TP",
+        "2",
+        "usage error",
+        ".TP",
+        "3",
+        "internal bug",
+        ".TP",
+        "130",
+        "interrupted",
+        ".SH ENVIRONMENT",
+    ]
     for setting in SETTINGS:
         if setting.env:
             git_key = f" (git config {setting.git_key})" if setting.git_key else ""
-            out += [".TP", f"\\fB{_roff(setting.env)}\\fR", _roff(f"{setting.meaning}{git_key}; "
-                                                                   f"default '{setting.default}'")]
+            out += [
+                ".TP",
+                f"\\fB{_roff(setting.env)}\\fR",
+                _roff(f"{setting.meaning}{git_key}; default '{setting.default}'"),
+            ]
     out += [".SH SEE ALSO", _roff("README.md of papayu-git: error codes, limits and settings tables."), ""]
     return "\n".join(out)
 

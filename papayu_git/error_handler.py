@@ -73,6 +73,8 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
     except Exception as exc:  # anything else escaping is a bug (docs/ARCHITECTURE.md, "Conventions")
         report = _write_crash_report(exc)
 
-        output.error(f"ERR_INTERNAL: {type(exc).__name__}: {safe_text(exc, multiline=True)}\n"
-                     f"This is a bug in papayu; the traceback is in {report}")
+        output.error(
+            f"ERR_INTERNAL: {type(exc).__name__}: {safe_text(exc, multiline=True)}\n"
+            f"This is a bug in papayu; the traceback is in {report}"
+        )
         sys.exit(EXIT_BUG)

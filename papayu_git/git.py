@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import output
@@ -21,8 +21,14 @@ if TYPE_CHECKING:
 # Variables that would point git at another repository or index; a check command
 # and our own git calls must never inherit them (docs/DESIGN.md, "The transaction and its guarantees").
 _GIT_ENV_VARS = (
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_PREFIX",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
 )
 
 
@@ -60,14 +66,23 @@ def run_git(
     return proc
 
 
-def run_to_completion(cmd: Sequence[str], *, cwd: str | os.PathLike[str] | None,
-                      env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_to_completion(
+    cmd: Sequence[str], *, cwd: str | os.PathLike[str] | None, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` so that Ctrl-C cannot split it: in its own session (the terminal's SIGINT
     reaches papayu only) and waited for to the end; `subprocess.run` would SIGKILL it on
     KeyboardInterrupt, leaving files moved without the branch. The interrupt is then dropped:
     the step it hit has completed and the command finishes normally."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     interrupted = False
     while True:
         try:
@@ -87,7 +102,7 @@ def find_toplevel(start: str | os.PathLike[str] | None = None) -> Path:
     return Path(proc.stdout.strip())
 
 
-def open_repo(start: str | os.PathLike[str] | None = None) -> "pygit2.Repository":
+def open_repo(start: str | os.PathLike[str] | None = None) -> pygit2.Repository:
     import pygit2
 
     path = pygit2.discover_repository(str(start or os.getcwd()))
@@ -111,7 +126,7 @@ def git_dir_of(workdir: Path) -> Path | None:
         return None
     if not line.startswith(GITFILE_PREFIX):
         return None
-    path = Path(line[len(GITFILE_PREFIX):].strip())
+    path = Path(line[len(GITFILE_PREFIX) :].strip())
     return path if path.is_absolute() else workdir / path
 
 
@@ -130,7 +145,7 @@ def linked_worktree_dir(admin: Path) -> Path | None:
     return Path(pointer).parent
 
 
-def common_dir(repo: "pygit2.Repository") -> Path:
+def common_dir(repo: pygit2.Repository) -> Path:
     """The shared `.git` directory, also when ``repo`` is opened in a linked worktree."""
     git_dir = Path(repo.path)
     pointer = git_dir / "commondir"
@@ -139,6 +154,6 @@ def common_dir(repo: "pygit2.Repository") -> Path:
     return git_dir
 
 
-def papayu_dir(repo: "pygit2.Repository") -> Path:
+def papayu_dir(repo: pygit2.Repository) -> Path:
     """`.git/papayu/` of the main repository (shared by all linked worktrees)."""
     return common_dir(repo) / "papayu"

@@ -24,8 +24,8 @@ APPLY_TIME_CODES = frozenset({"ERR_BASE_MISMATCH", "ERR_PATCH_APPLY_FAILED", "ER
 
 
 class Outcome(NamedTuple):
-    outcome: str          # "ok" | "err"
-    code: str | None      # ERR_* or None
+    outcome: str  # "ok" | "err"
+    code: str | None  # ERR_* or None
 
 
 def is_golden(data: Any) -> bool:
@@ -66,8 +66,11 @@ def sibling_read_files(path: Path, schema_version: int) -> dict[str, str]:
             data = json.loads(sibling.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if is_golden(data) and data["request"].get("mode") == "plan" and \
-                data["protocol"].get("schema_version") == schema_version:
+        if (
+            is_golden(data)
+            and data["request"].get("mode") == "plan"
+            and data["protocol"].get("schema_version") == schema_version
+        ):
             files.update({p: "" for p in plan_read_paths(data)})
     return files
 
@@ -103,11 +106,19 @@ def check_replay(trace: Mapping[str, Any], path: Path | None = None) -> list[Pap
     got, errors = replay(trace, path)
     if got.outcome != want.outcome:
         detail = "; ".join(e.format() for e in errors[:3])
-        return [PapayuError("ERR_GOLDEN_MISMATCH", f"recorded {want.outcome}, replay gives {got.outcome}"
-                            + (f" ({detail})" if detail else ""), path="result.validation_outcome")]
+        return [
+            PapayuError(
+                "ERR_GOLDEN_MISMATCH",
+                f"recorded {want.outcome}, replay gives {got.outcome}" + (f" ({detail})" if detail else ""),
+                path="result.validation_outcome",
+            )
+        ]
     if want.outcome == "err" and got.code != want.code:
-        return [PapayuError("ERR_GOLDEN_MISMATCH", f"recorded {want.code}, replay gives {got.code}",
-                            path="result.error_code")]
+        return [
+            PapayuError(
+                "ERR_GOLDEN_MISMATCH", f"recorded {want.code}, replay gives {got.code}", path="result.error_code"
+            )
+        ]
     return []
 
 
@@ -140,8 +151,11 @@ def trace_to_golden(trace: Mapping[str, Any]) -> dict[str, Any]:
     validation_outcome "ok" — the response validated, the apply step refused it.
     """
     if "validated_json" not in trace or trace_mode(trace) is None:
-        raise PapayuError("ERR_GOLDEN_INVALID", "the trace has no validated_json or no plan/apply mode",
-                          hint="Only LLM round traces (plan/apply) convert to golden traces.")
+        raise PapayuError(
+            "ERR_GOLDEN_INVALID",
+            "the trace has no validated_json or no plan/apply mode",
+            hint="Only LLM round traces (plan/apply) convert to golden traces.",
+        )
     version = int(trace.get("schema_version") or 2)
     request = trace_request(trace)
     code = trace.get("error_code") or None
@@ -152,10 +166,14 @@ def trace_to_golden(trace: Mapping[str, Any]) -> dict[str, Any]:
     if trace.get("plan_files"):
         context["plan_files"] = dict(sorted(trace["plan_files"].items()))
     golden = {
-        "protocol": {"schema_version": version,
-                     "schema_hash": trace.get("schema_hash") or schema_hash(RESPONSE_SCHEMAS[version])},
-        "request": {"mode": trace_mode(trace),
-                    **{k: request[k] for k in GOLDEN_REQUEST_FIELDS[1:] if request.get(k) is not None}},
+        "protocol": {
+            "schema_version": version,
+            "schema_hash": trace.get("schema_hash") or schema_hash(RESPONSE_SCHEMAS[version]),
+        },
+        "request": {
+            "mode": trace_mode(trace),
+            **{k: request[k] for k in GOLDEN_REQUEST_FIELDS[1:] if request.get(k) is not None},
+        },
         "context": context,
         "result": {"validated_json": trace["validated_json"], "validation_outcome": outcome, "error_code": code},
     }

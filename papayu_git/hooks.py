@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,19 +26,27 @@ from papayu_git.git import find_toplevel, run_git, scrubbed_env
 
 class HookSpec(NamedTuple):
     id: str
-    files: str        # Python regex on the repo-relative path (pre-commit's `files:`)
-    exclude: str      # regex of paths to skip ("" = none)
-    kinds: tuple[str, ...]   # file kinds (commands/validate.FILE_KINDS) this hook accepts
+    files: str  # Python regex on the repo-relative path (pre-commit's `files:`)
+    exclude: str  # regex of paths to skip ("" = none)
+    kinds: tuple[str, ...]  # file kinds (commands/validate.FILE_KINDS) this hook accepts
 
 
 HOOKS: tuple[HookSpec, ...] = (
-    HookSpec("papayu-validate-plans", r"(^|/)\.papa-yu/.+\.json$",
-             r"(^|/)\.papa-yu/(project|preferences)\.json$", ("plan", "response")),
+    HookSpec(
+        "papayu-validate-plans",
+        r"(^|/)\.papa-yu/.+\.json$",
+        r"(^|/)\.papa-yu/(project|preferences)\.json$",
+        ("plan", "response"),
+    ),
     HookSpec("papayu-validate-project", r"(^|/)\.papa-yu/project\.json$", "", ("project",)),
     # Upstream keeps golden traces in docs/golden_traces/v1/; tests often use golden/.
     # JSON Schemas kept beside the traces (upstream's schemas/ dir) are not traces.
-    HookSpec("papayu-golden-traces", r"(^|/)(golden|golden_traces)/.+\.json$",
-             r"(^|/)(golden|golden_traces)/(.+/)?schemas?/", ("golden",)),
+    HookSpec(
+        "papayu-golden-traces",
+        r"(^|/)(golden|golden_traces)/.+\.json$",
+        r"(^|/)(golden|golden_traces)/(.+/)?schemas?/",
+        ("golden",),
+    ),
 )
 
 SHIM_NAME = "pre-commit"
@@ -67,8 +75,9 @@ def index_env() -> dict[str, str]:
 
 def staged_paths(repo_root: Path) -> list[str]:
     """Paths added/copied/modified/renamed in the index (what the commit will contain)."""
-    out = run_git(["diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR", "--no-renames"],
-                  cwd=repo_root, env=index_env()).stdout
+    out = run_git(
+        ["diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR", "--no-renames"], cwd=repo_root, env=index_env()
+    ).stdout
     return [p for p in out.split("\0") if p]
 
 
@@ -89,8 +98,12 @@ def staged_snapshot(repo_root: Path) -> Iterator[tuple[Path, list[tuple[str, tup
     staged = set(staged_paths(repo_root))
     with tempfile.TemporaryDirectory(prefix="papayu-staged-") as tmp:
         if wanted:
-            run_git(["checkout-index", f"--prefix={tmp}/", "-z", "--stdin"], cwd=repo_root,
-                    input="\0".join(wanted) + "\0", env=index_env())
+            run_git(
+                ["checkout-index", f"--prefix={tmp}/", "-z", "--stdin"],
+                cwd=repo_root,
+                input="\0".join(wanted) + "\0",
+                env=index_env(),
+            )
         todo = [(p, tuple(k for h in hooks_for(p) for k in h.kinds)) for p in wanted if p in staged]
         yield Path(tmp), todo
 
@@ -98,11 +111,11 @@ def staged_snapshot(repo_root: Path) -> Iterator[tuple[Path, list[tuple[str, tup
 # --- `git papayu hooks install` ------------------------------------------------
 
 
-class InstallState(str, Enum):
-    INSTALLED = "installed"     # no hook was there
-    UPDATED = "updated"         # our shim was there; rewritten
-    CHAINED = "chained"         # a foreign hook was kept and runs first
-    REPLACED = "replaced"       # a foreign hook was moved to a backup (--force)
+class InstallState(StrEnum):
+    INSTALLED = "installed"  # no hook was there
+    UPDATED = "updated"  # our shim was there; rewritten
+    CHAINED = "chained"  # a foreign hook was kept and runs first
+    REPLACED = "replaced"  # a foreign hook was moved to a backup (--force)
 
 
 @dataclass(frozen=True)
@@ -152,13 +165,16 @@ def read_hook(path: Path) -> str:
 
 def _refuse(hook: Path, text: str) -> PapayuError:
     owner = "pre-commit (the tool)" if PRE_COMMIT_TOOL_MARKER in text else "another tool or you"
-    hint = ("Add the papayu hooks to .pre-commit-config.yaml instead (README: pre-commit), or pass "
-            "--chain to run that hook first, or --force to replace it (kept as a backup)."
-            if owner.startswith("pre-commit") else
-            f"Pass --chain to keep it (moved to {SHIM_NAME}{CHAINED_SUFFIX}, run before papayu's checks) "
-            f"or --force to replace it (kept as {SHIM_NAME}{BACKUP_SUFFIX}).")
-    return PapayuError("ERR_HOOK_EXISTS", f"a {SHIM_NAME} hook written by {owner} is already installed",
-                       path=str(hook), hint=hint)
+    hint = (
+        "Add the papayu hooks to .pre-commit-config.yaml instead (README: pre-commit), or pass "
+        "--chain to run that hook first, or --force to replace it (kept as a backup)."
+        if owner.startswith("pre-commit")
+        else f"Pass --chain to keep it (moved to {SHIM_NAME}{CHAINED_SUFFIX}, run before papayu's checks) "
+        f"or --force to replace it (kept as {SHIM_NAME}{BACKUP_SUFFIX})."
+    )
+    return PapayuError(
+        "ERR_HOOK_EXISTS", f"a {SHIM_NAME} hook written by {owner} is already installed", path=str(hook), hint=hint
+    )
 
 
 def install_shim(start: Path, *, chain: bool = False, force: bool = False) -> InstallResult:
@@ -175,8 +191,12 @@ def install_shim(start: Path, *, chain: bool = False, force: bool = False) -> In
     elif exists and chain:
         previous = hook.with_name(SHIM_NAME + CHAINED_SUFFIX)
         if previous.exists() or previous.is_symlink():
-            raise PapayuError("ERR_HOOK_EXISTS", f"{previous.name} already exists; will not overwrite it",
-                              path=str(previous), hint="Move or merge it by hand, then run install again.")
+            raise PapayuError(
+                "ERR_HOOK_EXISTS",
+                f"{previous.name} already exists; will not overwrite it",
+                path=str(previous),
+                hint="Move or merge it by hand, then run install again.",
+            )
         os.replace(hook, previous)
         state = InstallState.CHAINED
     elif exists and force:
@@ -195,8 +215,12 @@ def uninstall_shim(start: Path) -> tuple[Path, Path | None]:
     if not (hook.exists() or hook.is_symlink()):
         raise PapayuError("ERR_HOOK_NOT_INSTALLED", "no pre-commit hook is installed", path=str(hook))
     if SHIM_MARKER not in read_hook(hook):
-        raise PapayuError("ERR_HOOK_NOT_INSTALLED", "the pre-commit hook is not papayu's; left alone", path=str(hook),
-                          hint="Remove it by hand if you mean to.")
+        raise PapayuError(
+            "ERR_HOOK_NOT_INSTALLED",
+            "the pre-commit hook is not papayu's; left alone",
+            path=str(hook),
+            hint="Remove it by hand if you mean to.",
+        )
     chained = hook.with_name(SHIM_NAME + CHAINED_SUFFIX)
     if chained.exists() or chained.is_symlink():
         os.replace(chained, hook)

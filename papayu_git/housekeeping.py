@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 KEPT_STATES = frozenset({ApplyState.REVIEW, ApplyState.ROLLED_BACK})
 
 
-def clear_stale(repo: "pygit2.Repository", pdir: Path) -> list[locks.LockInfo]:
+def clear_stale(repo: pygit2.Repository, pdir: Path) -> list[locks.LockInfo]:
     git_common = common_dir(repo)
 
     def dead_apply(info: locks.LockInfo) -> None:
@@ -38,8 +38,7 @@ def clear_stale(repo: "pygit2.Repository", pdir: Path) -> list[locks.LockInfo]:
         if is_id(plan_id) and not _kept_on_purpose(repo, pdir, plan_id):
             delete_branch(repo, plan_id)
 
-    handlers = {"apply": dead_apply, "land": lambda info: clear_dead_land(info, git_common),
-                "checkout": dead_check}
+    handlers = {"apply": dead_apply, "land": lambda info: clear_dead_land(info, git_common), "checkout": dead_check}
     return locks.clear_stale(pdir, handlers)
 
 
@@ -54,13 +53,13 @@ def dead_check(info: locks.LockInfo) -> None:
         output.info(f"killed {len(killed)} process(es) a dead papayu's check left running in {info.data.get('path')}")
 
 
-def _kept_on_purpose(repo: "pygit2.Repository", pdir: Path, plan_id: str) -> bool:
+def _kept_on_purpose(repo: pygit2.Repository, pdir: Path, plan_id: str) -> bool:
     """The branch is the one an earlier, finished run kept (review / --keep-failed)."""
     from papayu_git import plans  # lazy: dead process's leftovers only, see dead_check
 
     try:
         outcome = plans.load(pdir, plan_id).extra.get("apply") or {}
-    except Exception:  # noqa: BLE001 - an unreadable record keeps nothing
+    except Exception:
         return False
     commit = generated_branches(repo).get(plan_id)
     return outcome.get("state") in KEPT_STATES and commit is not None and outcome.get("commit") == commit
@@ -74,7 +73,7 @@ class GcReport:
     logs: list[str] = field(default_factory=list)
 
 
-def gc(repo: "pygit2.Repository", repo_root: Path, pdir: Path, days: float) -> GcReport:
+def gc(repo: pygit2.Repository, repo_root: Path, pdir: Path, days: float) -> GcReport:
     report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
     report.worktrees = [str(p) for p in remove_idle_checkouts(repo_root, pdir, on_stale=dead_check)]
     cutoff = time.time() - days * 86400
@@ -96,7 +95,7 @@ def _applying(pdir: Path, plan_id: str) -> bool:
     return info is not None and info.alive
 
 
-def open_checkout(start: str | None = None) -> tuple["pygit2.Repository", Path, Path]:
+def open_checkout(start: str | None = None) -> tuple[pygit2.Repository, Path, Path]:
     """(repo, work tree root, .git/papayu) for a command, after clearing stale locks."""
     repo = open_repo(start)
     if repo.workdir is None:

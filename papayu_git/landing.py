@@ -40,21 +40,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Target:
-    branch: str   # short name, e.g. main
-    ref: str      # refs/heads/main
-    tip: str      # commit id the plan is built on
+    branch: str  # short name, e.g. main
+    ref: str  # refs/heads/main
+    tip: str  # commit id the plan is built on
 
 
-def resolve_target(repo: "pygit2.Repository", onto: str | None) -> Target:
+def resolve_target(repo: pygit2.Repository, onto: str | None) -> Target:
     """The current branch, or ``--onto``; a detached HEAD is refused without --onto."""
     if onto:
-        name = onto[len("refs/heads/"):] if onto.startswith("refs/heads/") else onto
+        name = onto[len("refs/heads/") :] if onto.startswith("refs/heads/") else onto
         ref = f"refs/heads/{name}"
     else:
         if repo.head_is_detached:
             raise PapayuError("ERR_DETACHED_HEAD", "HEAD is detached")
         ref = str(repo.references["HEAD"].target)
-        name = ref[len("refs/heads/"):]
+        name = ref[len("refs/heads/") :]
     tip = branch_tip(repo, ref)
     if tip is None and repo.head_is_unborn and ref == str(repo.references["HEAD"].target):
         raise PapayuError("ERR_NO_COMMITS", f"branch {name!r} has no commit yet", path=ref)
@@ -65,12 +65,12 @@ def resolve_target(repo: "pygit2.Repository", onto: str | None) -> Target:
     return target
 
 
-def branch_tip(repo: "pygit2.Repository", ref: str) -> str | None:
+def branch_tip(repo: pygit2.Repository, ref: str) -> str | None:
     reference = repo.references.get(ref)
     return None if reference is None else str(reference.resolve().target)
 
 
-def checked_out_in(repo: "pygit2.Repository", ref: str) -> Path | None:
+def checked_out_in(repo: pygit2.Repository, ref: str) -> Path | None:
     """The worktree whose HEAD is ``ref`` (main or linked), read from the HEAD files."""
     common = common_dir(repo)
     heads: list[tuple[Path, Path | None]] = [(common / "HEAD", None if repo.is_bare else common.parent)]
@@ -95,8 +95,11 @@ def _present(workdir: Path, ref: str) -> Path:
     `git worktree prune`); moving it there is neither a fast-forward nor safe as a bare update-ref
     (the worktree may come back, e.g. on a removable disk)."""
     if not workdir.is_dir():
-        raise PapayuError("ERR_WORKTREE_MISSING", f"{ref[len('refs/heads/'):]} is checked out in {workdir}, "
-                          "which no longer exists", path=str(workdir))
+        raise PapayuError(
+            "ERR_WORKTREE_MISSING",
+            f"{ref[len('refs/heads/') :]} is checked out in {workdir}, which no longer exists",
+            path=str(workdir),
+        )
     return workdir
 
 
@@ -105,15 +108,20 @@ def land_lock_path(papayu_dir: Path, target: Target) -> Path:
     return locks.locks_dir(papayu_dir) / f"land-{safe}.lock"
 
 
-def land(repo: "pygit2.Repository", papayu_dir: Path, target: Target, commit: str, plan_id: str) -> str:
+def land(repo: pygit2.Repository, papayu_dir: Path, target: Target, commit: str, plan_id: str) -> str:
     """Move ``target`` from its tip to ``commit``; returns "fast-forward" or "update-ref".
 
     ERR_BRANCH_MOVED when the branch is no longer at ``target.tip``; ERR_DIRTY_WORKTREE
     (with the files) when git refuses to overwrite local changes; ERR_OPERATION_IN_PROGRESS
     during a merge, cherry-pick, revert or rebase of the branch.
     """
-    with locks.held(land_lock_path(papayu_dir, target), what=f"landing on {target.branch}",
-                    kind="land", ref=target.ref, plan=plan_id):
+    with locks.held(
+        land_lock_path(papayu_dir, target),
+        what=f"landing on {target.branch}",
+        kind="land",
+        ref=target.ref,
+        plan=plan_id,
+    ):
         pause_point("during_land")
         ensure_at(repo, target)
         workdir = checked_out_in(repo, target.ref)
@@ -122,15 +130,23 @@ def land(repo: "pygit2.Repository", papayu_dir: Path, target: Target, commit: st
             if not _apply_fast_forward(repo, workdir, commit, target, plan_id):
                 fast_forward(workdir, commit, target)
             return "fast-forward"
-        proc = run_git(["update-ref", "-m", f"papayu: land {plan_id}", target.ref, commit, target.tip],
-                       cwd=repo.path, check=False, env=_c_locale(), uninterruptible=True)
+        proc = run_git(
+            ["update-ref", "-m", f"papayu: land {plan_id}", target.ref, commit, target.tip],
+            cwd=repo.path,
+            check=False,
+            env=_c_locale(),
+            uninterruptible=True,
+        )
         if proc.returncode != 0:
-            raise _moved(target, proc.stderr) if "but expected" in proc.stderr else PapayuError(
-                "ERR_GIT_COMMAND", f"git update-ref failed: {proc.stderr.strip()}", path=target.ref)
+            raise (
+                _moved(target, proc.stderr)
+                if "but expected" in proc.stderr
+                else PapayuError("ERR_GIT_COMMAND", f"git update-ref failed: {proc.stderr.strip()}", path=target.ref)
+            )
         return "update-ref"
 
 
-def ensure_at(repo: "pygit2.Repository", target: Target) -> None:
+def ensure_at(repo: pygit2.Repository, target: Target) -> None:
     current = branch_tip(repo, target.ref)
     if current != target.tip:
         raise _moved(target, f"it is now at {(current or 'nothing')[:12]}, the plan was built on {target.tip[:12]}")
@@ -171,11 +187,17 @@ exit 12
 """
 # Beyond this many touched files the path list is left to `git merge` (argument size).
 _MAX_FAST_PATHS = 2000
-_OPERATIONS = {"MERGE_HEAD": "a merge", "CHERRY_PICK_HEAD": "a cherry-pick", "REVERT_HEAD": "a revert",
-               "sequencer": "a cherry-pick or revert", "rebase-merge": "a rebase", "rebase-apply": "a rebase or am"}
+_OPERATIONS = {
+    "MERGE_HEAD": "a merge",
+    "CHERRY_PICK_HEAD": "a cherry-pick",
+    "REVERT_HEAD": "a revert",
+    "sequencer": "a cherry-pick or revert",
+    "rebase-merge": "a rebase",
+    "rebase-apply": "a rebase or am",
+}
 
 
-def refuse_during_operations(repo: "pygit2.Repository", target: Target, workdir: Path | None) -> None:
+def refuse_during_operations(repo: pygit2.Repository, target: Target, workdir: Path | None) -> None:
     """ERR_OPERATION_IN_PROGRESS when the worktree that has the branch is in the middle of a
     merge, cherry-pick or revert (git merge --ff-only refuses there too), or when some worktree
     is rebasing the branch (its HEAD is detached meanwhile; the rebase would then fail to move
@@ -201,31 +223,49 @@ def _in_progress(reason: str, target: Target) -> PapayuError:
     return PapayuError("ERR_OPERATION_IN_PROGRESS", reason, path=target.ref)
 
 
-def _apply_fast_forward(repo: "pygit2.Repository", workdir: Path, commit: str, target: Target,
-                        plan_id: str) -> bool:
+def _apply_fast_forward(repo: pygit2.Repository, workdir: Path, commit: str, target: Target, plan_id: str) -> bool:
     """The fast path; False (nothing changed) when `git merge --ff-only` must decide instead."""
     new = commit_of(repo, commit)
     paths = changed_paths(repo, commit_of(repo, target.tip).tree, new.tree)
-    if ([str(p) for p in new.parent_ids] != [target.tip] or paths is None
-            or len(paths) > _MAX_FAST_PATHS or not _plain_worktree(workdir, paths, repo[target.tip].tree)):
+    if (
+        [str(p) for p in new.parent_ids] != [target.tip]
+        or paths is None
+        or len(paths) > _MAX_FAST_PATHS
+        or not _plain_worktree(workdir, paths, repo[target.tip].tree)
+    ):
         return False
     try:
-        proc = run_to_completion(["sh", "-c", _APPLY_FF, "papayu-land", target.tip, commit, target.ref,
-                                  f"papayu: land {plan_id}", "yes" if _may_have_post_merge(repo) else "no",
-                                  *paths], cwd=workdir, env=scrubbed_env())  # the user's locale: hooks run
+        proc = run_to_completion(
+            [
+                "sh",
+                "-c",
+                _APPLY_FF,
+                "papayu-land",
+                target.tip,
+                commit,
+                target.ref,
+                f"papayu: land {plan_id}",
+                "yes" if _may_have_post_merge(repo) else "no",
+                *paths,
+            ],
+            cwd=workdir,
+            env=scrubbed_env(),
+        )  # the user's locale: hooks run
     except OSError:  # no POSIX sh (some Windows setups): git merge does it all
         return False
     if proc.returncode in (0, 10):
         return proc.returncode == 0
     if proc.returncode == 11:
         raise _moved(target, proc.stderr)
-    raise PapayuError("ERR_GIT_COMMAND", f"landing in {workdir} failed half-way and could not be undone: "
-                      f"{proc.stderr.strip()[-1500:]}", path=target.ref,
-                      hint=f"The plan's commit is {commit}: compare 'git status' with "
-                           f"'git diff {target.tip[:12]} {commit[:12]}'.")
+    raise PapayuError(
+        "ERR_GIT_COMMAND",
+        f"landing in {workdir} failed half-way and could not be undone: {proc.stderr.strip()[-1500:]}",
+        path=target.ref,
+        hint=f"The plan's commit is {commit}: compare 'git status' with 'git diff {target.tip[:12]} {commit[:12]}'.",
+    )
 
 
-def _may_have_post_merge(repo: "pygit2.Repository") -> bool:
+def _may_have_post_merge(repo: pygit2.Repository) -> bool:
     """Whether `git hook run post-merge` (as `git merge` runs it) can find a hook: skips a git
     process in the common case. With core.hooksPath set, git resolves it."""
     try:
@@ -235,7 +275,7 @@ def _may_have_post_merge(repo: "pygit2.Repository") -> bool:
     return True
 
 
-def _plain_worktree(workdir: Path, paths: list[str], old_tree: "pygit2.Tree") -> bool:
+def _plain_worktree(workdir: Path, paths: list[str], old_tree: pygit2.Tree) -> bool:
     """No sparse checkout, every directory the change needs is a real directory or absent
     (git apply would write through a symlink to a directory), and no tracked file the change
     touches is missing (git apply restores a missing file from the index while it checks,
@@ -278,13 +318,16 @@ def fast_forward(workdir: Path, commit: str, target: Target) -> None:
     message = proc.stderr + proc.stdout
     if "would be overwritten" in message or "would be removed" in message:
         files = _LISTED.findall(message)
-        raise PapayuError("ERR_DIRTY_WORKTREE",
-                          f"uncommitted changes in files the plan touches: {', '.join(files) or '?'}",
-                          path=str(workdir))
+        raise PapayuError(
+            "ERR_DIRTY_WORKTREE",
+            f"uncommitted changes in files the plan touches: {', '.join(files) or '?'}",
+            path=str(workdir),
+        )
     if "Not possible to fast-forward" in message or "not possible to fast-forward" in message.lower():
         raise _moved(target, "it is no longer an ancestor of the plan's commit")
-    raise PapayuError("ERR_GIT_COMMAND", f"git merge --ff-only in {workdir} failed: {message.strip()[-1500:]}",
-                      path=target.ref)
+    raise PapayuError(
+        "ERR_GIT_COMMAND", f"git merge --ff-only in {workdir} failed: {message.strip()[-1500:]}", path=target.ref
+    )
 
 
 def clear_dead_land(info: locks.LockInfo, git_common: Path) -> None:

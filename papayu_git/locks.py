@@ -103,7 +103,7 @@ def read_lock(path: Path) -> LockInfo | None:
         return LockInfo(path, 0, "", {})  # not papayu's (LockInfo.ours is False): held, never removed
 
 
-def try_acquire(path: Path, /, on_stale: "StaleHandler | None" = None, **data: Any) -> bool:
+def try_acquire(path: Path, /, on_stale: StaleHandler | None = None, **data: Any) -> bool:
     """Create the lock atomically; clear it first when its owner is dead (after calling
     ``on_stale`` with the dead owner's lock, to clean what it left). False if held.
 
@@ -185,10 +185,15 @@ def held(path: Path, /, *, wait_sec: float = 30.0, what: str = "", **data: Any) 
         if time.monotonic() > deadline:
             info = read_lock(path)
             if info is not None and not info.ours:
-                raise PapayuError("ERR_LOCKED", f"{path.name} is not a lock papayu wrote", path=str(path),
-                                  hint="No papayu running? Move that file away, then try again.")
-            raise PapayuError("ERR_LOCKED", f"{what or path.name} is held by pid {info.pid if info else '?'}",
-                              path=str(path))
+                raise PapayuError(
+                    "ERR_LOCKED",
+                    f"{path.name} is not a lock papayu wrote",
+                    path=str(path),
+                    hint="No papayu running? Move that file away, then try again.",
+                )
+            raise PapayuError(
+                "ERR_LOCKED", f"{what or path.name} is held by pid {info.pid if info else '?'}", path=str(path)
+            )
         time.sleep(0.02)
     try:
         yield

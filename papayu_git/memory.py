@@ -39,11 +39,15 @@ MEMORY_WHITELIST: dict[str, str] = {
 LAYERS = ("user", "project")
 MEMORY_BLOCK_LIMIT = 12 * 1024  # only a stable minimum (~12 KB) goes into the prompt
 MEMORY_BLOCK_HEADER = "ENGINEERING_MEMORY (trusted by user; update only when user requests):"
-MEMORY_BLOCK_FOOTER = ("Use ENGINEERING_MEMORY as defaults. If user explicitly asks to change — "
-                       "suggest updating memory and show new JSON.")
+MEMORY_BLOCK_FOOTER = (
+    "Use ENGINEERING_MEMORY as defaults. If user explicitly asks to change — suggest updating memory and show new JSON."
+)
 # An explicit request to remember, in English or Russian like the goals; a negated one is not a request.
-_REMEMBER = re.compile(r"\b(remember|memori[sz]e|from now on|save (?:this|that) (?:in|to|as) (?:memory|preferences?))\b"
-                       r"|запомни|запомнить|запоминай|сохрани в памят", re.I)
+_REMEMBER = re.compile(
+    r"\b(remember|memori[sz]e|from now on|save (?:this|that) (?:in|to|as) (?:memory|preferences?))\b"
+    r"|запомни|запомнить|запоминай|сохрани в памят",
+    re.I,
+)
 _NOT_REMEMBER = re.compile(r"\b(?:don'?t|do not|never)\s+remember\b|не\s+запоминай|не\s+запомина", re.I)
 
 
@@ -72,11 +76,19 @@ def check_memory_patch(patch: Any) -> tuple[dict[str, Any], list[PapayuError], l
     for key, value in patch.items():
         expected = MEMORY_WHITELIST.get(key)
         if expected is None:
-            unknown.append(PapayuError("ERR_MEMORY_KEY_NOT_ALLOWED", f"key {key!r} is not in the whitelist",
-                                       path=f"memory_patch.{key}"))
+            unknown.append(
+                PapayuError(
+                    "ERR_MEMORY_KEY_NOT_ALLOWED", f"key {key!r} is not in the whitelist", path=f"memory_patch.{key}"
+                )
+            )
         elif not _has_type(value, expected):
-            wrong.append(PapayuError("ERR_MEMORY_TYPE", f"{key} must be {expected}, got {type(value).__name__}",
-                                     path=f"memory_patch.{key}"))
+            wrong.append(
+                PapayuError(
+                    "ERR_MEMORY_TYPE",
+                    f"{key} must be {expected}, got {type(value).__name__}",
+                    path=f"memory_patch.{key}",
+                )
+            )
         elif errors := value_schema_errors(key, value):
             wrong.extend(errors)  # enum / range of the layer's schema (e.g. ask_budget 0..2)
         else:
@@ -99,8 +111,12 @@ def parse_value(key: str, text: str) -> Any:
     """A command-line VALUE as the key's type: integer, JSON array or comma list, string."""
     expected = MEMORY_WHITELIST.get(key)
     if expected is None:
-        raise PapayuError("ERR_MEMORY_KEY_NOT_ALLOWED", f"key {key!r} is not in the whitelist", path=key,
-                          hint="Keys: " + ", ".join(MEMORY_WHITELIST))
+        raise PapayuError(
+            "ERR_MEMORY_KEY_NOT_ALLOWED",
+            f"key {key!r} is not in the whitelist",
+            path=key,
+            hint="Keys: " + ", ".join(MEMORY_WHITELIST),
+        )
     if expected == "integer":
         try:
             return int(text.strip())
@@ -120,6 +136,7 @@ def parse_value(key: str, text: str) -> Any:
 
 
 # --- files ---------------------------------------------------------------------------------
+
 
 def user_config_dir() -> Path:
     """XDG_CONFIG_HOME or ~/.config (APPDATA on Windows): where preferences.json lives."""
@@ -176,13 +193,15 @@ def write_layer(layer: str, repo_root: Path | None, values: dict[str, Any]) -> P
         raise PapayuError(code, errors[0].reason, path=errors[0].path)
     for part in (path.parent, path):
         if part.is_symlink():
-            raise PapayuError("ERR_PATH_THROUGH_SYMLINK", f"{part} is a symbolic link; refusing to write",
-                              path=str(part))
+            raise PapayuError(
+                "ERR_PATH_THROUGH_SYMLINK", f"{part} is a symbolic link; refusing to write", path=str(part)
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     return atomic.write_json(path, doc)
 
 
 # --- git config overrides ------------------------------------------------------------------
+
 
 def git_config_key(key: str) -> str:
     """project.default_test_command -> papayu.project.defaultTestCommand (git forbids '_')."""
@@ -229,6 +248,7 @@ def memory_value(repo_root: Path | None, key: str) -> Any:
 
 # --- memory_patch and the prompt block -----------------------------------------------------
 
+
 def asks_to_remember(goal: str) -> bool:
     return bool(_REMEMBER.search(goal or "")) and not _NOT_REMEMBER.search(goal or "")
 
@@ -264,8 +284,11 @@ def apply_memory_patch(repo_root: Path, patch: Any, goal: str, accept_flag: bool
     if not patch:
         return []
     if not (accept_flag or asks_to_remember(goal)):
-        output.event("MEMORY_PATCH_IGNORED", keys=",".join(sorted(patch)) if isinstance(patch, dict) else "",
-                     reason="not requested (say 'remember' or pass --accept-memory)")
+        output.event(
+            "MEMORY_PATCH_IGNORED",
+            keys=",".join(sorted(patch)) if isinstance(patch, dict) else "",
+            reason="not requested (say 'remember' or pass --accept-memory)",
+        )
         return []
     accepted, unknown, wrong = check_memory_patch(patch)
     secret = secret_errors(accepted)
@@ -299,8 +322,9 @@ def _compact(data: Any) -> str:
 def _fit(memory: dict[str, dict[str, Any]], limit: int) -> str:
     """Compact JSON within ``limit`` bytes: halve the longest string until it fits."""
     while len(_compact(memory).encode()) > limit:
-        layer, name = max(((l, n) for l, vals in memory.items() for n, v in vals.items()),
-                          key=lambda ln: len(_compact(memory[ln[0]][ln[1]])))
+        layer, name = max(
+            ((lay, n) for lay, vals in memory.items() for n in vals), key=lambda ln: len(_compact(memory[ln[0]][ln[1]]))
+        )
         value = memory[layer][name]
         if isinstance(value, str) and len(value) > 16:
             memory[layer][name] = value[: len(value) // 2] + "…"

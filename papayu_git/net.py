@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -51,13 +52,13 @@ def origin(url: str) -> tuple[str, str, int | None]:
     return scheme, (parts.hostname or "").lower(), port
 
 
-def credentials_stay_home(trusted_url: str, headers: Iterable[str]) -> Callable[["httpx.Request"], None]:
+def credentials_stay_home(trusted_url: str, headers: Iterable[str]) -> Callable[[httpx.Request], None]:
     """An httpx request hook: ``headers`` (the credential ones) are removed from any request,
     redirects included, that does not go to the origin of ``trusted_url`` over a safe transport."""
     home = origin(trusted_url)
     names = tuple(headers)
 
-    def hook(request: "httpx.Request") -> None:
+    def hook(request: httpx.Request) -> None:
         url = str(request.url)
         if origin(url) != home or not may_carry_credentials(url):
             for name in names:
@@ -68,7 +69,7 @@ def credentials_stay_home(trusted_url: str, headers: Iterable[str]) -> Callable[
 
 # --- retries ------------------------------------------------------------------------------
 
-MAX_RETRY_AFTER_SEC = 30.0   # no wait is longer, whatever a server's Retry-After asks (README: providers)
+MAX_RETRY_AFTER_SEC = 30.0  # no wait is longer, whatever a server's Retry-After asks (README: providers)
 
 
 def retry_after_sec(value: str | None, now: float | None = None) -> float | None:
@@ -87,9 +88,7 @@ def retry_after_sec(value: str | None, now: float | None = None) -> float | None
         except (TypeError, ValueError, IndexError):
             return None
         if when.tzinfo is None:  # an HTTP-date is always GMT
-            from datetime import timezone
-
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
@@ -101,22 +100,26 @@ def retryable_status(status: int) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    retries: int                  # tries after the first one
-    backoff_sec: float            # the first wait; doubled for each further retry
+    retries: int  # tries after the first one
+    backoff_sec: float  # the first wait; doubled for each further retry
     max_delay_sec: float = MAX_RETRY_AFTER_SEC
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         """The wait after failed try ``attempt`` (0-based): the server's Retry-After when it
         gives a readable one, else exponential backoff; capped, never negative."""
         asked = retry_after_sec(retry_after)
-        delay = self.backoff_sec * (2 ** attempt) if asked is None else asked
+        delay = self.backoff_sec * (2**attempt) if asked is None else asked
         return max(0.0, min(delay, self.max_delay_sec))
 
 
-def send_with_retries(policy: RetryPolicy, send: Callable[[], "httpx.Response"], *,
-                      on_retry: Callable[[int, float], None],
-                      retry_response: Callable[["httpx.Response"], bool] = lambda r: retryable_status(r.status_code),
-                      no_retry: tuple[type[BaseException], ...] = ()) -> "httpx.Response":
+def send_with_retries(
+    policy: RetryPolicy,
+    send: Callable[[], httpx.Response],
+    *,
+    on_retry: Callable[[int, float], None],
+    retry_response: Callable[[httpx.Response], bool] = lambda r: retryable_status(r.status_code),
+    no_retry: tuple[type[BaseException], ...] = (),
+) -> httpx.Response:
     """Call ``send`` until it returns a response ``retry_response`` accepts, or the retries are
     spent (then the last response is returned, or the last connection error raised). Exceptions
     in ``no_retry`` (e.g. the model's timeout) propagate at once. ``on_retry(attempt, delay)``

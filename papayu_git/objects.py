@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir
@@ -32,7 +33,7 @@ GITKEEP = ".gitkeep"
 class GitTree:
     """`validate.TreeView` over a pygit2 tree, plus blob access for base checks."""
 
-    def __init__(self, repo: "pygit2.Repository", tree: "pygit2.Tree") -> None:
+    def __init__(self, repo: pygit2.Repository, tree: pygit2.Tree) -> None:
         self.repo = repo
         self.tree = tree
         self._under: dict[str, list[str]] = {}  # validation and the touched paths both ask
@@ -107,14 +108,14 @@ class _Edit:
         self.children: dict[str, _Edit] = defaultdict(_Edit)
         self.keep = False  # CREATE_DIR: gets .gitkeep if it ends up empty
 
-    def at(self, parts: list[str]) -> "_Edit":
+    def at(self, parts: list[str]) -> _Edit:
         node = self
         for part in parts:
             node = node.children[part]
         return node
 
 
-def _edit_tree(repo: "pygit2.Repository", changes: TreeChanges, modes: dict[str, int]) -> _Edit:
+def _edit_tree(repo: pygit2.Repository, changes: TreeChanges, modes: dict[str, int]) -> _Edit:
     root = _Edit()
     for path, data in changes.writes.items():
         *dirs, name = path.split("/")
@@ -127,7 +128,7 @@ def _edit_tree(repo: "pygit2.Repository", changes: TreeChanges, modes: dict[str,
     return root
 
 
-def _write_tree(repo: "pygit2.Repository", tree: "pygit2.Tree | None", edit: _Edit, *, is_root: bool) -> Any:
+def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edit: _Edit, *, is_root: bool) -> Any:
     builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
     for name, leaf in edit.leaves.items():
         if leaf is None:
@@ -161,7 +162,7 @@ def build_tree(base: GitTree, changes: TreeChanges) -> Any:
     return _write_tree(base.repo, base.tree, _edit_tree(base.repo, changes, modes), is_root=True)
 
 
-def changed_paths(repo: "pygit2.Repository", old: "pygit2.Tree", new: "pygit2.Tree") -> list[str] | None:
+def changed_paths(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree) -> list[str] | None:
     """Paths of the files that differ between two trees, visiting only subtrees whose ids
     differ (~0.3 ms for 10 files in 50k, where a libgit2 diff reads far more). None when a
     submodule is involved or a path turns from file into directory or back."""
@@ -179,14 +180,15 @@ def changed_paths(repo: "pygit2.Repository", old: "pygit2.Tree", new: "pygit2.Tr
             if MODE_GITLINK in modes or (MODE_TREE in modes and len(modes) > 1):
                 return None
             if MODE_TREE in modes:
-                stack.append((f"{prefix}{name}/", repo[x.id] if x is not None else None,
-                              repo[y.id] if y is not None else None))
+                stack.append(
+                    (f"{prefix}{name}/", repo[x.id] if x is not None else None, repo[y.id] if y is not None else None)
+                )
             else:
                 out.append(prefix + name)
     return sorted(out)
 
 
-def signature(repo: "pygit2.Repository", role: str) -> "pygit2.Signature":
+def signature(repo: pygit2.Repository, role: str) -> pygit2.Signature:
     """Author/committer like git: GIT_<ROLE>_NAME/EMAIL env first, then user.name/user.email."""
     import pygit2
 
@@ -194,8 +196,11 @@ def signature(repo: "pygit2.Repository", role: str) -> "pygit2.Signature":
     name = os.environ.get(f"GIT_{role}_NAME") or _config(config, "user.name")
     email = os.environ.get(f"GIT_{role}_EMAIL") or _config(config, "user.email")
     if not name or not email:
-        raise PapayuError("ERR_GIT_COMMAND", "git has no identity for the commit (user.name / user.email)",
-                          hint="Run: git config --global user.name 'You'; git config --global user.email you@x")
+        raise PapayuError(
+            "ERR_GIT_COMMAND",
+            "git has no identity for the commit (user.name / user.email)",
+            hint="Run: git config --global user.name 'You'; git config --global user.email you@x",
+        )
     return pygit2.Signature(name, email)
 
 
@@ -206,8 +211,7 @@ def _config(config: Any, key: str) -> str | None:
         return None
 
 
-def commit_message(summary: str, plan_id: str, trace_id: str,
-                   trailers: Sequence[tuple[str, str]] = ()) -> str:
+def commit_message(summary: str, plan_id: str, trace_id: str, trailers: Sequence[tuple[str, str]] = ()) -> str:
     """``summary`` plus papayu's trailers (plan, trace, then e.g. the check and its source),
     masked and with control characters escaped: `git log` prints them as they are, `pr` pushes them."""
     subject = safe_text(summary.strip(), multiline=True) or f"papayu plan {plan_id}"
@@ -216,14 +220,13 @@ def commit_message(summary: str, plan_id: str, trace_id: str,
     return f"{subject}\n\n{body}"
 
 
-def create_commit(repo: "pygit2.Repository", tree_id: Any, parent: Any, message: str) -> str:
+def create_commit(repo: pygit2.Repository, tree_id: Any, parent: Any, message: str) -> str:
     """Write the commit object only; no ref moves (refs are touched last, by CAS)."""
-    oid = repo.create_commit(None, signature(repo, "AUTHOR"), signature(repo, "COMMITTER"), message,
-                             tree_id, [parent])
+    oid = repo.create_commit(None, signature(repo, "AUTHOR"), signature(repo, "COMMITTER"), message, tree_id, [parent])
     return str(oid)
 
 
-def commit_of(repo: "pygit2.Repository", oid: str) -> "pygit2.Commit":
+def commit_of(repo: pygit2.Repository, oid: str) -> pygit2.Commit:
     import pygit2
 
     return repo[oid].peel(pygit2.Commit)
@@ -238,11 +241,11 @@ def branch_ref(plan_id: str) -> str:
     return f"refs/heads/{branch_name(plan_id)}"
 
 
-def set_branch(repo: "pygit2.Repository", plan_id: str, commit: str) -> None:
+def set_branch(repo: pygit2.Repository, plan_id: str, commit: str) -> None:
     repo.references.create(branch_ref(plan_id), commit, force=True)
 
 
-def delete_branch(repo: "pygit2.Repository", plan_id: str) -> bool:
+def delete_branch(repo: pygit2.Repository, plan_id: str) -> bool:
     ref = branch_ref(plan_id)
     _clear_ref_lock(repo, ref)
     if repo.references.get(ref) is None:
@@ -251,7 +254,7 @@ def delete_branch(repo: "pygit2.Repository", plan_id: str) -> bool:
     return True
 
 
-def _clear_ref_lock(repo: "pygit2.Repository", ref: str) -> None:
+def _clear_ref_lock(repo: pygit2.Repository, ref: str) -> None:
     """A killed ref update leaves `<ref>.lock`, which blocks every later update of that ref.
     Only called for refs we own (papayu/*) or under our land lock, whose owner is dead."""
     lock = Path(common_dir(repo)) / f"{ref}.lock"
@@ -259,11 +262,11 @@ def _clear_ref_lock(repo: "pygit2.Repository", ref: str) -> None:
         lock.unlink(missing_ok=True)
 
 
-def generated_branches(repo: "pygit2.Repository") -> dict[str, str]:
+def generated_branches(repo: pygit2.Repository) -> dict[str, str]:
     """plan id -> commit of every `papayu/<id>` branch."""
     prefix = branch_ref("")
     out = {}
     for name in repo.references:
         if name.startswith(prefix):
-            out[name[len(prefix):]] = str(repo.references[name].resolve().target)
+            out[name[len(prefix) :]] = str(repo.references[name].resolve().target)
     return out

@@ -15,9 +15,10 @@ from enum import StrEnum
 
 class ApplyState(StrEnum):
     """``ApplyResult.state``, the plan record's ``extra.apply.state`` and the trace's ``apply.state``."""
+
     LANDED = "landed"
     ROLLED_BACK = "rolled_back"
-    REVIEW = "review"            # committed and kept on papayu/<id>, not landed
+    REVIEW = "review"  # committed and kept on papayu/<id>, not landed
     NO_CHANGES = "no_changes"
     # Only in the plan record: refused before a commit was written, and a kept branch deleted by `drop`.
     REFUSED = "refused"
@@ -26,11 +27,12 @@ class ApplyState(StrEnum):
 
 class CheckState(StrEnum):
     """The trace's ``check.state``: how the check of one apply ended, or why none ran."""
+
     PASSED = "passed"
     FAILED = "failed"
     TIMEOUT = "timeout"
-    SKIPPED = "skipped"          # --no-check
-    NONE_FOUND = "none_found"    # no check command found: held at review (ERR_NO_CHECK)
+    SKIPPED = "skipped"  # --no-check
+    NONE_FOUND = "none_found"  # no check command found: held at review (ERR_NO_CHECK)
 
 
 # The states in which a check actually ran (`stats`' pass rate counts only these).

@@ -34,8 +34,7 @@ _LINE_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]")
 # Multi-line text keeps its newlines, tabs and the CR of a CRLF; a lone CR could overwrite the line.
 _TEXT_CONTROLS = f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]|\r(?!\n)"
 _MULTILINE_CONTROLS = re.compile(_TEXT_CONTROLS)
-_OWN_OR_CONTROL = re.compile(
-    "(\x1b\\[(?:%s)m)|%s" % ("|".join(sorted({*_COLOURS.values(), "0"})), _TEXT_CONTROLS))
+_OWN_OR_CONTROL = re.compile("(\x1b\\[(?:%s)m)|%s" % ("|".join(sorted({*_COLOURS.values(), "0"})), _TEXT_CONTROLS))
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -99,14 +98,15 @@ def error(text: str) -> None:
 
 
 # JSON escapes C0 itself; DEL and C1 it would write raw with ensure_ascii=False.
-_JSON_RAW_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
+_JSON_RAW_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
 
 
 def emit_json(data: Any, verbatim: Collection[str] = ()) -> None:
     """``data`` as JSON on stdout, every string masked (secrets.mask_data) but the file
     contents of actions (secrets.FILE_CONTENTS) and the values of the keys in ``verbatim``."""
-    text = json.dumps(mask_data(data, keep=FILE_CONTENTS | set(verbatim)), ensure_ascii=False, indent=2,
-                      sort_keys=False, default=str)
+    text = json.dumps(
+        mask_data(data, keep=FILE_CONTENTS | set(verbatim)), ensure_ascii=False, indent=2, sort_keys=False, default=str
+    )
     sys.stdout.write(text.translate(_JSON_RAW_CONTROLS) + "\n")
     sys.stdout.flush()
 

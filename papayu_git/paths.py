@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 from papayu_git import settings
 from papayu_git.errors import PapayuError
@@ -22,10 +22,32 @@ MAX_PATH_LEN = 240
 # A pattern without '/' matches the base name at any depth; one with '/' is anchored at the
 # root, so the credential files of tools that live in a directory start with '**/'.
 DEFAULT_PROTECTED: tuple[str, ...] = (
-    ".env", ".env.*", "!.env.example", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
-    "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*", "**/.ssh/**", "**/secrets/**",
-    ".npmrc", ".pypirc", ".netrc", ".git-credentials", "credentials.json", "*.tfstate", "*.tfstate.*",
-    "**/.aws/credentials", "**/.docker/config.json", "**/.kube/config",
+    ".env",
+    ".env.*",
+    "!.env.example",
+    ".envrc",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "id_rsa*",
+    "id_ed25519*",
+    "id_ecdsa*",
+    "id_dsa*",
+    "**/.ssh/**",
+    "**/secrets/**",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    "credentials.json",
+    "*.tfstate",
+    "*.tfstate.*",
+    "**/.aws/credentials",
+    "**/.docker/config.json",
+    "**/.kube/config",
 )
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -36,7 +58,9 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _MAYBE_GIT = re.compile("git|mailmap|~", re.I)
 # The common case in one regex: plain segments that start with a letter, digit or '_' cannot be
 # '.', '..', '.git' or 'git~1', cannot be absolute, a drive or '~' (fast path, bench/validate_bench.py).
-_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*)*")   # cheap pre-filter: most paths never mention git
+_PLAIN = re.compile(
+    r"[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+@=,-]*)*"
+)  # cheap pre-filter: most paths never mention git
 _SEGMENT_CODES = {
     "..": ("ERR_PATH_TRAVERSAL", "path has a '..' segment"),
     ".": ("ERR_PATH_DOT_SEGMENT", "path has a '.' or empty segment"),
@@ -158,8 +182,9 @@ def _check_characters(path: str, original: str) -> None:
         raise PapayuError("ERR_PATH_NTFS_STREAM", "a path segment contains ':'", path=_shown(original))
     invisible = None if path.isascii() else _invisible_char(path)
     if invisible:
-        raise PapayuError("ERR_PATH_INVISIBLE_CHAR", f"path contains the invisible character {invisible}",
-                          path=_shown(original))
+        raise PapayuError(
+            "ERR_PATH_INVISIBLE_CHAR", f"path contains the invisible character {invisible}", path=_shown(original)
+        )
 
 
 def fold_key(path: str) -> str:
@@ -189,7 +214,7 @@ def _glob_segment(segment: str) -> str:
         elif c == "?":
             out.append("[^/]")
         elif close > 0:
-            body = segment[i + 1:close]
+            body = segment[i + 1 : close]
             body = "^" + body[1:] if body.startswith("!") else body
             out.append("[" + body.replace("\\", "\\\\") + "]")
             i = close
@@ -227,7 +252,7 @@ def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[tuple[b
 def _union(bodies: list[str]) -> re.Pattern[str]:
     """One regex for all bodies, their common 'any depth' prefix written once: re does not
     factor alternations itself, and trying each body from every segment is 4x slower."""
-    tails = [b[len(_ANY_DEPTH):] for b in bodies if b.startswith(_ANY_DEPTH)]
+    tails = [b[len(_ANY_DEPTH) :] for b in bodies if b.startswith(_ANY_DEPTH)]
     rest = [b for b in bodies if not b.startswith(_ANY_DEPTH)]
     parts = ([_ANY_DEPTH + "(?:" + "|".join(tails) + ")"] if tails else []) + rest
     return re.compile("(?:" + "|".join(parts) + ")" if parts else "(?!)")

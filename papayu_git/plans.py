@@ -24,7 +24,9 @@ PLAN_FORMAT = 1
 
 def new_id() -> str:
     """Short, sortable, unique enough for branch names: papayu/<id>."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()  # not `secrets`: its import costs ~5 ms per command
+    return (
+        time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
+    )  # not `secrets`: its import costs ~5 ms per command
 
 
 # The shape new_id generates. An id becomes a file name (plans/<id>.json), a lock name and a
@@ -40,8 +42,9 @@ def is_id(value: object) -> bool:
 def check_id(value: object, path: str = "id") -> str:
     """``value`` when it is an id papayu generates, else ERR_PLAN_ID_INVALID."""
     if not is_id(value):
-        raise PapayuError("ERR_PLAN_ID_INVALID", f"plan id {str(value)[:80]!r} is not YYYYMMDD-HHMMSS-xxxxxx",
-                          path=path)
+        raise PapayuError(
+            "ERR_PLAN_ID_INVALID", f"plan id {str(value)[:80]!r} is not YYYYMMDD-HHMMSS-xxxxxx", path=path
+        )
     return str(value)
 
 
@@ -54,22 +57,22 @@ def is_id_prefix(value: str) -> bool:
 class StoredPlan:
     id: str
     goal: str = ""
-    mode: str = "plan"                      # plan | apply (the round that produced `response`)
+    mode: str = "plan"  # plan | apply (the round that produced `response`)
     protocol: int = 2
     base_commit: str = ""
     branch: str = ""
-    files: dict[str, str] = field(default_factory=dict)   # path -> sha256 shown to the model
-    response: Any = None                    # validated JSON of the last round
+    files: dict[str, str] = field(default_factory=dict)  # path -> sha256 shown to the model
+    response: Any = None  # validated JSON of the last round
     trace_id: str = ""
     created_at: str = ""
-    context: str = ""                       # the user message sent with the plan round
+    context: str = ""  # the user message sent with the plan round
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"papayu_plan": PLAN_FORMAT, **asdict(self)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "StoredPlan":
+    def from_json(cls, data: dict[str, Any]) -> StoredPlan:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
@@ -107,8 +110,17 @@ def is_plan_record(data: Any) -> bool:
 
 
 _RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "goal": str, "mode": str, "protocol": int, "base_commit": str, "branch": str, "files": dict,
-    "trace_id": str, "created_at": str, "context": str, "extra": dict}
+    "goal": str,
+    "mode": str,
+    "protocol": int,
+    "base_commit": str,
+    "branch": str,
+    "files": dict,
+    "trace_id": str,
+    "created_at": str,
+    "context": str,
+    "extra": dict,
+}
 
 
 def record_errors(data: dict[str, Any]) -> list[PapayuError]:
@@ -121,15 +133,22 @@ def record_errors(data: dict[str, Any]) -> list[PapayuError]:
     for name, kind in _RECORD_TYPES.items():
         value = data.get(name)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            errors.append(PapayuError("ERR_PLAN_RECORD_INVALID", f"{name} is a {type(value).__name__}, "
-                                      f"expected {getattr(kind, '__name__', kind)}", path=name))
+            errors.append(
+                PapayuError(
+                    "ERR_PLAN_RECORD_INVALID",
+                    f"{name} is a {type(value).__name__}, expected {getattr(kind, '__name__', kind)}",
+                    path=name,
+                )
+            )
     files, extra = data.get("files"), data.get("extra")
     if isinstance(files, dict) and not all(isinstance(v, str) for v in files.values()):
-        errors.append(PapayuError("ERR_PLAN_RECORD_INVALID", "files maps each path to a sha256 string",
-                                  path="files"))
+        errors.append(PapayuError("ERR_PLAN_RECORD_INVALID", "files maps each path to a sha256 string", path="files"))
     if isinstance(extra, dict):
-        errors.extend(PapayuError("ERR_PLAN_RECORD_INVALID", f"extra.{key} is not an object", path=f"extra.{key}")
-                      for key in _OUTCOME_KEYS if not isinstance(extra.get(key, {}), dict))
+        errors.extend(
+            PapayuError("ERR_PLAN_RECORD_INVALID", f"extra.{key} is not an object", path=f"extra.{key}")
+            for key in _OUTCOME_KEYS
+            if not isinstance(extra.get(key, {}), dict)
+        )
     return errors
 
 
@@ -160,16 +179,19 @@ def find_record(directory: Path, id_or_prefix: str, code: str, what: str) -> Pat
         return matches[0]
     if len(matches) > 1:
         names = ", ".join(m.stem for m in matches[:5])
-        raise PapayuError(code, f"{what} id prefix {id_or_prefix!r} is ambiguous: {names}",
-                          hint="Give more characters of the id.")
+        raise PapayuError(
+            code, f"{what} id prefix {id_or_prefix!r} is ambiguous: {names}", hint="Give more characters of the id."
+        )
     raise PapayuError(code, f"no {what} {id_or_prefix!r}", path=str(directory))
 
 
 def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
     if not is_id_prefix(id_or_prefix):
-        raise PapayuError("ERR_PLAN_NOT_FOUND", f"invalid plan id {id_or_prefix[:80]!r}",
-                          hint="A plan id looks like 20260101-120000-a1b2c3 (or a prefix of one); "
-                               "run 'git papayu list'.")
+        raise PapayuError(
+            "ERR_PLAN_NOT_FOUND",
+            f"invalid plan id {id_or_prefix[:80]!r}",
+            hint="A plan id looks like 20260101-120000-a1b2c3 (or a prefix of one); run 'git papayu list'.",
+        )
     found = find_record(plans_dir(papayu_dir), id_or_prefix, "ERR_PLAN_NOT_FOUND", "plan").stem
     return check_id(found, path=str(plans_dir(papayu_dir) / f"{found}.json"))
 

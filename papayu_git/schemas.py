@@ -16,9 +16,10 @@ import hashlib
 import json
 import re
 import sys
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from papayu_git.errors import PapayuError
 
@@ -32,17 +33,17 @@ def schema_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "schemas"  # source checkout
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_bytes(name: str) -> bytes:
     return (schema_dir() / f"{name}.json").read_bytes()
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> dict[str, Any]:
     return json.loads(schema_bytes(name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_hash(name: str) -> str:
     """sha256 of the schema file bytes (recorded in traces as schema_hash)."""
     return hashlib.sha256(schema_bytes(name)).hexdigest()
@@ -55,7 +56,7 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
-            return _inline_refs(defs[ref[len("#/$defs/"):]], defs)
+            return _inline_refs(defs[ref[len("#/$defs/") :]], defs)
         return {k: _inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
     if isinstance(node, list):
         return [_inline_refs(v, defs) for v in node]
@@ -98,12 +99,12 @@ def _compile(definition: Any) -> Callable[[Any], Any]:
     return fastjsonschema.compile(definition, detailed_exceptions=False)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fast_validator(name: str) -> Callable[[Any], Any]:
     return _generated(name, "") or _compile(_compiled_parts(name)[""])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _full_validator(name: str) -> Any:
     import jsonschema
 
@@ -120,8 +121,11 @@ def _location(path: Any) -> str:
 def _branch_misfits(errors: list[Any]) -> bool:
     """A oneOf/anyOf branch that does not even apply: wrong type at its root, or its
     discriminator (e.g. the action's ``kind``) has another value."""
-    return any((e.validator == "type" and not e.relative_path) or
-               (e.validator in ("enum", "const") and len(e.relative_path) <= 1) for e in errors)
+    return any(
+        (e.validator == "type" and not e.relative_path)
+        or (e.validator in ("enum", "const") and len(e.relative_path) <= 1)
+        for e in errors
+    )
 
 
 def _false_schema_message(err: Any, parent: Any) -> str:
@@ -156,7 +160,7 @@ def _message(err: Any, locate: Callable[[list[Any]], list[Any]]) -> tuple[list[A
     return locate(list(err.absolute_path)), message
 
 
-@lru_cache(maxsize=None)
+@cache
 def _action_validator(name: str) -> Callable[[Any], Any] | None:
     generated = _generated(name, "action")
     if generated is not None:
@@ -208,7 +212,7 @@ def _original_path(path: list[Any], kept: dict[tuple[Any, ...], list[int]]) -> l
     for where, indices in kept.items():
         n = len(where)
         if len(path) > n and tuple(path[:n]) == where and isinstance(path[n], int):
-            return [*path[:n], indices[path[n]], *path[n + 1:]]
+            return [*path[:n], indices[path[n]], *path[n + 1 :]]
     return path
 
 
@@ -241,9 +245,12 @@ GENERATED = Path(__file__).with_name("schema_validators")
 REGENERATE = "python -m papayu_git.schemas --write"
 
 # The lines of compile_to_code's header that the package's stand-ins replace.
-_HEADER_LINES = re.compile(r'^(VERSION = "[^"]*"|from decimal import Decimal|import re|'
-                           r"from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException|"
-                           r"NoneType = type\(None\))\n", re.M)
+_HEADER_LINES = re.compile(
+    r'^(VERSION = "[^"]*"|from decimal import Decimal|import re|'
+    r"from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException|"
+    r"NoneType = type\(None\))\n",
+    re.M,
+)
 
 
 def _part_code(code: str, function: str) -> str:
@@ -253,7 +260,7 @@ def _part_code(code: str, function: str) -> str:
     if len(defs) != 1 or code.count(f"{defs[0]}(") != 1 or "Decimal(" in code:
         raise RuntimeError(f"unexpected fastjsonschema output for {function}: functions {defs}")
     code = _HEADER_LINES.sub("", code).replace(f"def {defs[0]}(", f"def {function}(", 1)
-    patterns = "REGEX_PATTERNS" + function[len("validate"):]
+    patterns = "REGEX_PATTERNS" + function[len("validate") :]
     return re.sub(r"\bREGEX_PATTERNS\b", patterns, code).strip("\n")
 
 
@@ -261,16 +268,30 @@ def generated_module(name: str) -> str:
     """The text of schema_validators/<name>.py for the schema file as it is now."""
     import fastjsonschema
 
-    parts = [_part_code(fastjsonschema.compile_to_code(definition, detailed_exceptions=False),
-                        "validate" + (f"_{part}" if part else "")) for part, definition in _compiled_parts(name).items()]
-    return "\n".join([
-        f"# GENERATED by `{REGENERATE}` from schemas/{name}.json; do not edit.",
-        f"# fastjsonschema {fastjsonschema.VERSION}: compile_to_code(<the $ref-inlined schema>,"
-        " detailed_exceptions=False).",
-        "# papayu_git/schemas.py uses it only while the schema file's sha256 equals SCHEMA_SHA256.",
-        "import re", "",
-        "from papayu_git.schema_validators import Decimal, JsonSchemaValueException, JsonSchemaValuesException, NoneType",
-        "", f'SCHEMA_SHA256 = "{schema_hash(name)}"', "", "", "\n\n\n".join(parts), ""])
+    parts = [
+        _part_code(
+            fastjsonschema.compile_to_code(definition, detailed_exceptions=False),
+            "validate" + (f"_{part}" if part else ""),
+        )
+        for part, definition in _compiled_parts(name).items()
+    ]
+    return "\n".join(
+        [
+            f"# GENERATED by `{REGENERATE}` from schemas/{name}.json; do not edit.",
+            f"# fastjsonschema {fastjsonschema.VERSION}: compile_to_code(<the $ref-inlined schema>,"
+            " detailed_exceptions=False).",
+            "# papayu_git/schemas.py uses it only while the schema file's sha256 equals SCHEMA_SHA256.",
+            "import re",
+            "",
+            "from papayu_git.schema_validators import Decimal, JsonSchemaValueException, JsonSchemaValuesException, NoneType",
+            "",
+            f'SCHEMA_SHA256 = "{schema_hash(name)}"',
+            "",
+            "",
+            "\n\n\n".join(parts),
+            "",
+        ]
+    )
 
 
 def generated_files() -> dict[Path, str]:

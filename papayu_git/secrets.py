@@ -21,27 +21,28 @@ MASK = "***"
 
 # PEM private keys (RSA, EC, OPENSSH, PGP...); an unterminated block is masked to the end.
 _PRIVATE_KEY = re.compile(
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)", re.S)
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)", re.S
+)
 # Credentials recognised by their shape. Distinctive prefixes are masked wherever they
 # start, even glued to a preceding word ("tokenghp_…", "keysk-proj-…"): no ordinary word
 # ends in them. The generic shapes are not a token start when glued to a preceding letter
 # or digit ("task-…" is not "sk-…"), unless that letter ends a backslash escape such as
 # \n (a secret inside a repr() or JSON-escaped text).
 _DISTINCTIVE = [
-    r"sk-(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{8,}",      # OpenAI project/service keys, Anthropic
-    r"gh[pousr]_[A-Za-z0-9]{20,}",                              # GitHub ghp_/gho_/ghu_/ghs_/ghr_
-    r"github_pat_[A-Za-z0-9_]{20,}",                            # GitHub fine-grained
-    r"glpat-[A-Za-z0-9_\-]{20,}",                               # GitLab
-    r"xox[abposr]-[A-Za-z0-9\-]{10,}",                          # Slack
+    r"sk-(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{8,}",  # OpenAI project/service keys, Anthropic
+    r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub ghp_/gho_/ghu_/ghs_/ghr_
+    r"github_pat_[A-Za-z0-9_]{20,}",  # GitHub fine-grained
+    r"glpat-[A-Za-z0-9_\-]{20,}",  # GitLab
+    r"xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",  # AWS access key ids
-    r"AIza[0-9A-Za-z_\-]{35}",                                  # Google API key
-    r"hf_[A-Za-z0-9]{30,}",                                     # Hugging Face
-    r"npm_[A-Za-z0-9]{36}",                                     # npm
+    r"AIza[0-9A-Za-z_\-]{35}",  # Google API key
+    r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"npm_[A-Za-z0-9]{36}",  # npm
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT
 ]
 _GENERIC = [
-    r"sk-[A-Za-z0-9_\-]{8,}",                                   # OpenAI legacy sk-…
-    r"[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}",                   # Stripe
+    r"sk-[A-Za-z0-9_\-]{8,}",  # OpenAI legacy sk-…
+    r"[rsp]k_(?:live|test)_[A-Za-z0-9]{10,}",  # Stripe
     r"(?i:bearer)\s+[A-Za-z0-9._\-~+/]+=*",
 ]
 # One alternation, one pass over the text (a leading literal keeps the scan fast).
@@ -58,7 +59,8 @@ _PREFIXED = re.compile(
     # Authorization: Basic/Token …
     r"|((?i:authorization)[\"']?\s*[:=]\s*[\"']?)[^\"'\n]+"
     # Slack incoming webhooks: the path is the credential
-    r"|((?i:hooks\.slack\.com)/(?:services|workflows|triggers)/)[A-Za-z0-9_/\-]+")
+    r"|((?i:hooks\.slack\.com)/(?:services|workflows|triggers)/)[A-Za-z0-9_/\-]+"
+)
 # api_key=…, "password": "…", aws_secret_access_key = …, client_secret: …, X_TOKEN=…,
 # AccountKey=… (Azure connection strings): the keyword must END the key name
 # (token_budget, max_tokens stay readable); "pass" alone only as a key's last segment
@@ -71,11 +73,13 @@ _ASSIGNMENT = re.compile(
     r"|private[_\-]?key|credentials?|pass(?!(?:ed|ing|es)(?![a-z]))[\w.\-]*(?=\\{0,2}[\"']))"
     r"(?:\\{0,2}[\"'])?\s*[:=]\s*)"
     # JSON-escaped quotes (a JSON answer inside a JSON string: \"password\": \"a b\"), quotes, bare
-    r"(\\{1,2}\"(?:(?!\\{1,2}\").)+\\{1,2}\"|\"[^\"\n]+\"|'[^'\n]+'|(?!\*\*\*)[^\s\"'\\,;}]{4,})")
+    r"(\\{1,2}\"(?:(?!\\{1,2}\").)+\\{1,2}\"|\"[^\"\n]+\"|'[^'\n]+'|(?!\*\*\*)[^\s\"'\\,;}]{4,})"
+)
 # mysql -uroot -pS3cret (the password glued to -p; a bare -p prompts), sshpass -p S3cret.
 _PASSWORD_FLAG = re.compile(
     r"(\b(?i:mysql|mariadb)[\w.\-]*\s(?:[^\n]{0,200}?\s)?-p(?=[^\s\-])|\b(?i:sshpass)\s(?:[^\n]{0,200}?\s)?-p\s*)"
-    r"(\"[^\"\n]*\"|'[^'\n]*'|(?!\*\*\*)[^\s\"']+)")
+    r"(\"[^\"\n]*\"|'[^'\n]*'|(?!\*\*\*)[^\s\"']+)"
+)
 
 
 # Words one of which a line must contain (lower-cased) before the slower patterns run on it.
@@ -84,8 +88,9 @@ _ASSIGNMENT_NEEDLES = ("key", "secret", "token", "pass", "pwd", "credential")
 _PASSWORD_FLAG_NEEDLES = ("mysql", "mariadb", "sshpass")
 
 
-def _sub_lines(pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str,
-               needles: tuple[str, ...]) -> str:
+def _sub_lines(
+    pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str, needles: tuple[str, ...]
+) -> str:
     """``pattern.sub`` on the lines that contain a needle: most model output has none."""
     if not any(n in text.lower() for n in needles):
         return text
@@ -122,8 +127,17 @@ def _mask_assignment(match: re.Match[str]) -> str:
 
 
 # Environment variables whose values are secrets wherever they appear.
-_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_SECRET_KEY", "_ACCESS_KEY", "_PRIVATE_KEY",
-                 "_APIKEY", "_PAT")
+_ENV_SUFFIXES = (
+    "_API_KEY",
+    "_TOKEN",
+    "_SECRET",
+    "_PASSWORD",
+    "_SECRET_KEY",
+    "_ACCESS_KEY",
+    "_PRIVATE_KEY",
+    "_APIKEY",
+    "_PAT",
+)
 _ENV_MIN_LEN = 6  # shorter values ("1", "yes") would mask ordinary words
 
 

@@ -16,8 +16,8 @@ from typing import Any
 from papayu_git.golden import trace_mode
 from papayu_git.outcomes import CHECK_RAN, CheckState
 
-GRADUATION_WINDOW = 100          # judged over the last 100 APPLY traces, and not before there are 100
-GRADUATION_MAX_RATE = 0.01       # each failure rate must stay under 1%
+GRADUATION_WINDOW = 100  # judged over the last 100 APPLY traces, and not before there are 100
+GRADUATION_MAX_RATE = 0.01  # each failure rate must stay under 1%
 NON_UTF8 = "ERR_NON_UTF8_FILE"
 PATCH_FAILED = "ERR_PATCH_APPLY_FAILED"
 UPDATE_FORBIDDEN = "ERR_V2_UPDATE_EXISTING_FORBIDDEN"
@@ -49,8 +49,12 @@ def _codes_seen(trace: Mapping[str, Any]) -> set[str]:
 
 def _repaired(trace: Mapping[str, Any]) -> bool:
     """A v2 repair round ran and the apply then succeeded without falling back."""
-    return trace.get("protocol_repair_attempt") == 1 and not _fell_back(trace) and \
-        trace.get("validation_outcome", "ok") == "ok" and not trace.get("error_code")
+    return (
+        trace.get("protocol_repair_attempt") == 1
+        and not _fell_back(trace)
+        and trace.get("validation_outcome", "ok") == "ok"
+        and not trace.get("error_code")
+    )
 
 
 def _check_state(trace: Mapping[str, Any]) -> str | None:
@@ -92,8 +96,7 @@ def check_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def latency_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     values = [v for v in map(_latency, traces) if v is not None]
-    return {"count": len(values), "mean": round(sum(values) / len(values), 3) if values else None,
-            "p95": p95(values)}
+    return {"count": len(values), "mean": round(sum(values) / len(values), 3) if values else None, "p95": p95(values)}
 
 
 def _criterion(name: str, value: Any, threshold: str, holds: bool) -> dict[str, Any]:
@@ -111,16 +114,33 @@ def graduation(applies: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any])
     criteria = [
         _criterion("enough_applies", count, f">= {GRADUATION_WINDOW}", count >= GRADUATION_WINDOW),
         _criterion("fallback_rate_excluding_non_utf8", rate, "< 0.01", rate is not None and rate < GRADUATION_MAX_RATE),
-        _criterion("patch_apply_failed_rate", _ratio(patch_failed, count), "< 0.01",
-                   count > 0 and patch_failed / count < GRADUATION_MAX_RATE),
-        _criterion("patch_apply_failed_repaired_vs_fallback", {"repaired": repaired, "fallback": fell_back},
-                   "repaired > fallback (or no failures)", patch_failed == 0 or repaired > fell_back),
-        _criterion("v2_update_existing_forbidden_rate", _ratio(forbidden, count), "< 0.01 (tends to 0)",
-                   count > 0 and forbidden / count < GRADUATION_MAX_RATE),
+        _criterion(
+            "patch_apply_failed_rate",
+            _ratio(patch_failed, count),
+            "< 0.01",
+            count > 0 and patch_failed / count < GRADUATION_MAX_RATE,
+        ),
+        _criterion(
+            "patch_apply_failed_repaired_vs_fallback",
+            {"repaired": repaired, "fallback": fell_back},
+            "repaired > fallback (or no failures)",
+            patch_failed == 0 or repaired > fell_back,
+        ),
+        _criterion(
+            "v2_update_existing_forbidden_rate",
+            _ratio(forbidden, count),
+            "< 0.01 (tends to 0)",
+            count > 0 and forbidden / count < GRADUATION_MAX_RATE,
+        ),
     ]
-    return {"window": GRADUATION_WINDOW, "criteria": criteria, "ready": all(c["holds"] for c in criteria),
-            "action": "PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 (v2-only) is safe"
-            if all(c["holds"] for c in criteria) else "keep the v1 fallback"}
+    return {
+        "window": GRADUATION_WINDOW,
+        "criteria": criteria,
+        "ready": all(c["holds"] for c in criteria),
+        "action": "PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 (v2-only) is safe"
+        if all(c["holds"] for c in criteria)
+        else "keep the v1 fallback",
+    }
 
 
 def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WINDOW) -> dict[str, Any]:

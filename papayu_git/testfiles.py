@@ -14,8 +14,9 @@ the built-in list.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from papayu_git import settings
 from papayu_git.memory import memory_value
@@ -25,8 +26,16 @@ if TYPE_CHECKING:
     from papayu_git.objects import GitTree, TreeChanges
 
 BUILTIN_TEST_PATTERNS: tuple[str, ...] = (
-    "tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py", "**/*_test.go",
-    "**/*.test.[jt]s", "**/*.test.[jt]sx", "**/*.spec.[jt]s", "**/*.spec.[jt]sx",
+    "tests/**",
+    "test/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/conftest.py",
+    "**/*_test.go",
+    "**/*.test.[jt]s",
+    "**/*.test.[jt]sx",
+    "**/*.spec.[jt]s",
+    "**/*.spec.[jt]sx",
 )
 
 
@@ -69,7 +78,7 @@ def configured_test_patterns(repo_root: str | Path | None) -> tuple[tuple[str, .
     return BUILTIN_TEST_PATTERNS, "built-in"
 
 
-def edited_tests(base: "GitTree", changes: "TreeChanges", patterns: Sequence[str]) -> list[str]:
+def edited_tests(base: GitTree, changes: TreeChanges, patterns: Sequence[str]) -> list[str]:
     """Existing test files (in ``base``) that ``changes`` modify (new bytes) or delete; sorted."""
     compiled = compile_patterns(patterns)
     if not compiled:

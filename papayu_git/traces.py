@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,7 @@ def traces_dir(papayu_dir: Path) -> Path:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _settings_cwd(papayu_dir: Path) -> str | None:
@@ -97,8 +97,15 @@ class TraceRecord(dict[str, Any]):
     """A record as `record` built it: ids and timestamps set, raw_content policy applied, masked."""
 
 
-def record(command: str, plan: "StoredPlan | None" = None, *, papayu_dir: Path | None = None,
-           trace_id: str = "", protocol: int | None = None, **fields: Any) -> TraceRecord:
+def record(
+    command: str,
+    plan: StoredPlan | None = None,
+    *,
+    papayu_dir: Path | None = None,
+    trace_id: str = "",
+    protocol: int | None = None,
+    **fields: Any,
+) -> TraceRecord:
     """The one place a trace record is assembled (docs/DESIGN.md, "Traces").
 
     The common fields — trace_format, trace_id (``trace_id``, else a new uuid4), created_at,
@@ -125,8 +132,9 @@ def _completed(papayu_dir: Path | None, trace_id: str, data: dict[str, Any]) -> 
     return TraceRecord(mask_data(out))
 
 
-def build_record(papayu_dir: Path, trace_id: str, data: dict[str, Any],
-                 existing: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_record(
+    papayu_dir: Path, trace_id: str, data: dict[str, Any], existing: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What `write_trace` stores under ``trace_id``: ``data`` (a `record`, else completed and
     masked the same way) merged over ``existing``, the record already stored under that id, whose
     trace_format, created_at and config_snapshot stay (one trace per command: the LLM round writes
@@ -218,4 +226,3 @@ def with_plan_context(papayu_dir: Path, trace: dict[str, Any]) -> dict[str, Any]
         return trace
     plan = _read_object(traces_dir(papayu_dir) / f"{plan_trace}.json") or {}
     return {**{k: plan[k] for k in ("context_stats", "cache_stats") if isinstance(plan.get(k), dict)}, **trace}
-

@@ -100,12 +100,17 @@ class Prepared:
     test_edits: tuple[str, ...] = ()  # existing test files modified or deleted (testfiles.py)
 
 
-def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, target: Target) -> Prepared:
+def prepare(repo: pygit2.Repository, plan: StoredPlan, response: Response, target: Target) -> Prepared:
     """Everything that can fail before an object is written: validation and the bases."""
     base = GitTree(repo, repo[target.tip].tree)
-    validated = validate_response(response.data, protocol=response.protocol, mode=Mode.APPLY,
-                                  read_files=plan.files or None, tree=base,
-                                  protected=configured_protected(repo.workdir))
+    validated = validate_response(
+        response.data,
+        protocol=response.protocol,
+        mode=Mode.APPLY,
+        read_files=plan.files or None,
+        tree=base,
+        protected=configured_protected(repo.workdir),
+    )
     check_bases(validated, plan, base)
     normalize = settings.get("normalize_eol", repo.workdir).strip().lower() == "lf"
     actions = validated.ordered_actions()
@@ -119,7 +124,7 @@ def prepare(repo: "pygit2.Repository", plan: StoredPlan, response: Response, tar
     return Prepared(target, base, validated, changes, edited_tests_of(repo, base, changes))
 
 
-def edited_tests_of(repo: "pygit2.Repository", base: GitTree, changes: TreeChanges) -> tuple[str, ...]:
+def edited_tests_of(repo: pygit2.Repository, base: GitTree, changes: TreeChanges) -> tuple[str, ...]:
     return tuple(edited_tests(base, changes, configured_test_patterns(repo.workdir)[0]))
 
 
@@ -139,8 +144,13 @@ def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
             continue
         actual = sha256_hex(blob)
         if actual != expected:
-            errors.append(PapayuError("ERR_BASE_MISMATCH", f"the file at the branch tip has sha256 {actual}, "
-                                      f"the plan expects {expected}", path=action.path))
+            errors.append(
+                PapayuError(
+                    "ERR_BASE_MISMATCH",
+                    f"the file at the branch tip has sha256 {actual}, the plan expects {expected}",
+                    path=action.path,
+                )
+            )
     if errors:
         raise ValidationFailed(errors)
 
@@ -151,8 +161,9 @@ def preflight(repo_root: Path, plan: StoredPlan, response: Response, onto: str |
     prepare(repo, plan, response, resolve_target(repo, onto))
 
 
-def planned_test_edits(repo_root: Path, plan: StoredPlan, response: Response, onto: str | None = None
-                       ) -> tuple[str, ...]:
+def planned_test_edits(
+    repo_root: Path, plan: StoredPlan, response: Response, onto: str | None = None
+) -> tuple[str, ...]:
     """The existing tests the plan would modify or delete (for the interactive confirmation);
     raises what `preflight` raises; writes nothing."""
     repo = open_repo(repo_root)
@@ -168,8 +179,10 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
         with run.watch.stage("validate"):
             prepared = prepare(repo, plan, response, resolve_target(repo, options.onto))
         if any(a.kind in DELETING_KINDS for a in prepared.response.actions) and not options.yes:
-            raise PapayuError("ERR_DELETE_NOT_CONFIRMED", "the plan deletes: " + ", ".join(
-                a.path for a in prepared.response.actions if a.kind in DELETING_KINDS))
+            raise PapayuError(
+                "ERR_DELETE_NOT_CONFIRMED",
+                "the plan deletes: " + ", ".join(a.path for a in prepared.response.actions if a.kind in DELETING_KINDS),
+            )
     except PapayuError as exc:
         record_refusal(pdir, plan, run.trace_id, exc)
         raise
@@ -183,8 +196,9 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
 class _Run:
     """One apply: owns the stopwatch, the generated branch and the outcome record."""
 
-    def __init__(self, repo: "pygit2.Repository", root: Path, pdir: Path, plan: StoredPlan,
-                 options: ApplyOptions, trace_id: str) -> None:
+    def __init__(
+        self, repo: pygit2.Repository, root: Path, pdir: Path, plan: StoredPlan, options: ApplyOptions, trace_id: str
+    ) -> None:
         self.repo, self.root, self.pdir, self.plan, self.options = repo, root, pdir, plan, options
         self.trace_id = trace_id
         self.watch = Stopwatch()
@@ -238,8 +252,7 @@ class _Run:
             self.rollback(prepared.target, commit, PapayuError("ERR_INTERNAL"))
             raise
         self.delete_branch()
-        output.event("APPLY_SUCCESS", plan_id=self.plan.id, branch=prepared.target.branch, commit=commit,
-                     landed_by=how)
+        output.event("APPLY_SUCCESS", plan_id=self.plan.id, branch=prepared.target.branch, commit=commit, landed_by=how)
         return self.finish(ApplyState.LANDED, prepared.target, commit, landed_by=how)
 
     def commit(self, prepared: Prepared) -> str | None:
@@ -253,8 +266,9 @@ class _Run:
             trailers = self.check_trailers()
             if self.test_edits:
                 trailers.append(("Papayu-Test-Edits", ", ".join(self.test_edits)))
-            message = commit_message(prepared.response.summary or self.plan.goal, self.plan.id, self.trace_id,
-                                     trailers=trailers)
+            message = commit_message(
+                prepared.response.summary or self.plan.goal, self.plan.id, self.trace_id, trailers=trailers
+            )
             commit = create_commit(self.repo, tree_id, prepared.target.tip, message)
             set_branch(self.repo, self.plan.id, commit)
         return commit
@@ -267,12 +281,14 @@ class _Run:
 
         output.event("TEST_EDITS_HELD", plan_id=self.plan.id, paths=",".join(self.test_edits))
         edited = safe_text(", ".join(self.test_edits))  # the plan's paths
-        ways = (f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
-                f"(--allow-test-edits lands such plans without asking)")
-        self.warn(f"the plan modifies or deletes existing tests: {edited}; NOT landed. "
-                  f"{ways[0].upper()}{ways[1:]}")
-        return PapayuError("ERR_TEST_EDITS_HELD", "the plan modifies or deletes existing tests: " + edited,
-                           path=self.branch, hint=ways)
+        ways = (
+            f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
+            f"(--allow-test-edits lands such plans without asking)"
+        )
+        self.warn(f"the plan modifies or deletes existing tests: {edited}; NOT landed. {ways[0].upper()}{ways[1:]}")
+        return PapayuError(
+            "ERR_TEST_EDITS_HELD", "the plan modifies or deletes existing tests: " + edited, path=self.branch, hint=ways
+        )
 
     def reprepare(self, prepared: Prepared) -> Prepared:
         """--rebase: the same plan on the branch's new tip; bases must still match there."""
@@ -291,11 +307,14 @@ class _Run:
             return
         self.sandbox = resolve_sandbox(str(self.root))
 
-        output.info(f"check: {safe_text(self.command.command)}   (from {self.command.source}; "
-                    f"sandbox: {self.sandbox.level})")
+        output.info(
+            f"check: {safe_text(self.command.command)}   (from {self.command.source}; sandbox: {self.sandbox.level})"
+        )
         if not self.sandbox.sandboxed and self.sandbox.reason != "papayu.sandbox=off":
-            self.warn(f"the check runs WITHOUT a sandbox: {self.sandbox.reason}. It can read your files and "
-                      "reach the network; see `git papayu doctor` (papayu.sandbox=required refuses instead)")
+            self.warn(
+                f"the check runs WITHOUT a sandbox: {self.sandbox.reason}. It can read your files and "
+                "reach the network; see `git papayu doctor` (papayu.sandbox=required refuses instead)"
+            )
 
     def check_trailers(self) -> list[tuple[str, str]]:
         """Trailers for commit_message, which masks and escapes them."""
@@ -303,36 +322,56 @@ class _Run:
             return [("Papayu-Check", "none (--no-check)")]
         if self.command is None or self.sandbox is None:
             return [("Papayu-Check", "none found")]
-        return [("Papayu-Check", self.command.command), ("Papayu-Check-Source", self.command.source),
-                ("Papayu-Sandbox", self.sandbox.level)]
+        return [
+            ("Papayu-Check", self.command.command),
+            ("Papayu-Check-Source", self.command.source),
+            ("Papayu-Sandbox", self.sandbox.level),
+        ]
 
     def held_for_no_check(self) -> PapayuError | None:
         """No check found: nothing lands automatically; the commit stays for review."""
         if self.options.no_check or self.command is not None:
             return None
-        ways = (f"review it (git papayu show {self.plan.id}) and land it: git papayu land {self.plan.id} --force; "
-                "or configure a check (git config papayu.checkCommand 'CMD', or --check CMD) and apply again; "
-                "or pass --no-check to land without one")
-        self.warn(f"no check command found (--check, papayu.checkCommand, .papa-yu/project.json, "
-                  f"pytest/npm/cargo/go on {self.repo[self.tip].short_id if self.tip else 'the tip'}); "
-                  f"NOT landed. Next: {ways}")
-        return PapayuError("ERR_NO_CHECK", "no check command was found; the commit is kept for review",
-                           path=self.branch, hint=ways)
+        ways = (
+            f"review it (git papayu show {self.plan.id}) and land it: git papayu land {self.plan.id} --force; "
+            "or configure a check (git config papayu.checkCommand 'CMD', or --check CMD) and apply again; "
+            "or pass --no-check to land without one"
+        )
+        self.warn(
+            f"no check command found (--check, papayu.checkCommand, .papa-yu/project.json, "
+            f"pytest/npm/cargo/go on {self.repo[self.tip].short_id if self.tip else 'the tip'}); "
+            f"NOT landed. Next: {ways}"
+        )
+        return PapayuError(
+            "ERR_NO_CHECK", "no check command was found; the commit is kept for review", path=self.branch, hint=ways
+        )
 
     def run_check(self, commit: str) -> bool:
         if self.command is None or self.sandbox is None:
             return True
 
         with self.watch.stage("check"):
-            checkout = acquire_checkout(self.repo, self.pdir, commit, plan_id=self.plan.id, on_stale=dead_check,
-                                        keep_ignored=settings.get_bool("check_keep_ignored", str(self.root)))
+            checkout = acquire_checkout(
+                self.repo,
+                self.pdir,
+                commit,
+                plan_id=self.plan.id,
+                on_stale=dead_check,
+                keep_ignored=settings.get_bool("check_keep_ignored", str(self.root)),
+            )
             try:
                 proposed = self.plan_commands() if self.options.run_proposed else ()
                 with output.progress(f"check: {self.command.command}"):  # masked by progress
-                    self.check = run_check(self.command, checkout, self.pdir / "checks" / f"{self.plan.id}.log",
-                                           timeout_sec=settings.get_int("check_timeout_sec", str(self.root)),
-                                           sandbox=self.sandbox, repo_root=self.root, commit=commit,
-                                           extra_commands=proposed)
+                    self.check = run_check(
+                        self.command,
+                        checkout,
+                        self.pdir / "checks" / f"{self.plan.id}.log",
+                        timeout_sec=settings.get_int("check_timeout_sec", str(self.root)),
+                        sandbox=self.sandbox,
+                        repo_root=self.root,
+                        commit=commit,
+                        extra_commands=proposed,
+                    )
             finally:
                 release_checkout(checkout)
         return self.check.passed
@@ -343,10 +382,14 @@ class _Run:
     def check_error(self) -> PapayuError:
         assert self.check is not None
         if self.check.timed_out:
-            return PapayuError("ERR_CHECK_TIMEOUT", f"`{self.check.command}` ran past "
-                               f"{settings.get_int('check_timeout_sec', str(self.root))}s and was killed")
-        return PapayuError("ERR_CHECK_FAILED", f"`{self.check.command}` exited {self.check.exit_code}; "
-                           f"full output: {self.check.log}")
+            return PapayuError(
+                "ERR_CHECK_TIMEOUT",
+                f"`{self.check.command}` ran past "
+                f"{settings.get_int('check_timeout_sec', str(self.root))}s and was killed",
+            )
+        return PapayuError(
+            "ERR_CHECK_FAILED", f"`{self.check.command}` exited {self.check.exit_code}; full output: {self.check.log}"
+        )
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)
@@ -362,37 +405,78 @@ class _Run:
         output.event("APPLY_ROLLBACK", plan_id=self.plan.id, reason=error.code, branch_kept=keep)
         return self.finish(ApplyState.ROLLED_BACK, target, commit, error=error, branch_kept=keep)
 
-    def finish(self, state: ApplyState, target: Target, commit: str | None, *, landed_by: str = "",
-               error: PapayuError | None = None, branch_kept: bool = False) -> ApplyResult:
+    def finish(
+        self,
+        state: ApplyState,
+        target: Target,
+        commit: str | None,
+        *,
+        landed_by: str = "",
+        error: PapayuError | None = None,
+        branch_kept: bool = False,
+    ) -> ApplyResult:
         result = ApplyResult(
-            plan_id=self.plan.id, state=state, branch=self.branch, commit=commit, target=target.branch,
-            check=self.check.to_dict() if self.check else None, timings=dict(self.watch.timings),
-            error=error.to_dict() if error else None, landed_by=landed_by, trace_id=self.trace_id,
-            branch_kept=branch_kept, check_skipped=self.options.no_check and not self.options.review,
-            warnings=tuple(self.warnings), test_edits=self.test_edits)
+            plan_id=self.plan.id,
+            state=state,
+            branch=self.branch,
+            commit=commit,
+            target=target.branch,
+            check=self.check.to_dict() if self.check else None,
+            timings=dict(self.watch.timings),
+            error=error.to_dict() if error else None,
+            landed_by=landed_by,
+            trace_id=self.trace_id,
+            branch_kept=branch_kept,
+            check_skipped=self.options.no_check and not self.options.review,
+            warnings=tuple(self.warnings),
+            test_edits=self.test_edits,
+        )
         record_outcome(self.pdir, self.plan, result)
         return result
 
 
 def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
     """The outcome goes into the plan record (for list/land/show) and into a trace."""
-    outcome = {"state": result.state, "branch": result.branch, "commit": result.commit, "target": result.target,
-               "trace_id": result.trace_id, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "check": result.check, "error": result.error, "test_edits": list(result.test_edits),
-               "check_skipped": result.check_skipped}
+    outcome = {
+        "state": result.state,
+        "branch": result.branch,
+        "commit": result.commit,
+        "target": result.target,
+        "trace_id": result.trace_id,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "check": result.check,
+        "error": result.error,
+        "test_edits": list(result.test_edits),
+        "check_skipped": result.check_skipped,
+    }
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
     check = result.check or {}
-    traces.write_trace(pdir, result.trace_id, traces.record(
-        "apply", plan, papayu_dir=pdir, trace_id=result.trace_id, protocol=plan.protocol,
-        plan_files=plan.files, validated_json=plan.response,
-        validation_outcome="ok", error_code=(result.error or {}).get("code"),
-        check={"command": check.get("command"), "source": check.get("source"),
-               "sandbox": check.get("sandbox"), "exit_code": check.get("exit_code"),
-               "duration_sec": check.get("duration_sec"), "state": check_state(result)},
-        apply={"state": result.state, "branch": result.branch, "commit": result.commit},
-        test_edits=list(result.test_edits),
-        timings=result.timings,
-    ))
+    traces.write_trace(
+        pdir,
+        result.trace_id,
+        traces.record(
+            "apply",
+            plan,
+            papayu_dir=pdir,
+            trace_id=result.trace_id,
+            protocol=plan.protocol,
+            plan_files=plan.files,
+            validated_json=plan.response,
+            validation_outcome="ok",
+            error_code=(result.error or {}).get("code"),
+            check={
+                "command": check.get("command"),
+                "source": check.get("source"),
+                "sandbox": check.get("sandbox"),
+                "exit_code": check.get("exit_code"),
+                "duration_sec": check.get("duration_sec"),
+                "state": check_state(result),
+            },
+            apply={"state": result.state, "branch": result.branch, "commit": result.commit},
+            test_edits=list(result.test_edits),
+            timings=result.timings,
+        ),
+    )
 
 
 def check_state(result: ApplyResult) -> CheckState:
@@ -411,9 +495,22 @@ def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError
     """Refused before any object was written: recorded in the plan and a trace (golden-comparable)."""
     errors = [e.to_dict() for e in getattr(exc, "errors", [exc])]
     update_outcome(pdir, plan.id, state=ApplyState.REFUSED, error=errors[0], trace_id=trace_id)
-    traces.write_trace(pdir, trace_id, traces.record(
-        "apply", plan, papayu_dir=pdir, trace_id=trace_id, protocol=plan.protocol, plan_files=plan.files,
-        validated_json=plan.response, validation_outcome="err", error_code=exc.code, errors=errors))
+    traces.write_trace(
+        pdir,
+        trace_id,
+        traces.record(
+            "apply",
+            plan,
+            papayu_dir=pdir,
+            trace_id=trace_id,
+            protocol=plan.protocol,
+            plan_files=plan.files,
+            validated_json=plan.response,
+            validation_outcome="err",
+            error_code=exc.code,
+            errors=errors,
+        ),
+    )
 
 
 def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
@@ -422,13 +519,19 @@ def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
         plan = plans.load(pdir, plan_id)
     except PapayuError:
         return  # a branch without a plan record (e.g. its record was deleted): nothing to update
-    outcome = {**(plan.extra.get("apply") or {}), **fields,
-               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    outcome = {**(plan.extra.get("apply") or {}), **fields, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
 
 
-def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str | None, *,
-                force: bool = False, forge_green: str | None = None) -> ApplyResult:
+def land_branch(
+    repo: pygit2.Repository,
+    pdir: Path,
+    plan_id: str,
+    onto: str | None,
+    *,
+    force: bool = False,
+    forge_green: str | None = None,
+) -> ApplyResult:
     """`land ID`: fast-forward the target with a kept `papayu/<id>` (its parent must still be the tip).
 
     Only the commit whose recorded check passed lands (checked.py) unless ``force``;
@@ -436,8 +539,11 @@ def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str |
     counts as checked when it is exactly the commit being landed."""
     commit = generated_branches(repo).get(plan_id)
     if commit is None:
-        raise PapayuError("ERR_PLAN_NOT_FOUND", f"no branch {branch_name(plan_id)} to land",
-                          hint="Run 'git papayu list'; only kept (--review / failed) plans can be landed.")
+        raise PapayuError(
+            "ERR_PLAN_NOT_FOUND",
+            f"no branch {branch_name(plan_id)} to land",
+            hint="Run 'git papayu list'; only kept (--review / failed) plans can be landed.",
+        )
     plan: StoredPlan | None
     try:
         plan = plans.load(pdir, plan_id)
@@ -452,10 +558,31 @@ def land_branch(repo: "pygit2.Repository", pdir: Path, plan_id: str, onto: str |
     with watch.stage("land"):
         how = land(repo, pdir, target, commit, plan_id)
     delete_branch(repo, plan_id)
-    update_outcome(pdir, plan_id, state=ApplyState.LANDED, commit=commit, target=target.branch,
-                   **checked.outcome_fields(found, forced=warning is not None),
-                   **({"forge_checked": True} if forge_green == commit else {}))
-    output.event("APPLY_SUCCESS", plan_id=plan_id, branch=target.branch, commit=commit, landed_by=how,
-                 **({"forced": True} if warning else {}))
-    return ApplyResult(plan_id, ApplyState.LANDED, branch_name(plan_id), commit, target.branch, None,
-                       watch.timings, landed_by=how, warnings=(warning,) if warning else ())
+    update_outcome(
+        pdir,
+        plan_id,
+        state=ApplyState.LANDED,
+        commit=commit,
+        target=target.branch,
+        **checked.outcome_fields(found, forced=warning is not None),
+        **({"forge_checked": True} if forge_green == commit else {}),
+    )
+    output.event(
+        "APPLY_SUCCESS",
+        plan_id=plan_id,
+        branch=target.branch,
+        commit=commit,
+        landed_by=how,
+        **({"forced": True} if warning else {}),
+    )
+    return ApplyResult(
+        plan_id,
+        ApplyState.LANDED,
+        branch_name(plan_id),
+        commit,
+        target.branch,
+        None,
+        watch.timings,
+        landed_by=how,
+        warnings=(warning,) if warning else (),
+    )

@@ -151,8 +151,12 @@ def _read_body(rows: Sequence[_Row], start: int, want: tuple[int | None, int | N
             break
         j += 1
     # Blank rows past the stated counts (or at the end of the patch) are padding, not context.
-    while lines and lines[-1].tag == " " and not lines[-1].text and (
-            (want[0] is not None and old_n > want[0]) or (want[0] is None and j == len(rows))):
+    while (
+        lines
+        and lines[-1].tag == " "
+        and not lines[-1].text
+        and ((want[0] is not None and old_n > want[0]) or (want[0] is None and j == len(rows)))
+    ):
         lines.pop()
         old_n -= 1
     return _Body(tuple(lines), old_no_eol, new_no_eol, j)
@@ -195,15 +199,15 @@ class _Scan:
 def _read_hunk(scan: _Scan, rows: Sequence[_Row], i: int) -> int:
     header = _HEADER.match(rows[i].text)
     if header is None:
-        raise scan.fail("ERR_PATCH_NOT_UNIFIED",
-                        f"line {i + 1} ({rows[i].text[:60]!r}) is not a hunk header '@@ -l,n +l,n @@'")
+        raise scan.fail(
+            "ERR_PATCH_NOT_UNIFIED", f"line {i + 1} ({rows[i].text[:60]!r}) is not a hunk header '@@ -l,n +l,n @@'"
+        )
     inner = header.group(1)
     old_start, old_count = _range(_OLD_RANGE, inner)
     _new_start, new_count = _range(_NEW_RANGE, inner)
     want = (old_count, new_count) if old_count is not None and new_count is not None else (None, None)
     body = _read_body(rows, i + 1, want)
-    hunk = Hunk(len(scan.hunks) + 1, rows[i].text.strip(), old_start, body.lines,
-                body.old_no_eol, body.new_no_eol)
+    hunk = Hunk(len(scan.hunks) + 1, rows[i].text.strip(), old_start, body.lines, body.old_no_eol, body.new_no_eol)
     scan.hunks.append((scan.section, hunk))
     return body.end
 
@@ -213,8 +217,9 @@ def _check_header_row(scan: _Scan, row: str) -> None:
         if row.startswith(prefix):
             raise scan.fail("ERR_PATCH_UNSUPPORTED", f"the diff {what} ({row.strip()!r})")
     if row.startswith("new file mode") and row.split()[-1] != "100644":
-        raise scan.fail("ERR_PATCH_UNSUPPORTED",
-                        f"the diff creates a symlink, submodule or executable ({row.strip()!r})")
+        raise scan.fail(
+            "ERR_PATCH_UNSUPPORTED", f"the diff creates a symlink, submodule or executable ({row.strip()!r})"
+        )
 
 
 def _scan(patch: str, path: str) -> list[tuple[str | None, Hunk]]:
@@ -233,14 +238,12 @@ def _scan(patch: str, path: str) -> list[tuple[str | None, Hunk]]:
         elif _is_file_header(rows, i):
             target = rows[i + 1].text[4:]
             if _section_name(target) is None:
-                raise scan.fail("ERR_PATCH_UNSUPPORTED", "the diff deletes the file (+++ /dev/null); "
-                                "use DELETE_FILE")
+                raise scan.fail("ERR_PATCH_UNSUPPORTED", "the diff deletes the file (+++ /dev/null); use DELETE_FILE")
             scan.section = _section_name(target)
             i += 2
             continue
         elif row[:1] in ("+", "-") and not row.startswith(("+++", "---")):
-            raise scan.fail("ERR_PATCH_NOT_UNIFIED",
-                            f"line {i + 1} ({row[:60]!r}) is a change outside any '@@' hunk")
+            raise scan.fail("ERR_PATCH_NOT_UNIFIED", f"line {i + 1} ({row[:60]!r}) is a change outside any '@@' hunk")
         else:
             _check_header_row(scan, row)
         i += 1
@@ -250,13 +253,20 @@ def _scan(patch: str, path: str) -> list[tuple[str | None, Hunk]]:
 def _check_hunk(hunk: Hunk, total: int, path: str) -> None:
     name = f"hunk {hunk.index} of {total} ({hunk.header})"
     if not any(dl.tag != " " for dl in hunk.lines):
-        raise PapayuError("ERR_PATCH_APPLY_FAILED", f"{name} has no '+' or '-' line: it changes nothing",
-                          path=path, hint="Every hunk must add or remove lines; drop hunks without changes.")
+        raise PapayuError(
+            "ERR_PATCH_APPLY_FAILED",
+            f"{name} has no '+' or '-' line: it changes nothing",
+            path=path,
+            hint="Every hunk must add or remove lines; drop hunks without changes.",
+        )
     same = hunk.old_lines == hunk.new_lines and hunk.old_no_eol == hunk.new_no_eol
     if same and not hunk.rewrites_last_line_unchanged():
-        raise PapayuError("ERR_PATCH_APPLY_FAILED",
-                          f"{name} removes and adds the same lines: it changes nothing", path=path,
-                          hint="Every hunk must change the file; drop hunks without changes.")
+        raise PapayuError(
+            "ERR_PATCH_APPLY_FAILED",
+            f"{name} removes and adds the same lines: it changes nothing",
+            path=path,
+            hint="Every hunk must change the file; drop hunks without changes.",
+        )
 
 
 def parse_hunks(patch: str, *, path: str) -> tuple[Hunk, ...]:
@@ -267,12 +277,15 @@ def parse_hunks(patch: str, *, path: str) -> tuple[Hunk, ...]:
         others = ", ".join(sorted(repr(n) for n in names if n is not None and n != path))
         mine = [h for name, h in found if name is not None and name == path]
         if not mine:
-            raise PapayuError("ERR_PATCH_NOT_UNIFIED",
-                              f"the diff is for {others}, not for this file; a PATCH_FILE patch "
-                              "changes only its own path", path=path)
+            raise PapayuError(
+                "ERR_PATCH_NOT_UNIFIED",
+                f"the diff is for {others}, not for this file; a PATCH_FILE patch changes only its own path",
+                path=path,
+            )
         found = [(path, h) for h in mine]
-    hunks = tuple(Hunk(i + 1, h.header, h.old_start, h.lines, h.old_no_eol, h.new_no_eol)
-                  for i, (_, h) in enumerate(found))
+    hunks = tuple(
+        Hunk(i + 1, h.header, h.old_start, h.lines, h.old_no_eol, h.new_no_eol) for i, (_, h) in enumerate(found)
+    )
     if not hunks:
         raise PapayuError("ERR_PATCH_NOT_UNIFIED", "the patch has no '@@' hunk", path=path)
     for hunk in hunks:

@@ -17,8 +17,18 @@ from papayu_git.errors import PapayuError, ValidationFailed
 from papayu_git.memory import check_memory_patch
 from papayu_git.paths import DEFAULT_PROTECTED, check_path, fold_key, is_protected
 from papayu_git.protocol import (
-    DELETING_KINDS, MAX_JSON_DEPTH, NO_CHANGES_PREFIX, WRITING_KINDS, Action, ActionKind, Mode, Response, coerce_mode, json_depth_ok,
-    parse_json_text, raw_actions,
+    DELETING_KINDS,
+    MAX_JSON_DEPTH,
+    NO_CHANGES_PREFIX,
+    WRITING_KINDS,
+    Action,
+    ActionKind,
+    Mode,
+    Response,
+    coerce_mode,
+    json_depth_ok,
+    parse_json_text,
+    raw_actions,
 )
 from papayu_git.schemas import RESPONSE_SCHEMAS, schema_errors
 
@@ -84,8 +94,9 @@ def check_content(path: str, content: str) -> list[PapayuError]:
     if content and _NON_PRINTABLE.search(content):
         bad = len(_NON_PRINTABLE.findall(content))
         if bad / len(content) > PSEUDO_BINARY_RATIO:
-            return [PapayuError("ERR_PSEUDO_BINARY", f"{bad} of {len(content)} characters are non-printable",
-                                path=path)]
+            return [
+                PapayuError("ERR_PSEUDO_BINARY", f"{bad} of {len(content)} characters are non-printable", path=path)
+            ]
     return []
 
 
@@ -97,6 +108,7 @@ def _to_action(item: Mapping[str, Any], path: str) -> Action:
     def text(key: str) -> str | None:
         value = item.get(key)
         return value if isinstance(value, str) else None
+
     return Action(_KINDS[item["kind"]], path, text("content"), text("patch"), text("base_sha256"))
 
 
@@ -119,8 +131,11 @@ def _twin_error(action: Action, path: str, tree: TreeView, twins: _Twins) -> Pap
         return None
     kind = tree.entry_kind(twin)
     error = _in_the_way(action, twin, kind) if kind in ("link", "submodule") else None
-    return error or PapayuError("ERR_PATH_COLLISION", f"{path} is the base tree's {kind} {twin} on macOS and "
-                                "Windows (letter case or Unicode form differ)", path=action.path)
+    return error or PapayuError(
+        "ERR_PATH_COLLISION",
+        f"{path} is the base tree's {kind} {twin} on macOS and Windows (letter case or Unicode form differ)",
+        path=action.path,
+    )
 
 
 def _check_prefixes(action: Action, tree: TreeView, twins: _Twins) -> tuple[PapayuError | None, bool]:
@@ -141,8 +156,11 @@ def _protected_inside(action: Action, tree: TreeView, protected: Sequence[str]) 
     """DELETE_DIR removes every file below it: none of them may be protected."""
     for path in tree.files_under(action.path):
         if is_protected(path, protected):
-            return [PapayuError("ERR_PROTECTED_PATH", f"DELETE_DIR {action.path} would delete this protected file",
-                                path=path)]
+            return [
+                PapayuError(
+                    "ERR_PROTECTED_PATH", f"DELETE_DIR {action.path} would delete this protected file", path=path
+                )
+            ]
     return []
 
 
@@ -178,12 +196,24 @@ def _check_kind(action: Action, kind: str | None) -> list[PapayuError]:
         return [PapayuError("ERR_PATH_COLLISION", f"the path is a {kind}, not a file", path=action.path)]
     if k is ActionKind.DELETE_FILE and kind not in ("file", "link"):
         code = "ERR_DELETE_MISSING" if kind is None else "ERR_PATH_COLLISION"
-        return [PapayuError(code, "no file at this path in the base tree" if kind is None else
-                            f"the path is a {kind}; use DELETE_DIR", path=action.path)]
+        return [
+            PapayuError(
+                code,
+                "no file at this path in the base tree" if kind is None else f"the path is a {kind}; use DELETE_DIR",
+                path=action.path,
+            )
+        ]
     if k is ActionKind.DELETE_DIR and kind != "dir":
         code = "ERR_DELETE_MISSING" if kind is None else "ERR_PATH_COLLISION"
-        return [PapayuError(code, "no directory at this path in the base tree" if kind is None else
-                            f"the path is a {kind}; use DELETE_FILE", path=action.path)]
+        return [
+            PapayuError(
+                code,
+                "no directory at this path in the base tree"
+                if kind is None
+                else f"the path is a {kind}; use DELETE_FILE",
+                path=action.path,
+            )
+        ]
     return []
 
 
@@ -195,16 +225,15 @@ def _check_patch_shape(action: Action) -> list[PapayuError]:
     if not looks_like_unified_diff(patch):
         return [PapayuError("ERR_PATCH_NOT_UNIFIED", "patch has no '@@' hunk with changed lines", path=path)]
     if not _SHA256.fullmatch(action.base_sha256 or ""):
-        return [PapayuError("ERR_BASE_SHA256_INVALID", f"{action.base_sha256!r} is not 64 lowercase hex",
-                            path=path)]
+        return [PapayuError("ERR_BASE_SHA256_INVALID", f"{action.base_sha256!r} is not 64 lowercase hex", path=path)]
     return []
 
 
-def _check_update(action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None,
-                  tree: TreeView | None) -> list[PapayuError]:
+def _check_update(
+    action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None, tree: TreeView | None
+) -> list[PapayuError]:
     path = action.path
-    exists = (tree.entry_kind(path) == "file") if tree is not None else (
-        read_files is not None and path in read_files)
+    exists = (tree.entry_kind(path) == "file") if tree is not None else (read_files is not None and path in read_files)
     if protocol >= 2 and exists:
         return [PapayuError("ERR_V2_UPDATE_EXISTING_FORBIDDEN", "UPDATE_FILE on an existing file", path=path)]
     # v1: in APPLY every UPDATE_FILE must name a file read in PLAN, whose hash is its base
@@ -218,8 +247,15 @@ PAPAYU_CONFIG_DIR = ".papa-yu"
 _PAPAYU_CONFIG_NAMES = frozenset({PAPAYU_CONFIG_DIR, "papa-y~1"})  # and its 8.3 short name on Windows
 
 
-def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping[str, str] | None,
-                  tree: TreeView | None, twins: _Twins | None, protected: Sequence[str]) -> list[PapayuError]:
+def _check_action(
+    action: Action,
+    protocol: int,
+    mode: Mode,
+    read_files: Mapping[str, str] | None,
+    tree: TreeView | None,
+    twins: _Twins | None,
+    protected: Sequence[str],
+) -> list[PapayuError]:
     path, kind = action.path, action.kind
     if is_protected(path, protected):
         return [PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env)", path=path)]
@@ -235,8 +271,9 @@ def _check_action(action: Action, protocol: int, mode: Mode, read_files: Mapping
             return problems
     if kind is ActionKind.PATCH_FILE:
         if action.patch is None:
-            return [PapayuError("ERR_SCHEMA", "'patch' and 'base_sha256' are required properties of PATCH_FILE",
-                                path=path)]
+            return [
+                PapayuError("ERR_SCHEMA", "'patch' and 'base_sha256' are required properties of PATCH_FILE", path=path)
+            ]
         problems = _check_patch_shape(action)
         if problems:
             return problems
@@ -255,13 +292,15 @@ _DIR_KINDS = frozenset({ActionKind.CREATE_DIR, ActionKind.DELETE_DIR})
 def _same_path_conflict(path: str, group: list[Action]) -> PapayuError:
     spellings = sorted({a.path for a in group})
     if len(spellings) > 1:
-        return PapayuError("ERR_PATH_COLLISION", f"{' and '.join(spellings)} are one path on macOS and Windows "
-                           "(letter case or Unicode form differ)", path=path)
+        return PapayuError(
+            "ERR_PATH_COLLISION",
+            f"{' and '.join(spellings)} are one path on macOS and Windows (letter case or Unicode form differ)",
+            path=path,
+        )
     kinds = [a.kind for a in group]
     names = "+".join(sorted(k.value for k in kinds))
     if {k in _DIR_KINDS for k in kinds} == {True, False}:
-        return PapayuError("ERR_PATH_COLLISION", f"one path is used as a file and a directory: {names}",
-                           path=path)
+        return PapayuError("ERR_PATH_COLLISION", f"one path is used as a file and a directory: {names}", path=path)
     return PapayuError("ERR_ACTION_CONFLICT", f"incompatible actions on one path: {names}", path=path)
 
 
@@ -277,7 +316,7 @@ def _prefixes(path: str) -> list[str]:
 def _directory_twins(actions: Sequence[Action], folded: Sequence[str]) -> list[PapayuError]:
     """Two spellings of one directory ('Dir/a.py', 'dir/b.py') are two trees in git and one
     directory on macOS and Windows."""
-    if all(a.path == key for a, key in zip(actions, folded)):
+    if all(a.path == key for a, key in zip(actions, folded, strict=True)):
         return []  # every path is its own folded key, so is each of its directories: no twins
     directories = {a.path if a.kind in _DIR_KINDS else a.path.rpartition("/")[0] for a in actions}
     directories.discard("")
@@ -291,8 +330,14 @@ def _directory_twins(actions: Sequence[Action], folded: Sequence[str]) -> list[P
             seen.add(prefix)
             other = spelled.setdefault(fold_key(prefix), prefix)
             if other != prefix:
-                errors.append(PapayuError("ERR_PATH_COLLISION", f"{other} and {prefix} are one directory on macOS "
-                                          "and Windows (letter case or Unicode form differ)", path=directory))
+                errors.append(
+                    PapayuError(
+                        "ERR_PATH_COLLISION",
+                        f"{other} and {prefix} are one directory on macOS "
+                        "and Windows (letter case or Unicode form differ)",
+                        path=directory,
+                    )
+                )
                 break
     return errors
 
@@ -302,33 +347,38 @@ def _check_conflicts(actions: Sequence[Action]) -> list[PapayuError]:
     no file may sit above another path of the plan; nothing survives DELETE_DIR."""
     folded = [fold_key(a.path) for a in actions]
     by_path: dict[str, list[Action]] = defaultdict(list)
-    for action, key in zip(actions, folded):
+    for action, key in zip(actions, folded, strict=True):
         by_path[key].append(action)
     errors = []
     if len(by_path) < len(actions):
-        for action, key in zip(actions, folded):
+        for action, key in zip(actions, folded, strict=True):
             group = by_path[key]
             if len(group) > 1:
                 errors.append(_same_path_conflict(action.path, group))
                 by_path[key] = []  # report each path once
-    file_paths = {key for a, key in zip(actions, folded) if a.kind in WRITING_KINDS}
-    deleted_dirs = {key for a, key in zip(actions, folded) if a.kind is ActionKind.DELETE_DIR}
-    for action, key in zip(actions, folded):
+    file_paths = {key for a, key in zip(actions, folded, strict=True) if a.kind in WRITING_KINDS}
+    deleted_dirs = {key for a, key in zip(actions, folded, strict=True) if a.kind is ActionKind.DELETE_DIR}
+    for action, key in zip(actions, folded, strict=True):
         for prefix in _prefixes(key):
             if prefix in file_paths:
-                errors.append(PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file of this plan",
-                                          path=action.path))
+                errors.append(PapayuError("ERR_PATH_COLLISION", f"{prefix} is a file of this plan", path=action.path))
                 break
             if prefix in deleted_dirs and action.kind not in DELETING_KINDS:
-                errors.append(PapayuError("ERR_ACTION_CONFLICT", f"DELETE_DIR {prefix} removes this path again",
-                                          path=action.path))
+                errors.append(
+                    PapayuError("ERR_ACTION_CONFLICT", f"DELETE_DIR {prefix} removes this path again", path=action.path)
+                )
                 break
     return errors + _directory_twins(actions, folded)
 
 
-def _check_actions(items: Sequence[Mapping[str, Any]], protocol: int, mode: Mode,
-                   read_files: Mapping[str, str] | None, tree: TreeView | None,
-                   protected: Sequence[str]) -> tuple[list[Action], list[PapayuError]]:
+def _check_actions(
+    items: Sequence[Mapping[str, Any]],
+    protocol: int,
+    mode: Mode,
+    read_files: Mapping[str, str] | None,
+    tree: TreeView | None,
+    protected: Sequence[str],
+) -> tuple[list[Action], list[PapayuError]]:
     errors: list[PapayuError] = []
     actions: list[Action] = []
     twins = _Twins(tree) if tree is not None else None
@@ -353,11 +403,20 @@ def _check_actions(items: Sequence[Mapping[str, Any]], protocol: int, mode: Mode
 def _check_structure(data: Any, protocol: int) -> Any:
     """Depth, form, action count and schema; returns the raw actions."""
     if not json_depth_ok(data):  # before any recursive schema code sees it
-        raise ValidationFailed([PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels",
-                                            path="$")])
+        raise ValidationFailed(
+            [PapayuError("ERR_JSON_TOO_DEEP", f"JSON nested deeper than {MAX_JSON_DEPTH} levels", path="$")]
+        )
     if protocol >= 2 and isinstance(data, list):
-        raise ValidationFailed([PapayuError("ERR_SCHEMA", "protocol v2 accepts an object, not an array",
-                                            path="$", hint="Wrap the actions: {\"actions\": [...], \"summary\": \"...\"}")])
+        raise ValidationFailed(
+            [
+                PapayuError(
+                    "ERR_SCHEMA",
+                    "protocol v2 accepts an object, not an array",
+                    path="$",
+                    hint='Wrap the actions: {"actions": [...], "summary": "..."}',
+                )
+            ]
+        )
     items = raw_actions(data)
     if isinstance(items, list) and len(items) > MAX_ACTIONS:
         raise ValidationFailed([PapayuError("ERR_TOO_MANY_ACTIONS", f"{len(items)} actions (max {MAX_ACTIONS})")])
@@ -367,8 +426,9 @@ def _check_structure(data: Any, protocol: int) -> Any:
     return items
 
 
-def _check_memory(obj: Mapping[str, Any], protocol: int, errors: list[PapayuError]) -> tuple[dict[str, Any],
-                                                                                             list[PapayuError]]:
+def _check_memory(
+    obj: Mapping[str, Any], protocol: int, errors: list[PapayuError]
+) -> tuple[dict[str, Any], list[PapayuError]]:
     if "memory_patch" not in obj:
         return {}, []
 
@@ -404,17 +464,28 @@ def validate_response(
     context_requests = tuple(obj.get("context_requests") or ())
     # A response asking for more context is not a final APPLY answer (the LLM layer fulfils it).
     if mode is Mode.APPLY and not items and not context_requests and not summary.startswith(NO_CHANGES_PREFIX):
-        errors.append(PapayuError("ERR_EMPTY_APPLY", "APPLY without actions needs a summary starting with "
-                                  f"'{NO_CHANGES_PREFIX}'", path="summary"))
+        errors.append(
+            PapayuError(
+                "ERR_EMPTY_APPLY",
+                f"APPLY without actions needs a summary starting with '{NO_CHANGES_PREFIX}'",
+                path="summary",
+            )
+        )
     memory, warnings = _check_memory(obj, protocol, errors)
     if errors:
         raise ValidationFailed(errors)
     proposed_raw = obj.get("proposed_changes")
     proposed: Mapping[str, Any] = proposed_raw if isinstance(proposed_raw, dict) else {}
     return Response(
-        data=data, protocol=protocol, mode=mode, actions=tuple(actions), summary=summary,
-        context_requests=context_requests, memory_patch=memory,
-        questions=tuple(obj.get("questions") or ()), plan=tuple(obj.get("plan") or ()),
+        data=data,
+        protocol=protocol,
+        mode=mode,
+        actions=tuple(actions),
+        summary=summary,
+        context_requests=context_requests,
+        memory_patch=memory,
+        questions=tuple(obj.get("questions") or ()),
+        plan=tuple(obj.get("plan") or ()),
         risks=tuple(obj.get("risks") or ()),
         commands_to_run=tuple(obj.get("commands_to_run") or proposed.get("commands_to_run") or ()),
         warnings=tuple(warnings),

@@ -37,18 +37,25 @@ def pool_dir(papayu_dir: Path) -> Path:
 
 @dataclass(frozen=True)
 class CheckCheckout:
-    path: Path      # the work tree the check runs in
-    gitdir: Path    # its git directory (an overlay inside the sandbox: writes vanish)
+    path: Path  # the work tree the check runs in
+    gitdir: Path  # its git directory (an overlay inside the sandbox: writes vanish)
     lock: Path
-    fresh: bool     # created by this use (full checkout) rather than reused
+    fresh: bool  # created by this use (full checkout) rather than reused
 
     @property
     def slot(self) -> Path:
         return self.path.parent
 
 
-def acquire_checkout(repo: "pygit2.Repository", papayu_dir: Path, commit: str, *, keep_ignored: bool = False,
-                     plan_id: str = "", on_stale: Any = None) -> CheckCheckout:
+def acquire_checkout(
+    repo: pygit2.Repository,
+    papayu_dir: Path,
+    commit: str,
+    *,
+    keep_ignored: bool = False,
+    plan_id: str = "",
+    on_stale: Any = None,
+) -> CheckCheckout:
     """Lock a free slot and move it to ``commit``: tracked files forced to the commit (only
     changed paths are rewritten), every other file removed, ignored ones too unless
     ``keep_ignored``. A slot is created (one full checkout) only when none is free."""
@@ -80,22 +87,33 @@ def release_checkout(checkout: CheckCheckout) -> None:
 
 def _slot_usable(slot: Path) -> bool:
     work, gitdir = slot / "work", slot / "git"
-    return (not work.is_symlink() and work.is_dir() and not gitdir.is_symlink()
-            and (gitdir / "HEAD").is_file() and (slot / _SLOT_CONFIG).is_file())
+    return (
+        not work.is_symlink()
+        and work.is_dir()
+        and not gitdir.is_symlink()
+        and (gitdir / "HEAD").is_file()
+        and (slot / _SLOT_CONFIG).is_file()
+    )
 
 
-def _create_slot(repo: "pygit2.Repository", slot: Path) -> None:
+def _create_slot(repo: pygit2.Repository, slot: Path) -> None:
     _remove_tree(slot)
     (slot / "work").mkdir(parents=True)
     gitdir = slot / "git"
     run_git(["init", "-q", "--bare", "--template=", str(gitdir)], cwd=slot)
-    for key, value in (("core.bare", "false"), ("core.logAllRefUpdates", "false"), ("gc.auto", "0"), ("maintenance.auto", "false"),
-                       ("core.fsmonitor", "false"), ("core.hooksPath", str(slot / "no-hooks"))):
+    for key, value in (
+        ("core.bare", "false"),
+        ("core.logAllRefUpdates", "false"),
+        ("gc.auto", "0"),
+        ("maintenance.auto", "false"),
+        ("core.fsmonitor", "false"),
+        ("core.hooksPath", str(slot / "no-hooks")),
+    ):
         run_git([f"--git-dir={gitdir}", "config", key, value], cwd=slot)
     (slot / _SLOT_CONFIG).write_bytes((gitdir / "config").read_bytes())
 
 
-def _restore_slot(repo: "pygit2.Repository", slot: Path) -> None:
+def _restore_slot(repo: pygit2.Repository, slot: Path) -> None:
     """Undo whatever an unsandboxed check may have changed in the slot's git directory that
     could make papayu's own git commands there run code or reach the user's repository."""
     import shutil

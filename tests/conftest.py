@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from helpers import make_repo
 from llm_server import ScriptedLLM
 
@@ -26,11 +25,17 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
     for name in list(os.environ):
-        if name.startswith(("PAPAYU_", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")) or \
-                name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "GITEA_TOKEN"):  # forge tokens
+        if name.startswith(("PAPAYU_", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")) or name in (
+            "GH_TOKEN",
+            "GITHUB_TOKEN",
+            "GITLAB_TOKEN",
+            "GITEA_TOKEN",
+        ):  # forge tokens
             monkeypatch.delenv(name, raising=False)
-    (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.com\n"
-                                     "[init]\n\tdefaultBranch = main\n[commit]\n\tgpgsign = false\n")
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Test User\n\temail = test@example.com\n"
+        "[init]\n\tdefaultBranch = main\n[commit]\n\tgpgsign = false\n"
+    )
     from papayu_git import settings
 
     settings._git_config.cache_clear()

@@ -14,20 +14,23 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 from helpers import git, make_repo
+
 from papayu_git import plans
 from papayu_git.plans import StoredPlan
 
 PLAN_ID = "20260101-000000-abc123"
 BRANCH = f"papayu/{PLAN_ID}"
-RESPONSE = {"summary": "Fix the off-by-one in range_sum",
-            "plan": [{"step": "Change range(n) to range(n + 1)", "details": "in src/calc.py"}],
-            "risks": ["callers relying on the old bound"],
-            "actions": [{"kind": "CREATE_FILE", "path": "src/calc.py", "content": "x = 1\n"}]}
+RESPONSE = {
+    "summary": "Fix the off-by-one in range_sum",
+    "plan": [{"step": "Change range(n) to range(n + 1)", "details": "in src/calc.py"}],
+    "risks": ["callers relying on the old bound"],
+    "actions": [{"kind": "CREATE_FILE", "path": "src/calc.py", "content": "x = 1\n"}],
+}
 
 
 class Recorded(NamedTuple):
     method: str
-    path: str                 # raw path, percent-escapes kept (GitLab's acme%2Fwidget)
+    path: str  # raw path, percent-escapes kept (GitLab's acme%2Fwidget)
     query: dict[str, str]
     headers: dict[str, str]
     body: Any
@@ -52,8 +55,9 @@ class ForgeServer:
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
                 query = {k: v[-1] for k, v in parse_qs(split.query).items()}
-                server.requests.append(Recorded(self.command, split.path, query,
-                                                {k.lower(): v for k, v in self.headers.items()}, body))
+                server.requests.append(
+                    Recorded(self.command, split.path, query, {k.lower(): v for k, v in self.headers.items()}, body)
+                )
                 status, payload, *extra = server._answer(self.command, split.path)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
@@ -87,7 +91,7 @@ class ForgeServer:
     def calls(self, method: str, path: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and r.path == path]
 
-    def __enter__(self) -> "ForgeServer":
+    def __enter__(self) -> ForgeServer:
         self.thread.start()
         return self
 
@@ -107,8 +111,15 @@ class Kept(NamedTuple):
 
 
 def plumbing(repo: Path, *args: str, input_text: str | None = None, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=repo, input=input_text, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, check=True)
+    proc = subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        input=input_text,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=True,
+    )
     return proc.stdout.strip()
 
 
@@ -123,12 +134,27 @@ def keep_plan(repo: Path, plan_id: str = PLAN_ID, path: str = "src/calc.py") -> 
     (repo / ".git" / "test-tmp-index").unlink()
     sha = plumbing(repo, "commit-tree", tree, "-p", base, "-m", str(RESPONSE["summary"]))
     git(repo, "update-ref", f"refs/heads/papayu/{plan_id}", sha)
-    apply = {"state": "review", "branch": f"papayu/{plan_id}", "commit": sha, "target": "main",
-             "trace_id": "trace-42", "check": {"command": "pytest -q", "passed": True, "exit_code": 0,
-                                               "duration_sec": 1.25, "source": "--check"}}
-    plans.save(repo / ".git" / "papayu", StoredPlan(
-        id=plan_id, goal="fix range_sum", mode="apply", base_commit=base, branch="main", response=RESPONSE,
-        trace_id="trace-41", extra={"apply": apply}))
+    apply = {
+        "state": "review",
+        "branch": f"papayu/{plan_id}",
+        "commit": sha,
+        "target": "main",
+        "trace_id": "trace-42",
+        "check": {"command": "pytest -q", "passed": True, "exit_code": 0, "duration_sec": 1.25, "source": "--check"},
+    }
+    plans.save(
+        repo / ".git" / "papayu",
+        StoredPlan(
+            id=plan_id,
+            goal="fix range_sum",
+            mode="apply",
+            base_commit=base,
+            branch="main",
+            response=RESPONSE,
+            trace_id="trace-41",
+            extra={"apply": apply},
+        ),
+    )
     return sha
 
 

@@ -26,6 +26,7 @@ GOLDEN_UPSTREAM = ROOT / "tests" / "golden" / "upstream"
 
 # --- git repositories ------------------------------------------------------------------------
 
+
 def git(cwd: Path, *args: str, check: bool = True) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:
@@ -71,6 +72,7 @@ def worktree_paths(repo: Path) -> list[str]:
 
 # --- the user's state ------------------------------------------------------------------------
 
+
 def worktree_files(repo: Path) -> dict[str, Any]:
     """Every work-tree file (untracked and ignored included) with its mode, or a symlink's target."""
     files: dict[str, Any] = {}
@@ -106,19 +108,26 @@ def snapshot(repo: Path) -> dict[str, Any]:
 
 def user_view(snap: dict[str, Any]) -> dict[str, Any]:
     """``snap`` without papayu's own branches (refs/heads/papayu/*): what the user owns."""
-    refs = "\n".join(line for line in snap["refs"].splitlines()
-                     if line.strip() and not line.startswith("refs/heads/papayu/"))
+    refs = "\n".join(
+        line for line in snap["refs"].splitlines() if line.strip() and not line.startswith("refs/heads/papayu/")
+    )
     return {**snap, "refs": refs}
 
 
 # --- plans and papayu's records --------------------------------------------------------------
 
+
 def sha(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def write_plan(directory: Path, actions: list[dict[str, Any]], summary: str = "papayu test plan",
-               name: str = "plan.json", **extra: Any) -> Path:
+def write_plan(
+    directory: Path,
+    actions: list[dict[str, Any]],
+    summary: str = "papayu test plan",
+    name: str = "plan.json",
+    **extra: Any,
+) -> Path:
     path = directory / name
     path.write_text(json.dumps({"actions": actions, "summary": summary, **extra}), encoding="utf-8")
     return path
@@ -154,13 +163,25 @@ def checkout_file(repo: Path, name: str) -> Path | None:
 
 # --- running papayu ---------------------------------------------------------------------------
 
-def papayu(*args: str, cwd: Path | None = None, input: str | None = None,
-           env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+
+def papayu(
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess (`python -m papayu_git`): for exit codes, signals,
     start-up, environment isolation, stdin and the sandbox."""
-    return subprocess.run([sys.executable, "-m", "papayu_git", *args], cwd=cwd, input=input,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "papayu_git", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @dataclass
@@ -174,8 +195,7 @@ class CliResult:
     exception: BaseException | None = field(default=None, repr=False)
 
 
-def cli(*args: str, cwd: Path | None = None, input: str | None = None,
-        env: dict[str, str] | None = None) -> CliResult:
+def cli(*args: str, cwd: Path | None = None, input: str | None = None, env: dict[str, str] | None = None) -> CliResult:
     """Run the CLI in this process through click's CliRunner, the way the console script does
     (``cli.main`` in standalone mode: usage errors exit 2, commands map their errors to 1/3).
 
@@ -186,15 +206,17 @@ def cli(*args: str, cwd: Path | None = None, input: str | None = None,
     from click.testing import CliRunner
 
     from papayu_git import settings
-    from papayu_git.cli import _prog_name, cli as group
+    from papayu_git.cli import _prog_name
+    from papayu_git.cli import cli as group
 
     saved_cwd, saved_env = os.getcwd(), dict(os.environ)
     settings._git_config.cache_clear()
     try:
         if cwd is not None:
             os.chdir(cwd)
-        result = CliRunner(env=env).invoke(group, list(args), input=input, prog_name=_prog_name(),
-                                           catch_exceptions=False)
+        result = CliRunner(env=env).invoke(
+            group, list(args), input=input, prog_name=_prog_name(), catch_exceptions=False
+        )
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()
@@ -204,9 +226,14 @@ def cli(*args: str, cwd: Path | None = None, input: str | None = None,
 
 
 def run_papayu_bg(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "papayu_git", *args], cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", *args],
+        cwd=cwd,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def wait_for_marker(proc: subprocess.Popen[str], marker: str = "PAPAYU_PAUSED", timeout: float = 60) -> str:
@@ -271,8 +298,9 @@ def error_codes(proc: Any, stream: str = "stderr") -> list[str]:
     return _CODE.findall(getattr(proc, stream))
 
 
-def assert_error(proc: Any, code: str, returncode: int = 1, *, first: bool = False,
-                 stream: str = "stderr") -> list[str]:
+def assert_error(
+    proc: Any, code: str, returncode: int = 1, *, first: bool = False, stream: str = "stderr"
+) -> list[str]:
     """``proc`` failed with ``code`` and exit code ``returncode`` (1 unless given): a reported
     error, never the bug exit 3. The code is looked up in the --json result when stdout is
     one, else among the codes named on ``stream``; ``first``: it is the --json ``errors[0]``."""
@@ -303,6 +331,7 @@ def path_code(path: str, kind: str = "CREATE_FILE") -> str:
 
 # --- processes -------------------------------------------------------------------------------
 
+
 def processes_with(marker: str) -> list[int]:
     """Live processes whose command line contains ``marker`` (the check's processes run in the
     sandbox's own pid namespace: their `$$` means nothing out here, a marker argument does)."""
@@ -328,8 +357,10 @@ def wait_gone(marker: str, timeout: float = 5.0) -> list[int]:
     return processes_with(marker)
 
 
-_SERVERS = {"forge_server": ("BRANCH", "PLAN_ID", "ForgeServer", "Kept", "make_kept"),
-            "llm_server": ("Reply", "ScriptedLLM", "chat", "ollama", "shown_files")}
+_SERVERS = {
+    "forge_server": ("BRANCH", "PLAN_ID", "ForgeServer", "Kept", "make_kept"),
+    "llm_server": ("Reply", "ScriptedLLM", "chat", "ollama", "shown_files"),
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -21,7 +21,7 @@ FILE_HEADER = re.compile(r"FILE\[([^\]]+)\] \(sha256=([0-9a-f]{64})\)")
 @dataclass
 class Reply:
     status: int = 200
-    body: Any = None                 # dict/list -> JSON, str -> raw text
+    body: Any = None  # dict/list -> JSON, str -> raw text
     delay: float = 0.0
     headers: dict[str, str] | None = None
 
@@ -32,16 +32,31 @@ Script = Reply | Callable[[dict[str, Any]], Reply]
 def chat(content: Any, finish: str = "stop") -> Reply:
     """An OpenAI chat completion whose message content is ``content`` (JSON-encoded unless a str)."""
     text = content if isinstance(content, str) else json.dumps(content)
-    return Reply(200, {"id": "x", "object": "chat.completion", "model": "test-model",
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                    "finish_reason": finish}],
-                       "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+    return Reply(
+        200,
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "model": "test-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        },
+    )
 
 
 def ollama(content: Any) -> Reply:
     text = content if isinstance(content, str) else json.dumps(content)
-    return Reply(200, {"model": "test-model", "message": {"role": "assistant", "content": text}, "done": True,
-                       "done_reason": "stop", "prompt_eval_count": 10, "eval_count": 5})
+    return Reply(
+        200,
+        {
+            "model": "test-model",
+            "message": {"role": "assistant", "content": text},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 10,
+            "eval_count": 5,
+        },
+    )
 
 
 def shown_files(body: dict[str, Any]) -> dict[str, str]:
@@ -105,8 +120,13 @@ class ScriptedLLM:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {"PAPAYU_LLM_BASE_URL": self.base_url, "PAPAYU_LLM_MODEL": "test-model",
-                "PAPAYU_LLM_BACKOFF_SEC": "0.01", "PAPAYU_LLM_TIMEOUT_SEC": "20", **extra}
+        return {
+            "PAPAYU_LLM_BASE_URL": self.base_url,
+            "PAPAYU_LLM_MODEL": "test-model",
+            "PAPAYU_LLM_BACKOFF_SEC": "0.01",
+            "PAPAYU_LLM_TIMEOUT_SEC": "20",
+            **extra,
+        }
 
     def close(self) -> None:
         self.server.shutdown()

@@ -44,8 +44,9 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize("action, code", ATTACKS, ids=[a["path"] for a, _ in ATTACKS])
-def test_attack_is_rejected_before_any_object_is_written(hostile_repo: Path, tmp_path: Path,
-                                                          action: dict, code: str) -> None:
+def test_attack_is_rejected_before_any_object_is_written(
+    hostile_repo: Path, tmp_path: Path, action: dict, code: str
+) -> None:
     before, objects = snapshot(hostile_repo), object_ids(hostile_repo)
     plan = write_plan(tmp_path, [action, {"kind": "CREATE_FILE", "path": "innocent.txt", "content": "i\n"}])
     proc = papayu("apply", str(plan), "--no-check", "-y", "--protocol", "1", "--json", cwd=hostile_repo)
@@ -61,8 +62,13 @@ def test_file_created_by_the_plan_cannot_be_written_through(hostile_repo: Path, 
     # A plan cannot create a symlink (CREATE_FILE writes a regular blob), and a path it creates
     # as a file cannot then be used as a directory to reach elsewhere.
     objects = object_ids(hostile_repo)
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "trap", "content": "../outside"},
-                                 {"kind": "CREATE_FILE", "path": "trap/victim.txt", "content": "owned\n"}])
+    plan = write_plan(
+        tmp_path,
+        [
+            {"kind": "CREATE_FILE", "path": "trap", "content": "../outside"},
+            {"kind": "CREATE_FILE", "path": "trap/victim.txt", "content": "owned\n"},
+        ],
+    )
     proc = papayu("apply", str(plan), "--no-check", "--json", cwd=hostile_repo)
     assert proc.returncode == 1
     assert [e["code"] for e in json.loads(proc.stdout)["errors"]] == ["ERR_PATH_COLLISION"]

@@ -13,10 +13,12 @@ from papayu_git import plans
 
 
 def test_review_then_show_list_and_land(repo: Path, tmp_path: Path) -> None:
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "r.txt", "content": "reviewed\n"}],
-                      summary="add r.txt")
-    proc = papayu("apply", str(plan), "--review", "--check", "test -f r.txt", "--json", cwd=repo,
-                  env={"PAPAYU_LOG": "1"})
+    plan = write_plan(
+        tmp_path, [{"kind": "CREATE_FILE", "path": "r.txt", "content": "reviewed\n"}], summary="add r.txt"
+    )
+    proc = papayu(
+        "apply", str(plan), "--review", "--check", "test -f r.txt", "--json", cwd=repo, env={"PAPAYU_LOG": "1"}
+    )
     data = json.loads(proc.stdout)
     assert proc.returncode == 0 and data["state"] == "review"
     assert "PREVIEW_READY" in proc.stderr
@@ -39,8 +41,9 @@ def test_review_then_show_list_and_land(repo: Path, tmp_path: Path) -> None:
 
 def test_drop_deletes_the_branch_and_land_of_moved_branch_is_refused(repo: Path, tmp_path: Path) -> None:
     for name in ("a", "b"):
-        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"{name}.txt", "content": "x\n"}],
-                          name=f"{name}.json")
+        plan = write_plan(
+            tmp_path, [{"kind": "CREATE_FILE", "path": f"{name}.txt", "content": "x\n"}], name=f"{name}.json"
+        )
         assert papayu("apply", str(plan), "--review", "--no-check", cwd=repo).returncode == 0
     ids = sorted(p.stem for p in (repo / ".git/papayu/plans").glob("*.json"))
     assert papayu("drop", ids[0], cwd=repo).returncode == 0
@@ -69,9 +72,12 @@ def test_stdin_response_and_stored_plan_id(repo: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert (repo / "s.txt").read_text() == "stdin\n"
     pdir = repo / ".git/papayu"
-    stored = plans.StoredPlan(id="20260101-000000-abcdef", goal="add t", files={},
-                              response={"actions": [{"kind": "CREATE_FILE", "path": "t.txt", "content": "t\n"}],
-                                        "summary": "add t"})
+    stored = plans.StoredPlan(
+        id="20260101-000000-abcdef",
+        goal="add t",
+        files={},
+        response={"actions": [{"kind": "CREATE_FILE", "path": "t.txt", "content": "t\n"}], "summary": "add t"},
+    )
     plans.save(pdir, stored)
     proc = papayu("apply", "20260101-000000", "--no-check", cwd=repo)
     assert proc.returncode == 0, proc.stderr
@@ -83,8 +89,12 @@ def test_stored_plan_without_actions_needs_the_apply_round(repo: Path) -> None:
     """A plan-only answer gets its change from the model (APPLY round) before anything is
     applied; a scripted model that never answers with valid JSON ends in a clear ERR_LLM_*.
     (Not the embedded model: the round must not depend on a real model's speed or luck.)"""
-    plans.save(repo / ".git/papayu", plans.StoredPlan(
-        id="20260101-000000-aaaaaa", goal="fix", response={"summary": "plan only", "plan": [{"step": "x"}]}))
+    plans.save(
+        repo / ".git/papayu",
+        plans.StoredPlan(
+            id="20260101-000000-aaaaaa", goal="fix", response={"summary": "plan only", "plan": [{"step": "x"}]}
+        ),
+    )
     server = ScriptedLLM([chat("I would change the code."), chat("still not JSON")])
     try:
         proc = papayu("apply", "20260101-000000-aaaaaa", "--json", cwd=repo, env=server.env())
@@ -98,15 +108,19 @@ def test_stored_plan_without_actions_needs_the_apply_round(repo: Path) -> None:
 def test_proposed_commands_are_shown_and_only_run_with_consent_in_the_sandbox(repo: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     for i, flag in enumerate(((), ("--run-proposed",))):
-        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"c{i}.txt", "content": "c\n"}],
-                          name=f"c{i}.json", commands_to_run=[f"touch ran{i}; touch {outside}{i} || true"])
+        plan = write_plan(
+            tmp_path,
+            [{"kind": "CREATE_FILE", "path": f"c{i}.txt", "content": "c\n"}],
+            name=f"c{i}.json",
+            commands_to_run=[f"touch ran{i}; touch {outside}{i} || true"],
+        )
         proc = papayu("apply", str(plan), "--check", "true", *flag, cwd=repo)
         assert proc.returncode == 0, proc.stderr
         assert f"touch ran{i}" in proc.stderr
         if i == 0:
             assert checkout_file(repo, "ran0") is None  # shown, not run
     assert checkout_file(repo, "ran1") is not None  # ran, in the check's checkout ...
-    assert not (tmp_path / "outside1").exists()    # ... and sandboxed like the check
+    assert not (tmp_path / "outside1").exists()  # ... and sandboxed like the check
 
 
 def test_check_command_resolution_order(repo: Path, tmp_path: Path) -> None:
@@ -151,32 +165,48 @@ def test_no_check_found_keeps_the_commit_for_review_and_names_the_ways_on(repo: 
 
 
 def test_detected_pytest_check_rolls_back_a_breaking_plan(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "r", {"calc.py": "def add(a, b):\n    return a + b\n",
-                                      "tests/test_calc.py": "from calc import add\n\ndef test_add():\n"
-                                                            "    assert add(2, 2) == 4\n",
-                                      "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['.']\n"})
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "calc.py": "def add(a, b):\n    return a + b\n",
+            "tests/test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n",
+            "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['.']\n",
+        },
+    )
     diff = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a + b\n+    return a - b\n"
-    plan = write_plan(tmp_path, [{"kind": "PATCH_FILE", "path": "calc.py", "patch": diff,
-                                  "base_sha256": __import__("hashlib").sha256(
-                                      b"def add(a, b):\n    return a + b\n").hexdigest()}])
+    plan = write_plan(
+        tmp_path,
+        [
+            {
+                "kind": "PATCH_FILE",
+                "path": "calc.py",
+                "patch": diff,
+                "base_sha256": __import__("hashlib").sha256(b"def add(a, b):\n    return a + b\n").hexdigest(),
+            }
+        ],
+    )
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
     assert data["check"]["source"] == "detected" and "pytest" in data["check"]["command"]
     assert data["state"] == "rolled_back" and "1 failed" in data["check"]["tail"]
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
 
 
-@pytest.mark.parametrize("name, content", [
-    ("003_base_mismatch_block.json", b'fn main() {\n    println!("old");\n}\n'),
-    ("004_patch_apply_failed_block.json", b""),  # base_sha256 in the trace is sha256 of an empty file
-])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("003_base_mismatch_block.json", b'fn main() {\n    println!("old");\n}\n'),
+        ("004_patch_apply_failed_block.json", b""),  # base_sha256 in the trace is sha256 of an empty file
+    ],
+)
 def test_upstream_v2_golden_replays_through_a_real_apply(tmp_path: Path, name: str, content: bytes) -> None:
     trace = json.loads((GOLDEN_UPSTREAM / "v2" / name).read_text(encoding="utf-8"))
     repo = make_repo(tmp_path / "r", {"src/main.rs": content, "README.md": "x\n"})
     response = tmp_path / "response.json"
     response.write_text(json.dumps(trace["result"]["validated_json"]), encoding="utf-8")
     objects = object_ids(repo)
-    proc = papayu("apply", str(response), "--no-check", "--json",
-                  "--protocol", str(trace["protocol"]["schema_version"]), cwd=repo)
+    proc = papayu(
+        "apply", str(response), "--no-check", "--json", "--protocol", str(trace["protocol"]["schema_version"]), cwd=repo
+    )
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["errors"][0]["code"] == trace["result"]["error_code"]
     assert object_ids(repo) == objects
@@ -192,8 +222,14 @@ def test_deletion_asks_on_a_terminal(tmp_path: Path, answer: str, landed: bool) 
     repo = make_repo(tmp_path / "r", {"README.md": "x\n", "old.txt": "old\n"})
     plan = write_plan(tmp_path, [{"kind": "DELETE_FILE", "path": "old.txt"}])
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "apply", str(plan), "--no-check", "--json"],
-                            cwd=repo, stdin=slave, stdout=subprocess.PIPE, stderr=slave, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "apply", str(plan), "--no-check", "--json"],
+        cwd=repo,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+    )
     os.close(slave)
     import select
     import time

@@ -10,8 +10,18 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (git, make_repo, papayu, run_papayu_bg, snapshot, user_view, wait_for_marker, wait_gone,
-                     worktree_paths, write_plan)
+from helpers import (
+    git,
+    make_repo,
+    papayu,
+    run_papayu_bg,
+    snapshot,
+    user_view,
+    wait_for_marker,
+    wait_gone,
+    worktree_paths,
+    write_plan,
+)
 
 from papayu_git.stages import STAGES
 
@@ -67,12 +77,19 @@ def test_gc_removes_a_worktree_left_initializing_by_a_killed_worktree_add(repo: 
 
 
 def _parallel(repo: Path, tmp_path: Path, *extra: str) -> list[dict]:
-    plans = [write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": f"{i}\n"}],
-                        summary=f"add f{i}", name=f"p{i}.json") for i in range(4)]
+    plans = [
+        write_plan(
+            tmp_path,
+            [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": f"{i}\n"}],
+            summary=f"add f{i}",
+            name=f"p{i}.json",
+        )
+        for i in range(4)
+    ]
     procs = [run_papayu_bg(["apply", str(p), "--json", "--check", "sleep 0.3", *extra], repo) for p in plans]
     results = []
     for proc in procs:
-        out, err = proc.communicate(timeout=180)
+        out, _err = proc.communicate(timeout=180)
         data = json.loads(out)
         data["_rc"] = proc.returncode
         results.append(data)
@@ -88,8 +105,9 @@ def test_four_parallel_applies_each_land_or_report_branch_moved(repo: Path, tmp_
     results = _parallel(repo, tmp_path)
     landed = {f"f{i}.txt" for i, r in enumerate(results) if r["_rc"] == 0}
     for r in results:
-        assert r["_rc"] == 0 and r["state"] == "landed" or [e["code"] for e in r.get("errors", [])] == [
-            "ERR_BRANCH_MOVED"], (r.get("state"), r.get("error"), r.get("errors"), (r.get("check") or {}).get("tail"))
+        assert (r["_rc"] == 0 and r["state"] == "landed") or [e["code"] for e in r.get("errors", [])] == [
+            "ERR_BRANCH_MOVED"
+        ], (r.get("state"), r.get("error"), r.get("errors"), (r.get("check") or {}).get("tail"))
     assert landed and _landed_files(repo) == landed  # never a lost update
     assert int(git(repo, "rev-list", "--count", f"{base}..HEAD")) == len(landed)
     assert git(repo, "status", "--porcelain") == ""
@@ -97,8 +115,9 @@ def test_four_parallel_applies_each_land_or_report_branch_moved(repo: Path, tmp_
 
 def test_four_parallel_applies_with_rebase_all_land(repo: Path, tmp_path: Path) -> None:
     results = _parallel(repo, tmp_path, "--rebase")
-    assert [r["_rc"] for r in results] == [0, 0, 0, 0], [(r.get("state"), r.get("error"), r.get("errors"),
-                                                         (r.get("check") or {}).get("tail")) for r in results]
+    assert [r["_rc"] for r in results] == [0, 0, 0, 0], [
+        (r.get("state"), r.get("error"), r.get("errors"), (r.get("check") or {}).get("tail")) for r in results
+    ]
     assert _landed_files(repo) == {"f0.txt", "f1.txt", "f2.txt", "f3.txt"}
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "branch", "--list", "papayu/*") == ""

@@ -7,10 +7,10 @@ import json
 import re
 
 import pytest
+from helpers import GOLDEN_UPSTREAM
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from helpers import GOLDEN_UPSTREAM
 from papayu_git.apply import apply_patch, new_file_contents, sha256_hex
 from papayu_git.errors import PapayuError
 from papayu_git.protocol import Action, ActionKind
@@ -20,8 +20,7 @@ BASE = "".join(f"line {i}\n" for i in range(1, 101)).encode()
 
 
 def udiff(old: str, new: str, n: int = 3) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                        f"a/{PATH}", f"b/{PATH}", n=n))
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{PATH}", f"b/{PATH}", n=n))
 
 
 def apply(original: bytes, patch: str, **kw: bool) -> bytes:
@@ -44,6 +43,7 @@ def edited(text: bytes, line_no: int, new: str) -> bytes:
 def shift_headers(patch: str, offset: int) -> str:
     def move(m: re.Match[str]) -> str:
         return f"{m.group(1)}{max(int(m.group(2)) + offset, 1)}"
+
     return re.sub(r"^(@@ -)(\d+)", move, patch, flags=re.M)
 
 
@@ -74,8 +74,9 @@ def test_exact_match_wins_over_whitespace_insensitive_one() -> None:
     assert apply(original, "@@ -1,2 +1,2 @@\n a = 1\n-b\n+c\n") == b"a = 1 \nb\na = 1\nc\n"
 
 
-@pytest.mark.parametrize("header", ["@@ -48,2 +48,9 @@", "@@ -48,40 +48,1 @@", "@@ -48 +48 @@",
-                                    "@@ @@", "@@ -48,7 +48,7 @@ def section():"])
+@pytest.mark.parametrize(
+    "header", ["@@ -48,2 +48,9 @@", "@@ -48,40 +48,1 @@", "@@ -48 +48 @@", "@@ @@", "@@ -48,7 +48,7 @@ def section():"]
+)
 def test_wrong_counts_and_headers_without_numbers(header: str) -> None:
     expected = edited(BASE, 50, "changed 50\n")
     body = udiff(BASE.decode(), expected.decode()).split("\n", 3)[3]
@@ -85,7 +86,7 @@ def test_wrong_counts_and_headers_without_numbers(header: str) -> None:
 def test_diff_without_file_headers_and_git_headers() -> None:
     expected = edited(BASE, 10, "ten\n")
     diff = udiff(BASE.decode(), expected.decode())
-    hunk_only = diff[diff.index("@@"):]
+    hunk_only = diff[diff.index("@@") :]
     git_style = f"diff --git a/{PATH} b/{PATH}\nindex 1111111..2222222 100644\n{diff}"
     assert apply(BASE, hunk_only) == expected
     assert apply(BASE, git_style) == expected
@@ -142,8 +143,10 @@ def test_ambiguous_match_names_the_candidates() -> None:
     assert "lines 2-4" in err.reason and "lines 6-8" in err.reason
     assert "      6 | block" in err.reason
     # the stated line disambiguates
-    assert apply(original, "@@ -6,3 +6,3 @@\n block\n-value = 1\n+value = 2\n end\n") == \
-        b"x\nblock\nvalue = 1\nend\ny\nblock\nvalue = 2\nend\nz\n"
+    assert (
+        apply(original, "@@ -6,3 +6,3 @@\n block\n-value = 1\n+value = 2\n end\n")
+        == b"x\nblock\nvalue = 1\nend\ny\nblock\nvalue = 2\nend\nz\n"
+    )
 
 
 def test_absent_match_shows_the_closest_lines() -> None:
@@ -166,8 +169,9 @@ def test_diff_without_hunks_is_not_unified(patch: str) -> None:
     assert apply_error(BASE, "no diff at all").code == "ERR_PATCH_NOT_UNIFIED"
 
 
-@pytest.mark.parametrize("patch", ["@@ -1,2 +1,2 @@\n line 1\n line 2\n",
-                                   "@@ -1,2 +1,2 @@\n line 1\n-line 2\n+line 2\n line 3\n"])
+@pytest.mark.parametrize(
+    "patch", ["@@ -1,2 +1,2 @@\n line 1\n line 2\n", "@@ -1,2 +1,2 @@\n line 1\n-line 2\n+line 2\n line 3\n"]
+)
 def test_hunk_that_changes_nothing_is_an_error(patch: str) -> None:
     err = apply_error(BASE, patch)
     assert err.code == "ERR_PATCH_APPLY_FAILED" and "changes nothing" in err.reason
@@ -211,8 +215,15 @@ def test_non_utf8_and_binary_targets() -> None:
     assert apply_error(b"a\x00b\n", "@@ -1 +1 @@\n-x\n+y\n").code == "ERR_NON_UTF8_FILE"
 
 
-@pytest.mark.parametrize("header", ["new file mode 120000", "old mode 100644\nnew mode 100755",
-                                    "deleted file mode 100644", "rename from a\nrename to b"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "new file mode 120000",
+        "old mode 100644\nnew mode 100755",
+        "deleted file mode 100644",
+        "rename from a\nrename to b",
+    ],
+)
 def test_mode_symlink_rename_and_delete_diffs_are_refused(header: str) -> None:
     patch = f"diff --git a/{PATH} b/{PATH}\n{header}\n@@ -1 +1 @@\n-line 1\n+one\n"
     assert apply_error(BASE, patch).code == "ERR_PATCH_UNSUPPORTED"
@@ -237,8 +248,9 @@ def test_new_file_contents_for_each_kind() -> None:
     blobs = {PATH: BASE}
     actions = [
         Action(ActionKind.CREATE_FILE, "new.txt", content="a\r\nb"),
-        Action(ActionKind.PATCH_FILE, PATH, patch="@@ -1,2 +1,2 @@\n line 1\n-line 2\n+two\n",
-               base_sha256=sha256_hex(BASE)),
+        Action(
+            ActionKind.PATCH_FILE, PATH, patch="@@ -1,2 +1,2 @@\n line 1\n-line 2\n+two\n", base_sha256=sha256_hex(BASE)
+        ),
         Action(ActionKind.DELETE_FILE, "gone.txt"),
         Action(ActionKind.CREATE_DIR, "dir"),
     ]
@@ -338,11 +350,11 @@ def test_property_parser_agrees_with_unidiff_on_well_formed_diffs(case: tuple[st
     ours = parse_hunks(patch, path=PATH)
     theirs = [h for f in unidiff.PatchSet(patch) for h in f]
     assert len(ours) == len(theirs) >= 1
-    for mine, ref in zip(ours, theirs):
+    for mine, ref in zip(ours, theirs, strict=False):
         ref_lines = [(ln.line_type, ln.value.rstrip("\n")) for ln in ref if ln.line_type in " -+"]
         assert [(dl.tag, dl.text) for dl in mine.lines] == ref_lines
         assert mine.old_start == ref.source_start
-        markers = [prev.line_type for prev, ln in zip(list(ref), list(ref)[1:]) if ln.line_type == "\\"]
+        markers = [prev.line_type for prev, ln in zip(list(ref), list(ref)[1:], strict=False) if ln.line_type == "\\"]
         assert mine.old_no_eol == any(t in " -" for t in markers)
         assert mine.new_no_eol == any(t in " +" for t in markers)
 
@@ -350,7 +362,8 @@ def test_property_parser_agrees_with_unidiff_on_well_formed_diffs(case: tuple[st
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text_and_edit(unique=False), st.integers(-10, 10))
 def test_property_repetitive_text_with_shifted_headers_is_exact_or_explained(
-        case: tuple[str, str], offset: int) -> None:
+    case: tuple[str, str], offset: int
+) -> None:
     """Repeated lines: a shifted header may point exactly at another copy of a hunk's lines.
     Then the header is the only disambiguation there is, and papayu follows it (like git);
     in every other case the result is the intended file or ERR_PATCH_APPLY_FAILED."""
@@ -366,9 +379,14 @@ def test_property_repetitive_text_with_shifted_headers_is_exact_or_explained(
         lines = old.split("\n")
         true_patch = parse_hunks(_difflib_patch(old, new), path=PATH)
         moved = parse_hunks(patch, path=PATH)
-        decoys = [h for h, t in zip(moved, true_patch) if h.old_lines and h.old_start is not None
-                  and h.old_start != t.old_start
-                  and tuple(lines[h.old_start - 1:h.old_start - 1 + len(h.old_lines)]) == h.old_lines]
+        decoys = [
+            h
+            for h, t in zip(moved, true_patch, strict=False)
+            if h.old_lines
+            and h.old_start is not None
+            and h.old_start != t.old_start
+            and tuple(lines[h.old_start - 1 : h.old_start - 1 + len(h.old_lines)]) == h.old_lines
+        ]
         assert decoys, f"wrong result without a decoy copy at the stated line:\n{patch}"
 
 
@@ -422,16 +440,35 @@ def test_property_diff_that_ignores_a_missing_final_newline_keeps_it_missing(cas
 
 
 def test_git_quoted_non_ascii_path_names_the_same_file() -> None:
-    patch = ('diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n--- "a/caf\\303\\251.py"\n'
-             '+++ "b/caf\\303\\251.py"\n@@ -1 +1 @@\n-x\n+y\n')
+    patch = (
+        'diff --git "a/caf\\303\\251.py" "b/caf\\303\\251.py"\n--- "a/caf\\303\\251.py"\n'
+        '+++ "b/caf\\303\\251.py"\n@@ -1 +1 @@\n-x\n+y\n'
+    )
     assert apply_patch(b"x\n", patch, path="café.py") == b"y\n"
 
 
-_diffish = st.lists(st.one_of(
-    st.sampled_from(["@@ @@", "@@ -1,2 +1,2 @@", "@@ -0,0 +1 @@", "@@ -3 +3,0 @@", "--- a/src/app.py",
-                     "+++ b/src/app.py", "\\ No newline at end of file", "-- ", "", "diff --git a/x b/x",
-                     "new file mode 100644", "```"]),
-    st.text(alphabet=" -+\\@abc\r\t", max_size=6)), max_size=20).map("\n".join)
+_diffish = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "@@ @@",
+                "@@ -1,2 +1,2 @@",
+                "@@ -0,0 +1 @@",
+                "@@ -3 +3,0 @@",
+                "--- a/src/app.py",
+                "+++ b/src/app.py",
+                "\\ No newline at end of file",
+                "-- ",
+                "",
+                "diff --git a/x b/x",
+                "new file mode 100644",
+                "```",
+            ]
+        ),
+        st.text(alphabet=" -+\\@abc\r\t", max_size=6),
+    ),
+    max_size=20,
+).map("\n".join)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

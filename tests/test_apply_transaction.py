@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
-from helpers import (apply_json, assert_error, blob, git, json_codes, make_repo, object_ids, papayu, patch_action, sha,
-                     snapshot, write_plan)
+from helpers import (
+    apply_json,
+    assert_error,
+    blob,
+    git,
+    json_codes,
+    make_repo,
+    object_ids,
+    papayu,
+    patch_action,
+    sha,
+    snapshot,
+    write_plan,
+)
 
 
 def test_create_file_lands_without_check(repo: Path, tmp_path: Path) -> None:
     before = git(repo, "rev-parse", "HEAD").strip()
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "src/new.py", "content": "x = 1\n"}],
-                      summary="add src/new.py")
+    plan = write_plan(
+        tmp_path, [{"kind": "CREATE_FILE", "path": "src/new.py", "content": "x = 1\n"}], summary="add src/new.py"
+    )
     data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
     assert data["state"] == "landed" and data["landed_by"] == "fast-forward"
@@ -33,7 +45,7 @@ def test_create_file_lands_without_check(repo: Path, tmp_path: Path) -> None:
 
 def test_green_check_lands_in_pooled_worktree(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "ok.txt", "content": "ok\n"}])
-    data = apply_json(repo, plan, "--check", "test -f ok.txt && test \"$PAPAYU_CHECK\" = 1 && test -z \"$GIT_DIR\"")
+    data = apply_json(repo, plan, "--check", 'test -f ok.txt && test "$PAPAYU_CHECK" = 1 && test -z "$GIT_DIR"')
     assert data["_rc"] == 0, data
     assert data["check"]["passed"] and data["check"]["source"] == "--check"
     assert (repo / "ok.txt").read_text() == "ok\n"
@@ -49,12 +61,12 @@ def _dirty_user_state(repo: Path) -> None:
     (repo / "stashed.txt").write_text("stash me\n")
     git(repo, "add", "stashed.txt")
     git(repo, "stash", "-q")
-    (repo / "README.md").write_text("# sample\nlocal edit\n")          # unstaged change
+    (repo / "README.md").write_text("# sample\nlocal edit\n")  # unstaged change
     (repo / "staged.txt").write_text("staged\n")
-    git(repo, "add", "staged.txt")                                      # staged change
+    git(repo, "add", "staged.txt")  # staged change
     (repo / "untracked.txt").write_text("untracked\n")
     (repo / "build").mkdir()
-    (repo / "build" / "cache.bin").write_bytes(b"\x00\x01ignored")     # ignored file
+    (repo / "build" / "cache.bin").write_bytes(b"\x00\x01ignored")  # ignored file
     git(repo, "branch", "feature")
 
 
@@ -75,8 +87,9 @@ def test_red_check_rolls_back_with_user_state_byte_identical(repo: Path, tmp_pat
 
 def test_red_check_human_output_shows_tail_and_keep_failed_keeps_branch(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "x.txt", "content": "x\n"}])
-    proc = papayu("apply", str(plan), "--check", "echo TAIL-LINE; false", "--keep-failed", cwd=repo,
-                  env={"PAPAYU_LOG": "1"})
+    proc = papayu(
+        "apply", str(plan), "--check", "echo TAIL-LINE; false", "--keep-failed", cwd=repo, env={"PAPAYU_LOG": "1"}
+    )
     assert proc.returncode == 1
     assert "APPLY_ROLLBACK" in proc.stderr and "reason=ERR_CHECK_FAILED" in proc.stderr
     assert "TAIL-LINE" in proc.stderr and "ERR_CHECK_FAILED" in proc.stderr
@@ -87,8 +100,9 @@ def test_red_check_human_output_shows_tail_and_keep_failed_keeps_branch(repo: Pa
 
 def test_base_mismatch_refused_before_any_object_is_written(repo: Path, tmp_path: Path) -> None:
     diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# sample\n+# changed\n"
-    plan = write_plan(tmp_path, [{"kind": "PATCH_FILE", "path": "README.md", "patch": diff,
-                                  "base_sha256": sha("something else\n")}])
+    plan = write_plan(
+        tmp_path, [{"kind": "PATCH_FILE", "path": "README.md", "patch": diff, "base_sha256": sha("something else\n")}]
+    )
     objects, before = object_ids(repo), snapshot(repo)
     data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 1 and json_codes(data) == ["ERR_BASE_MISMATCH"]
@@ -110,11 +124,14 @@ def test_plan_stays_valid_after_unrelated_commits(repo: Path, tmp_path: Path) ->
     assert (repo / "other.txt").exists()
 
 
-@pytest.mark.parametrize("action, code", [
-    ({"kind": "CREATE_FILE", "path": "README.md", "content": "x\n"}, "ERR_CREATE_EXISTS"),
-    ({"kind": "DELETE_FILE", "path": "missing.txt"}, "ERR_DELETE_MISSING"),
-    ({"kind": "DELETE_DIR", "path": "nodir"}, "ERR_DELETE_MISSING"),
-])
+@pytest.mark.parametrize(
+    "action, code",
+    [
+        ({"kind": "CREATE_FILE", "path": "README.md", "content": "x\n"}, "ERR_CREATE_EXISTS"),
+        ({"kind": "DELETE_FILE", "path": "missing.txt"}, "ERR_DELETE_MISSING"),
+        ({"kind": "DELETE_DIR", "path": "nodir"}, "ERR_DELETE_MISSING"),
+    ],
+)
 def test_actions_against_the_tip_tree_are_refused(repo: Path, tmp_path: Path, action: dict, code: str) -> None:
     plan = write_plan(tmp_path, [action])
     data = apply_json(repo, plan, "--no-check", "-y")
@@ -122,11 +139,17 @@ def test_actions_against_the_tip_tree_are_refused(repo: Path, tmp_path: Path, ac
 
 
 def test_empty_create_dir_gets_gitkeep_and_delete_dir_is_recursive(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "r", {"README.md": "x\n", "old/a.txt": "a\n", "old/deep/b.txt": "b\n",
-                                      "keep/c.txt": "c\n"})
-    plan = write_plan(tmp_path, [{"kind": "CREATE_DIR", "path": "empty/dir"},
-                                 {"kind": "CREATE_DIR", "path": "keep"},
-                                 {"kind": "DELETE_DIR", "path": "old"}])
+    repo = make_repo(
+        tmp_path / "r", {"README.md": "x\n", "old/a.txt": "a\n", "old/deep/b.txt": "b\n", "keep/c.txt": "c\n"}
+    )
+    plan = write_plan(
+        tmp_path,
+        [
+            {"kind": "CREATE_DIR", "path": "empty/dir"},
+            {"kind": "CREATE_DIR", "path": "keep"},
+            {"kind": "DELETE_DIR", "path": "old"},
+        ],
+    )
     data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 1 and json_codes(data) == ["ERR_DELETE_NOT_CONFIRMED"]
     assert (repo / "old/deep/b.txt").exists()
@@ -138,22 +161,38 @@ def test_empty_create_dir_gets_gitkeep_and_delete_dir_is_recursive(tmp_path: Pat
 
 
 def test_mode_bits_and_symlinks_of_untouched_files_are_preserved(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "r", {"run.sh": "#!/bin/sh\necho run\n", "tool.sh": "#!/bin/sh\necho old\n",
-                                      "lib/x.txt": "x\n"})
+    repo = make_repo(
+        tmp_path / "r", {"run.sh": "#!/bin/sh\necho run\n", "tool.sh": "#!/bin/sh\necho old\n", "lib/x.txt": "x\n"}
+    )
     for name in ("run.sh", "tool.sh"):
         os.chmod(repo / name, 0o755)
     os.symlink("lib/x.txt", repo / "link")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "modes")
     diff = "--- a/tool.sh\n+++ b/tool.sh\n@@ -1,2 +1,2 @@\n #!/bin/sh\n-echo old\n+echo new\n"
-    plan = write_plan(tmp_path, [patch_action("tool.sh", b"#!/bin/sh\necho old\n", diff),
-                                 {"kind": "CREATE_FILE", "path": "lib/y.txt", "content": "y\n"}])
+    plan = write_plan(
+        tmp_path,
+        [
+            patch_action("tool.sh", b"#!/bin/sh\necho old\n", diff),
+            {"kind": "CREATE_FILE", "path": "lib/y.txt", "content": "y\n"},
+        ],
+    )
     data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
     listing = git(repo, "ls-tree", "-r", "HEAD")
     modes = {line.split("\t")[1]: line.split()[0] for line in listing.splitlines()}
-    assert modes == {"run.sh": "100755", "tool.sh": "100755", "link": "120000", "lib/x.txt": "100644",
-                     "lib/y.txt": "100644", "README.md": "100644"} or modes.get("tool.sh") == "100755"
+    assert (
+        modes
+        == {
+            "run.sh": "100755",
+            "tool.sh": "100755",
+            "link": "120000",
+            "lib/x.txt": "100644",
+            "lib/y.txt": "100644",
+            "README.md": "100644",
+        }
+        or modes.get("tool.sh") == "100755"
+    )
     assert modes["run.sh"] == "100755" and modes["tool.sh"] == "100755" and modes["link"] == "120000"
     assert os.readlink(repo / "link") == "lib/x.txt"
     assert (repo / "tool.sh").read_text() == "#!/bin/sh\necho new\n"
@@ -164,8 +203,7 @@ def test_crlf_file_keeps_crlf_and_missing_final_newline_is_kept(tmp_path: Path) 
     bare = b"alpha\nbeta\ngamma"
     repo = make_repo(tmp_path / "r", {"win.txt": crlf, "bare.txt": bare})
     d1 = "--- a/win.txt\n+++ b/win.txt\n@@ -1,3 +1,3 @@\n line one\n-line two\n+line 2\n line three\n"
-    d2 = ("--- a/bare.txt\n+++ b/bare.txt\n@@ -1,3 +1,3 @@\n alpha\n-beta\n+BETA\n gamma\n"
-          "\\ No newline at end of file\n")
+    d2 = "--- a/bare.txt\n+++ b/bare.txt\n@@ -1,3 +1,3 @@\n alpha\n-beta\n+BETA\n gamma\n\\ No newline at end of file\n"
     plan = write_plan(tmp_path, [patch_action("win.txt", crlf, d1), patch_action("bare.txt", bare, d2)])
     data = apply_json(repo, plan, "--no-check")
     assert data["_rc"] == 0, data
@@ -214,7 +252,7 @@ def test_dirty_touched_file_refuses_landing_and_keeps_everything(repo: Path, tmp
     assert snapshot(repo)["files"] == before["files"] and snapshot(repo)["refs"].count("papayu/") == 1
     # Stash the conflicting file only: landing keeps the other uncommitted change.
     git(repo, "stash", "push", "-q", "--", "README.md")
-    plan_id = [p.stem for p in (repo / ".git/papayu/plans").glob("*.json")][0]
+    plan_id = next(p.stem for p in (repo / ".git/papayu/plans").glob("*.json"))
     proc = papayu("land", plan_id, "--force", cwd=repo)  # --force: applied with --no-check (ERR_NOT_CHECKED)
     assert proc.returncode == 0, proc.stderr
     assert (repo / "README.md").read_text() == "# patched\n"
@@ -230,8 +268,7 @@ def test_check_checkout_is_reused_and_pristine_unless_keep_ignored(repo: Path, t
     runs = []
     keep = {"PAPAYU_CHECK_KEEP_IGNORED": "true"}
     for i, env in enumerate(({}, {}, keep, keep, {})):
-        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": "x\n"}],
-                          name=f"p{i}.json")
+        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": "x\n"}], name=f"p{i}.json")
         data = apply_json(repo, plan, "--check", check, env=env)
         assert data["_rc"] == 0, data
         runs.append(data["check"]["tail"].splitlines()[-1])
@@ -244,10 +281,16 @@ def test_v1_update_file_is_checked_against_the_sha256_recorded_in_plan(repo: Pat
 
     pdir = repo / ".git/papayu"
     shown = sha((repo / "README.md").read_bytes())
-    response = {"actions": [{"kind": "UPDATE_FILE", "path": "README.md", "content": "# rewritten\n"}],
-                "summary": "rewrite"}
-    plans.save(pdir, plans.StoredPlan(id="20260101-000000-000001", protocol=1, mode="apply",
-                                      files={"README.md": shown}, response=response))
+    response = {
+        "actions": [{"kind": "UPDATE_FILE", "path": "README.md", "content": "# rewritten\n"}],
+        "summary": "rewrite",
+    }
+    plans.save(
+        pdir,
+        plans.StoredPlan(
+            id="20260101-000000-000001", protocol=1, mode="apply", files={"README.md": shown}, response=response
+        ),
+    )
     (repo / "README.md").write_text("# sample\nchanged after planning\n")
     git(repo, "commit", "-q", "-am", "README moved on")
     proc = papayu("apply", "20260101-000000-000001", "--no-check", "--json", cwd=repo)
@@ -269,16 +312,23 @@ def test_rebase_refuses_when_the_new_tip_changed_a_base(repo: Path, tmp_path: Pa
     git(repo, "checkout", "-q", "main")
     # The check moves main (as a concurrent push would) while papayu is checking.
     # (Unsandboxed: a sandboxed check cannot write the user's repository, which is the point of it.)
-    data = apply_json(repo, plan, "--check", f"git -C {repo} update-ref refs/heads/main {moved}", "--rebase",
-                  env={"PAPAYU_SANDBOX": "off"})
+    data = apply_json(
+        repo,
+        plan,
+        "--check",
+        f"git -C {repo} update-ref refs/heads/main {moved}",
+        "--rebase",
+        env={"PAPAYU_SANDBOX": "off"},
+    )
     assert data["_rc"] == 1 and json_codes(data) == ["ERR_BASE_MISMATCH"]
     assert git(repo, "rev-parse", "main").strip() == moved
     assert git(repo, "branch", "--list", "papayu/*") == ""
 
 
 @pytest.mark.parametrize("ignored", [False, True])
-def test_untracked_or_ignored_file_at_a_created_path_is_never_overwritten(repo: Path, tmp_path: Path,
-                                                                          ignored: bool) -> None:
+def test_untracked_or_ignored_file_at_a_created_path_is_never_overwritten(
+    repo: Path, tmp_path: Path, ignored: bool
+) -> None:
     if ignored:
         (repo / ".gitignore").write_text("local.cfg\n")
         git(repo, "add", ".gitignore")

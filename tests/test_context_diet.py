@@ -41,16 +41,16 @@ def test_body_over_the_file_limit_is_cut_head_and_tail_with_an_exact_marker(size
     tail = tail.split("]...", 1)[1].lstrip("\n")
     assert text.startswith(head) and text.endswith(tail)
     assert removed_count(out) == len(text) - len(head) - len(tail)
-    assert 0.55 < len(head) / (len(head) + len(tail)) < 0.65          # 60/40 (line aligned)
+    assert 0.55 < len(head) / (len(head) + len(tail)) < 0.65  # 60/40 (line aligned)
 
 
 def test_exactly_max_files_blocks_are_all_kept_and_one_more_drops_one() -> None:
     limits = DietLimits(max_files=8, max_file_chars=20000, max_total_chars=120000)
     blocks = [file_block(f"f{i}.py", 100) for i in range(8)]
     assert apply_diet(blocks, limits).stats["context_files_dropped_count"] == 0
-    result = apply_diet(blocks + [file_block("extra.py", 100)], limits)
+    result = apply_diet([*blocks, file_block("extra.py", 100)], limits)
     assert result.stats["context_files_count"] == 8
-    assert [b.path for b in result.dropped] == ["extra.py"]        # same priority: the last added goes
+    assert [b.path for b in result.dropped] == ["extra.py"]  # same priority: the last added goes
 
 
 def test_total_exactly_at_the_limit_is_untouched_and_one_char_over_is_cut() -> None:
@@ -68,9 +68,13 @@ def test_one_huge_file_keeps_its_full_sha_and_fits_the_file_limit() -> None:
     (block,) = result.blocks
     assert block.truncated and len(block.text) <= 20000
     assert result.text.startswith(f"FILE[big.py] (sha256={SHA}):\n")
-    assert result.stats == {"context_files_count": 1, "context_files_dropped_count": 0,
-                            "context_total_chars": len(result.text), "context_logs_chars": 0,
-                            "context_truncated_files_count": 1}
+    assert result.stats == {
+        "context_files_count": 1,
+        "context_files_dropped_count": 0,
+        "context_total_chars": len(result.text),
+        "context_logs_chars": 0,
+        "context_truncated_files_count": 1,
+    }
 
 
 def test_fifty_small_files_keep_the_requested_and_most_important_ones() -> None:
@@ -81,7 +85,7 @@ def test_fifty_small_files_keep_the_requested_and_most_important_ones() -> None:
     kept = {b.path for b in result.blocks}
     assert len(kept) == 8 and result.stats["context_files_dropped_count"] == 42
     assert {f"req{i}.py" for i in range(5)} <= kept
-    assert {"mid0.py", "mid1.py", "mid2.py"} <= kept                  # earlier blocks outrank later ones
+    assert {"mid0.py", "mid1.py", "mid2.py"} <= kept  # earlier blocks outrank later ones
     assert not any(p.startswith("low") for p in kept)
 
 
@@ -94,7 +98,7 @@ def test_drop_order_is_search_then_logs_then_low_priority_then_requested_files()
     ]
     total = len(render_blocks(blocks))
     order = []
-    for k in (1, 2, 3):                 # each step needs room for one more 9000-char body
+    for k in (1, 2, 3):  # each step needs room for one more 9000-char body
         result = apply_diet(blocks, DietLimits(8, 20000, total - k * 9000 - 100))
         order.append(sorted(b.title for b in result.dropped))
         assert len(result.text) <= total - k * 9000 - 100
@@ -112,14 +116,13 @@ def test_priority_zero_files_keep_at_least_4k_even_over_the_total() -> None:
 
 def test_notes_are_never_counted_or_dropped() -> None:
     notes = [ContextBlock(BlockKind.NOTE, "refused", f"note {i}") for i in range(12)]
-    result = apply_diet(notes + [file_block("a.py", 100)], DietLimits(max_files=1))
+    result = apply_diet([*notes, file_block("a.py", 100)], DietLimits(max_files=1))
     assert len(result.blocks) == 13 and result.stats["context_files_count"] == 1
 
 
 def test_logs_chars_count_only_kept_log_bodies() -> None:
     blocks = [ContextBlock(BlockKind.LOGS, "runtime", "x" * 5000), file_block("a.py", 100)]
     assert apply_diet(blocks, DietLimits()).stats["context_logs_chars"] == 5000
-
 
 
 @hsettings(max_examples=150, deadline=None)
@@ -139,18 +142,27 @@ def test_truncation_never_exceeds_the_limit_and_keeps_a_true_prefix_and_suffix(t
 
 
 @hsettings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(list(BlockKind)), st.integers(0, 3), st.booleans(),
-                          st.integers(0, 30000)), max_size=14),
-       st.integers(1, 10), st.integers(500, 30000), st.integers(5000, 150000))
-def test_the_diet_holds_its_limits(specs: list[tuple[BlockKind, int, bool, int]], max_files: int,
-                                   max_file_chars: int, max_total: int) -> None:
-    blocks = [ContextBlock(kind, f"b{i}", "x" * size, priority, path=f"b{i}", sha256=SHA, requested=req)
-              for i, (kind, priority, req, size) in enumerate(specs)]
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(list(BlockKind)), st.integers(0, 3), st.booleans(), st.integers(0, 30000)),
+        max_size=14,
+    ),
+    st.integers(1, 10),
+    st.integers(500, 30000),
+    st.integers(5000, 150000),
+)
+def test_the_diet_holds_its_limits(
+    specs: list[tuple[BlockKind, int, bool, int]], max_files: int, max_file_chars: int, max_total: int
+) -> None:
+    blocks = [
+        ContextBlock(kind, f"b{i}", "x" * size, priority, path=f"b{i}", sha256=SHA, requested=req)
+        for i, (kind, priority, req, size) in enumerate(specs)
+    ]
     result = apply_diet(blocks, DietLimits(max_files, max_file_chars, max_total))
     counted = [b for b in result.blocks if b.kind is not BlockKind.NOTE]
     assert len(counted) <= max_files
     assert all(len(b.text) <= max_file_chars for b in counted)
     assert len(result.blocks) + len(result.dropped) == len(blocks)
-    if len(result.text) > max_total:                 # only the 4k floor of priority-0 files may overflow
-        assert all(b.kind is BlockKind.FILE and b.priority == 0 for b in counted)   # notes are never cut
+    if len(result.text) > max_total:  # only the 4k floor of priority-0 files may overflow
+        assert all(b.kind is BlockKind.FILE and b.priority == 0 for b in counted)  # notes are never cut
         assert all(len(b.text) <= TOP_PRIORITY_MIN_CHARS for b in counted)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers import make_repo
+
 from papayu_git.context import BlockKind, ContextSession
 from papayu_git.context.heuristics import is_ignored_frame, parse_error_text
 
@@ -30,10 +31,16 @@ def test_go_panic_frames_are_found_innermost_first(tmp_path: Path) -> None:
 
 
 def test_std_and_dependency_frames_are_ignored() -> None:
-    for path in ("/usr/lib/python3.11/json/decoder.py", "/app/.venv/lib/python3.12/site-packages/x.py",
-                 "node:internal/modules/cjs/loader", "/app/node_modules/lib/index.js",
-                 "/rustc/59807616/library/core/src/result.rs", "/root/.cargo/registry/src/x/lib.rs",
-                 "/root/go/pkg/mod/github.com/x/y.go", "<frozen importlib._bootstrap>"):
+    for path in (
+        "/usr/lib/python3.11/json/decoder.py",
+        "/app/.venv/lib/python3.12/site-packages/x.py",
+        "node:internal/modules/cjs/loader",
+        "/app/node_modules/lib/index.js",
+        "/rustc/59807616/library/core/src/result.rs",
+        "/root/.cargo/registry/src/x/lib.rs",
+        "/root/go/pkg/mod/github.com/x/y.go",
+        "<frozen importlib._bootstrap>",
+    ):
         assert is_ignored_frame(path), path
     assert not is_ignored_frame("src/app/venv_tools.py")
 
@@ -43,12 +50,17 @@ def test_test_names_need_a_failure_word() -> None:
     assert parse_error_text("падает тест test_login").test_names == ("test_login",)
     assert parse_error_text("rename test_login to test_signin").test_names == ()
     assert parse_error_text("FAILED tests/test_a.py::test_b[param-1] - assert 1 == 2").test_paths == (
-        "tests/test_a.py",)
+        "tests/test_a.py",
+    )
 
 
 def test_missing_module_markers() -> None:
-    for text in ("ModuleNotFoundError: No module named 'yaml'", "Error: Cannot find module 'express'",
-                 "error[E0432]: unresolved import `serde`", "java.lang.ClassNotFoundException: org.x.Y",
-                 "main.go:3:8: no required module provides package github.com/x/y"):
+    for text in (
+        "ModuleNotFoundError: No module named 'yaml'",
+        "Error: Cannot find module 'express'",
+        "error[E0432]: unresolved import `serde`",
+        "java.lang.ClassNotFoundException: org.x.Y",
+        "main.go:3:8: no required module provides package github.com/x/y",
+    ):
         assert parse_error_text(text).missing_module, text
     assert not parse_error_text("AssertionError: 1 != 2").missing_module

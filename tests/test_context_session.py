@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers import git, make_repo, papayu
+
 from papayu_git.context import BlockKind, ContextSession
 from papayu_git.errors import PapayuError
 
@@ -17,26 +17,28 @@ SECRET = "sk-proj-THISMUSTNEVERLEAVE0123456789"
 
 
 def blob_sha256(repo: Path, path: str) -> str:
-    data = subprocess.run(["git", "cat-file", "blob", f"HEAD:{path}"], cwd=repo, capture_output=True,
-                          check=True).stdout
+    data = subprocess.run(["git", "cat-file", "blob", f"HEAD:{path}"], cwd=repo, capture_output=True, check=True).stdout
     return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     lines = "".join(f"line {i}\n" for i in range(1, 301))
-    return make_repo(tmp_path / "proj", {
-        "src/app.py": "def add(a, b):\n    return a + b\n",
-        "src/long.txt": lines,
-        "src/data.bin": bytes(range(256)) * 4,
-        "src/latin1.txt": "caf\xe9\n".encode("latin-1"),
-        ".env": f"OPENAI_API_KEY={SECRET}\n",
-        ".env.example": "OPENAI_API_KEY=\n",
-        "config/secrets/token.txt": f"{SECRET}\n",
-        "keys/server.pem": f"{SECRET}\n",
-        "README.md": "# proj\nneedle here\n",
-        "requirements.txt": "requests\n",
-    })
+    return make_repo(
+        tmp_path / "proj",
+        {
+            "src/app.py": "def add(a, b):\n    return a + b\n",
+            "src/long.txt": lines,
+            "src/data.bin": bytes(range(256)) * 4,
+            "src/latin1.txt": "caf\xe9\n".encode("latin-1"),
+            ".env": f"OPENAI_API_KEY={SECRET}\n",
+            ".env.example": "OPENAI_API_KEY=\n",
+            "config/secrets/token.txt": f"{SECRET}\n",
+            "keys/server.pem": f"{SECRET}\n",
+            "README.md": "# proj\nneedle here\n",
+            "requirements.txt": "requests\n",
+        },
+    )
 
 
 def test_file_block_is_the_base_blob_with_its_full_sha256_even_when_the_tree_is_dirty(project: Path) -> None:
@@ -58,15 +60,28 @@ def test_line_ranges_show_only_those_lines_and_the_sha_of_the_whole_blob(project
 
 def test_binary_and_non_utf8_files_are_described_not_dumped(project: Path) -> None:
     session = ContextSession(project, "HEAD")
-    blocks = session.fulfil([{"type": "read_file", "path": "src/data.bin"},
-                             {"type": "read_file", "path": "src/latin1.txt"}])
+    blocks = session.fulfil(
+        [{"type": "read_file", "path": "src/data.bin"}, {"type": "read_file", "path": "src/latin1.txt"}]
+    )
     assert all(b.binary and "content not shown" in b.text for b in blocks)
     session.render(blocks)
     assert session.files_shown == {}
 
 
-@pytest.mark.parametrize("path", [".env", "config/secrets/token.txt", "keys/server.pem", "../outside.txt",
-                                  "/etc/passwd", ".git/config", "src/../.env", "~/x", ".GIT/HEAD"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".env",
+        "config/secrets/token.txt",
+        "keys/server.pem",
+        "../outside.txt",
+        "/etc/passwd",
+        ".git/config",
+        "src/../.env",
+        "~/x",
+        ".GIT/HEAD",
+    ],
+)
 def test_forbidden_paths_are_refused_with_a_note_and_never_read(project: Path, path: str) -> None:
     session = ContextSession(project, "HEAD")
     blocks = session.fulfil([{"type": "read_file", "path": path}])
@@ -105,10 +120,14 @@ def test_logs_come_from_configured_sources_keyed_by_source_and_last_n(project: P
     (project / "app.log").write_text("".join(f"event {i}\n" for i in range(1000)) + f"token {SECRET}\n")
     git(project, "config", "papayu.logs.runtime", "app.log")
     session = ContextSession(project, "HEAD")
-    first = session.fulfil([{"type": "logs", "source": "runtime", "last_n": 3},
-                            {"type": "logs", "source": "runtime", "last_n": 3},
-                            {"type": "logs", "source": "runtime", "last_n": 2},
-                            {"type": "logs", "source": "build"}])
+    first = session.fulfil(
+        [
+            {"type": "logs", "source": "runtime", "last_n": 3},
+            {"type": "logs", "source": "runtime", "last_n": 3},
+            {"type": "logs", "source": "runtime", "last_n": 2},
+            {"type": "logs", "source": "build"},
+        ]
+    )
     assert first[0].text == "event 998\nevent 999\ntoken ***" and first[1].text == "event 999\ntoken ***"
     assert first[2].kind is BlockKind.NOTE and "runtime" in first[2].text
     stats = session.cache_stats
@@ -118,14 +137,21 @@ def test_logs_come_from_configured_sources_keyed_by_source_and_last_n(project: P
 def test_cache_stats_have_the_upstream_keys_and_count_hits_and_misses(project: Path) -> None:
     session = ContextSession(project, "HEAD")
     session.base_context("fix it")
-    session.fulfil([{"type": "env"}, {"type": "read_file", "path": "src/app.py"},
-                    {"type": "search", "query": "add"}])
+    session.fulfil([{"type": "env"}, {"type": "read_file", "path": "src/app.py"}, {"type": "search", "query": "add"}])
     session.fulfil([{"type": "read_file", "path": "src/app.py"}, {"type": "search", "query": "add"}])
     golden = json.loads((Path(__file__).parent / "golden/upstream/v1/006_context_diet_applied.json").read_text())
     assert set(session.cache_stats) == set(golden["context"]["cache_stats"])
-    assert session.cache_stats == {"env_hits": 1, "env_misses": 1, "logs_hits": 0, "logs_misses": 0,
-                                   "read_hits": 1, "read_misses": 1, "search_hits": 1, "search_misses": 1,
-                                   "hit_rate": 0.5}
+    assert session.cache_stats == {
+        "env_hits": 1,
+        "env_misses": 1,
+        "logs_hits": 0,
+        "logs_misses": 0,
+        "read_hits": 1,
+        "read_misses": 1,
+        "search_hits": 1,
+        "search_misses": 1,
+        "hit_rate": 0.5,
+    }
     session.render([])
     assert set(session.context_stats) == set(golden["context"]["context_stats"])
 
@@ -141,9 +167,15 @@ def test_a_third_round_of_requests_is_refused(project: Path) -> None:
 
 def test_malformed_requests_become_notes(project: Path) -> None:
     session = ContextSession(project, "HEAD")
-    blocks = session.fulfil([{"type": "read_file"}, {"type": "nope"}, "junk",
-                             {"type": "search", "query": "x", "max_results": "5"},
-                             {"type": "read_file", "path": "src/app.py", "start_line": 5, "end_line": 2}])
+    blocks = session.fulfil(
+        [
+            {"type": "read_file"},
+            {"type": "nope"},
+            "junk",
+            {"type": "search", "query": "x", "max_results": "5"},
+            {"type": "read_file", "path": "src/app.py", "start_line": 5, "end_line": 2},
+        ]
+    )
     assert [b.kind for b in blocks] == [BlockKind.NOTE] * 5
     assert all("ERR_CONTEXT_REQUEST_INVALID" in b.text for b in blocks)
 
@@ -151,9 +183,13 @@ def test_malformed_requests_become_notes(project: Path) -> None:
 def test_missing_file_and_directory_requests_are_explained(project: Path) -> None:
     (project / "untracked.py").write_text("x = 1\n")
     session = ContextSession(project, "HEAD")
-    missing, untracked, directory = session.fulfil([{"type": "read_file", "path": "nope.py"},
-                                                    {"type": "read_file", "path": "untracked.py"},
-                                                    {"type": "read_file", "path": "src"}])
+    missing, untracked, directory = session.fulfil(
+        [
+            {"type": "read_file", "path": "nope.py"},
+            {"type": "read_file", "path": "untracked.py"},
+            {"type": "read_file", "path": "src"},
+        ]
+    )
     assert "not found in the base commit" in missing.text
     assert "only in the working tree" in untracked.text and "x = 1" not in untracked.text
     assert "src/app.py" in directory.text and directory.kind is BlockKind.NOTE
@@ -173,8 +209,9 @@ def test_env_names_dirty_files_without_their_content_and_the_package_manager(pro
 
 def test_context_command_prints_the_rendered_context_as_json(project: Path) -> None:
     log = project.parent / "fail.log"
-    log.write_text(f'Traceback (most recent call last):\n  File "{project}/src/app.py", line 2, in add\n'
-                   "TypeError: boom\n")
+    log.write_text(
+        f'Traceback (most recent call last):\n  File "{project}/src/app.py", line 2, in add\nTypeError: boom\n'
+    )
     proc = papayu("context", "fix the crash", "--from-file", str(log), "--json", cwd=project)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -192,8 +229,9 @@ def test_user_protected_patterns_from_git_config_are_refused_too(project: Path) 
 
 def test_env_carries_project_memory_and_its_package_manager(project: Path) -> None:
     (project / ".papa-yu").mkdir()
-    (project / ".papa-yu/project.json").write_text(json.dumps(
-        {"schema_version": 1, "project": {"default_test_command": "pytest -q", "package_manager": "uv"}}))
+    (project / ".papa-yu/project.json").write_text(
+        json.dumps({"schema_version": 1, "project": {"default_test_command": "pytest -q", "package_manager": "uv"}})
+    )
     env = ContextSession(project, "HEAD").base_context("look")[0]
     assert 'project_memory: {"default_test_command": "pytest -q", "package_manager": "uv"}' in env.text
     assert "package_managers: uv (project memory), pip (requirements.txt)" in env.text
@@ -207,8 +245,9 @@ def test_a_frame_brings_80_lines_either_side_of_its_line(tmp_path: Path) -> None
     assert block.text.startswith("...[lines 1-119 omitted]...") and block.priority == 0
 
 
-def test_cache_and_diet_events_go_to_stderr(project: Path, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_cache_and_diet_events_go_to_stderr(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PAPAYU_LOG", "1")
     monkeypatch.setenv("PAPAYU_CONTEXT_MAX_TOTAL_CHARS", "3000")
     session = ContextSession(project, "HEAD")
@@ -251,8 +290,9 @@ def test_search_glob_alternatives_in_braces(tmp_path: Path) -> None:
 
 
 def test_a_line_range_past_the_end_says_so(project: Path) -> None:
-    (block,) = ContextSession(project, "HEAD").fulfil([{"type": "read_file", "path": "src/app.py",
-                                                        "start_line": 50, "end_line": 60}])
+    (block,) = ContextSession(project, "HEAD").fulfil(
+        [{"type": "read_file", "path": "src/app.py", "start_line": 50, "end_line": 60}]
+    )
     assert block.text == "...[the file has 2 lines; lines 50-60 are past its end]..."
 
 

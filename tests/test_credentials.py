@@ -24,25 +24,34 @@ PAPAYU_KEY = "sk-papayuonly-0123456789abcdef"
 TOKEN = "ghp_credentialtest0123456789abcdefABCD"
 
 
-@pytest.mark.parametrize(("url", "safe"), [
-    ("https://example.com/v1", True),
-    ("http://127.0.0.1:8080/v1", True),
-    ("http://127.5.6.7/v1", True),
-    ("http://[::1]:11434", True),
-    ("http://localhost:8000/v1", True),
-    ("http://LOCALHOST./v1", True),
-    ("http://10.0.0.5:8080/v1", False),
-    ("http://example.com/v1", False),
-    ("http://127.0.0.1.example.com/v1", False),
-    ("ftp://127.0.0.1/", False),
-    ("127.0.0.1:8080", False),
-])
+@pytest.mark.parametrize(
+    ("url", "safe"),
+    [
+        ("https://example.com/v1", True),
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://127.5.6.7/v1", True),
+        ("http://[::1]:11434", True),
+        ("http://localhost:8000/v1", True),
+        ("http://LOCALHOST./v1", True),
+        ("http://10.0.0.5:8080/v1", False),
+        ("http://example.com/v1", False),
+        ("http://127.0.0.1.example.com/v1", False),
+        ("ftp://127.0.0.1/", False),
+        ("127.0.0.1:8080", False),
+    ],
+)
 def test_which_transports_may_carry_a_key(url: str, safe: bool) -> None:
     assert net.may_carry_credentials(url) is safe
 
 
 def _config(monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:
-    for name in ("OPENAI_API_KEY", "PAPAYU_LLM_API_KEY", "PAPAYU_LLM_PROVIDER", "PAPAYU_LLM_BASE_URL", "PAPAYU_LLM_MODEL"):
+    for name in (
+        "OPENAI_API_KEY",
+        "PAPAYU_LLM_API_KEY",
+        "PAPAYU_LLM_PROVIDER",
+        "PAPAYU_LLM_BASE_URL",
+        "PAPAYU_LLM_MODEL",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -55,20 +64,30 @@ def test_openai_key_goes_only_to_openai(monkeypatch: pytest.MonkeyPatch) -> None
     for url in ("https://llm.example.com/v1", "http://127.0.0.1:9/v1", "https://api.openai.com.evil.example/v1"):
         other = _config(monkeypatch, OPENAI_API_KEY=OPENAI_KEY, PAPAYU_LLM_BASE_URL=url, PAPAYU_LLM_MODEL="m")
         assert other.api_key == "", url
-    own = _config(monkeypatch, OPENAI_API_KEY=OPENAI_KEY, PAPAYU_LLM_API_KEY=PAPAYU_KEY,
-                  PAPAYU_LLM_BASE_URL="https://llm.example.com/v1", PAPAYU_LLM_MODEL="m")
+    own = _config(
+        monkeypatch,
+        OPENAI_API_KEY=OPENAI_KEY,
+        PAPAYU_LLM_API_KEY=PAPAYU_KEY,
+        PAPAYU_LLM_BASE_URL="https://llm.example.com/v1",
+        PAPAYU_LLM_MODEL="m",
+    )
     assert own.api_key == PAPAYU_KEY
 
 
 def test_no_key_crosses_plain_http_to_another_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(PapayuError) as err:
-        _config(monkeypatch, PAPAYU_LLM_API_KEY=PAPAYU_KEY, PAPAYU_LLM_BASE_URL="http://10.0.0.5:8080/v1",
-                PAPAYU_LLM_MODEL="m")
+        _config(
+            monkeypatch,
+            PAPAYU_LLM_API_KEY=PAPAYU_KEY,
+            PAPAYU_LLM_BASE_URL="http://10.0.0.5:8080/v1",
+            PAPAYU_LLM_MODEL="m",
+        )
     assert err.value.code == "ERR_LLM_INSECURE_KEY" and PAPAYU_KEY not in str(err.value)
     # Without a key, a plain-http server elsewhere is the user's business; on loopback a key is fine.
     assert _config(monkeypatch, PAPAYU_LLM_BASE_URL="http://10.0.0.5:8080/v1", PAPAYU_LLM_MODEL="m").api_key == ""
-    local = _config(monkeypatch, PAPAYU_LLM_API_KEY=PAPAYU_KEY, PAPAYU_LLM_BASE_URL="http://localhost:8080/v1",
-                    PAPAYU_LLM_MODEL="m")
+    local = _config(
+        monkeypatch, PAPAYU_LLM_API_KEY=PAPAYU_KEY, PAPAYU_LLM_BASE_URL="http://localhost:8080/v1", PAPAYU_LLM_MODEL="m"
+    )
     assert local.api_key == PAPAYU_KEY
     embedded = _config(monkeypatch, PAPAYU_LLM_API_KEY=PAPAYU_KEY)
     assert embedded.provider is Provider.LOCAL and embedded.api_key == ""
@@ -88,8 +107,12 @@ def test_plan_does_not_hand_the_openai_key_to_another_server(tmp_path: Path) -> 
 
 def test_plan_refuses_a_key_over_plain_http(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    proc = papayu("plan", "look around", cwd=repo, env={
-        "PAPAYU_LLM_API_KEY": PAPAYU_KEY, "PAPAYU_LLM_BASE_URL": "http://192.0.2.1:9/v1", "PAPAYU_LLM_MODEL": "m"})
+    proc = papayu(
+        "plan",
+        "look around",
+        cwd=repo,
+        env={"PAPAYU_LLM_API_KEY": PAPAYU_KEY, "PAPAYU_LLM_BASE_URL": "http://192.0.2.1:9/v1", "PAPAYU_LLM_MODEL": "m"},
+    )
     assert proc.returncode not in (0, 3), proc.stderr
     assert "ERR_LLM_INSECURE_KEY" in proc.stderr and PAPAYU_KEY not in proc.stdout + proc.stderr
 
@@ -156,21 +179,27 @@ def test_forge_token_does_not_follow_a_redirect_off_origin(recorder: _Recorder, 
     with forge.client(hub) as http:
         assert http.get("/repos/acme/widget").json() == {"ok": True}
     first, second = recorder.seen
-    assert TOKEN in json.dumps(first)          # the API's own origin gets it
-    assert TOKEN not in json.dumps(second)     # the redirect target does not
+    assert TOKEN in json.dumps(first)  # the API's own origin gets it
+    assert TOKEN not in json.dumps(second)  # the redirect target does not
 
 
 def test_forge_token_never_crosses_plain_http() -> None:
-    hub = forge.Forge(forge.ForgeKind.GITHUB, forge.RemoteRepo("git.example.com", "acme/widget"),
-                      "http://git.example.com/api/v3", "http://git.example.com", TOKEN)
+    hub = forge.Forge(
+        forge.ForgeKind.GITHUB,
+        forge.RemoteRepo("git.example.com", "acme/widget"),
+        "http://git.example.com/api/v3",
+        "http://git.example.com",
+        TOKEN,
+    )
     with pytest.raises(PapayuError) as err:
         forge.client(hub)
     assert err.value.code == "ERR_FORGE_INSECURE_TOKEN"
 
 
 def test_model_key_does_not_follow_a_redirect_off_origin(recorder: _Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = _config(monkeypatch, PAPAYU_LLM_API_KEY=PAPAYU_KEY, PAPAYU_LLM_BASE_URL=recorder.url + "/v1",
-                     PAPAYU_LLM_MODEL="m")
+    config = _config(
+        monkeypatch, PAPAYU_LLM_API_KEY=PAPAYU_KEY, PAPAYU_LLM_BASE_URL=recorder.url + "/v1", PAPAYU_LLM_MODEL="m"
+    )
     with ChatClient(config) as client:
         response = client._http.get(recorder.url + "/v1/models", follow_redirects=True)
     assert response.status_code == 200

@@ -16,9 +16,12 @@ from papayu_git.settings import SETTINGS
 
 def test_readme_starts_with_the_two_make_commands() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    assert lines[2:6] == ["```sh",
-                          "make demo    # sets up .venv and runs papayu end to end on a built-in sample repository",
-                          "make test    # sets up .venv and runs the whole test suite", "```"]
+    assert lines[2:6] == [
+        "```sh",
+        "make demo    # sets up .venv and runs papayu end to end on a built-in sample repository",
+        "make test    # sets up .venv and runs the whole test suite",
+        "```",
+    ]
 
 
 def test_readme_tables_are_up_to_date() -> None:
@@ -27,8 +30,9 @@ def test_readme_tables_are_up_to_date() -> None:
 
 
 def test_man_page_is_up_to_date() -> None:
-    assert (ROOT / "man" / "git-papayu.1").read_text(encoding="utf-8") == docs.man_page(), \
+    assert (ROOT / "man" / "git-papayu.1").read_text(encoding="utf-8") == docs.man_page(), (
         "run: python -m papayu_git.docs --write"
+    )
 
 
 def test_every_code_setting_and_limit_is_in_the_readme() -> None:
@@ -52,5 +56,7 @@ def test_check_fails_on_a_stale_readme_and_write_fixes_it(tmp_path: Path) -> Non
 
 def test_missing_region_is_an_error() -> None:
     with pytest.raises(ValueError, match="SETTINGS-TABLE"):
-        docs.render_readme("<!-- ERROR-TABLE:BEGIN -->\n<!-- ERROR-TABLE:END -->\n"
-                           "<!-- LIMITS-TABLE:BEGIN -->\n<!-- LIMITS-TABLE:END -->\n")
+        docs.render_readme(
+            "<!-- ERROR-TABLE:BEGIN -->\n<!-- ERROR-TABLE:END -->\n"
+            "<!-- LIMITS-TABLE:BEGIN -->\n<!-- LIMITS-TABLE:END -->\n"
+        )

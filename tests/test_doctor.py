@@ -33,9 +33,22 @@ def test_json_structure(repo: Path) -> None:
     code, report = doctor_json(repo)
     assert code == 0 and report["ok"] is True, report
     names = [c["name"] for c in report["checks"]]
-    assert names == ["git", "repository", "sandbox setting", "bwrap", "user namespaces", "network isolation",
-                     "git-dir overlay", "sandbox", "check env", "check command", "local model", "llm provider",
-                     "git hook", "pre-commit config"]
+    assert names == [
+        "git",
+        "repository",
+        "sandbox setting",
+        "bwrap",
+        "user namespaces",
+        "network isolation",
+        "git-dir overlay",
+        "sandbox",
+        "check env",
+        "check command",
+        "local model",
+        "llm provider",
+        "git hook",
+        "pre-commit config",
+    ]
     for check in report["checks"]:
         assert set(check) == {"name", "status", "detail", "hint", "code", "data"}
         assert check["status"] in STATUSES and check["detail"]
@@ -107,9 +120,13 @@ def test_required_sandbox_without_bwrap_fails(tmp_path: Path) -> None:
 
 
 def test_secrets_never_printed(repo: Path) -> None:
-    env = {"OPENAI_API_KEY": SECRET, "PAPAYU_LLM_API_KEY": SECRET + "x",
-           "PAPAYU_LLM_PROVIDER": "openai-compatible",
-           "PAPAYU_LLM_BASE_URL": f"http://user:{SECRET}@127.0.0.1:9/v1", "PAPAYU_LLM_MODEL": "m"}
+    env = {
+        "OPENAI_API_KEY": SECRET,
+        "PAPAYU_LLM_API_KEY": SECRET + "x",
+        "PAPAYU_LLM_PROVIDER": "openai-compatible",
+        "PAPAYU_LLM_BASE_URL": f"http://user:{SECRET}@127.0.0.1:9/v1",
+        "PAPAYU_LLM_MODEL": "m",
+    }
     proc_json = papayu("doctor", "--json", cwd=repo, env=env)
     proc_human = papayu("doctor", cwd=repo, env=env)
     for proc in (proc_json, proc_human):
@@ -160,7 +177,8 @@ def test_hooks(repo: Path) -> None:
     assert papayu("hooks", "install", cwd=repo).returncode == 0
     (repo / ".pre-commit-config.yaml").write_text(
         "repos:\n- repo: https://example.com/papayu-git\n  rev: v1\n  hooks:\n"
-        "  - id: papayu-validate-plans\n  - id: papayu-golden-traces\n")
+        "  - id: papayu-validate-plans\n  - id: papayu-golden-traces\n"
+    )
     checks = by_name(doctor_json(repo)[1])
     assert checks["git hook"]["status"] == "ok" and checks["git hook"]["data"]["papayus"] is True
     assert checks["git hook"]["data"]["python"] == sys.executable

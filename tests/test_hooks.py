@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import ROOT, assert_error, cli, git, make_repo, write
+
 from papayu_git.hooks import HOOKS, hooks_for
 
-GOOD_PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "notes/todo.md", "content": "- ship\n"}],
-             "summary": "add a todo list"}
+GOOD_PLAN = {
+    "actions": [{"kind": "CREATE_FILE", "path": "notes/todo.md", "content": "- ship\n"}],
+    "summary": "add a todo list",
+}
 BAD_PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "../escape.txt", "content": "x"}], "summary": "escape"}
 GOLDEN = ROOT / "tests" / "golden" / "upstream" / "v1"
 
@@ -47,32 +49,51 @@ def test_pre_commit_accepts_the_manifest() -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "pre_commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize(("path", "hook_ids"), [
-    (".papa-yu/plans/fix.json", {"papayu-validate-plans"}),
-    ("sub/.papa-yu/answer.json", {"papayu-validate-plans"}),
-    (".papa-yu/project.json", {"papayu-validate-project"}),
-    (".papa-yu/preferences.json", set()),
-    ("docs/golden_traces/v1/001.json", {"papayu-golden-traces"}),
-    ("tests/golden/002.json", {"papayu-golden-traces"}),
-    ("tests/golden/upstream/schemas/llm_response_schema.json", set()),
-    ("golden/schema/x.json", set()),
-    ("src/app.json", set()),
-    (".papa-yu/notes.md", set()),
-])
+@pytest.mark.parametrize(
+    ("path", "hook_ids"),
+    [
+        (".papa-yu/plans/fix.json", {"papayu-validate-plans"}),
+        ("sub/.papa-yu/answer.json", {"papayu-validate-plans"}),
+        (".papa-yu/project.json", {"papayu-validate-project"}),
+        (".papa-yu/preferences.json", set()),
+        ("docs/golden_traces/v1/001.json", {"papayu-golden-traces"}),
+        ("tests/golden/002.json", {"papayu-golden-traces"}),
+        ("tests/golden/upstream/schemas/llm_response_schema.json", set()),
+        ("golden/schema/x.json", set()),
+        ("src/app.json", set()),
+        (".papa-yu/notes.md", set()),
+    ],
+)
 def test_hook_patterns_select_the_right_files(path: str, hook_ids: set[str]) -> None:
     assert {h.id for h in hooks_for(path)} == hook_ids
-    yaml_ids = {e["id"] for e in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
-                if re.search(e["files"], path) and not (e.get("exclude") and re.search(e["exclude"], path))}
+    yaml_ids = {
+        e["id"]
+        for e in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+        if re.search(e["files"], path) and not (e.get("exclude") and re.search(e["exclude"], path))
+    }
     assert yaml_ids == hook_ids
 
 
-@pytest.mark.parametrize("path", [".papa-yu/plans/fix.json", "sub/.papa-yu/project.json", "a/golden_traces/v1/1.json",
-                                  "golden/x.json", "src/app.json", ".papa-yu/notes.md", "xgolden/a.json"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".papa-yu/plans/fix.json",
+        "sub/.papa-yu/project.json",
+        "a/golden_traces/v1/1.json",
+        "golden/x.json",
+        "src/app.json",
+        ".papa-yu/notes.md",
+        "xgolden/a.json",
+    ],
+)
 def test_shim_prefilter_ere_agrees_with_the_python_patterns(path: str) -> None:
     import subprocess
 
@@ -89,12 +110,12 @@ def test_shim_skips_python_when_no_covered_file_is_staged(tmp_path: Path) -> Non
     assert cli("hooks", "install", cwd=repo).returncode == 0
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text(re.sub(r"^PAPAYU_PYTHON=.*$", "PAPAYU_PYTHON='/nonexistent/python'", hook.read_text(), flags=re.M))
-    env = {**os.environ, "PATH": "/usr/bin:/bin"}       # no papayu anywhere: running it would fail
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}  # no papayu anywhere: running it would fail
     write(repo, "x.txt", "x")
     git(repo, "add", "-A")
     proc = subprocess.run(["git", "commit", "-q", "-m", "x"], cwd=repo, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    write(repo, ".papa-yu/пла н.json", GOOD_PLAN)         # quoted by git without quotePath=false
+    write(repo, ".papa-yu/пла н.json", GOOD_PLAN)  # quoted by git without quotePath=false
     git(repo, "add", "-A")
     proc = subprocess.run(["git", "commit", "-q", "-m", "p"], cwd=repo, env=env, capture_output=True, text=True)
     assert proc.returncode != 0 and "papayu-git is not installed" in proc.stderr
@@ -132,12 +153,12 @@ def test_staged_validation_reads_the_index_not_the_working_tree(tmp_path: Path) 
     repo = make_repo(tmp_path / "r")
     write(repo, ".papa-yu/fix.json", BAD_PLAN)
     git(repo, "add", "-A")
-    write(repo, ".papa-yu/fix.json", GOOD_PLAN)          # fixed on disk, not staged
+    write(repo, ".papa-yu/fix.json", GOOD_PLAN)  # fixed on disk, not staged
     proc = cli("validate", "--staged", cwd=repo)
     assert proc.returncode == 1
     assert ".papa-yu/fix.json: ERR_PATH_TRAVERSAL" in proc.stdout
     git(repo, "add", "-A")
-    write(repo, ".papa-yu/fix.json", BAD_PLAN)           # broken on disk, good version staged
+    write(repo, ".papa-yu/fix.json", BAD_PLAN)  # broken on disk, good version staged
     proc = cli("validate", "--staged", cwd=repo)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ".papa-yu/fix.json: ok (response)" in proc.stdout
@@ -152,8 +173,10 @@ def test_staged_validation_replays_golden_traces_and_skips_unmatched_files(tmp_p
     proc = cli("validate", "--staged", "--json", cwd=repo)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     files = {f["file"]: f["kind"] for f in json.loads(proc.stdout)["files"]}
-    assert files == {"docs/golden_traces/v1/001_fix_bug_plan.json": "golden",
-                     "docs/golden_traces/v1/002_fix_bug_apply.json": "golden"}
+    assert files == {
+        "docs/golden_traces/v1/001_fix_bug_plan.json": "golden",
+        "docs/golden_traces/v1/002_fix_bug_apply.json": "golden",
+    }
 
 
 def test_golden_hook_accepts_every_golden_file_of_this_repository() -> None:
@@ -206,16 +229,18 @@ def test_shim_validates_the_index_git_commit_really_uses(tmp_path: Path) -> None
     repo = make_repo(tmp_path / "r", {".papa-yu/fix.json": json.dumps(GOOD_PLAN), "x.txt": "x\n"})
     assert cli("hooks", "install", cwd=repo).returncode == 0
     before = head(repo)
-    write(repo, ".papa-yu/fix.json", BAD_PLAN)                 # modified, not staged
+    write(repo, ".papa-yu/fix.json", BAD_PLAN)  # modified, not staged
     proc = subprocess.run(["git", "commit", "-q", "-a", "-m", "all"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode != 0 and "ERR_PATH_TRAVERSAL" in proc.stderr + proc.stdout
-    proc = subprocess.run(["git", "commit", "-q", "-m", "only", "--", ".papa-yu/fix.json"], cwd=repo,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "commit", "-q", "-m", "only", "--", ".papa-yu/fix.json"], cwd=repo, capture_output=True, text=True
+    )
     assert proc.returncode != 0 and "ERR_PATH_TRAVERSAL" in proc.stderr + proc.stdout
     assert head(repo) == before
-    write(repo, "x.txt", "y\n")                               # the bad plan stays out of this commit
-    proc = subprocess.run(["git", "commit", "-q", "-m", "x only", "--", "x.txt"], cwd=repo,
-                          capture_output=True, text=True)
+    write(repo, "x.txt", "y\n")  # the bad plan stays out of this commit
+    proc = subprocess.run(
+        ["git", "commit", "-q", "-m", "x only", "--", "x.txt"], cwd=repo, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     assert git(repo, "show", "HEAD:.papa-yu/fix.json") == json.dumps(GOOD_PLAN)
 
@@ -223,7 +248,7 @@ def test_shim_validates_the_index_git_commit_really_uses(tmp_path: Path) -> None
 def test_shim_finds_papayu_without_the_recorded_interpreter(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
     hook = repo / ".git" / "hooks" / "pre-commit"
-    hook.write_text((ROOT / "hooks" / "pre-commit").read_text())   # PAPAYU_PYTHON='' as shipped
+    hook.write_text((ROOT / "hooks" / "pre-commit").read_text())  # PAPAYU_PYTHON='' as shipped
     hook.chmod(0o755)
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -289,7 +314,7 @@ def test_install_chain_runs_the_old_hook_first(tmp_path: Path) -> None:
     write(repo, "BLOCK", "x")
     git(repo, "add", "-A")
     rc, _ = commit(repo)
-    assert rc != 0 and marker.exists()          # the old hook still vetoes
+    assert rc != 0 and marker.exists()  # the old hook still vetoes
     git(repo, "rm", "-q", "--cached", "BLOCK")
     (repo / "BLOCK").unlink()
     write(repo, ".papa-yu/p.json", GOOD_PLAN)

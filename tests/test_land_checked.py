@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import assert_error, git, papayu, snapshot, write_plan
 from forge_server import BRANCH, PLAN_ID, ForgeServer, Kept, make_kept
+from helpers import assert_error, git, papayu, snapshot, write_plan
 
 from papayu_git import plans
 from papayu_git.checked import verdict
@@ -49,8 +49,9 @@ def amend(repo: Path, plan_id: str, path: str, content: str) -> str:
     ref = f"refs/heads/papayu/{plan_id}"
 
     def run(*args: str, stdin: str | None = None) -> str:
-        return subprocess.run(["git", *args], cwd=repo, env=env, input=stdin, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=repo, env=env, input=stdin, capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     blob = run("hash-object", "-w", "--stdin", stdin=content)
     run("read-tree", ref)
@@ -92,7 +93,7 @@ def test_an_amended_review_branch_is_refused_and_lands_with_force(repo: Path, tm
     assert "--force" in error["hint"] and f"git papayu apply {plan_id}" in error["hint"]
     assert snapshot(repo) == before and branch_sha(repo, plan_id) == amended
     assert not (repo / "r.txt").exists()
-    human = papayu("land", plan_id, cwd=repo)                   # the same refusal without --json
+    human = papayu("land", plan_id, cwd=repo)  # the same refusal without --json
     assert_error(human, "ERR_BRANCH_CHANGED_SINCE_CHECK")
     assert snapshot(repo) == before
 
@@ -103,8 +104,12 @@ def test_an_amended_review_branch_is_refused_and_lands_with_force(repo: Path, tm
     assert git(repo, "rev-parse", "main").strip() == amended
     assert (repo / "r.txt").read_text() == "amended, never checked\n"
     record = outcome(repo, plan_id)
-    assert (record["forced"], record["check_state"], record["commit"], record["checked_commit"]) == \
-        (True, "changed", amended, checked)
+    assert (record["forced"], record["check_state"], record["commit"], record["checked_commit"]) == (
+        True,
+        "changed",
+        amended,
+        checked,
+    )
 
 
 def test_a_kept_red_branch_is_refused_and_lands_with_force(repo: Path, tmp_path: Path) -> None:
@@ -133,8 +138,12 @@ def test_an_unchecked_branch_is_refused_with_the_ways_on(repo: Path, tmp_path: P
     before = snapshot(repo)
     proc, out = land(repo, plan_id)
     error = refused(proc, out, "ERR_NOT_CHECKED")
-    for way in (f"git papayu show {plan_id}", f"git papayu land {plan_id} --force",
-                "git config papayu.checkCommand CMD", "apply the plan again"):
+    for way in (
+        f"git papayu show {plan_id}",
+        f"git papayu land {plan_id} --force",
+        "git config papayu.checkCommand CMD",
+        "apply the plan again",
+    ):
         assert way in error["hint"], way
     assert snapshot(repo) == before
     proc, landed = land(repo, plan_id, "--force")
@@ -145,7 +154,7 @@ def test_an_unchecked_branch_is_refused_with_the_ways_on(repo: Path, tmp_path: P
 
 
 def test_a_branch_kept_because_no_check_was_found_is_unchecked(repo: Path, tmp_path: Path) -> None:
-    data = apply(repo, tmp_path)                                      # no --check, nothing to detect
+    data = apply(repo, tmp_path)  # no --check, nothing to detect
     plan_id = data["plan_id"]
     assert (data["state"], data["error"]["code"], data["check"]) == ("review", "ERR_NO_CHECK", None)
     before = snapshot(repo)
@@ -171,18 +180,29 @@ def _plan(check: dict[str, Any] | None, commit: str = "c" * 40) -> StoredPlan:
     return StoredPlan(id=PLAN_ID, goal="g", extra={"apply": {"state": "review", "commit": commit, "check": check}})
 
 
-@pytest.mark.parametrize(("plan", "unchecked_ok", "state", "code"), [
-    (_plan({"command": "t", "passed": True, "exit_code": 0}), False, "passed", None),
-    (_plan({"command": "t", "passed": False, "exit_code": 1}), True, "failed", "ERR_CHECK_NOT_PASSED"),
-    (_plan({"command": "t", "passed": False, "exit_code": None, "timed_out": True}), False, "timed_out",
-     "ERR_CHECK_NOT_PASSED"),
-    (_plan({"command": "t", "passed": True, "exit_code": 0}, commit="d" * 40), True, "changed",
-     "ERR_BRANCH_CHANGED_SINCE_CHECK"),
-    (_plan(None), False, "not_checked", "ERR_NOT_CHECKED"),
-    (_plan(None), True, "not_checked", None),                     # the forge's CI is the check
-    (None, False, "not_checked", "ERR_NOT_CHECKED"),
-    (dataclasses.replace(_plan(None), extra={}), False, "not_checked", "ERR_NOT_CHECKED"),
-])
+@pytest.mark.parametrize(
+    ("plan", "unchecked_ok", "state", "code"),
+    [
+        (_plan({"command": "t", "passed": True, "exit_code": 0}), False, "passed", None),
+        (_plan({"command": "t", "passed": False, "exit_code": 1}), True, "failed", "ERR_CHECK_NOT_PASSED"),
+        (
+            _plan({"command": "t", "passed": False, "exit_code": None, "timed_out": True}),
+            False,
+            "timed_out",
+            "ERR_CHECK_NOT_PASSED",
+        ),
+        (
+            _plan({"command": "t", "passed": True, "exit_code": 0}, commit="d" * 40),
+            True,
+            "changed",
+            "ERR_BRANCH_CHANGED_SINCE_CHECK",
+        ),
+        (_plan(None), False, "not_checked", "ERR_NOT_CHECKED"),
+        (_plan(None), True, "not_checked", None),  # the forge's CI is the check
+        (None, False, "not_checked", "ERR_NOT_CHECKED"),
+        (dataclasses.replace(_plan(None), extra={}), False, "not_checked", "ERR_NOT_CHECKED"),
+    ],
+)
 def test_verdict(plan: StoredPlan | None, unchecked_ok: bool, state: str, code: str | None) -> None:
     found = verdict(PLAN_ID, plan, "c" * 40, unchecked_ok=unchecked_ok)
     assert found.state == state
@@ -228,21 +248,36 @@ def test_pr_refuses_a_changed_branch_but_pushes_an_unchecked_one(tmp_path: Path)
     proc = papayu("pr", PLAN_ID, "--forge", "github", "--json", cwd=kept.repo)
     refused(proc, json.loads(proc.stdout), "ERR_BRANCH_CHANGED_SINCE_CHECK")
     assert remote_sha(kept) == ""
-    set_check(kept, none=True)                          # unchecked locally: the forge's CI checks the PR
-    proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo)     # no token: push only
+    set_check(kept, none=True)  # unchecked locally: the forge's CI checks the PR
+    proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo)  # no token: push only
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr and remote_sha(kept) == amended
 
 
 def green(server: ForgeServer, sha: str) -> None:
-    server.route("GET", f"/repos/acme/widget/commits/{sha}/status",
-                 (200, {"state": "success", "total_count": 1, "statuses": [{"state": "success", "context": "ci"}]}))
+    server.route(
+        "GET",
+        f"/repos/acme/widget/commits/{sha}/status",
+        (200, {"state": "success", "total_count": 1, "statuses": [{"state": "success", "context": "ci"}]}),
+    )
     server.route("GET", f"/repos/acme/widget/commits/{sha}/check-runs", (200, {"total_count": 0, "check_runs": []}))
 
 
 def land_when_green(kept: Kept, server: ForgeServer, *extra: str) -> subprocess.CompletedProcess[str]:
-    return papayu("land", PLAN_ID, "--when-green", "--interval", "0.05", "--timeout", "20", "--forge", "github",
-                  *extra, cwd=kept.repo, env={"PAPAYU_FORGE_API_URL": server.url, "GH_TOKEN": "t0ken-value"})
+    return papayu(
+        "land",
+        PLAN_ID,
+        "--when-green",
+        "--interval",
+        "0.05",
+        "--timeout",
+        "20",
+        "--forge",
+        "github",
+        *extra,
+        cwd=kept.repo,
+        env={"PAPAYU_FORGE_API_URL": server.url, "GH_TOKEN": "t0ken-value"},
+    )
 
 
 def test_when_green_refuses_a_branch_changed_since_its_check_before_polling(tmp_path: Path) -> None:
@@ -254,7 +289,7 @@ def test_when_green_refuses_a_branch_changed_since_its_check_before_polling(tmp_
         green(server, amended)
         proc = land_when_green(kept, server, "--json")
         refused(proc, json.loads(proc.stdout), "ERR_BRANCH_CHANGED_SINCE_CHECK")
-        assert server.requests == [] and snapshot(kept.repo) == before      # nothing polled, nothing moved
+        assert server.requests == [] and snapshot(kept.repo) == before  # nothing polled, nothing moved
         proc = land_when_green(kept, server, "--force")
     assert proc.returncode == 0, proc.stderr
     assert "ERR_BRANCH_CHANGED_SINCE_CHECK" in proc.stderr
@@ -278,7 +313,7 @@ def test_when_green_lands_a_locally_unchecked_branch(tmp_path: Path) -> None:
     kept = make_kept(tmp_path)
     set_check(kept, none=True)
     git(kept.repo, "push", "-q", "origin", f"{BRANCH}:{BRANCH}")
-    assert papayu("land", PLAN_ID, "--json", cwd=kept.repo).returncode == 1     # without the forge: unchecked
+    assert papayu("land", PLAN_ID, "--json", cwd=kept.repo).returncode == 1  # without the forge: unchecked
     with ForgeServer() as server:
         green(server, kept.sha)
         proc = land_when_green(kept, server)

@@ -7,7 +7,6 @@ A landing through the fast path leaves the reflog entry `papayu: land <id>`; one
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (apply_json, git, json_codes, make_repo, papayu, patch_action, run_papayu_bg, snapshot,
-                     write_plan)
+from helpers import apply_json, git, json_codes, make_repo, papayu, patch_action, run_papayu_bg, snapshot, write_plan
 
 DIFF = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
 
@@ -32,14 +30,21 @@ def _last_reflog(repo: Path) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {"a.txt": "one\ntwo\n", "b.txt": "bee\n", "src/c.txt": "sea\n",
-                                          ".gitignore": "*.log\n"})
+    return make_repo(
+        tmp_path / "repo", {"a.txt": "one\ntwo\n", "b.txt": "bee\n", "src/c.txt": "sea\n", ".gitignore": "*.log\n"}
+    )
 
 
 def _patch_plan(tmp_path: Path, name: str = "plan.json") -> Path:
-    return write_plan(tmp_path, [patch_action("a.txt", b"one\ntwo\n", DIFF),
-                                 {"kind": "CREATE_FILE", "path": "src/new/d.txt", "content": "d\n"},
-                                 {"kind": "DELETE_FILE", "path": "src/c.txt"}], name=name)
+    return write_plan(
+        tmp_path,
+        [
+            patch_action("a.txt", b"one\ntwo\n", DIFF),
+            {"kind": "CREATE_FILE", "path": "src/new/d.txt", "content": "d\n"},
+            {"kind": "DELETE_FILE", "path": "src/c.txt"},
+        ],
+        name=name,
+    )
 
 
 def test_fast_path_lands_keeps_other_changes_and_sets_orig_head(repo: Path, tmp_path: Path) -> None:
@@ -57,15 +62,18 @@ def test_fast_path_lands_keeps_other_changes_and_sets_orig_head(repo: Path, tmp_
     assert (repo / "a.txt").read_text() == "one\nTWO\n" and (repo / "src/new/d.txt").read_text() == "d\n"
     assert not (repo / "src/c.txt").exists()
     assert git(repo, "status", "--porcelain", "--ignored").splitlines() == [
-        " M b.txt", "A  staged.txt", "?? mine.txt", "!! debug.log"]
+        " M b.txt",
+        "A  staged.txt",
+        "?? mine.txt",
+        "!! debug.log",
+    ]
     assert git(repo, "diff", "--cached", "--name-only", "HEAD").split() == ["staged.txt"]
     git(repo, "reset", "-q", "--keep", "ORIG_HEAD")  # the README's undo
     assert git(repo, "rev-parse", "HEAD").strip() == tip and (repo / "a.txt").read_text() == "one\ntwo\n"
     assert (repo / "b.txt").read_text() == "bee, edited\n" and (repo / "mine.txt").exists()
 
 
-@pytest.mark.parametrize("setup", [("config", "core.autocrlf", "true"),
-                                   ("attributes", "* text=auto eol=crlf")])
+@pytest.mark.parametrize("setup", [("config", "core.autocrlf", "true"), ("attributes", "* text=auto eol=crlf")])
 def test_line_ending_conversion_lands_clean(tmp_path: Path, setup: tuple[str, ...]) -> None:
     """git apply converts the working-tree file to git's form and back, as a checkout would."""
     repo = make_repo(tmp_path / "repo", {"a.txt": "one\ntwo\n"})
@@ -93,7 +101,7 @@ def test_post_merge_hook_runs_like_after_git_merge(repo: Path, tmp_path: Path, h
         git(repo, "config", "core.hooksPath", hooks_path)
         hook = repo / hooks_path / "post-merge"
         hook.parent.mkdir()
-    hook.write_text("#!/bin/sh\necho \"squash=$1 head=$(git rev-parse HEAD)\" > .git/post-merge-ran\n")
+    hook.write_text('#!/bin/sh\necho "squash=$1 head=$(git rev-parse HEAD)" > .git/post-merge-ran\n')
     hook.chmod(0o755)
     data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
     assert data["_rc"] == 0, data
@@ -124,7 +132,8 @@ def test_staged_mode_change_of_a_touched_file_is_refused_and_kept(repo: Path, tm
 
 
 def test_untracked_symlink_where_the_plan_needs_a_directory_is_never_written_through(
-        repo: Path, tmp_path: Path) -> None:
+    repo: Path, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (repo / "src/new").symlink_to(outside)
@@ -160,7 +169,7 @@ def test_merge_in_progress_is_refused_and_the_plan_kept(repo: Path, tmp_path: Pa
     assert "a merge is in progress" in data["errors"][0]["reason"]
     assert snapshot(repo)["files"] == before["files"] and snapshot(repo)["index"] == before["index"]
     git(repo, "merge", "--abort")
-    plan_id = git(repo, "branch", "--list", "papayu/*", "--format=%(refname:short)").strip()[len("papayu/"):]
+    plan_id = git(repo, "branch", "--list", "papayu/*", "--format=%(refname:short)").strip()[len("papayu/") :]
     assert plan_id, "the checked commit is kept for `land ID`"
     proc = papayu("land", plan_id, "--force", cwd=repo)  # --force: applied with --no-check (ERR_NOT_CHECKED)
     assert proc.returncode == 0, proc.stderr
@@ -240,9 +249,14 @@ def test_ctrl_c_while_landing_completes_the_landing(repo: Path, tmp_path: Path) 
     """Ctrl-C on a terminal signals the whole foreground process group: the landing step runs
     in its own session and papayu waits for it, so the branch and the files move together."""
     marker = _slow_smudge(repo, tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "apply", str(_patch_plan(tmp_path)),
-                             "--no-check", "-y"], cwd=repo, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)  # a group of its own, like a shell job
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "apply", str(_patch_plan(tmp_path)), "--no-check", "-y"],
+        cwd=repo,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # a group of its own, like a shell job
     _wait_until_landing(proc, marker)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)

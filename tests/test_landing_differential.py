@@ -25,8 +25,15 @@ from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir
 from papayu_git.landing import Target, land
 
-ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@e",
-       "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@e", "LC_ALL": "C"}
+ENV = {
+    **os.environ,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "T",
+    "GIT_AUTHOR_EMAIL": "t@e",
+    "GIT_COMMITTER_NAME": "T",
+    "GIT_COMMITTER_EMAIL": "t@e",
+    "LC_ALL": "C",
+}
 
 
 def sh(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -41,8 +48,14 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     root = tmp_path_factory.mktemp("template") / "repo"
     root.mkdir()
     sh(root, "git", "init", "-q", "-b", "main")
-    files = {"a/one.txt": "one\n", "a/two.sh": "#!/bin/sh\necho two\n", "b/three.txt": "three\n",
-             "b/keep.txt": "keep\n", "b/mode.txt": "mode\n", ".gitignore": "*.log\n"}
+    files = {
+        "a/one.txt": "one\n",
+        "a/two.sh": "#!/bin/sh\necho two\n",
+        "b/three.txt": "three\n",
+        "b/keep.txt": "keep\n",
+        "b/mode.txt": "mode\n",
+        ".gitignore": "*.log\n",
+    }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -73,7 +86,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
 
 def _mutate(repo: Path, names: list[str]) -> None:
     def write(path: str, text: str) -> None:
-        if (repo / path).is_dir() or not (repo / path).parent.is_dir() and (repo / path).parent.exists():
+        if (repo / path).is_dir() or (not (repo / path).parent.is_dir() and (repo / path).parent.exists()):
             return  # an earlier mutation put a directory / file there
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
@@ -137,23 +150,47 @@ def _mutate(repo: Path, names: list[str]) -> None:
 
 
 def _state(repo: Path) -> dict[str, object]:
-    return {"head": sh(repo, "git", "rev-parse", "HEAD").stdout,
-            "index": sh(repo, "git", "ls-files", "-s", "-v").stdout, "files": worktree_files(repo)}
+    return {
+        "head": sh(repo, "git", "rev-parse", "HEAD").stdout,
+        "index": sh(repo, "git", "ls-files", "-s", "-v").stdout,
+        "files": worktree_files(repo),
+    }
 
 
-MUTATIONS = ["edit_touched", "edit_untouched", "stage_untouched", "stage_touched", "staged_mode_touched",
-             "unstaged_mode_touched", "untracked_at_created", "ignored_at_created", "untracked_in_new_dir",
-             "delete_touched", "delete_modified_touched", "skip_worktree", "assume_unchanged",
-             "intent_to_add_created", "file_where_dir_needed", "symlink_where_dir_needed",
-             "staged_then_reverted", "unstage_deletion", "dir_at_touched", "stale_index_lock", "edit_binary", "retarget_link", "touch_touched"]
+MUTATIONS = [
+    "edit_touched",
+    "edit_untouched",
+    "stage_untouched",
+    "stage_touched",
+    "staged_mode_touched",
+    "unstaged_mode_touched",
+    "untracked_at_created",
+    "ignored_at_created",
+    "untracked_in_new_dir",
+    "delete_touched",
+    "delete_modified_touched",
+    "skip_worktree",
+    "assume_unchanged",
+    "intent_to_add_created",
+    "file_where_dir_needed",
+    "symlink_where_dir_needed",
+    "staged_then_reverted",
+    "unstage_deletion",
+    "dir_at_touched",
+    "stale_index_lock",
+    "edit_binary",
+    "retarget_link",
+    "touch_touched",
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(st.sampled_from(MUTATIONS), max_size=4, unique=True))
 @example(names=[])
 @example(names=["edit_untouched", "stage_untouched", "untracked_in_new_dir"])
-def test_fast_path_ends_exactly_like_git_merge(template: tuple[Path, str, str], tmp_path: Path,
-                                              names: list[str]) -> None:
+def test_fast_path_ends_exactly_like_git_merge(
+    template: tuple[Path, str, str], tmp_path: Path, names: list[str]
+) -> None:
     root, old, new = template
     work = tmp_path / "-".join(names or ["clean"])
     shutil.rmtree(work, ignore_errors=True)  # hypothesis replays an example in the same tmp_path

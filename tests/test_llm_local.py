@@ -20,7 +20,7 @@ pytestmark = pytest.mark.local_llm
 
 CALC = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-CHECK = "python -c \"import calc; assert calc.add(2, 3) == 5\""
+CHECK = 'python -c "import calc; assert calc.add(2, 3) == 5"'
 GOAL = "fix the failing test tests/test_calc.py: add() must return a + b"
 # A small answer budget keeps each call around a minute on 2 busy cores (README: the local model).
 MODEL_ENV = {"PAPAYU_LLM_MAX_TOKENS": "400", "PAPAYU_LLM_TIMEOUT_SEC": "900"}
@@ -34,8 +34,14 @@ def local_model_url() -> Iterator[str]:
     from papayu_git.llm import local
 
     spec = local.server_spec()
-    proc = subprocess.Popen(spec.argv(watch_parent=True), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=local.server_env(), start_new_session=True)
+    proc = subprocess.Popen(
+        spec.argv(watch_parent=True),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=local.server_env(),
+        start_new_session=True,
+    )
     try:
         local.wait_until_ready(spec, proc, Path("/nonexistent"), 300)
         yield spec.base_url
@@ -49,8 +55,9 @@ def sample(tmp_path: Path) -> Path:
 
 
 def test_plan_on_the_local_model_is_valid_or_a_clear_error(sample: Path, local_model_url: str) -> None:
-    proc = papayu("plan", GOAL, "--json", cwd=sample, timeout=1500,
-                  env={"PAPAYU_LLM_BASE_URL": local_model_url, **MODEL_ENV})
+    proc = papayu(
+        "plan", GOAL, "--json", cwd=sample, timeout=1500, env={"PAPAYU_LLM_BASE_URL": local_model_url, **MODEL_ENV}
+    )
     out = json.loads(proc.stdout)
     if proc.returncode == 0:
         stored = sample / ".git" / "papayu" / "plans" / f"{out['plan_id']}.json"
@@ -65,8 +72,17 @@ def test_fix_on_the_local_model_lands_or_rolls_back_cleanly(sample: Path, local_
     before = snapshot(sample)
     head = git(sample, "rev-parse", "HEAD").strip()
     # Without the v1 fallback the APPLY round is at most 2 calls (the fallback has scripted tests).
-    proc = papayu("fix", GOAL, "-y", "--allow-test-edits", "--check", CHECK, cwd=sample, timeout=3600,
-                  env={"PAPAYU_LLM_BASE_URL": local_model_url, "PAPAYU_PROTOCOL_FALLBACK_TO_V1": "0", **MODEL_ENV})
+    proc = papayu(
+        "fix",
+        GOAL,
+        "-y",
+        "--allow-test-edits",
+        "--check",
+        CHECK,
+        cwd=sample,
+        timeout=3600,
+        env={"PAPAYU_LLM_BASE_URL": local_model_url, "PAPAYU_PROTOCOL_FALLBACK_TO_V1": "0", **MODEL_ENV},
+    )
     assert proc.returncode in (0, 1), proc.stderr
     assert not git(sample, "branch", "--list", "papayu/*").strip()
     if proc.returncode == 0 and git(sample, "rev-parse", "HEAD").strip() != head:
@@ -91,9 +107,14 @@ def test_local_server_command_serves_in_the_foreground_until_interrupted(tmp_pat
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "local-server", "--port", str(port)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "local-server", "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert f"http://127.0.0.1:{port}/v1" in (proc.stdout.readline() if proc.stdout else "")
         deadline, answered = time.monotonic() + 300, False

@@ -17,23 +17,36 @@ from llm_server import Reply, ScriptedLLM, chat, ollama, shown_files
 CALC = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 FIXED = "def add(a, b):\n    return a + b\n"
-CHECK = "python -c \"import calc; assert calc.add(2, 3) == 5\""
+CHECK = 'python -c "import calc; assert calc.add(2, 3) == 5"'
 GOAL = "fix the failing test tests/test_calc.py"
 GOOD_PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
 BAD_PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def plus(x, y):\n-    return x - y\n+    return x + y\n"
 
 
 def plan_answer(**extra: Any) -> dict[str, Any]:
-    return {"summary": "add() subtracts instead of adding", "actions": [],
-            "plan": [{"step": "Fix add", "details": "return a + b"}], "questions": [], "context_requests": [],
-            "risks": [], "commands_to_run": ["pytest -q"], "memory_patch": {}, **extra}
+    return {
+        "summary": "add() subtracts instead of adding",
+        "actions": [],
+        "plan": [{"step": "Fix add", "details": "return a + b"}],
+        "questions": [],
+        "context_requests": [],
+        "risks": [],
+        "commands_to_run": ["pytest -q"],
+        "memory_patch": {},
+        **extra,
+    }
 
 
 def patch_answer(patch: str = GOOD_PATCH) -> Any:
     def reply(body: dict[str, Any]) -> Reply:
         base = shown_files(body)["calc.py"]
-        return chat({"summary": "add() now adds", "actions": [
-            {"kind": "PATCH_FILE", "path": "calc.py", "patch": patch, "base_sha256": base}]})
+        return chat(
+            {
+                "summary": "add() now adds",
+                "actions": [{"kind": "PATCH_FILE", "path": "calc.py", "patch": patch, "base_sha256": base}],
+            }
+        )
+
     return reply
 
 
@@ -60,7 +73,7 @@ def test_strict_plan_sends_deterministic_request_with_schema_and_file_hashes(cal
     assert body["response_format"]["json_schema"]["name"] == "papayu_plan_v2"
     schema = body["response_format"]["json_schema"]["schema"]
     assert schema["additionalProperties"] is False and set(schema["required"]) == set(schema["properties"])
-    assert shown_files(body)["calc.py"] == sha(CALC)           # full-blob sha256 in the FILE header
+    assert shown_files(body)["calc.py"] == sha(CALC)  # full-blob sha256 in the FILE header
     assert "ONE valid JSON object" in llm.system(0)
     assert "ENGINEERING_MEMORY (trusted by user" in llm.system(0) and "pytest -q" in llm.system(0)
     stored = stored_plans(calc_repo)[0]
@@ -73,8 +86,11 @@ def test_strict_plan_sends_deterministic_request_with_schema_and_file_hashes(cal
 
 def test_rejected_response_format_falls_back_down_the_ladder(calc_repo: Path, llm: ScriptedLLM) -> None:
     rejected = Reply(400, {"error": {"message": "Unsupported parameter: response_format.type json_schema"}})
-    llm.script = [rejected, Reply(422, {"detail": "response_format: json_object not supported"}),
-                  chat("Here is the plan:\n```json\n" + json.dumps(plan_answer()) + "\n```")]
+    llm.script = [
+        rejected,
+        Reply(422, {"detail": "response_format: json_object not supported"}),
+        chat("Here is the plan:\n```json\n" + json.dumps(plan_answer()) + "\n```"),
+    ]
     proc = run_plan(calc_repo, llm)
     assert proc.returncode == 0, proc.stderr
     kinds = [b.get("response_format", {}).get("type") for b in llm.requests]
@@ -89,7 +105,7 @@ def test_invalid_json_gets_one_repair_with_the_errors_and_hints(calc_repo: Path,
     assert len(llm.requests) == 2 and "LLM_RESPONSE_REPAIR" in proc.stderr
     repair = llm.last_user(1)
     assert "ERR_JSON_INVALID" in repair and "Fix: Return exactly one valid JSON object" in repair
-    assert llm.requests[1]["messages"][-2]["role"] == "assistant"   # the rejected answer is shown back
+    assert llm.requests[1]["messages"][-2]["role"] == "assistant"  # the rejected answer is shown back
 
 
 def test_repair_that_fails_again_ends_in_a_clear_error(calc_repo: Path, llm: ScriptedLLM) -> None:
@@ -105,8 +121,11 @@ def test_repair_that_fails_again_ends_in_a_clear_error(calc_repo: Path, llm: Scr
 
 
 def test_429_is_retried_with_backoff(calc_repo: Path, llm: ScriptedLLM) -> None:
-    llm.script = [Reply(429, {"error": "slow down"}, headers={"Retry-After": "0"}), Reply(503, {"error": "busy"}),
-                  chat(plan_answer())]
+    llm.script = [
+        Reply(429, {"error": "slow down"}, headers={"Retry-After": "0"}),
+        Reply(503, {"error": "busy"}),
+        chat(plan_answer()),
+    ]
     proc = run_plan(calc_repo, llm)
     assert proc.returncode == 0, proc.stderr
     assert len(llm.requests) == 3 and proc.stderr.count("LLM_RETRY") == 2
@@ -129,26 +148,51 @@ def test_timeout_ends_in_err_llm_timeout(calc_repo: Path, llm: ScriptedLLM) -> N
 def test_connection_refused_ends_in_err_llm_connect(calc_repo: Path) -> None:
     import socket
 
-    with socket.socket() as sock:       # a port nobody listens on
+    with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = papayu("plan", GOAL, "--json", cwd=calc_repo, env={
-        "PAPAYU_LLM_BASE_URL": f"http://127.0.0.1:{port}/v1", "PAPAYU_LLM_MODEL": "m",
-        "PAPAYU_LLM_RETRIES": "1", "PAPAYU_LLM_BACKOFF_SEC": "0.01"})
+    proc = papayu(
+        "plan",
+        GOAL,
+        "--json",
+        cwd=calc_repo,
+        env={
+            "PAPAYU_LLM_BASE_URL": f"http://127.0.0.1:{port}/v1",
+            "PAPAYU_LLM_MODEL": "m",
+            "PAPAYU_LLM_RETRIES": "1",
+            "PAPAYU_LLM_BACKOFF_SEC": "0.01",
+        },
+    )
     assert_error(proc, "ERR_LLM_CONNECT", first=True)
 
 
 def test_two_context_rounds_then_plan_and_a_third_is_refused(calc_repo: Path, llm: ScriptedLLM) -> None:
-    ask = lambda path: chat(plan_answer(summary="need more", context_requests=[  # noqa: E731
-        {"type": "read_file", "path": path, "start_line": None, "end_line": None, "query": None, "glob": None,
-         "source": None, "last_n": None}]))
+    def ask(path: str) -> Any:
+        return chat(
+            plan_answer(
+                summary="need more",
+                context_requests=[
+                    {
+                        "type": "read_file",
+                        "path": path,
+                        "start_line": None,
+                        "end_line": None,
+                        "query": None,
+                        "glob": None,
+                        "source": None,
+                        "last_n": None,
+                    }
+                ],
+            )
+        )
+
     (calc_repo / "notes.md").write_text("# notes\n")
     git(calc_repo, "add", "notes.md")
     git(calc_repo, "commit", "-qm", "notes")
     llm.script = [ask("notes.md"), ask("README.md"), ask("calc.py")]
     proc = run_plan(calc_repo, llm)
     assert proc.returncode == 0, proc.stderr
-    assert len(llm.requests) == 3                                   # no fourth call
+    assert len(llm.requests) == 3  # no fourth call
     assert "FULFILLED_CONTEXT (round 1 of 2)" in llm.last_user(1)
     assert f"FILE[notes.md] (sha256={sha('# notes' + chr(10))})" in llm.last_user(1)
     assert "last context round" in llm.last_user(2)
@@ -179,14 +223,17 @@ def test_unknown_memory_keys_are_dropped_not_repaired(calc_repo: Path, llm: Scri
 
 
 def test_apply_round_v2_repair_then_single_v1_fallback_lands(calc_repo: Path, llm: ScriptedLLM) -> None:
-    llm.script = [chat(plan_answer()), patch_answer(BAD_PATCH), patch_answer(BAD_PATCH),
-                  chat({"summary": "add() adds (v1)", "actions": [
-                      {"kind": "UPDATE_FILE", "path": "calc.py", "content": FIXED}]})]
+    llm.script = [
+        chat(plan_answer()),
+        patch_answer(BAD_PATCH),
+        patch_answer(BAD_PATCH),
+        chat({"summary": "add() adds (v1)", "actions": [{"kind": "UPDATE_FILE", "path": "calc.py", "content": FIXED}]}),
+    ]
     plan_id = json.loads(run_plan(calc_repo, llm).stdout)["plan_id"]
     proc = papayu("-v", "apply", plan_id, "--check", CHECK, "--json", cwd=calc_repo, env=llm.env())
     assert proc.returncode == 0, proc.stderr
     assert (calc_repo / "calc.py").read_text() == FIXED
-    assert "ERR_PATCH_APPLY_FAILED" in llm.last_user(2)              # repair carries the apply failure
+    assert "ERR_PATCH_APPLY_FAILED" in llm.last_user(2)  # repair carries the apply failure
     assert llm.requests[3]["response_format"]["json_schema"]["name"] == "papayu_apply_v1"
     assert "protocol v1" in llm.system(3) and "PROTOCOL_FALLBACK" in proc.stderr
     stored = json.loads((calc_repo / ".git" / "papayu" / "plans" / f"{plan_id}.json").read_text())
@@ -197,13 +244,20 @@ def test_apply_round_v2_repair_then_single_v1_fallback_lands(calc_repo: Path, ll
 
 def test_v1_fallback_failing_too_is_an_error_never_a_loop(calc_repo: Path, llm: ScriptedLLM) -> None:
     bad_v1 = chat({"summary": "v1", "actions": [{"kind": "UPDATE_FILE", "path": "nope.py", "content": "x"}]})
-    llm.script = [chat(plan_answer()), patch_answer(BAD_PATCH), patch_answer(BAD_PATCH), bad_v1, bad_v1,
-                  patch_answer(), patch_answer()]
+    llm.script = [
+        chat(plan_answer()),
+        patch_answer(BAD_PATCH),
+        patch_answer(BAD_PATCH),
+        bad_v1,
+        bad_v1,
+        patch_answer(),
+        patch_answer(),
+    ]
     plan_id = json.loads(run_plan(calc_repo, llm).stdout)["plan_id"]
     before = snapshot(calc_repo)
     proc = papayu("apply", plan_id, "--check", CHECK, "--json", cwd=calc_repo, env=llm.env())
     assert proc.returncode == 1
-    assert len(llm.requests) == 5                                   # plan + v2 + repair + v1 + repair
+    assert len(llm.requests) == 5  # plan + v2 + repair + v1 + repair
     assert json.loads(proc.stdout)["errors"][0]["code"] == "ERR_LLM_INVALID_RESPONSE"
     assert snapshot(calc_repo) == before
 
@@ -285,8 +339,13 @@ def test_api_key_is_sent_but_never_stored(calc_repo: Path, llm: ScriptedLLM) -> 
 
 def test_ollama_native_api_sends_the_schema_as_format(calc_repo: Path, llm: ScriptedLLM) -> None:
     llm.script = [ollama(plan_answer())]
-    proc = papayu("plan", GOAL, "--json", cwd=calc_repo, env={
-        "PAPAYU_LLM_PROVIDER": "ollama", "PAPAYU_LLM_BASE_URL": llm.root_url, "PAPAYU_LLM_MODEL": "qwen2.5-coder"})
+    proc = papayu(
+        "plan",
+        GOAL,
+        "--json",
+        cwd=calc_repo,
+        env={"PAPAYU_LLM_PROVIDER": "ollama", "PAPAYU_LLM_BASE_URL": llm.root_url, "PAPAYU_LLM_MODEL": "qwen2.5-coder"},
+    )
     assert proc.returncode == 0, proc.stderr
     body = llm.requests[0]
     assert llm.paths == ["/api/chat"] and body["stream"] is False and body["model"] == "qwen2.5-coder"
@@ -309,8 +368,10 @@ def test_local_provider_without_the_model_is_a_clear_error(calc_repo: Path) -> N
 
 def test_from_file_log_brings_the_traceback_files_and_acts_at_once(calc_repo: Path, llm: ScriptedLLM) -> None:
     log = calc_repo.parent / "pytest.log"
-    log.write_text('Traceback (most recent call last):\n  File "calc.py", line 2, in add\n'
-                   "    return a - b\nAssertionError: assert -1 == 5\n")
+    log.write_text(
+        'Traceback (most recent call last):\n  File "calc.py", line 2, in add\n'
+        "    return a - b\nAssertionError: assert -1 == 5\n"
+    )
     llm.script = [chat(plan_answer())]
     proc = papayu("plan", "it fails", "--from-file", str(log), "--json", cwd=calc_repo, env=llm.env())
     assert proc.returncode == 0, proc.stderr

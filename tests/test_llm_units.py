@@ -11,19 +11,26 @@ from papayu_git.protocol import Mode
 from papayu_git.validate import validate_response
 
 
-@pytest.mark.parametrize(("goal", "intent", "text"), [
-    ("plan: add a README", Intent.PLAN, "add a README"),
-    ("APPLY: create docs/index.md", Intent.APPLY, "create docs/index.md"),
-    ("ok", Intent.CONFIRM, "ok"), ("ОК", Intent.CONFIRM, "ОК"), ("применяй!", Intent.CONFIRM, "применяй!"),
-    ("да", Intent.CONFIRM, "да"), ("apply", Intent.CONFIRM, "apply"),
-    ("исправь падающий тест", Intent.PLAN, "исправь падающий тест"),
-    ("почини сборку", Intent.PLAN, "почини сборку"),
-    ("создай README", Intent.APPLY, "создай README"), ("сгенерируй тесты", Intent.APPLY, "сгенерируй тесты"),
-    ("generate a Makefile", Intent.APPLY, "generate a Makefile"),
-    ("fix and create the test", Intent.PLAN, "fix and create the test"),   # both: plan first
-    ("why is it slow", Intent.PLAN, "why is it slow"),
-    ("okay, prefix words do not confirm", Intent.PLAN, "okay, prefix words do not confirm"),
-])
+@pytest.mark.parametrize(
+    ("goal", "intent", "text"),
+    [
+        ("plan: add a README", Intent.PLAN, "add a README"),
+        ("APPLY: create docs/index.md", Intent.APPLY, "create docs/index.md"),
+        ("ok", Intent.CONFIRM, "ok"),
+        ("ОК", Intent.CONFIRM, "ОК"),
+        ("применяй!", Intent.CONFIRM, "применяй!"),
+        ("да", Intent.CONFIRM, "да"),
+        ("apply", Intent.CONFIRM, "apply"),
+        ("исправь падающий тест", Intent.PLAN, "исправь падающий тест"),
+        ("почини сборку", Intent.PLAN, "почини сборку"),
+        ("создай README", Intent.APPLY, "создай README"),
+        ("сгенерируй тесты", Intent.APPLY, "сгенерируй тесты"),
+        ("generate a Makefile", Intent.APPLY, "generate a Makefile"),
+        ("fix and create the test", Intent.PLAN, "fix and create the test"),  # both: plan first
+        ("why is it slow", Intent.PLAN, "why is it slow"),
+        ("okay, prefix words do not confirm", Intent.PLAN, "okay, prefix words do not confirm"),
+    ],
+)
 def test_goal_routing_follows_seed_001(goal: str, intent: Intent, text: str) -> None:
     routed = route_goal(goal)
     assert (routed.intent, routed.text) == (intent, text)
@@ -53,11 +60,16 @@ def _response(summary: str, actions: list[dict[str, str]] | None = None):  # typ
 
 
 def test_flags_claimed_runs_and_unread_files_but_not_shown_or_new_ones() -> None:
-    flags = behaviour.flag_answer(_response("Tests passed after my change to lib/util.py; see calc.py"),
-                                  {"calc.py": "0" * 64}, "TASK: fix calc.py")
+    flags = behaviour.flag_answer(
+        _response("Tests passed after my change to lib/util.py; see calc.py"),
+        {"calc.py": "0" * 64},
+        "TASK: fix calc.py",
+    )
     assert [f["kind"] for f in flags] == ["claims_ran", "unread_file"] and flags[1]["path"] == "lib/util.py"
-    created = _response("Create docs/guide.md; run pytest -q to verify",
-                        [{"kind": "CREATE_FILE", "path": "docs/guide.md", "content": "# Guide\n"}])
+    created = _response(
+        "Create docs/guide.md; run pytest -q to verify",
+        [{"kind": "CREATE_FILE", "path": "docs/guide.md", "content": "# Guide\n"}],
+    )
     assert behaviour.flag_answer(created, {}, "") == []
 
 
@@ -73,6 +85,7 @@ def test_wire_schema_is_strict_compatible_everywhere() -> None:
         elif isinstance(node, list):
             for value in node:
                 walk(value)
+
     for protocol in (1, 2):
         walk(wire_schema(protocol))
     assert "PATCH_FILE" not in str(wire_schema(1)) and "PATCH_FILE" in str(wire_schema(2))
@@ -95,21 +108,30 @@ def test_grammar_schema_ties_fields_to_the_action_kind() -> None:
     validator = jsonschema.Draft7Validator(grammar_schema(2, "response"))
     patch = {"kind": "PATCH_FILE", "path": "a.py", "patch": "@@ -1 +1 @@\n-a\n+b\n", "base_sha256": "0" * 64}
     assert not list(validator.iter_errors({"summary": "s", "actions": [patch]}))
-    for bad in ({**patch, "content": "x"}, {"kind": "UPDATE_FILE", "path": "a.py", "content": "x"},
-                {"kind": "DELETE_FILE", "path": "a.py", "content": "x"}):
+    for bad in (
+        {**patch, "content": "x"},
+        {"kind": "UPDATE_FILE", "path": "a.py", "content": "x"},
+        {"kind": "DELETE_FILE", "path": "a.py", "content": "x"},
+    ):
         assert list(validator.iter_errors({"summary": "s", "actions": [bad]})), bad
     assert grammar_schema(2, "plan")["properties"]["actions"]["maxItems"] == 0
     apply = jsonschema.Draft7Validator(grammar_schema(2, "apply"))
     assert not list(apply.iter_errors({"summary": "s", "actions": [patch]}))
     assert not list(apply.iter_errors({"summary": "NO_CHANGES: fine as is", "actions": []}))
-    assert list(apply.iter_errors({"summary": "done", "actions": []}))       # ERR_EMPTY_APPLY, made impossible
+    assert list(apply.iter_errors({"summary": "done", "actions": []}))  # ERR_EMPTY_APPLY, made impossible
 
 
 def test_null_fields_of_the_wire_format_validate_as_absent() -> None:
-    wire = {"summary": "s", "questions": [], "context_requests": [], "plan": [], "risks": [],
-            "commands_to_run": [], "memory_patch": {"user.ask_budget": None},
-            "actions": [{"kind": "CREATE_FILE", "path": "a.txt", "content": "x\n", "patch": None,
-                         "base_sha256": None}]}
+    wire = {
+        "summary": "s",
+        "questions": [],
+        "context_requests": [],
+        "plan": [],
+        "risks": [],
+        "commands_to_run": [],
+        "memory_patch": {"user.ask_budget": None},
+        "actions": [{"kind": "CREATE_FILE", "path": "a.txt", "content": "x\n", "patch": None, "base_sha256": None}],
+    }
     response = validate_response(drop_nulls(wire), protocol=2, mode=Mode.APPLY)
     assert response.actions[0].patch is None and response.memory_patch == {}
 
@@ -120,10 +142,10 @@ def test_null_fields_of_the_wire_format_validate_as_absent() -> None:
 def test_retry_after_reads_seconds_and_http_dates() -> None:
     from papayu_git.net import retry_after_sec
 
-    now = 1_700_000_000.0   # Tue, 14 Nov 2023 22:13:20 GMT
+    now = 1_700_000_000.0  # Tue, 14 Nov 2023 22:13:20 GMT
     assert retry_after_sec("3", now) == 3.0 and retry_after_sec(" 1.5 ", now) == 1.5
     assert retry_after_sec("Tue, 14 Nov 2023 22:13:32 GMT", now) == 12.0
-    assert retry_after_sec("Tue, 14 Nov 2023 22:00:00 GMT", now) == 0.0   # in the past: at once
+    assert retry_after_sec("Tue, 14 Nov 2023 22:00:00 GMT", now) == 0.0  # in the past: at once
     assert retry_after_sec("-4", now) == 0.0
     for unreadable in (None, "", "soon", "nan", "inf"):
         assert retry_after_sec(unreadable, now) is None
@@ -134,10 +156,10 @@ def test_retry_policy_backs_off_exponentially_and_caps_every_wait() -> None:
 
     policy = RetryPolicy(retries=6, backoff_sec=1.0)
     assert [policy.delay(attempt) for attempt in range(6)] == [1.0, 2.0, 4.0, 8.0, 16.0, MAX_RETRY_AFTER_SEC]
-    assert policy.delay(0, "5") == 5.0 and policy.delay(3, "0") == 0.0     # Retry-After wins
+    assert policy.delay(0, "5") == 5.0 and policy.delay(3, "0") == 0.0  # Retry-After wins
     assert policy.delay(0, "3600") == MAX_RETRY_AFTER_SEC == 30.0
     assert policy.delay(0, "Wed, 21 Oct 2099 07:28:00 GMT") == MAX_RETRY_AFTER_SEC
-    assert policy.delay(2, "later") == 4.0                                 # unreadable: backoff
+    assert policy.delay(2, "later") == 4.0  # unreadable: backoff
     assert [s for s in (200, 400, 404, 408, 429, 500, 502, 503) if retryable_status(s)] == [429, 500, 502, 503]
 
 
@@ -150,8 +172,9 @@ def test_the_model_client_retries_through_the_shared_policy(monkeypatch: pytest.
 
     waits: list[float] = []
     monkeypatch.setattr(net.time, "sleep", waits.append)
-    llm = ScriptedLLM([Reply(429, {"error": "slow down"}, headers={"Retry-After": "9"}),
-                       Reply(503, {"error": "busy"}), chat("done")])
+    llm = ScriptedLLM(
+        [Reply(429, {"error": "slow down"}, headers={"Retry-After": "9"}), Reply(503, {"error": "busy"}), chat("done")]
+    )
     try:
         for name, value in {**llm.env(), "PAPAYU_LLM_PROVIDER": "openai", "PAPAYU_LLM_RETRIES": "3"}.items():
             monkeypatch.setenv(name, value)
@@ -161,4 +184,4 @@ def test_the_model_client_retries_through_the_shared_policy(monkeypatch: pytest.
     finally:
         llm.close()
     assert reply.text == "done" and len(llm.requests) == 3
-    assert waits == [9.0, 0.02]   # Retry-After, then PAPAYU_LLM_BACKOFF_SEC=0.01 doubled
+    assert waits == [9.0, 0.02]  # Retry-After, then PAPAYU_LLM_BACKOFF_SEC=0.01 doubled

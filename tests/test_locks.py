@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import time
 from pathlib import Path
 
 from papayu_git import locks
@@ -33,7 +32,7 @@ def test_many_processes_never_hold_one_lock_at_once(tmp_path: Path) -> None:
         assert proc.exitcode == 0
     lines = log.read_text().splitlines()
     assert len(lines) == 8 * 150 * 2
-    for enter, leave in zip(lines[::2], lines[1::2]):  # strictly alternating, same owner
+    for enter, leave in zip(lines[::2], lines[1::2], strict=False):  # strictly alternating, same owner
         assert enter.startswith("in ") and leave == "out " + enter[3:], (enter, leave)
     assert not lock.exists() and list(lock.parent.iterdir()) == []
 

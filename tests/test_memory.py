@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import assert_error, cli, git
 
 from papayu_git import memory, settings
-from helpers import assert_error, cli, git
 
 
 def _prefs() -> Path:
@@ -17,16 +17,29 @@ def _prefs() -> Path:
 
 
 def test_whitelist_drops_unknown_keys_and_rejects_wrong_types() -> None:
-    accepted, unknown, wrong = memory.check_memory_patch({
-        "project.default_test_command": "pytest -q", "user.ask_budget": "2", "project.src_roots": "src",
-        "user.risk_tolerance": "reckless", "user.ask_budget_extra": 1, "env.PATH": "/tmp", "user.ask_budget2": True,
-    })
+    accepted, unknown, wrong = memory.check_memory_patch(
+        {
+            "project.default_test_command": "pytest -q",
+            "user.ask_budget": "2",
+            "project.src_roots": "src",
+            "user.risk_tolerance": "reckless",
+            "user.ask_budget_extra": 1,
+            "env.PATH": "/tmp",
+            "user.ask_budget2": True,
+        }
+    )
     assert accepted == {"project.default_test_command": "pytest -q"}
-    assert sorted(e.path for e in unknown) == ["memory_patch.env.PATH", "memory_patch.user.ask_budget2",
-                                              "memory_patch.user.ask_budget_extra"]
+    assert sorted(e.path for e in unknown) == [
+        "memory_patch.env.PATH",
+        "memory_patch.user.ask_budget2",
+        "memory_patch.user.ask_budget_extra",
+    ]
     assert {e.code for e in wrong} == {"ERR_MEMORY_TYPE"}
-    assert sorted(e.path for e in wrong) == ["memory_patch.project.src_roots", "memory_patch.user.ask_budget",
-                                            "memory_patch.user.risk_tolerance"]
+    assert sorted(e.path for e in wrong) == [
+        "memory_patch.project.src_roots",
+        "memory_patch.user.ask_budget",
+        "memory_patch.user.risk_tolerance",
+    ]
 
 
 def test_bool_is_not_an_integer_and_range_is_checked() -> None:
@@ -39,8 +52,10 @@ def test_patch_applied_only_on_explicit_request(repo: Path) -> None:
     patch = {"project.default_test_command": "pytest -x", "user.preferred_style": "brief", "user.evil": "x"}
     assert memory.apply_memory_patch(repo, patch, "fix the failing test", accept_flag=False) == []
     assert not memory.project_path(repo).exists() and not _prefs().exists()
-    assert memory.apply_memory_patch(repo, patch, "Запомни: тесты запускать pytest -x", False) == \
-        ["project.default_test_command", "user.preferred_style"]
+    assert memory.apply_memory_patch(repo, patch, "Запомни: тесты запускать pytest -x", False) == [
+        "project.default_test_command",
+        "user.preferred_style",
+    ]
     assert json.loads(memory.project_path(repo).read_text())["project"] == {"default_test_command": "pytest -x"}
     assert json.loads(_prefs().read_text())["user"] == {"preferred_style": "brief"}
 
@@ -48,8 +63,9 @@ def test_patch_applied_only_on_explicit_request(repo: Path) -> None:
 def test_accept_flag_applies_and_negation_does_not_count(repo: Path) -> None:
     assert not memory.asks_to_remember("don't remember this, just fix it")
     assert memory.asks_to_remember("please remember that we use poetry")
-    assert memory.apply_memory_patch(repo, {"project.package_manager": "poetry"}, "fix it", True) == \
-        ["project.package_manager"]
+    assert memory.apply_memory_patch(repo, {"project.package_manager": "poetry"}, "fix it", True) == [
+        "project.package_manager"
+    ]
     assert memory.memory_value(repo, "project.package_manager") == "poetry"
 
 
@@ -68,8 +84,9 @@ def test_git_config_overrides_file_with_documented_key(repo: Path) -> None:
 
 def test_memory_block_is_the_seed_format_and_bounded(repo: Path) -> None:
     assert memory.build_memory_block(repo) == ""
-    memory.set_values(repo, {"user.preferred_style": "brief", "project.src_roots": ["src"],
-                             "project.ci_notes": "x" * 40000})
+    memory.set_values(
+        repo, {"user.preferred_style": "brief", "project.src_roots": ["src"], "project.ci_notes": "x" * 40000}
+    )
     block = memory.build_memory_block(repo)
     lines = block.splitlines()
     assert lines[0] == "ENGINEERING_MEMORY (trusted by user; update only when user requests):"
@@ -104,12 +121,15 @@ def test_cli_set_show_unset_roundtrip(repo: Path) -> None:
     assert "pytest -q" in cli("memory", "show", cwd=repo).stdout
 
 
-@pytest.mark.parametrize(("key", "value", "code"), [
-    ("user.ask_budget", "two", "ERR_MEMORY_TYPE"),
-    ("user.ask_budget", "7", "ERR_MEMORY_TYPE"),
-    ("user.preferred_style", "loud", "ERR_MEMORY_TYPE"),
-    ("project.secret_key", "x", "ERR_MEMORY_KEY_NOT_ALLOWED"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "code"),
+    [
+        ("user.ask_budget", "two", "ERR_MEMORY_TYPE"),
+        ("user.ask_budget", "7", "ERR_MEMORY_TYPE"),
+        ("user.preferred_style", "loud", "ERR_MEMORY_TYPE"),
+        ("project.secret_key", "x", "ERR_MEMORY_KEY_NOT_ALLOWED"),
+    ],
+)
 def test_cli_set_rejects_bad_keys_and_values(repo: Path, key: str, value: str, code: str) -> None:
     proc = cli("memory", "set", key, value, "--json", cwd=repo)
     assert_error(proc, code, first=True)
@@ -129,13 +149,17 @@ def test_user_memory_works_outside_a_repository(tmp_path: Path) -> None:
     assert cli("memory", "set", "user.default_language", "python", cwd=tmp_path).returncode == 0
     proc = cli("memory", "set", "project.ci_notes", "x", "--json", cwd=tmp_path)
     assert_error(proc, "ERR_NOT_A_GIT_REPO", first=True)
-    assert json.loads(cli("memory", "show", "--json", cwd=tmp_path).stdout)["user"] == \
-        {"default_language": "python"}
+    assert json.loads(cli("memory", "show", "--json", cwd=tmp_path).stdout)["user"] == {"default_language": "python"}
 
 
 def test_memory_block_limit_counts_bytes_of_non_ascii(repo: Path) -> None:
-    memory.set_values(repo, {"project.ci_notes": "Тесты долго, по умолчанию smoke. " * 2000,
-                             "project.test_roots": [f"tests/части{i}" for i in range(2000)]})
+    memory.set_values(
+        repo,
+        {
+            "project.ci_notes": "Тесты долго, по умолчанию smoke. " * 2000,
+            "project.test_roots": [f"tests/части{i}" for i in range(2000)],
+        },
+    )
     block = memory.build_memory_block(repo)
     assert len(block.encode()) <= memory.MEMORY_BLOCK_LIMIT
     data = json.loads(block.splitlines()[1])

@@ -33,7 +33,7 @@ def test_enum_values_are_the_historical_strings(enum: type) -> None:
 
 
 def test_check_ran_counts_only_checks_that_ran() -> None:
-    assert CHECK_RAN == {"passed", "failed", "timeout"}
+    assert {"passed", "failed", "timeout"} == CHECK_RAN
 
 
 def _result(**changes: object) -> ApplyResult:
@@ -56,9 +56,19 @@ def test_apply_result_json_keeps_the_string() -> None:
 
 def test_stored_plan_round_trip_compares_with_members(repo: Path) -> None:
     pdir = repo / ".git" / "papayu"
-    plan = plans.StoredPlan(id=plans.new_id(), goal="g", mode="apply", protocol=2, base_commit="", branch="main",
-                            files={}, response={"actions": []}, trace_id="", created_at=traces.now_iso(),
-                            extra={"apply": {"state": ApplyState.REVIEW}})
+    plan = plans.StoredPlan(
+        id=plans.new_id(),
+        goal="g",
+        mode="apply",
+        protocol=2,
+        base_commit="",
+        branch="main",
+        files={},
+        response={"actions": []},
+        trace_id="",
+        created_at=traces.now_iso(),
+        extra={"apply": {"state": ApplyState.REVIEW}},
+    )
     path = plans.save(pdir, plan)
     assert json.loads(path.read_text())["extra"]["apply"]["state"] == "review"
     assert plans.load(pdir, plan.id).extra["apply"]["state"] == ApplyState.REVIEW
@@ -69,11 +79,27 @@ SECRET = "sk-proj-AAAABBBBCCCCDDDD1234567890"
 
 def test_record_has_the_common_fields_and_is_masked(repo: Path) -> None:
     pdir = repo / ".git" / "papayu"
-    plan = plans.StoredPlan(id=plans.new_id(), goal=f"fix it with {SECRET}", mode="plan", protocol=2,
-                            base_commit="", branch="main", files={}, response={}, trace_id="",
-                            created_at=traces.now_iso())
-    rec = traces.record("apply", plan, papayu_dir=pdir, protocol=2, error={"reason": SECRET},
-                        apply={"state": ApplyState.LANDED}, raw_content=SECRET)
+    plan = plans.StoredPlan(
+        id=plans.new_id(),
+        goal=f"fix it with {SECRET}",
+        mode="plan",
+        protocol=2,
+        base_commit="",
+        branch="main",
+        files={},
+        response={},
+        trace_id="",
+        created_at=traces.now_iso(),
+    )
+    rec = traces.record(
+        "apply",
+        plan,
+        papayu_dir=pdir,
+        protocol=2,
+        error={"reason": SECRET},
+        apply={"state": ApplyState.LANDED},
+        raw_content=SECRET,
+    )
     assert rec["trace_format"] == 1 and rec["created_at"].endswith("Z") and len(rec["trace_id"]) == 36
     assert (rec["command"], rec["plan_id"], rec["papayu_version"]) == ("apply", plan.id, __version__)
     assert rec["schema_version"] == 2 and rec["schema_hash"] == schema_hash("llm_response_v2")
@@ -88,8 +114,10 @@ def test_a_record_is_written_as_built_and_merges_into_the_round(repo: Path) -> N
     pdir = repo / ".git" / "papayu"
     first = traces.record("apply", papayu_dir=pdir, request={"mode": "apply"})
     path = traces.write_trace(pdir, first["trace_id"], first)
-    assert path is not None and json.loads(path.read_text()) == {**first, "config_snapshot": json.loads(
-        path.read_text())["config_snapshot"]}
+    assert path is not None and json.loads(path.read_text()) == {
+        **first,
+        "config_snapshot": json.loads(path.read_text())["config_snapshot"],
+    }
     second = traces.record("apply", papayu_dir=pdir, trace_id=first["trace_id"], check={"state": CheckState.PASSED})
     merged = json.loads(traces.write_trace(pdir, first["trace_id"], second).read_text())  # type: ignore[union-attr]
     assert merged["request"] == {"mode": "apply"} and merged["check"] == {"state": "passed"}

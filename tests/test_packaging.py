@@ -21,15 +21,24 @@ SCHEMAS = ["golden_trace", "llm_response_v1", "llm_response_v2", "preferences", 
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build from a copy of the tracked files, so the checkout gets no build/ or egg-info."""
     src = tmp_path_factory.mktemp("src")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for name in filter(None, files):
         if (ROOT / name).is_file():
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             (src / name).write_bytes((ROOT / name).read_bytes())
     out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (built,) = out.glob("papayu_git-*.whl")
     return built
@@ -52,10 +61,18 @@ def test_installed_wheel_finds_its_schemas_and_hashes_their_bytes(wheel: Path, t
     target = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(target)
-    probe = ("import json; from papayu_git import schemas; "
-             f"print(json.dumps({{n: [str(schemas.schema_dir()), schemas.schema_hash(n)] for n in {SCHEMAS!r}}}))")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, timeout=60)
+    probe = (
+        "import json; from papayu_git import schemas; "
+        f"print(json.dumps({{n: [str(schemas.schema_dir()), schemas.schema_hash(n)] for n in {SCHEMAS!r}}}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     for name, (directory, digest) in json.loads(proc.stdout).items():
         installed = Path(directory) / f"{name}.json"
@@ -66,10 +83,18 @@ def test_installed_wheel_finds_its_schemas_and_hashes_their_bytes(wheel: Path, t
 def test_installed_wheel_validates_with_its_generated_validators(wheel: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(tmp_path / "site")
-    probe = ("import json; from papayu_git import schemas; "
-             f"print(json.dumps([schemas._fast_validator(n).__module__ for n in {SCHEMAS!r}]))")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}, timeout=60)
+    probe = (
+        "import json; from papayu_git import schemas; "
+        f"print(json.dumps([schemas._fast_validator(n).__module__ for n in {SCHEMAS!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [f"papayu_git.schema_validators.{name}" for name in SCHEMAS]
 
@@ -86,8 +111,14 @@ def test_installed_wheel_carries_the_git_hook_shim(wheel: Path, tmp_path: Path) 
         assert zf.read("papayu_git/hook_data/pre-commit") == (ROOT / "hooks" / "pre-commit").read_bytes()
         zf.extractall(tmp_path / "site")
     probe = "from papayu_git import hooks; print(hooks.shim_source()); print(hooks.shim_text('/x/python'))"
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     source, text = proc.stdout.split("\n", 1)
     assert Path(source) == tmp_path / "site" / "papayu_git" / "hook_data" / "pre-commit"

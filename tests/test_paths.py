@@ -10,53 +10,61 @@ from hypothesis import strategies as st
 
 from papayu_git.errors import PapayuError
 from papayu_git.paths import (
-    DEFAULT_PROTECTED, MAX_PATH_LEN, check_path, configured_protected, is_protected, protected_patterns,
+    DEFAULT_PROTECTED,
+    MAX_PATH_LEN,
+    check_path,
+    configured_protected,
+    is_protected,
+    protected_patterns,
 )
 from papayu_git.validate import validate_response
 
 
-@pytest.mark.parametrize("path, code", [
-    ("..", "ERR_PATH_TRAVERSAL"),
-    ("../x", "ERR_PATH_TRAVERSAL"),
-    ("src/../../etc/passwd", "ERR_PATH_TRAVERSAL"),
-    ("src\\..\\x", "ERR_PATH_TRAVERSAL"),
-    (".", "ERR_PATH_DOT_SEGMENT"),
-    ("./x", "ERR_PATH_DOT_SEGMENT"),
-    ("src/./x", "ERR_PATH_DOT_SEGMENT"),
-    ("src//x", "ERR_PATH_DOT_SEGMENT"),
-    ("src/x/", "ERR_PATH_DOT_SEGMENT"),
-    ("/x", "ERR_PATH_ABSOLUTE"),
-    ("/etc/passwd", "ERR_PATH_ABSOLUTE"),
-    ("//x", "ERR_PATH_ABSOLUTE"),
-    ("//server/share/x", "ERR_PATH_ABSOLUTE"),
-    ("C:/x", "ERR_PATH_ABSOLUTE"),
-    ("C:\\x", "ERR_PATH_ABSOLUTE"),
-    ("c:x", "ERR_PATH_ABSOLUTE"),
-    ("\\\\srv\\share", "ERR_PATH_ABSOLUTE"),
-    ("\\x", "ERR_PATH_ABSOLUTE"),
-    ("~/x", "ERR_PATH_HOME"),
-    ("~", "ERR_PATH_HOME"),
-    ("~root/.bashrc", "ERR_PATH_HOME"),
-    ("", "ERR_PATH_EMPTY"),
-    ("a\x00b", "ERR_PATH_CONTROL_CHAR"),
-    ("a\nb", "ERR_PATH_CONTROL_CHAR"),
-    ("a\tb", "ERR_PATH_CONTROL_CHAR"),
-    ("a\x1bb", "ERR_PATH_CONTROL_CHAR"),
-    ("a\x7fb", "ERR_PATH_CONTROL_CHAR"),
-    ("a\x85b", "ERR_PATH_CONTROL_CHAR"),
-    ("a" * (MAX_PATH_LEN + 1), "ERR_PATH_TOO_LONG"),
-    ("src/" + "b" * (MAX_PATH_LEN - 3), "ERR_PATH_TOO_LONG"),
-    (".git", "ERR_PATH_GIT_DIR"),
-    (".git/config", "ERR_PATH_GIT_DIR"),
-    (".GIT/config", "ERR_PATH_GIT_DIR"),
-    (".Git/hooks/pre-commit", "ERR_PATH_GIT_DIR"),
-    ("src/.GIT/config", "ERR_PATH_GIT_DIR"),
-    ("a/b/c/.git/HEAD", "ERR_PATH_GIT_DIR"),
-    ("vendor/lib/.git", "ERR_PATH_GIT_DIR"),   # a submodule's .git file
-    (".git./config", "ERR_PATH_GIT_DIR"),      # NTFS drops trailing dots
-    ("GIT~1/config", "ERR_PATH_GIT_DIR"),      # NTFS 8.3 short name of .git
-    ("src\\.git\\config", "ERR_PATH_GIT_DIR"),
-])
+@pytest.mark.parametrize(
+    "path, code",
+    [
+        ("..", "ERR_PATH_TRAVERSAL"),
+        ("../x", "ERR_PATH_TRAVERSAL"),
+        ("src/../../etc/passwd", "ERR_PATH_TRAVERSAL"),
+        ("src\\..\\x", "ERR_PATH_TRAVERSAL"),
+        (".", "ERR_PATH_DOT_SEGMENT"),
+        ("./x", "ERR_PATH_DOT_SEGMENT"),
+        ("src/./x", "ERR_PATH_DOT_SEGMENT"),
+        ("src//x", "ERR_PATH_DOT_SEGMENT"),
+        ("src/x/", "ERR_PATH_DOT_SEGMENT"),
+        ("/x", "ERR_PATH_ABSOLUTE"),
+        ("/etc/passwd", "ERR_PATH_ABSOLUTE"),
+        ("//x", "ERR_PATH_ABSOLUTE"),
+        ("//server/share/x", "ERR_PATH_ABSOLUTE"),
+        ("C:/x", "ERR_PATH_ABSOLUTE"),
+        ("C:\\x", "ERR_PATH_ABSOLUTE"),
+        ("c:x", "ERR_PATH_ABSOLUTE"),
+        ("\\\\srv\\share", "ERR_PATH_ABSOLUTE"),
+        ("\\x", "ERR_PATH_ABSOLUTE"),
+        ("~/x", "ERR_PATH_HOME"),
+        ("~", "ERR_PATH_HOME"),
+        ("~root/.bashrc", "ERR_PATH_HOME"),
+        ("", "ERR_PATH_EMPTY"),
+        ("a\x00b", "ERR_PATH_CONTROL_CHAR"),
+        ("a\nb", "ERR_PATH_CONTROL_CHAR"),
+        ("a\tb", "ERR_PATH_CONTROL_CHAR"),
+        ("a\x1bb", "ERR_PATH_CONTROL_CHAR"),
+        ("a\x7fb", "ERR_PATH_CONTROL_CHAR"),
+        ("a\x85b", "ERR_PATH_CONTROL_CHAR"),
+        ("a" * (MAX_PATH_LEN + 1), "ERR_PATH_TOO_LONG"),
+        ("src/" + "b" * (MAX_PATH_LEN - 3), "ERR_PATH_TOO_LONG"),
+        (".git", "ERR_PATH_GIT_DIR"),
+        (".git/config", "ERR_PATH_GIT_DIR"),
+        (".GIT/config", "ERR_PATH_GIT_DIR"),
+        (".Git/hooks/pre-commit", "ERR_PATH_GIT_DIR"),
+        ("src/.GIT/config", "ERR_PATH_GIT_DIR"),
+        ("a/b/c/.git/HEAD", "ERR_PATH_GIT_DIR"),
+        ("vendor/lib/.git", "ERR_PATH_GIT_DIR"),  # a submodule's .git file
+        (".git./config", "ERR_PATH_GIT_DIR"),  # NTFS drops trailing dots
+        ("GIT~1/config", "ERR_PATH_GIT_DIR"),  # NTFS 8.3 short name of .git
+        ("src\\.git\\config", "ERR_PATH_GIT_DIR"),
+    ],
+)
 def test_bad_path_is_rejected_with_its_code(path: str, code: str) -> None:
     assert path_code(path) == code
 
@@ -68,18 +76,21 @@ def test_non_string_path_is_empty(path: object) -> None:
     assert info.value.code == "ERR_PATH_EMPTY"
 
 
-@pytest.mark.parametrize("path, normalised", [
-    ("README.md", "README.md"),
-    ("src/app.py", "src/app.py"),
-    ("src\\app.py", "src/app.py"),
-    (".gitignore", ".gitignore"),
-    (".github/workflows/ci.yml", ".github/workflows/ci.yml"),
-    (".gitmodules", ".gitmodules"),
-    ("docs/my.git/x", "docs/my.git/x"),
-    ("a~b/c~", "a~b/c~"),
-    ("a" * MAX_PATH_LEN, "a" * MAX_PATH_LEN),
-    ("données/файл.txt", "données/файл.txt"),
-])
+@pytest.mark.parametrize(
+    "path, normalised",
+    [
+        ("README.md", "README.md"),
+        ("src/app.py", "src/app.py"),
+        ("src\\app.py", "src/app.py"),
+        (".gitignore", ".gitignore"),
+        (".github/workflows/ci.yml", ".github/workflows/ci.yml"),
+        (".gitmodules", ".gitmodules"),
+        ("docs/my.git/x", "docs/my.git/x"),
+        ("a~b/c~", "a~b/c~"),
+        ("a" * MAX_PATH_LEN, "a" * MAX_PATH_LEN),
+        ("données/файл.txt", "données/файл.txt"),
+    ],
+)
 def test_good_paths_pass_normalised(path: str, normalised: str) -> None:
     assert check_path(path) == normalised
 
@@ -98,30 +109,80 @@ def test_error_names_the_path_and_escapes_control_characters() -> None:
 
 
 PROTECTED = [
-    ".env", "config/.env", ".ENV", ".env.local", ".env.production", "deploy/.env.staging",
-    "server.pem", "certs/server.pem", "tls/private.key", "store.p12",
-    "id_rsa", "id_rsa.pub", "home/me/.ssh/id_rsa_old",
-    "secrets/token.txt", "app/secrets/db.yml", "a/b/secrets/c/d.json", "Secrets/x", "secrets",
-    "envs/.envrc", "id_ed25519", "home/.ssh/id_ecdsa.pub", "id_dsa", ".ssh/config", "me/.ssh/authorized_keys",
-    "cert.pfx", "release.jks", "android/app/upload.keystore", ".npmrc", "web/.npmrc", ".pypirc", ".netrc",
-    ".git-credentials", ".aws/credentials", "home/me/.aws/credentials", ".docker/config.json",
-    "ci/.docker/config.json", ".kube/config", "ops/.kube/config", "gcp/credentials.json",
-    "infra/terraform.tfstate", "infra/terraform.tfstate.backup",
+    ".env",
+    "config/.env",
+    ".ENV",
+    ".env.local",
+    ".env.production",
+    "deploy/.env.staging",
+    "server.pem",
+    "certs/server.pem",
+    "tls/private.key",
+    "store.p12",
+    "id_rsa",
+    "id_rsa.pub",
+    "home/me/.ssh/id_rsa_old",
+    "secrets/token.txt",
+    "app/secrets/db.yml",
+    "a/b/secrets/c/d.json",
+    "Secrets/x",
+    "secrets",
+    "envs/.envrc",
+    "id_ed25519",
+    "home/.ssh/id_ecdsa.pub",
+    "id_dsa",
+    ".ssh/config",
+    "me/.ssh/authorized_keys",
+    "cert.pfx",
+    "release.jks",
+    "android/app/upload.keystore",
+    ".npmrc",
+    "web/.npmrc",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    ".aws/credentials",
+    "home/me/.aws/credentials",
+    ".docker/config.json",
+    "ci/.docker/config.json",
+    ".kube/config",
+    "ops/.kube/config",
+    "gcp/credentials.json",
+    "infra/terraform.tfstate",
+    "infra/terraform.tfstate.backup",
     # Windows drops trailing dots and spaces: these open the protected file.
-    ".env ", "config/.env.", "k.pem.", "keys/id_rsa. .", "secrets./x", "a/secrets /x",
+    ".env ",
+    "config/.env.",
+    "k.pem.",
+    "keys/id_rsa. .",
+    "secrets./x",
+    "a/secrets /x",
 ]
 ALLOWED = [
-    ".env.example", "config/.env.example", ".github/workflows/ci.yml", ".gitignore", "secrets.py",
-    "src/secrets.py", "my_secrets/x", "keys.md", "keyboard.key.txt", "environment.py", "envrc.md",
-    ".aws/config", ".docker/daemon.json", ".kube/cache.md", "credentials.py", "docs/ssh.md", "tfstate.md",
+    ".env.example",
+    "config/.env.example",
+    ".github/workflows/ci.yml",
+    ".gitignore",
+    "secrets.py",
+    "src/secrets.py",
+    "my_secrets/x",
+    "keys.md",
+    "keyboard.key.txt",
+    "environment.py",
+    "envrc.md",
+    ".aws/config",
+    ".docker/daemon.json",
+    ".kube/cache.md",
+    "credentials.py",
+    "docs/ssh.md",
+    "tfstate.md",
 ]
 
 
 @pytest.mark.parametrize("path", PROTECTED)
 def test_protected_pattern_blocks_every_action_kind(path: str) -> None:
     assert is_protected(path)
-    for action in ({"kind": "CREATE_FILE", "path": path, "content": "x"},
-                   {"kind": "DELETE_FILE", "path": path}):
+    for action in ({"kind": "CREATE_FILE", "path": path, "content": "x"}, {"kind": "DELETE_FILE", "path": path}):
         with pytest.raises(PapayuError) as info:
             validate_response({"actions": [action], "summary": "s"}, protocol=2, mode="apply")
         assert info.value.code == "ERR_PROTECTED_PATH"
@@ -131,15 +192,16 @@ def test_protected_pattern_blocks_every_action_kind(path: str) -> None:
 @pytest.mark.parametrize("path", ALLOWED)
 def test_similar_names_are_not_protected(path: str) -> None:
     assert not is_protected(path)
-    response = validate_response({"actions": [{"kind": "CREATE_FILE", "path": path, "content": "x\n"}],
-                                  "summary": "s"}, protocol=2, mode="apply")
+    response = validate_response(
+        {"actions": [{"kind": "CREATE_FILE", "path": path, "content": "x\n"}], "summary": "s"}, protocol=2, mode="apply"
+    )
     assert [a.path for a in response.actions] == [path]
 
 
 def test_user_patterns_add_to_the_denylist_but_never_remove_from_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPAYU_PROTECTED_PATHS", "*.sqlite, private/**, !.env, !*.pem")
     patterns = configured_protected()
-    assert patterns[:len(DEFAULT_PROTECTED)] == DEFAULT_PROTECTED
+    assert patterns[: len(DEFAULT_PROTECTED)] == DEFAULT_PROTECTED
     assert is_protected("data/app.sqlite", patterns)
     assert is_protected("private/notes.md", patterns)
     assert is_protected(".env", patterns) and is_protected("a.pem", patterns)
@@ -148,8 +210,9 @@ def test_user_patterns_add_to_the_denylist_but_never_remove_from_it(monkeypatch:
 
 
 @settings(max_examples=150, deadline=None)
-@given(path=st.lists(st.sampled_from(list("aZ9_.-/~:\\ ") + ["git", "GIT", ".git", "~1", ".."]), max_size=10)
-       .map("".join))
+@given(
+    path=st.lists(st.sampled_from([*list("aZ9_.-/~:\\ "), "git", "GIT", ".git", "~1", ".."]), max_size=10).map("".join)
+)
 def test_fast_path_never_accepts_what_a_rule_rejects(path: str) -> None:
     from papayu_git.paths import _PLAIN
 

@@ -4,16 +4,15 @@ real local HTTP server that answers like GitHub, GitLab and Gitea."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-
-from helpers import assert_error, git, make_repo, papayu
 from forge_server import BRANCH, PLAN_ID, ForgeServer, Kept, make_kept
+from helpers import assert_error, git, make_repo, papayu
+
 from papayu_git import plans
 
 TOKEN = "tok_" + "s3cr3t" * 4
@@ -43,10 +42,12 @@ def assert_no_token_leaked(proc: subprocess.CompletedProcess[str], repo: Path) -
 
 def test_pr_pushes_over_file_url_and_opens_a_github_pull_request(kept: Kept) -> None:
     with ForgeServer() as server:
-        server.route("POST", "/repos/acme/widget/pulls",
-                     (201, {"number": 7, "html_url": "https://github.example/acme/widget/pull/7", "state": "open"}))
-        proc = papayu("pr", PLAN_ID, "--forge", "github", "--draft", "--json", cwd=kept.repo,
-                      env=forge_env(server))
+        server.route(
+            "POST",
+            "/repos/acme/widget/pulls",
+            (201, {"number": 7, "html_url": "https://github.example/acme/widget/pull/7", "state": "open"}),
+        )
+        proc = papayu("pr", PLAN_ID, "--forge", "github", "--draft", "--json", cwd=kept.repo, env=forge_env(server))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["number"], out["url"], out["existing"]) == (7, "https://github.example/acme/widget/pull/7", False)
@@ -57,13 +58,28 @@ def test_pr_pushes_over_file_url_and_opens_a_github_pull_request(kept: Kept) -> 
     body = call.body
     assert (body["head"], body["base"], body["draft"]) == (BRANCH, "main", True)
     assert body["title"] == "papayu: Fix the off-by-one in range_sum"
-    for needle in ("## Summary", "Fix the off-by-one", "1. Change range(n) to range(n + 1) — in src/calc.py",
-                   "- callers relying on the old bound", "`pytest -q` passed (exit 0, 1.2s)",
-                   "Papayu-Trace: trace-42", f"Papayu-Plan: {PLAN_ID}", kept.sha):
+    for needle in (
+        "## Summary",
+        "Fix the off-by-one",
+        "1. Change range(n) to range(n + 1) — in src/calc.py",
+        "- callers relying on the old bound",
+        "`pytest -q` passed (exit 0, 1.2s)",
+        "Papayu-Trace: trace-42",
+        f"Papayu-Plan: {PLAN_ID}",
+        kept.sha,
+    ):
         assert needle in body["body"], needle
     record = plans.load(kept.repo / ".git" / "papayu", PLAN_ID).extra["pr"]
-    assert record == {"remote": "origin", "forge": "github", "base": "main", "head": BRANCH, "sha": kept.sha,
-                      "number": 7, "url": "https://github.example/acme/widget/pull/7", "existing": False}
+    assert record == {
+        "remote": "origin",
+        "forge": "github",
+        "base": "main",
+        "head": BRANCH,
+        "sha": kept.sha,
+        "number": 7,
+        "url": "https://github.example/acme/widget/pull/7",
+        "existing": False,
+    }
     assert_no_token_leaked(proc, kept.repo)
 
 
@@ -77,9 +93,21 @@ def free_port() -> int:
 def git_daemon(kept: Kept) -> str:
     base_path = kept.bare.parent.parent
     port = free_port()
-    proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
-                             f"--base-path={base_path}", "--listen=127.0.0.1", f"--port={port}", str(base_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            f"--base-path={base_path}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(base_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as s:
@@ -97,10 +125,22 @@ def git_daemon(kept: Kept) -> str:
 def test_pr_pushes_over_git_daemon_and_opens_a_gitlab_merge_request(kept: Kept, git_daemon: str) -> None:
     git(kept.repo, "remote", "add", "daemon", git_daemon)
     with ForgeServer() as server:
-        server.route("POST", "/api/v4/projects/acme%2Fwidget/merge_requests",
-                     (201, {"iid": 3, "web_url": "https://gitlab.example/acme/widget/-/merge_requests/3"}))
-        proc = papayu("pr", PLAN_ID, "--remote", "daemon", "--forge", "gitlab", "--draft", cwd=kept.repo,
-                      env=forge_env(server, "GITLAB_TOKEN", "/api/v4"))
+        server.route(
+            "POST",
+            "/api/v4/projects/acme%2Fwidget/merge_requests",
+            (201, {"iid": 3, "web_url": "https://gitlab.example/acme/widget/-/merge_requests/3"}),
+        )
+        proc = papayu(
+            "pr",
+            PLAN_ID,
+            "--remote",
+            "daemon",
+            "--forge",
+            "gitlab",
+            "--draft",
+            cwd=kept.repo,
+            env=forge_env(server, "GITLAB_TOKEN", "/api/v4"),
+        )
     assert proc.returncode == 0, proc.stderr
     assert "opened pull request #3: https://gitlab.example/acme/widget/-/merge_requests/3" in proc.stdout
     assert remote_ref(kept.bare) == kept.sha
@@ -113,13 +153,32 @@ def test_pr_pushes_over_git_daemon_and_opens_a_gitlab_merge_request(kept: Kept, 
 
 def test_pr_reuses_an_existing_github_pull_request_on_422(kept: Kept) -> None:
     with ForgeServer() as server:
-        server.route("POST", "/repos/acme/widget/pulls", (422, {
-            "message": "Validation Failed", "documentation_url": "https://docs.github.com/rest",
-            "errors": [{"resource": "PullRequest", "code": "custom",
-                        "message": f"A pull request already exists for acme:{BRANCH}."}]}))
-        server.route("GET", "/repos/acme/widget/pulls", (200, [{"number": 5, "html_url": "https://gh/pull/5",
-                                                                "head": {"ref": BRANCH}, "base": {"ref": "main"}}]))
-        proc = papayu("pr", PLAN_ID, "--forge", "github", "--json", cwd=kept.repo, env=forge_env(server, "GITHUB_TOKEN"))
+        server.route(
+            "POST",
+            "/repos/acme/widget/pulls",
+            (
+                422,
+                {
+                    "message": "Validation Failed",
+                    "documentation_url": "https://docs.github.com/rest",
+                    "errors": [
+                        {
+                            "resource": "PullRequest",
+                            "code": "custom",
+                            "message": f"A pull request already exists for acme:{BRANCH}.",
+                        }
+                    ],
+                },
+            ),
+        )
+        server.route(
+            "GET",
+            "/repos/acme/widget/pulls",
+            (200, [{"number": 5, "html_url": "https://gh/pull/5", "head": {"ref": BRANCH}, "base": {"ref": "main"}}]),
+        )
+        proc = papayu(
+            "pr", PLAN_ID, "--forge", "github", "--json", cwd=kept.repo, env=forge_env(server, "GITHUB_TOKEN")
+        )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["number"], out["existing"]) == (5, True)
@@ -129,12 +188,39 @@ def test_pr_reuses_an_existing_github_pull_request_on_422(kept: Kept) -> None:
 
 def test_pr_reuses_an_existing_gitea_pull_on_409(kept: Kept) -> None:
     with ForgeServer() as server:
-        server.route("POST", "/api/v1/repos/acme/widget/pulls", (409, {
-            "message": "pull request already exists for these targets [id: 11, issue_id: 12, head_repo_id: 1, "
-                       f"base_repo_id: 1, head_branch: {BRANCH}, base_branch: main]", "url": "https://gitea/api/swagger"}))
-        server.route("GET", "/api/v1/repos/acme/widget/pulls", (200, [
-            {"number": 2, "html_url": "https://gitea/acme/widget/pulls/2", "head": {"ref": "other"}, "base": {"ref": "main"}},
-            {"number": 9, "html_url": "https://gitea/acme/widget/pulls/9", "head": {"ref": BRANCH}, "base": {"ref": "main"}}]))
+        server.route(
+            "POST",
+            "/api/v1/repos/acme/widget/pulls",
+            (
+                409,
+                {
+                    "message": "pull request already exists for these targets [id: 11, issue_id: 12, head_repo_id: 1, "
+                    f"base_repo_id: 1, head_branch: {BRANCH}, base_branch: main]",
+                    "url": "https://gitea/api/swagger",
+                },
+            ),
+        )
+        server.route(
+            "GET",
+            "/api/v1/repos/acme/widget/pulls",
+            (
+                200,
+                [
+                    {
+                        "number": 2,
+                        "html_url": "https://gitea/acme/widget/pulls/2",
+                        "head": {"ref": "other"},
+                        "base": {"ref": "main"},
+                    },
+                    {
+                        "number": 9,
+                        "html_url": "https://gitea/acme/widget/pulls/9",
+                        "head": {"ref": BRANCH},
+                        "base": {"ref": "main"},
+                    },
+                ],
+            ),
+        )
         proc = papayu("pr", PLAN_ID, "--forge", "gitea", cwd=kept.repo, env=forge_env(server, "GITEA_TOKEN", "/api/v1"))
     assert proc.returncode == 0, proc.stderr
     assert "reused the open pull request #9: https://gitea/acme/widget/pulls/9" in proc.stdout
@@ -144,39 +230,55 @@ def test_pr_reuses_an_existing_gitea_pull_on_409(kept: Kept) -> None:
 def test_pr_reuses_an_existing_gitlab_merge_request_on_409(kept: Kept) -> None:
     path = "/projects/acme%2Fwidget/merge_requests"
     with ForgeServer() as server:
-        server.route("POST", path, (409, {"message": ["Another open merge request already exists for this "
-                                                       "source branch: !4"]}))
+        server.route(
+            "POST", path, (409, {"message": ["Another open merge request already exists for this source branch: !4"]})
+        )
         server.route("GET", path, (200, [{"iid": 4, "web_url": "https://gl/acme/widget/-/merge_requests/4"}]))
-        proc = papayu("pr", PLAN_ID, "--forge", "gitlab", "--json", cwd=kept.repo,
-                      env=forge_env(server, "GITLAB_TOKEN"))
+        proc = papayu(
+            "pr", PLAN_ID, "--forge", "gitlab", "--json", cwd=kept.repo, env=forge_env(server, "GITLAB_TOKEN")
+        )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["number"] == 4
     assert server.calls("GET", path)[0].query == {"source_branch": BRANCH, "target_branch": "main", "state": "opened"}
 
 
-@pytest.mark.parametrize(("status", "payload", "code"), [
-    (401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}, "ERR_FORGE_AUTH"),
-    (404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}, "ERR_FORGE_NOT_FOUND"),
-    (422, {"message": "Validation Failed", "errors": [{"resource": "PullRequest", "code": "custom",
-                                                       "message": "No commits between main and x"}]}, "ERR_FORGE_HTTP"),
-])
+@pytest.mark.parametrize(
+    ("status", "payload", "code"),
+    [
+        (401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}, "ERR_FORGE_AUTH"),
+        (404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}, "ERR_FORGE_NOT_FOUND"),
+        (
+            422,
+            {
+                "message": "Validation Failed",
+                "errors": [{"resource": "PullRequest", "code": "custom", "message": "No commits between main and x"}],
+            },
+            "ERR_FORGE_HTTP",
+        ),
+    ],
+)
 def test_pr_maps_forge_errors_to_err_codes_without_printing_the_token(
-        kept: Kept, status: int, payload: dict[str, object], code: str) -> None:
+    kept: Kept, status: int, payload: dict[str, object], code: str
+) -> None:
     with ForgeServer() as server:
         server.route("POST", "/repos/acme/widget/pulls", (status, payload))
         proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo, env=forge_env(server))
     assert proc.returncode == 1
     assert code in proc.stderr and str(payload["message"]) in proc.stderr
     assert len(server.requests) == 1 and not server.calls("GET", "/repos/acme/widget/pulls")
-    assert remote_ref(kept.bare) == kept.sha         # the push itself happened
+    assert remote_ref(kept.bare) == kept.sha  # the push itself happened
     assert "pr" not in plans.load(kept.repo / ".git" / "papayu", PLAN_ID).extra
     assert_no_token_leaked(proc, kept.repo)
 
 
 def test_pr_retries_a_5xx_and_gives_up_after_three(kept: Kept) -> None:
     with ForgeServer() as server:
-        server.route("POST", "/repos/acme/widget/pulls", (502, {"message": "Bad Gateway"}),
-                     (201, {"number": 8, "html_url": "https://gh/pull/8"}))
+        server.route(
+            "POST",
+            "/repos/acme/widget/pulls",
+            (502, {"message": "Bad Gateway"}),
+            (201, {"number": 8, "html_url": "https://gh/pull/8"}),
+        )
         proc = papayu("pr", PLAN_ID, "--forge", "github", "--json", cwd=kept.repo, env=forge_env(server))
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["number"] == 8
@@ -211,7 +313,7 @@ def test_pr_refuses_an_unknown_forge_before_pushing(kept: Kept) -> None:
 
 def test_pr_with_a_token_but_no_api_url_pushes_nothing(kept: Kept, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITEA_TOKEN", TOKEN)
-    proc = papayu("pr", PLAN_ID, "--forge", "gitea", cwd=kept.repo)       # file:// remote: no host to derive from
+    proc = papayu("pr", PLAN_ID, "--forge", "gitea", cwd=kept.repo)  # file:// remote: no host to derive from
     assert_error(proc, "ERR_FORGE_UNKNOWN")
     assert "PAPAYU_FORGE_API_URL" in proc.stderr
     assert remote_ref(kept.bare) == ""
@@ -227,7 +329,7 @@ def test_pr_reports_a_missing_remote_and_a_missing_branch(kept: Kept) -> None:
 
 
 def test_pr_rejected_push_opens_nothing(kept: Kept, tmp_path: Path) -> None:
-    other = make_repo(tmp_path / "other", {"z.txt": "z\n"})      # unrelated history on the same branch name
+    other = make_repo(tmp_path / "other", {"z.txt": "z\n"})  # unrelated history on the same branch name
     git(other, "push", "-q", kept.bare.as_uri(), f"main:refs/heads/{BRANCH}")
     with ForgeServer() as server:
         server.route("POST", "/repos/acme/widget/pulls", (201, {"number": 1, "html_url": "x"}))

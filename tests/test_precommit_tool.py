@@ -15,15 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import GOLDEN_UPSTREAM, ROOT, git, make_repo, write
 
 pytestmark = pytest.mark.slow
 
 PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
 BAD_PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "../escape.txt", "content": "x"}], "summary": "escape"}
-GOOD_PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "notes/todo.md", "content": "- ship\n"}],
-             "summary": "add a todo list"}
+GOOD_PLAN = {
+    "actions": [{"kind": "CREATE_FILE", "path": "notes/todo.md", "content": "- ship\n"}],
+    "summary": "add a todo list",
+}
 ALL_HOOKS = ("papayu-validate-plans", "papayu-validate-project", "papayu-golden-traces")
 
 
@@ -31,15 +32,22 @@ ALL_HOOKS = ("papayu-validate-plans", "papayu-validate-project", "papayu-golden-
 def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A git repository holding the CURRENT checkout (uncommitted edits too) at one commit."""
     src = tmp_path_factory.mktemp("papayu-src")
-    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     for rel in filter(None, listed.split("\0")):
         origin = ROOT / rel
         if origin.is_file() and not origin.is_symlink():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, src / rel)
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        **os.environ,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
         subprocess.run(["git", *args], cwd=src, env=env, check=True, capture_output=True)
     rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
@@ -56,8 +64,14 @@ def precommit_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pyte
 
 
 def run(cmd: list[str], cwd: Path, cache: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, **cache, "PRE_COMMIT_COLOR": "never"})
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **cache, "PRE_COMMIT_COLOR": "never"},
+    )
 
 
 def user_repo(path: Path, hook_repo: tuple[Path, str]) -> Path:
@@ -68,7 +82,8 @@ def user_repo(path: Path, hook_repo: tuple[Path, str]) -> Path:
 
 
 def test_pre_commit_run_all_files_fails_on_invalid_files_with_our_codes(
-        tmp_path: Path, hook_repo: tuple[Path, str], precommit_cache: dict[str, str]) -> None:
+    tmp_path: Path, hook_repo: tuple[Path, str], precommit_cache: dict[str, str]
+) -> None:
     repo = user_repo(tmp_path / "user", hook_repo)
     write(repo, ".papa-yu/plans/escape.json", BAD_PLAN)
     write(repo, ".papa-yu/project.json", {"project": {"default_test_command": 7}})
@@ -79,18 +94,19 @@ def test_pre_commit_run_all_files_fails_on_invalid_files_with_our_codes(
     assert proc.returncode == 1, out
     assert ".papa-yu/plans/escape.json: ERR_PATH_TRAVERSAL" in out
     assert ".papa-yu/project.json: ERR_PROJECT_INVALID" in out
-    assert ".papa-yu/trace.json: ERR_WRONG_FILE_KIND" in out      # a golden trace is not a plan
+    assert ".papa-yu/trace.json: ERR_WRONG_FILE_KIND" in out  # a golden trace is not a plan
     write(repo, ".papa-yu/plans/escape.json", GOOD_PLAN)
     write(repo, ".papa-yu/project.json", {"project": {"default_test_command": "pytest -q"}})
     (repo / ".papa-yu" / "trace.json").unlink()
     git(repo, "add", "-A")
     proc = run([*PRE_COMMIT, "run", "--all-files"], repo, precommit_cache)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("Passed") == 2 and "papayu golden traces" in proc.stdout   # no golden file: Skipped
+    assert proc.stdout.count("Passed") == 2 and "papayu golden traces" in proc.stdout  # no golden file: Skipped
 
 
 def test_git_commit_through_pre_commit_is_blocked_by_an_invalid_plan(
-        tmp_path: Path, hook_repo: tuple[Path, str], precommit_cache: dict[str, str]) -> None:
+    tmp_path: Path, hook_repo: tuple[Path, str], precommit_cache: dict[str, str]
+) -> None:
     repo = user_repo(tmp_path / "user", hook_repo)
     proc = run([*PRE_COMMIT, "install"], repo, precommit_cache)
     assert proc.returncode == 0, proc.stderr
@@ -109,7 +125,8 @@ def test_git_commit_through_pre_commit_is_blocked_by_an_invalid_plan(
 
 
 def test_pre_commit_try_repo_replays_golden_traces(
-        tmp_path: Path, hook_repo: tuple[Path, str], precommit_cache: dict[str, str]) -> None:
+    tmp_path: Path, hook_repo: tuple[Path, str], precommit_cache: dict[str, str]
+) -> None:
     src, rev = hook_repo
     repo = make_repo(tmp_path / "user")
     shutil.copytree(GOLDEN_UPSTREAM / "v2", repo / "golden")
@@ -118,8 +135,9 @@ def test_pre_commit_try_repo_replays_golden_traces(
     write(repo, "golden/001_fix_bug_plan.json", tampered)
     git(repo, "add", "-A")
     # try-repo builds its own environment (a temp store): one run shows both outcomes
-    proc = run([*PRE_COMMIT, "try-repo", str(src), "papayu-golden-traces", "--ref", rev, "--all-files"],
-               repo, precommit_cache)
+    proc = run(
+        [*PRE_COMMIT, "try-repo", str(src), "papayu-golden-traces", "--ref", rev, "--all-files"], repo, precommit_cache
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "golden/001_fix_bug_plan.json: ERR_GOLDEN_MISMATCH" in proc.stdout
     assert "golden/003_base_mismatch_block.json: ok (golden)" in proc.stdout

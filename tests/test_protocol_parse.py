@@ -12,8 +12,7 @@ from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
 from papayu_git.protocol import MAX_INPUT_BYTES, ActionKind, parse_json_text, raw_actions
 from papayu_git.validate import MAX_FILE_BYTES, validate_response, validate_text
 
-GOOD = {"actions": [{"kind": "CREATE_FILE", "path": "hello.py", "content": "print('hi')\n"}],
-        "summary": "add hello.py"}
+GOOD = {"actions": [{"kind": "CREATE_FILE", "path": "hello.py", "content": "print('hi')\n"}], "summary": "add hello.py"}
 GOOD_TEXT = json.dumps(GOOD)
 
 
@@ -25,6 +24,7 @@ def text_code(text: str | bytes, **kwargs: Any) -> str:
 
 
 # --- accepted forms ---------------------------------------------------------------------------
+
 
 def test_object_form() -> None:
     response = validate_text(GOOD_TEXT, protocol=2, mode="apply")
@@ -61,11 +61,18 @@ def test_bom_and_bytes_are_accepted() -> None:
 
 
 def test_proposed_changes_actions_win_over_root_actions() -> None:
-    data = {"actions": [{"kind": "CREATE_FILE", "path": "../ignored", "content": "x"}],
-            "proposed_changes": {"actions": [{"kind": "CREATE_FILE", "path": "chosen.py", "content": "x"}],
-                                 "commands_to_run": ["pytest -q"]},
-            "summary": "s", "mode": "fix-plan", "questions": ["q?"], "risks": ["r"],
-            "plan": [{"step": "edit", "details": "d"}]}
+    data = {
+        "actions": [{"kind": "CREATE_FILE", "path": "../ignored", "content": "x"}],
+        "proposed_changes": {
+            "actions": [{"kind": "CREATE_FILE", "path": "chosen.py", "content": "x"}],
+            "commands_to_run": ["pytest -q"],
+        },
+        "summary": "s",
+        "mode": "fix-plan",
+        "questions": ["q?"],
+        "risks": ["r"],
+        "plan": [{"step": "edit", "details": "d"}],
+    }
     assert raw_actions(data) == data["proposed_changes"]["actions"]
     response = validate_response(data, protocol=2, mode="plan")
     assert [a.path for a in response.actions] == ["chosen.py"]
@@ -81,8 +88,10 @@ def test_root_actions_are_used_without_proposed_actions() -> None:
 
 # --- bad input ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", ["hello there", "", "   \n ", "{not json}", "{'a': 1}", "[1, 2,, 3]",
-                                  "no json ``` here"])
+
+@pytest.mark.parametrize(
+    "text", ["hello there", "", "   \n ", "{not json}", "{'a': 1}", "[1, 2,, 3]", "no json ``` here"]
+)
 def test_non_json(text: str) -> None:
     assert text_code(text) == "ERR_JSON_INVALID"
 
@@ -91,29 +100,47 @@ def test_non_utf8_bytes() -> None:
     assert text_code(b'{"summary": "\xff\xfe"}') == "ERR_JSON_INVALID"
 
 
-@pytest.mark.parametrize("text", [
-    GOOD_TEXT[:-1], GOOD_TEXT[:40], '{"actions": [', '{"summary": "cut', "```json\n" + GOOD_TEXT[:30] + "\n```",
-    "Here it is: " + GOOD_TEXT[:-2],
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        GOOD_TEXT[:-1],
+        GOOD_TEXT[:40],
+        '{"actions": [',
+        '{"summary": "cut',
+        "```json\n" + GOOD_TEXT[:30] + "\n```",
+        "Here it is: " + GOOD_TEXT[:-2],
+    ],
+)
 def test_truncated_json(text: str) -> None:
     assert text_code(text) == "ERR_JSON_TRUNCATED"
 
 
-@pytest.mark.parametrize("text", [
-    GOOD_TEXT + " }", GOOD_TEXT + "]", GOOD_TEXT + ', {"a": 1}', GOOD_TEXT + '\n{"actions": []}',
-    GOOD_TEXT + "xyz", GOOD_TEXT + " 42", "```json\n" + GOOD_TEXT + "}\n```",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        GOOD_TEXT + " }",
+        GOOD_TEXT + "]",
+        GOOD_TEXT + ', {"a": 1}',
+        GOOD_TEXT + '\n{"actions": []}',
+        GOOD_TEXT + "xyz",
+        GOOD_TEXT + " 42",
+        "```json\n" + GOOD_TEXT + "}\n```",
+    ],
+)
 def test_trailing_garbage(text: str) -> None:
     assert text_code(text) == "ERR_JSON_TRAILING_GARBAGE"
 
 
-@pytest.mark.parametrize("text", [
-    "[" * 100_000 + "]" * 100_000,
-    '{"a": ' * 100_000 + "1" + "}" * 100_000,
-    "[" * 100_000,
-    "prose " + "[" * 100_000 + "]" * 100_000,
-    '{"actions": [' + "[" * 70 + "]" * 70 + "]}",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"a": ' * 100_000 + "1" + "}" * 100_000,
+        "[" * 100_000,
+        "prose " + "[" * 100_000 + "]" * 100_000,
+        '{"actions": [' + "[" * 70 + "]" * 70 + "]}",
+    ],
+)
 def test_deep_nesting_is_rejected_without_recursion_error(text: str) -> None:
     assert text_code(text) == "ERR_JSON_TOO_DEEP"
 
@@ -128,8 +155,9 @@ def test_deep_python_value_is_rejected_without_recursion_error() -> None:
 
 
 def test_ten_megabyte_answer_is_rejected_in_bounded_time() -> None:
-    big = json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "big.txt", "content": "a" * 10_000_000}],
-                      "summary": "s"})
+    big = json.dumps(
+        {"actions": [{"kind": "CREATE_FILE", "path": "big.txt", "content": "a" * 10_000_000}], "summary": "s"}
+    )
     started = time.monotonic()
     with pytest.raises(ValidationFailed) as info:
         validate_text(big, protocol=2, mode="apply")
@@ -155,7 +183,7 @@ def test_input_over_the_read_limit() -> None:
 
 @pytest.mark.parametrize("value", [None, 1, "text", True, 1.5])
 def test_scalar_json_is_not_a_response(value: Any) -> None:
-    assert text_code(json.dumps(value)) == "ERR_JSON_INVALID"   # an answer is an object or an array
+    assert text_code(json.dumps(value)) == "ERR_JSON_INVALID"  # an answer is an object or an array
     for protocol in (1, 2):
         with pytest.raises(ValidationFailed) as info:
             validate_response(value, protocol=protocol, mode="plan")
@@ -164,15 +192,22 @@ def test_scalar_json_is_not_a_response(value: Any) -> None:
 
 # --- strict JSON: duplicate keys, huge integers, lone surrogates ------------------------------
 
-@pytest.mark.parametrize("text, code", [
-    ('{"summary": "a", "summary": "b", "actions": []}', "ERR_JSON_DUPLICATE_KEY"),
-    ('Here: ```json\n{"actions": [{"kind": "DELETE_FILE", "path": "a", "path": "b"}]}\n```', "ERR_JSON_DUPLICATE_KEY"),
-    ('The plan {"summary": "s", "n": ' + "9" * 4301 + '} ok', "ERR_JSON_NUMBER_TOO_LARGE"),
-    ('{"n": -' + "9" * 4301 + '}', "ERR_JSON_NUMBER_TOO_LARGE"),
-    ('{"summary": "\\udfff", "actions": []}', "ERR_JSON_INVALID_UNICODE"),
-    ('{"\\ud800": 1}', "ERR_JSON_INVALID_UNICODE"),
-    ('{"summary": "s\ud800", "actions": []}', "ERR_JSON_INVALID_UNICODE"),  # a str already holding one
-])
+
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ('{"summary": "a", "summary": "b", "actions": []}', "ERR_JSON_DUPLICATE_KEY"),
+        (
+            'Here: ```json\n{"actions": [{"kind": "DELETE_FILE", "path": "a", "path": "b"}]}\n```',
+            "ERR_JSON_DUPLICATE_KEY",
+        ),
+        ('The plan {"summary": "s", "n": ' + "9" * 4301 + "} ok", "ERR_JSON_NUMBER_TOO_LARGE"),
+        ('{"n": -' + "9" * 4301 + "}", "ERR_JSON_NUMBER_TOO_LARGE"),
+        ('{"summary": "\\udfff", "actions": []}', "ERR_JSON_INVALID_UNICODE"),
+        ('{"\\ud800": 1}', "ERR_JSON_INVALID_UNICODE"),
+        ('{"summary": "s\ud800", "actions": []}', "ERR_JSON_INVALID_UNICODE"),  # a str already holding one
+    ],
+)
 def test_strict_json_refusals(text: str, code: str) -> None:
     with pytest.raises(PapayuError) as info:
         parse_json_text(text)
@@ -181,5 +216,5 @@ def test_strict_json_refusals(text: str, code: str) -> None:
 
 
 def test_strict_json_accepts_what_is_fine() -> None:
-    assert parse_json_text('{"a": {"k": 1}, "b": {"k": 2}, "n": ' + "9" * 4300 + '}')["b"] == {"k": 2}
+    assert parse_json_text('{"a": {"k": 1}, "b": {"k": 2}, "n": ' + "9" * 4300 + "}")["b"] == {"k": 2}
     assert parse_json_text('{"s": "\\ud83d\\ude00 \\\\ud800"}') == {"s": "\U0001f600 \\ud800"}

@@ -16,8 +16,11 @@ from helpers import ROOT
 from papayu_git import schemas
 
 NAMES = sorted(p.stem for p in (ROOT / "schemas").glob("*.json"))
-PLAN = {"actions": [{"kind": "CREATE_FILE", "path": f"src/m{i}.py", "content": "x = 1\n"} for i in range(10)],
-        "summary": "a summary longer than twelve characters", "memory_patch": {}}
+PLAN = {
+    "actions": [{"kind": "CREATE_FILE", "path": f"src/m{i}.py", "content": "x = 1\n"} for i in range(10)],
+    "summary": "a summary longer than twelve characters",
+    "memory_patch": {},
+}
 
 
 def _recorded_version(text: str) -> str:
@@ -34,8 +37,9 @@ def test_generated_validators_are_up_to_date() -> None:
     assert generated == sorted(expected), "run: python -m papayu_git.schemas --write"
     for path, text in expected.items():
         current = path.read_text(encoding="utf-8")
-        assert f'SCHEMA_SHA256 = "{schemas.schema_hash(path.stem)}"' in current, \
+        assert f'SCHEMA_SHA256 = "{schemas.schema_hash(path.stem)}"' in current, (
             f"{path.name} is stale: run: python -m papayu_git.schemas --write"
+        )
         if _recorded_version(current) != fastjsonschema.VERSION:
             continue  # another fastjsonschema writes other code; the hash above still guards the rule
         assert current == text, f"{path.name} is stale: run: python -m papayu_git.schemas --write"
@@ -54,8 +58,14 @@ def test_every_schema_is_checked_by_its_generated_validator(name: str) -> None:
 
 
 def _probe(pythonpath: Path, code: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code], cwd=pythonpath, capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": str(pythonpath), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=pythonpath,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(pythonpath), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 

@@ -9,52 +9,89 @@ from typing import Any
 import jsonschema
 import pytest
 from helpers import GOLDEN_UPSTREAM
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import actions, responses
 
 from papayu_git.schemas import load_schema, schema_errors
 
-UPSTREAM = {1: GOLDEN_UPSTREAM / "schemas" / "llm_response_schema.json",
-            2: GOLDEN_UPSTREAM / "schemas" / "llm_response_schema_v2.json"}
+UPSTREAM = {
+    1: GOLDEN_UPSTREAM / "schemas" / "llm_response_schema.json",
+    2: GOLDEN_UPSTREAM / "schemas" / "llm_response_schema_v2.json",
+}
 OURS = {1: "llm_response_v1", 2: "llm_response_v2"}
 SHA = "0123456789abcdef" * 4
 
 # Documents at the edges of what upstream accepts (its documented examples and corner cases).
 CORPUS: dict[int, list[Any]] = {
     1: [
-        [], [{"kind": "CREATE_FILE", "path": "README.md", "content": "# P\n"}, {"kind": "CREATE_DIR", "path": "src"}],
-        [{"kind": "CREATE_FILE", "path": "a"}],                      # upstream schema leaves content optional
+        [],
+        [{"kind": "CREATE_FILE", "path": "README.md", "content": "# P\n"}, {"kind": "CREATE_DIR", "path": "src"}],
+        [{"kind": "CREATE_FILE", "path": "a"}],  # upstream schema leaves content optional
         [{"kind": "DELETE_FILE", "path": "a", "content": "x", "extra": 1}],
-        {"actions": [{"kind": "UPDATE_FILE", "path": "src/main.py", "content": "..."}],
-         "memory_patch": {"project.default_test_command": "pytest -q", "anything": [1]}},
-        {"mode": "fix-plan", "summary": "s", "questions": ["q"], "context_requests": [
-            {"type": "read_file", "path": "src/x.py", "start_line": 1, "end_line": 220},
-            {"type": "search", "query": "SomeSymbol", "glob": "**/*.py"}, {"type": "logs", "source": "runtime",
-                                                                          "last_n": 200},
-            {"type": "read_file"}, {"type": "env", "extra": True}],
-         "plan": [{"step": "s", "details": "d", "x": 1}, {}],
-         "proposed_changes": {"patch": "diff", "actions": [{"kind": "UPDATE_FILE", "path": "a", "content": "c"}],
-                              "commands_to_run": ["pytest -q"], "extra": 1},
-         "risks": ["r"], "memory_patch": {}},
-        {"mode": "apply", "summary": "s", "patch": "diff", "commands_to_run": ["x"], "verification": ["v"],
-         "rollback": ["r"], "memory_patch": {}},
-        {}, {"unknown": {"deep": [1, 2]}},
+        {
+            "actions": [{"kind": "UPDATE_FILE", "path": "src/main.py", "content": "..."}],
+            "memory_patch": {"project.default_test_command": "pytest -q", "anything": [1]},
+        },
+        {
+            "mode": "fix-plan",
+            "summary": "s",
+            "questions": ["q"],
+            "context_requests": [
+                {"type": "read_file", "path": "src/x.py", "start_line": 1, "end_line": 220},
+                {"type": "search", "query": "SomeSymbol", "glob": "**/*.py"},
+                {"type": "logs", "source": "runtime", "last_n": 200},
+                {"type": "read_file"},
+                {"type": "env", "extra": True},
+            ],
+            "plan": [{"step": "s", "details": "d", "x": 1}, {}],
+            "proposed_changes": {
+                "patch": "diff",
+                "actions": [{"kind": "UPDATE_FILE", "path": "a", "content": "c"}],
+                "commands_to_run": ["pytest -q"],
+                "extra": 1,
+            },
+            "risks": ["r"],
+            "memory_patch": {},
+        },
+        {
+            "mode": "apply",
+            "summary": "s",
+            "patch": "diff",
+            "commands_to_run": ["x"],
+            "verification": ["v"],
+            "rollback": ["r"],
+            "memory_patch": {},
+        },
+        {},
+        {"unknown": {"deep": [1, 2]}},
     ],
     2: [
         {"actions": []},
         {"actions": [], "summary": "NO_CHANGES: ok", "context_requests": [], "memory_patch": {}},
-        {"actions": [{"kind": "PATCH_FILE", "path": "src/parser.py", "base_sha256": SHA,
-                      "patch": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"},
-                     {"kind": "CREATE_DIR", "path": "src"}, {"kind": "DELETE_DIR", "path": "old"},
-                     {"kind": "DELETE_FILE", "path": "gone.py"},
-                     {"kind": "UPDATE_FILE", "path": "new.py", "content": ""},
-                     {"kind": "CREATE_FILE", "path": "README.md", "content": "x"}],
-         "summary": "s", "context_requests": [{"type": "read_file", "path": "a", "start_line": 1},
-                                              {"type": "search", "query": "q"}, {"type": "logs", "source": "s"},
-                                              {"type": "env"}],
-         "memory_patch": {"user.ask_budget": 1, "project.src_roots": ["src"]}},
+        {
+            "actions": [
+                {
+                    "kind": "PATCH_FILE",
+                    "path": "src/parser.py",
+                    "base_sha256": SHA,
+                    "patch": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n",
+                },
+                {"kind": "CREATE_DIR", "path": "src"},
+                {"kind": "DELETE_DIR", "path": "old"},
+                {"kind": "DELETE_FILE", "path": "gone.py"},
+                {"kind": "UPDATE_FILE", "path": "new.py", "content": ""},
+                {"kind": "CREATE_FILE", "path": "README.md", "content": "x"},
+            ],
+            "summary": "s",
+            "context_requests": [
+                {"type": "read_file", "path": "a", "start_line": 1},
+                {"type": "search", "query": "q"},
+                {"type": "logs", "source": "s"},
+                {"type": "env"},
+            ],
+            "memory_patch": {"user.ask_budget": 1, "project.src_roots": ["src"]},
+        },
     ],
 }
 
@@ -69,7 +106,7 @@ def test_every_document_upstream_accepts_is_accepted(version: int) -> None:
     documents = CORPUS[version] + golden_documents(version)
     assert len(documents) >= 8
     for document in documents:
-        assert upstream.is_valid(document), document          # the corpus is really upstream-valid
+        assert upstream.is_valid(document), document  # the corpus is really upstream-valid
         assert schema_errors(OURS[version], document) == [], document
         assert jsonschema.Draft7Validator(load_schema(OURS[version])).is_valid(document)
 
@@ -90,8 +127,13 @@ def test_fast_and_full_validators_agree_on_the_corpus() -> None:
     from papayu_git.schemas import _fast_validator, _full_validator
 
     samples = [d for docs in CORPUS.values() for d in docs] + [
-        {"actions": [{"kind": "PATCH_FILE", "path": "a", "patch": "p"}]}, {"actions": [{"kind": "X", "path": "a"}]},
-        {"actions": [{"kind": "DELETE_FILE", "path": "a", "content": "x"}]}, {"summary": 3}, [1], 5]
+        {"actions": [{"kind": "PATCH_FILE", "path": "a", "patch": "p"}]},
+        {"actions": [{"kind": "X", "path": "a"}]},
+        {"actions": [{"kind": "DELETE_FILE", "path": "a", "content": "x"}]},
+        {"summary": 3},
+        [1],
+        5,
+    ]
     for name in OURS.values():
         for sample in samples:
             try:

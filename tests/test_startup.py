@@ -45,6 +45,7 @@ def test_every_command_help_imports_no_heavy_library() -> None:
 
 
 def test_the_probe_would_notice_a_heavy_import() -> None:
-    proc = subprocess.run([sys.executable, "-c", "import jsonschema\n" + PROBE, "--help"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import jsonschema\n" + PROBE, "--help"], capture_output=True, text=True, timeout=60
+    )
     assert json.loads(proc.stdout)["heavy"] == ["jsonschema"]

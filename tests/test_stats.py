@@ -7,19 +7,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import cli, papayu
 
 from papayu_git import traces
 from papayu_git.stats import p95
-from helpers import cli, papayu
 
 NON_UTF8, PATCH, FORBIDDEN = "ERR_NON_UTF8_FILE", "ERR_PATCH_APPLY_FAILED", "ERR_V2_UPDATE_EXISTING_FORBIDDEN"
 
 
 def _apply(latency: int, check: str = "passed", fallback: str | None = None, repair: str | None = None) -> dict:
     data: dict[str, Any] = {
-        "command": "apply", "request": {"mode": "apply", "latency_ms": latency}, "validated_json": {"actions": []},
-        "validation_outcome": "ok", "error_code": None, "protocol_default": 2, "protocol_attempts": [2],
-        "protocol_repair_attempt": 1 if repair else 0, "protocol_fallback_attempted": bool(fallback),
+        "command": "apply",
+        "request": {"mode": "apply", "latency_ms": latency},
+        "validated_json": {"actions": []},
+        "validation_outcome": "ok",
+        "error_code": None,
+        "protocol_default": 2,
+        "protocol_attempts": [2],
+        "protocol_repair_attempt": 1 if repair else 0,
+        "protocol_fallback_attempted": bool(fallback),
         "check": {"state": check, "exit_code": 0 if check == "passed" else 1, "duration_sec": 0.5},
     }
     if repair:
@@ -41,8 +47,13 @@ def known_traces(repo: Path) -> Path:
     _write(papayu_dir, [_apply(1, fallback=PATCH, repair=PATCH) for _ in range(20)])
     _write(papayu_dir, [{"command": "plan", "request": {"mode": "plan", "latency_ms": 99999}} for _ in range(10)])
     checks = ["passed"] * 80 + ["failed"] * 10 + ["timeout"] * 2 + ["skipped"] * 8
-    kinds = [dict(fallback=NON_UTF8)] * 3 + [dict(fallback=PATCH, repair=PATCH)] * 2 + \
-        [dict(fallback=FORBIDDEN, repair=FORBIDDEN)] + [dict(repair=PATCH)] * 4 + [{}] * 90
+    kinds = (
+        [dict(fallback=NON_UTF8)] * 3
+        + [dict(fallback=PATCH, repair=PATCH)] * 2
+        + [dict(fallback=FORBIDDEN, repair=FORBIDDEN)]
+        + [dict(repair=PATCH)] * 4
+        + [{}] * 90
+    )
     _write(papayu_dir, [_apply((i + 1) * 10, checks[i], **kinds[i]) for i in range(100)])
     return traces.traces_dir(papayu_dir)
 
@@ -69,12 +80,15 @@ def test_stats_on_known_traces(known_traces: Path, repo: Path) -> None:
 
 
 def test_stats_window_and_directory_option(known_traces: Path, tmp_path: Path) -> None:
-    stats = json.loads(cli("stats", "--last", "10", "--json", "--traces", str(known_traces),
-                              cwd=tmp_path).stdout)
+    stats = json.loads(cli("stats", "--last", "10", "--json", "--traces", str(known_traces), cwd=tmp_path).stdout)
     assert stats["apply_count"] == 10 and stats["fallback_count"] == 0
     assert stats["latency_ms"]["mean"] == 955.0
-    assert stats["graduation"]["criteria"][0] == {"name": "enough_applies", "value": 10,
-                                                   "threshold": ">= 100", "holds": False}
+    assert stats["graduation"]["criteria"][0] == {
+        "name": "enough_applies",
+        "value": 10,
+        "threshold": ">= 100",
+        "holds": False,
+    }
 
 
 def test_graduation_holds_when_only_non_utf8_falls_back(repo: Path) -> None:
@@ -102,8 +116,9 @@ def test_stats_counts_traces_of_real_applies(repo: Path, tmp_path: Path) -> None
     """Real `apply FILE` runs (transaction traces: command=apply, check block) feed stats."""
     response = tmp_path / "response.json"
     for name, check in (("a.md", "true"), ("b.md", "false"), ("c.md", "true")):
-        response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": name, "content": "x\n"}],
-                                        "summary": f"add {name}"}))
+        response.write_text(
+            json.dumps({"actions": [{"kind": "CREATE_FILE", "path": name, "content": "x\n"}], "summary": f"add {name}"})
+        )
         proc = papayu("apply", str(response), "--check", check, "-y", cwd=repo)
         assert proc.returncode == (0 if check == "true" else 1), proc.stderr
     stats = json.loads(cli("stats", "--json", cwd=repo).stdout)
@@ -121,8 +136,11 @@ def test_one_llm_apply_command_is_one_trace_with_round_and_outcome(repo: Path) -
     plan = {"actions": [], "summary": "Plan: add NOTES.md."}
     apply = {"actions": [{"kind": "CREATE_FILE", "path": "NOTES.md", "content": "notes\n"}], "summary": "Add notes."}
     with ScriptedModel([lambda shown: plan, lambda shown: apply]) as model:
-        env = {"PAPAYU_LLM_PROVIDER": "openai-compatible", "PAPAYU_LLM_BASE_URL": model.base_url,
-               "PAPAYU_LLM_MODEL": "scripted"}
+        env = {
+            "PAPAYU_LLM_PROVIDER": "openai-compatible",
+            "PAPAYU_LLM_BASE_URL": model.base_url,
+            "PAPAYU_LLM_MODEL": "scripted",
+        }
         planned = papayu("plan", "add a notes file", "--json", cwd=repo, env=env)
         assert planned.returncode == 0, planned.stderr
         plan_id = json.loads(planned.stdout)["plan_id"]

@@ -15,28 +15,47 @@ import pytest
 from helpers import git, make_repo, papayu, patch_action, plan_record, sha, snapshot, trace_record, write_plan
 from llm_server import ScriptedLLM, chat
 
-from papayu_git.testfiles import (BUILTIN_TEST_PATTERNS, compile_patterns, configured_test_patterns,
-                                  edited_tests, is_test_path)
+from papayu_git.testfiles import (
+    BUILTIN_TEST_PATTERNS,
+    compile_patterns,
+    configured_test_patterns,
+    edited_tests,
+    is_test_path,
+)
 
 CALC = "def add(a, b):\n    return a + b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
 CHECK = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
 BREAK_CODE = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a + b\n+    return a - b\n"
-BEND_TEST = ("--- a/tests/test_calc.py\n+++ b/tests/test_calc.py\n@@ -4,2 +4,2 @@\n def test_add():\n"
-             "-    assert add(2, 2) == 4\n+    assert add(2, 2) == 0\n")
+BEND_TEST = (
+    "--- a/tests/test_calc.py\n+++ b/tests/test_calc.py\n@@ -4,2 +4,2 @@\n def test_add():\n"
+    "-    assert add(2, 2) == 4\n+    assert add(2, 2) == 0\n"
+)
 
 
 @pytest.fixture
 def calc_repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {"calc.py": CALC, "tests/test_calc.py": TEST, "tests/helpers/data.txt": "d\n",
-                                         "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['.']\n"})
+    return make_repo(
+        tmp_path / "repo",
+        {
+            "calc.py": CALC,
+            "tests/test_calc.py": TEST,
+            "tests/helpers/data.txt": "d\n",
+            "pyproject.toml": "[tool.pytest.ini_options]\npythonpath = ['.']\n",
+        },
+    )
 
 
 def cheating_plan(directory: Path) -> Path:
     """Breaks add() and rewrites the test's assertion to match: the check passes."""
-    return write_plan(directory, [patch_action("calc.py", CALC.encode(), BREAK_CODE),
-                                  patch_action("tests/test_calc.py", TEST.encode(), BEND_TEST)],
-                      summary="make add subtract")
+    return write_plan(
+        directory,
+        [
+            patch_action("calc.py", CALC.encode(), BREAK_CODE),
+            patch_action("tests/test_calc.py", TEST.encode(), BEND_TEST),
+        ],
+        summary="make add subtract",
+    )
 
 
 def apply_json(repo: Path, plan: Path, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -53,8 +72,11 @@ def test_a_plan_that_bends_a_test_stops_at_review(calc_repo: Path, tmp_path: Pat
     assert data["state"] == "review" and data["test_edits"] == ["tests/test_calc.py"]
     assert data["error"]["code"] == "ERR_TEST_EDITS_HELD" and not data["ok"]
     assert data["check"]["passed"]  # the check was run, and it passes: that is the danger
-    assert snapshot(calc_repo) == {**before, "refs": before["refs"] + git(calc_repo, "for-each-ref",
-                                   "--format=%(refname) %(objectname)", f"refs/heads/papayu/{plan_id}")}
+    assert snapshot(calc_repo) == {
+        **before,
+        "refs": before["refs"]
+        + git(calc_repo, "for-each-ref", "--format=%(refname) %(objectname)", f"refs/heads/papayu/{plan_id}"),
+    }
     assert (calc_repo / "calc.py").read_text() == CALC
     warning = next(w for w in data["warnings"] if "tests/test_calc.py" in w)
     assert f"git papayu land {plan_id}" in warning and "tests/test_calc.py" in stderr
@@ -71,8 +93,7 @@ def test_a_plan_that_bends_a_test_stops_at_review(calc_repo: Path, tmp_path: Pat
 
 
 def test_allow_test_edits_lands_and_records_them(calc_repo: Path, tmp_path: Path) -> None:
-    code, data, stderr = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y",
-                                    "--allow-test-edits")
+    code, data, stderr = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y", "--allow-test-edits")
     assert code == 0, stderr
     assert data["state"] == "landed" and data["test_edits"] == ["tests/test_calc.py"]
     assert "a - b" in (calc_repo / "calc.py").read_text()
@@ -82,9 +103,17 @@ def test_allow_test_edits_lands_and_records_them(calc_repo: Path, tmp_path: Path
 
 
 def test_a_new_test_file_lands_normally(calc_repo: Path, tmp_path: Path) -> None:
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "tests/test_more.py",
-                                  "content": "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n"},
-                                 {"kind": "CREATE_FILE", "path": "src/util_test.go", "content": "package src\n"}])
+    plan = write_plan(
+        tmp_path,
+        [
+            {
+                "kind": "CREATE_FILE",
+                "path": "tests/test_more.py",
+                "content": "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+            },
+            {"kind": "CREATE_FILE", "path": "src/util_test.go", "content": "package src\n"},
+        ],
+    )
     code, data, stderr = apply_json(calc_repo, plan, "--check", CHECK, "-y")
     assert code == 0, stderr
     assert data["state"] == "landed" and data["test_edits"] == []
@@ -93,26 +122,35 @@ def test_a_new_test_file_lands_normally(calc_repo: Path, tmp_path: Path) -> None
 
 
 def test_rewriting_a_test_with_identical_bytes_is_no_test_edit(calc_repo: Path, tmp_path: Path) -> None:
-    plan = write_plan(tmp_path, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": CALC.replace("a + b", "b + a")},
-                                 {"kind": "UPDATE_FILE", "path": "tests/test_calc.py", "content": TEST}])
+    plan = write_plan(
+        tmp_path,
+        [
+            {"kind": "UPDATE_FILE", "path": "calc.py", "content": CALC.replace("a + b", "b + a")},
+            {"kind": "UPDATE_FILE", "path": "tests/test_calc.py", "content": TEST},
+        ],
+    )
     proc = papayu("apply", str(plan), "--json", "--protocol", "1", "--check", CHECK, "-y", cwd=calc_repo)
     data = json.loads(proc.stdout)
     assert data["state"] == "landed" and data["test_edits"] == [], proc.stderr
 
 
-@pytest.mark.parametrize("action, expected", [
-    ({"kind": "DELETE_FILE", "path": "tests/test_calc.py"}, ["tests/test_calc.py"]),
-    ({"kind": "DELETE_DIR", "path": "tests"}, ["tests/helpers/data.txt", "tests/test_calc.py"]),
-], ids=["delete-file", "delete-dir"])
-def test_deleting_tests_is_caught(calc_repo: Path, tmp_path: Path, action: dict[str, str],
-                                  expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    "action, expected",
+    [
+        ({"kind": "DELETE_FILE", "path": "tests/test_calc.py"}, ["tests/test_calc.py"]),
+        ({"kind": "DELETE_DIR", "path": "tests"}, ["tests/helpers/data.txt", "tests/test_calc.py"]),
+    ],
+    ids=["delete-file", "delete-dir"],
+)
+def test_deleting_tests_is_caught(calc_repo: Path, tmp_path: Path, action: dict[str, str], expected: list[str]) -> None:
     head = git(calc_repo, "rev-parse", "HEAD")
     code, data, stderr = apply_json(calc_repo, write_plan(tmp_path, [action]), "--check", "true", "-y")
     assert code == 1, stderr
     assert data["state"] == "review" and data["test_edits"] == expected
     assert git(calc_repo, "rev-parse", "HEAD") == head and (calc_repo / "tests" / "test_calc.py").exists()
-    assert f"Papayu-Test-Edits: {', '.join(expected)}\n" in git(calc_repo, "log", "-1", "--format=%B",
-                                                                 f"papayu/{data['plan_id']}")
+    assert f"Papayu-Test-Edits: {', '.join(expected)}\n" in git(
+        calc_repo, "log", "-1", "--format=%B", f"papayu/{data['plan_id']}"
+    )
 
 
 def test_custom_patterns_from_git_config_replace_the_built_in_list(calc_repo: Path, tmp_path: Path) -> None:
@@ -122,8 +160,9 @@ def test_custom_patterns_from_git_config_replace_the_built_in_list(calc_repo: Pa
     git(calc_repo, "commit", "-q", "-m", "checks")
     git(calc_repo, "config", "papayu.testPatterns", "checks/, spec_*.rb")
     assert configured_test_patterns(calc_repo) == (("checks/", "spec_*.rb"), "setting test_patterns")
-    plan = write_plan(tmp_path, [{"kind": "UPDATE_FILE", "path": "checks/verify.sh", "content": "exit 1\n"}],
-                      name="checks.json")
+    plan = write_plan(
+        tmp_path, [{"kind": "UPDATE_FILE", "path": "checks/verify.sh", "content": "exit 1\n"}], name="checks.json"
+    )
     code, data, _ = apply_json(calc_repo, plan, "--no-check", "-y", "--protocol", "1")
     assert data["state"] == "review" and data["test_edits"] == ["checks/verify.sh"]
     code, data, stderr = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y")
@@ -147,7 +186,7 @@ def test_git_config_memory_override_is_read_too(calc_repo: Path) -> None:
 
 
 def test_show_names_the_edited_tests(calc_repo: Path, tmp_path: Path) -> None:
-    code, data, _ = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y")
+    _code, data, _ = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y")
     shown = papayu("show", data["plan_id"], cwd=calc_repo)
     assert shown.returncode == 0
     assert "edits existing tests: tests/test_calc.py" in shown.stdout and "state: review" in shown.stdout
@@ -164,9 +203,14 @@ def test_a_terminal_is_asked_naming_the_tests(calc_repo: Path, tmp_path: Path, a
     import time
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "papayu_git", "apply", str(cheating_plan(tmp_path)), "--check",
-                             CHECK, "--json"], cwd=calc_repo, stdin=slave, stdout=subprocess.PIPE, stderr=slave,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "apply", str(cheating_plan(tmp_path)), "--check", CHECK, "--json"],
+        cwd=calc_repo,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+    )
     os.close(slave)
     prompt, deadline = b"", time.monotonic() + 60
     while b"check passes?" not in prompt:
@@ -192,20 +236,42 @@ def test_a_terminal_is_asked_naming_the_tests(calc_repo: Path, tmp_path: Path, a
 
 # --- fix takes the option through the same decorator ---------------------------------------------
 
+
 def _fix_script() -> list[Any]:
-    plan = {"summary": "make the test agree", "actions": [], "plan": [{"step": "edit", "details": "x"}],
-            "questions": [], "context_requests": [], "risks": [], "commands_to_run": [], "memory_patch": {}}
-    change = {"summary": "make add subtract", "actions": [
-        {"kind": "PATCH_FILE", "path": "calc.py", "patch": BREAK_CODE, "base_sha256": sha(CALC)},
-        {"kind": "PATCH_FILE", "path": "tests/test_calc.py", "patch": BEND_TEST, "base_sha256": sha(TEST)}]}
+    plan = {
+        "summary": "make the test agree",
+        "actions": [],
+        "plan": [{"step": "edit", "details": "x"}],
+        "questions": [],
+        "context_requests": [],
+        "risks": [],
+        "commands_to_run": [],
+        "memory_patch": {},
+    }
+    change = {
+        "summary": "make add subtract",
+        "actions": [
+            {"kind": "PATCH_FILE", "path": "calc.py", "patch": BREAK_CODE, "base_sha256": sha(CALC)},
+            {"kind": "PATCH_FILE", "path": "tests/test_calc.py", "patch": BEND_TEST, "base_sha256": sha(TEST)},
+        ],
+    }
     return [chat(plan), chat(change)]
 
 
 @pytest.mark.parametrize("allow, state", [([], "review"), (["--allow-test-edits"], "landed")])
 def test_fix_holds_or_lands_test_edits(calc_repo: Path, llm: ScriptedLLM, allow: list[str], state: str) -> None:
     llm.script = _fix_script()
-    proc = papayu("fix", "make add subtract and fix tests/test_calc.py", "-y", "--check", CHECK, "--json", *allow,
-                  cwd=calc_repo, env=llm.env())
+    proc = papayu(
+        "fix",
+        "make add subtract and fix tests/test_calc.py",
+        "-y",
+        "--check",
+        CHECK,
+        "--json",
+        *allow,
+        cwd=calc_repo,
+        env=llm.env(),
+    )
     assert proc.returncode == (0 if state == "landed" else 1), proc.stderr
     out = json.loads(proc.stdout)["apply"]
     assert out["state"] == state and out["test_edits"] == ["tests/test_calc.py"]
@@ -214,19 +280,47 @@ def test_fix_holds_or_lands_test_edits(calc_repo: Path, llm: ScriptedLLM, allow:
 
 # --- pattern matching ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", [
-    "tests/test_calc.py", "tests/data/fixture.json", "test/x.c", "Tests/Unit/a.py", "pkg/test_io.py",
-    "test_top.py", "pkg/io_test.py", "a/b/conftest.py", "cmd/main_test.go", "web/app.test.ts", "web/app.test.js",
-    "web/App.test.tsx", "web/app.spec.jsx", "e2e/login.spec.ts",
-])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "tests/test_calc.py",
+        "tests/data/fixture.json",
+        "test/x.c",
+        "Tests/Unit/a.py",
+        "pkg/test_io.py",
+        "test_top.py",
+        "pkg/io_test.py",
+        "a/b/conftest.py",
+        "cmd/main_test.go",
+        "web/app.test.ts",
+        "web/app.test.js",
+        "web/App.test.tsx",
+        "web/app.spec.jsx",
+        "e2e/login.spec.ts",
+    ],
+)
 def test_built_in_patterns_match_tests(path: str) -> None:
     assert is_test_path(path, BUILTIN_TEST_PATTERNS)
 
 
-@pytest.mark.parametrize("path", [
-    "calc.py", "src/testing.py", "pkg/tests.py", "contest.py", "src/test_data/x.txt", "main_test.rs",
-    "web/app.test.css", "web/app.spec.py", "pkg/tests/x.py", "attest/x.py", "latest_test", "test_x.pyc",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "calc.py",
+        "src/testing.py",
+        "pkg/tests.py",
+        "contest.py",
+        "src/test_data/x.txt",
+        "main_test.rs",
+        "web/app.test.css",
+        "web/app.spec.py",
+        "pkg/tests/x.py",
+        "attest/x.py",
+        "latest_test",
+        "test_x.pyc",
+    ],
+)
 def test_built_in_patterns_leave_other_files(path: str) -> None:
     assert not is_test_path(path, BUILTIN_TEST_PATTERNS)
 
@@ -247,14 +341,18 @@ def test_edited_tests_on_a_real_tree(tmp_path: Path) -> None:
 
     from papayu_git.objects import GitTree, TreeChanges
 
-    root = make_repo(tmp_path / "r", {"a.py": "a\n", "tests/t1.py": "1\n", "tests/sub/t2.py": "2\n",
-                                      "lib/x_test.go": "x\n", "lib/y.go": "y\n"})
+    root = make_repo(
+        tmp_path / "r",
+        {"a.py": "a\n", "tests/t1.py": "1\n", "tests/sub/t2.py": "2\n", "lib/x_test.go": "x\n", "lib/y.go": "y\n"},
+    )
     repo = pygit2.Repository(str(root))
     base = GitTree(repo, repo.head.peel(pygit2.Commit).tree)
-    changes = TreeChanges(writes={"a.py": b"b\n", "tests/t1.py": b"1\n", "tests/new.py": b"n\n",
-                                  "lib/x_test.go": b"changed\n"},
-                          delete_files=frozenset({"lib/y.go"}), delete_dirs=frozenset({"tests/sub"}),
-                          create_dirs=frozenset({"tests/empty"}))
+    changes = TreeChanges(
+        writes={"a.py": b"b\n", "tests/t1.py": b"1\n", "tests/new.py": b"n\n", "lib/x_test.go": b"changed\n"},
+        delete_files=frozenset({"lib/y.go"}),
+        delete_dirs=frozenset({"tests/sub"}),
+        create_dirs=frozenset({"tests/empty"}),
+    )
     assert edited_tests(base, changes, BUILTIN_TEST_PATTERNS) == ["lib/x_test.go", "tests/sub/t2.py"]
     assert edited_tests(base, changes, ["*.go"]) == ["lib/x_test.go", "lib/y.go"]
     assert edited_tests(base, changes, []) == []

@@ -6,17 +6,22 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import git, papayu_dir
 
 from papayu_git import settings, traces
 from papayu_git.errors import PapayuError
 from papayu_git.schemas import schema_hash
-from helpers import git, papayu_dir
 
 
 def test_write_trace_records_layout_and_schema_hash(repo: Path) -> None:
     trace_id = traces.new_trace_id()
-    data = {"command": "plan", **traces.schema_fields(2), "validated_json": {"actions": []},
-            "validation_outcome": "ok", "error_code": None}
+    data = {
+        "command": "plan",
+        **traces.schema_fields(2),
+        "validated_json": {"actions": []},
+        "validation_outcome": "ok",
+        "error_code": None,
+    }
     path = traces.write_trace(papayu_dir(repo), trace_id, data)
     assert path == papayu_dir(repo) / "traces" / f"{trace_id}.json"
     record = json.loads(path.read_text())
@@ -77,10 +82,16 @@ def test_unknown_or_unsafe_trace_id_is_an_error(repo: Path) -> None:
 
 def test_second_write_merges_into_the_same_trace(repo: Path) -> None:
     trace_id = traces.new_trace_id()
-    first = json.loads(traces.write_trace(papayu_dir(repo), trace_id, {
-        "command": "apply", "request": {"mode": "apply", "latency_ms": 5}, "protocol_repair_attempt": 1}).read_text())
-    merged = json.loads(traces.write_trace(papayu_dir(repo), trace_id, {
-        "command": "apply", "check": {"state": "passed"}}).read_text())
+    first = json.loads(
+        traces.write_trace(
+            papayu_dir(repo),
+            trace_id,
+            {"command": "apply", "request": {"mode": "apply", "latency_ms": 5}, "protocol_repair_attempt": 1},
+        ).read_text()
+    )
+    merged = json.loads(
+        traces.write_trace(papayu_dir(repo), trace_id, {"command": "apply", "check": {"state": "passed"}}).read_text()
+    )
     assert merged["request"] == {"mode": "apply", "latency_ms": 5} and merged["protocol_repair_attempt"] == 1
     assert merged["check"] == {"state": "passed"} and merged["created_at"] == first["created_at"]
     assert "updated_at" in merged
@@ -89,23 +100,36 @@ def test_second_write_merges_into_the_same_trace(repo: Path) -> None:
 def test_event_format_is_stable_and_greppable() -> None:
     from papayu_git.output import format_event
 
-    line = format_event("LLM_REQUEST_SENT", {"model": "gpt-4o-mini", "token_budget": 4096, "strict": True,
-                                             "reason": 'has "quotes" and spaces', "empty": "", "kv": "a=b",
-                                             "files": ["a.py", "b.py"]})
-    assert line == ('LLM_REQUEST_SENT model=gpt-4o-mini token_budget=4096 strict=true '
-                    'reason="has \\"quotes\\" and spaces" empty="" kv="a=b" files="[\\"a.py\\", \\"b.py\\"]"')
+    line = format_event(
+        "LLM_REQUEST_SENT",
+        {
+            "model": "gpt-4o-mini",
+            "token_budget": 4096,
+            "strict": True,
+            "reason": 'has "quotes" and spaces',
+            "empty": "",
+            "kv": "a=b",
+            "files": ["a.py", "b.py"],
+        },
+    )
+    assert line == (
+        "LLM_REQUEST_SENT model=gpt-4o-mini token_budget=4096 strict=true "
+        'reason="has \\"quotes\\" and spaces" empty="" kv="a=b" files="[\\"a.py\\", \\"b.py\\"]"'
+    )
 
 
 def test_events_only_with_papayu_log_and_masked(repo: Path, tmp_path: Path) -> None:
     from helpers import papayu
 
     response = tmp_path / "r.json"
-    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "n.md", "content": "x\n"}],
-                                    "summary": "notes"}))
+    response.write_text(
+        json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "n.md", "content": "x\n"}], "summary": "notes"})
+    )
     quiet = papayu("apply", str(response), "--check", "true", "-y", cwd=repo)
     assert quiet.returncode == 0 and "APPLY_SUCCESS" not in quiet.stderr
-    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "m.md", "content": "x\n"}],
-                                    "summary": "notes"}))
+    response.write_text(
+        json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "m.md", "content": "x\n"}], "summary": "notes"})
+    )
     loud = papayu("apply", str(response), "--check", "true", "-y", cwd=repo, env={"PAPAYU_LOG": "1"})
     lines = [line for line in loud.stderr.splitlines() if line.startswith("APPLY_SUCCESS ")]
     assert len(lines) == 1 and " plan_id=" in lines[0] and " branch=main" in lines[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from helpers import git, make_repo
@@ -65,47 +65,56 @@ def ok(data: Any, **kwargs: Any) -> Any:
 
 # --- conflicts -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("first, second, protocol, code", [
-    (create("a.py"), update("a.py"), 1, "ERR_ACTION_CONFLICT"),
-    (create("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
-    (update("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
-    (delete("a.py"), create("a.py"), 2, "ERR_ACTION_CONFLICT"),
-    (delete("a.py"), update("a.py"), 1, "ERR_ACTION_CONFLICT"),
-    (delete("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
-    (create("a.py"), create("a.py"), 2, "ERR_ACTION_CONFLICT"),
-    (update("a.py"), update("a.py"), 1, "ERR_ACTION_CONFLICT"),
-    (patch("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
-    (delete("a.py"), delete("a.py"), 2, "ERR_ACTION_CONFLICT"),
-    (mkdir("d"), mkdir("d"), 2, "ERR_ACTION_CONFLICT"),
-    (rmdir("d"), rmdir("d"), 2, "ERR_ACTION_CONFLICT"),
-    (mkdir("d"), rmdir("d"), 2, "ERR_ACTION_CONFLICT"),
-    (create("README.md"), create("readme.md"), 2, "ERR_PATH_COLLISION"),
-    (rmdir("d"), create("d/x.py"), 2, "ERR_ACTION_CONFLICT"),
-    (rmdir("d"), patch("d/x.py"), 2, "ERR_ACTION_CONFLICT"),
-    (rmdir("d"), mkdir("d/sub"), 2, "ERR_ACTION_CONFLICT"),
-    (mkdir("a"), create("a"), 2, "ERR_PATH_COLLISION"),
-    (rmdir("a"), create("a"), 2, "ERR_PATH_COLLISION"),
-    (delete("a"), mkdir("a"), 2, "ERR_PATH_COLLISION"),
-    (create("a"), create("a/b.py"), 2, "ERR_PATH_COLLISION"),
-    (create("a"), mkdir("a/b"), 2, "ERR_PATH_COLLISION"),
-    (patch("a"), create("a/b/c.py"), 2, "ERR_PATH_COLLISION"),
-])
-def test_conflicting_pair_is_rejected_in_either_order(first: dict[str, Any], second: dict[str, Any],
-                                                      protocol: int, code: str) -> None:
+
+@pytest.mark.parametrize(
+    "first, second, protocol, code",
+    [
+        (create("a.py"), update("a.py"), 1, "ERR_ACTION_CONFLICT"),
+        (create("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
+        (update("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
+        (delete("a.py"), create("a.py"), 2, "ERR_ACTION_CONFLICT"),
+        (delete("a.py"), update("a.py"), 1, "ERR_ACTION_CONFLICT"),
+        (delete("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
+        (create("a.py"), create("a.py"), 2, "ERR_ACTION_CONFLICT"),
+        (update("a.py"), update("a.py"), 1, "ERR_ACTION_CONFLICT"),
+        (patch("a.py"), patch("a.py"), 2, "ERR_ACTION_CONFLICT"),
+        (delete("a.py"), delete("a.py"), 2, "ERR_ACTION_CONFLICT"),
+        (mkdir("d"), mkdir("d"), 2, "ERR_ACTION_CONFLICT"),
+        (rmdir("d"), rmdir("d"), 2, "ERR_ACTION_CONFLICT"),
+        (mkdir("d"), rmdir("d"), 2, "ERR_ACTION_CONFLICT"),
+        (create("README.md"), create("readme.md"), 2, "ERR_PATH_COLLISION"),
+        (rmdir("d"), create("d/x.py"), 2, "ERR_ACTION_CONFLICT"),
+        (rmdir("d"), patch("d/x.py"), 2, "ERR_ACTION_CONFLICT"),
+        (rmdir("d"), mkdir("d/sub"), 2, "ERR_ACTION_CONFLICT"),
+        (mkdir("a"), create("a"), 2, "ERR_PATH_COLLISION"),
+        (rmdir("a"), create("a"), 2, "ERR_PATH_COLLISION"),
+        (delete("a"), mkdir("a"), 2, "ERR_PATH_COLLISION"),
+        (create("a"), create("a/b.py"), 2, "ERR_PATH_COLLISION"),
+        (create("a"), mkdir("a/b"), 2, "ERR_PATH_COLLISION"),
+        (patch("a"), create("a/b/c.py"), 2, "ERR_PATH_COLLISION"),
+    ],
+)
+def test_conflicting_pair_is_rejected_in_either_order(
+    first: dict[str, Any], second: dict[str, Any], protocol: int, code: str
+) -> None:
     assert codes(plan(first, second), protocol=protocol) == [code]
     assert codes(plan(second, first), protocol=protocol) == [code]
 
 
-@pytest.mark.parametrize("actions", [
-    [mkdir("src"), create("src/app.py")],
-    [rmdir("build"), delete("build/out.o")],
-    [create("a.py"), create("b.py"), delete("c.py"), mkdir("d"), patch("e.py")],
-])
+@pytest.mark.parametrize(
+    "actions",
+    [
+        [mkdir("src"), create("src/app.py")],
+        [rmdir("build"), delete("build/out.o")],
+        [create("a.py"), create("b.py"), delete("c.py"), mkdir("d"), patch("e.py")],
+    ],
+)
 def test_compatible_actions_pass(actions: list[dict[str, Any]]) -> None:
     assert len(ok(plan(*actions)).actions) == len(actions)
 
 
 # --- content and limits ------------------------------------------------------------------
+
 
 def test_nul_in_content_is_rejected() -> None:
     assert codes(plan(create("a.txt", "abc\x00def"))) == ["ERR_CONTENT_NUL"]
@@ -115,7 +124,7 @@ def test_nul_in_content_is_rejected() -> None:
 def test_more_than_ten_percent_non_printable_is_pseudo_binary() -> None:
     assert codes(plan(create("a.txt", "\x01" * 11 + "a" * 89))) == ["ERR_PSEUDO_BINARY"]
     assert codes(plan(create("b.txt", "\ufffd" * 50))) == ["ERR_PSEUDO_BINARY"]
-    ok(plan(create("a.txt", "\x01" * 10 + "a" * 90)))   # exactly 10 % is still text
+    ok(plan(create("a.txt", "\x01" * 10 + "a" * 90)))  # exactly 10 % is still text
     ok(plan(create("t.txt", "\t\r\n\f" * 50 + "ünïcödé ✓ 日本")))
 
 
@@ -142,13 +151,17 @@ def test_more_than_200_actions_are_rejected() -> None:
 
 # --- PATCH_FILE ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [
-    "replace foo with bar",
-    "",
-    "--- a/x\n+++ b/x\n",                      # no hunk
-    "@@ -1,1 +1,1 @@\n same line\n",           # a hunk that changes nothing
-    "diff --git a/x b/x\nindex 1..2\n",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "replace foo with bar",
+        "",
+        "--- a/x\n+++ b/x\n",  # no hunk
+        "@@ -1,1 +1,1 @@\n same line\n",  # a hunk that changes nothing
+        "diff --git a/x b/x\nindex 1..2\n",
+    ],
+)
 def test_patch_that_is_not_a_unified_diff_is_rejected(text: str) -> None:
     assert codes(plan(patch("src/main.rs", text))) == ["ERR_PATCH_NOT_UNIFIED"]
 
@@ -166,14 +179,13 @@ def test_bad_base_sha256_is_rejected(sha: str) -> None:
 def test_patch_file_needs_patch_and_base_and_no_content() -> None:
     assert codes(plan({"kind": "PATCH_FILE", "path": "a", "patch": DIFF}))[0] == "ERR_SCHEMA"
     assert codes(plan({**patch("a"), "content": "x"}))[0] == "ERR_SCHEMA"
-    assert codes(plan(patch("a")), protocol=1)[0] == "ERR_SCHEMA"   # v1 has no PATCH_FILE
+    assert codes(plan(patch("a")), protocol=1)[0] == "ERR_SCHEMA"  # v1 has no PATCH_FILE
 
 
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_create_and_update_need_content(protocol: int) -> None:
     assert codes(plan({"kind": "CREATE_FILE", "path": "a"}), protocol=protocol)[0] == "ERR_SCHEMA"
-    assert codes(plan({"kind": "UPDATE_FILE", "path": "a"}), protocol=protocol,
-                 mode="plan")[0] == "ERR_SCHEMA"
+    assert codes(plan({"kind": "UPDATE_FILE", "path": "a"}), protocol=protocol, mode="plan")[0] == "ERR_SCHEMA"
 
 
 def test_v2_forbids_content_on_deletions() -> None:
@@ -181,6 +193,7 @@ def test_v2_forbids_content_on_deletions() -> None:
 
 
 # --- NO_CHANGES and modes --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_empty_apply_needs_no_changes_summary(protocol: int) -> None:
@@ -202,8 +215,9 @@ def test_v1_array_with_no_actions_in_apply_is_an_empty_apply() -> None:
     assert ok([], protocol=1, mode="plan").actions == ()
 
 
-@pytest.mark.parametrize("mode, expected", [("fix-plan", Mode.PLAN), ("chat", Mode.PLAN), ("apply", Mode.APPLY),
-                                            (Mode.PLAN, Mode.PLAN)])
+@pytest.mark.parametrize(
+    "mode, expected", [("fix-plan", Mode.PLAN), ("chat", Mode.PLAN), ("apply", Mode.APPLY), (Mode.PLAN, Mode.PLAN)]
+)
 def test_mode_names_of_the_seed_are_accepted(mode: Any, expected: Mode) -> None:
     assert ok(plan(create("a")), mode=mode).mode is expected
 
@@ -217,12 +231,13 @@ def test_unknown_mode_or_protocol_is_a_usage_error() -> None:
 
 # --- UPDATE_FILE rules -----------------------------------------------------------------------
 
+
 def test_v1_apply_update_needs_a_file_read_in_plan() -> None:
     read = {"src/main.rs": SHA}
     assert codes(plan(update("src/secret.rs")), protocol=1, read_files=read) == ["ERR_UPDATE_WITHOUT_BASE"]
     assert ok(plan(update("src/main.rs")), protocol=1, read_files=read).actions[0].path == "src/main.rs"
     assert ok(plan(update("src/secret.rs")), protocol=1, mode="plan", read_files=read)
-    assert ok(plan(update("src/secret.rs")), protocol=1)   # unknown plan files: not enforced
+    assert ok(plan(update("src/secret.rs")), protocol=1)  # unknown plan files: not enforced
 
 
 def test_v2_update_of_an_existing_file_is_forbidden() -> None:
@@ -233,19 +248,27 @@ def test_v2_update_of_an_existing_file_is_forbidden() -> None:
 
 # --- memory_patch ------------------------------------------------------------------------------
 
+
 def test_memory_patch_key_outside_the_whitelist() -> None:
     data = plan(create("a"), memory_patch={"user.password": "x", "project.default_test_command": "pytest"})
     assert codes(data) == ["ERR_MEMORY_KEY_NOT_ALLOWED"]
-    response = ok(data, protocol=1)   # v1 drops unknown keys and says so
+    response = ok(data, protocol=1)  # v1 drops unknown keys and says so
     assert response.memory_patch == {"project.default_test_command": "pytest"}
     assert [w.code for w in response.warnings] == ["ERR_MEMORY_KEY_NOT_ALLOWED"]
 
 
-@pytest.mark.parametrize("key, value", [
-    ("user.ask_budget", "1"), ("user.ask_budget", True), ("user.ask_budget", 1.5),
-    ("project.src_roots", "src"), ("project.test_roots", ["tests", 3]),
-    ("project.default_test_command", ["pytest"]), ("user.preferred_style", None),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("user.ask_budget", "1"),
+        ("user.ask_budget", True),
+        ("user.ask_budget", 1.5),
+        ("project.src_roots", "src"),
+        ("project.test_roots", ["tests", 3]),
+        ("project.default_test_command", ["pytest"]),
+        ("user.preferred_style", None),
+    ],
+)
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_memory_patch_value_of_the_wrong_type(key: str, value: Any, protocol: int) -> None:
     assert codes(plan(create("a"), memory_patch={key: value}), protocol=protocol) == ["ERR_MEMORY_TYPE"]
@@ -262,18 +285,19 @@ def test_whitelisted_memory_patch_is_returned() -> None:
 
 # --- every problem is reported, the first one gives the code ------------------------------
 
+
 def test_all_problems_are_collected_in_order() -> None:
     data = plan(create("../x"), create(".env"), create("ok.txt", "a\x00"), patch("p", "nope"))
-    assert codes(data) == ["ERR_PATH_TRAVERSAL", "ERR_PROTECTED_PATH", "ERR_CONTENT_NUL",
-                           "ERR_PATCH_NOT_UNIFIED"]
+    assert codes(data) == ["ERR_PATH_TRAVERSAL", "ERR_PROTECTED_PATH", "ERR_CONTENT_NUL", "ERR_PATCH_NOT_UNIFIED"]
 
 
 # --- base tree rules (a real repository read with git ls-tree) ------------------------------
 
+
 class LsTree:
     """TreeView over `git ls-tree -r -t HEAD` of a real repository."""
 
-    KINDS = {"120000": "link", "160000": "submodule", "040000": "dir"}
+    KINDS: ClassVar[dict[str, str]] = {"120000": "link", "160000": "submodule", "040000": "dir"}
 
     def __init__(self, repo: Path) -> None:
         self.entries: dict[str, str] = {}
@@ -286,7 +310,7 @@ class LsTree:
 
     def names_in(self, directory: str) -> list[str]:
         prefix = f"{directory}/" if directory else ""
-        return [p[len(prefix):] for p in self.entries if p.startswith(prefix) and "/" not in p[len(prefix):]]
+        return [p[len(prefix) :] for p in self.entries if p.startswith(prefix) and "/" not in p[len(prefix) :]]
 
     def files_under(self, path: str) -> list[str]:
         return sorted(p for p, kind in self.entries.items() if p.startswith(f"{path}/") and kind != "dir")
@@ -304,29 +328,47 @@ def tree(tmp_path: Path) -> LsTree:
     return LsTree(repo)
 
 
-@pytest.mark.parametrize("action, code", [
-    (create("linked/evil.rs"), "ERR_PATH_THROUGH_SYMLINK"),
-    (patch("link.rs"), "ERR_PATH_THROUGH_SYMLINK"),
-    (update("link.rs"), "ERR_PATH_THROUGH_SYMLINK"),
-    (create("vendor/sub/x.c"), "ERR_PATH_IN_SUBMODULE"),
-    (delete("vendor/sub"), "ERR_PATH_IN_SUBMODULE"),
-    (create("src/main.rs"), "ERR_CREATE_EXISTS"),
-    (create("src"), "ERR_PATH_COLLISION"),
-    (create("src/main.rs/x"), "ERR_PATH_COLLISION"),
-    (mkdir("docs/a.md"), "ERR_PATH_COLLISION"),
-    (delete("nope.txt"), "ERR_DELETE_MISSING"),
-    (rmdir("nope"), "ERR_DELETE_MISSING"),
-    (delete("src"), "ERR_PATH_COLLISION"),
-    (rmdir("src/main.rs"), "ERR_PATH_COLLISION"),
-    (patch("src/nope.rs"), "ERR_PATCH_MISSING_FILE"),
-    (update("src/main.rs"), "ERR_V2_UPDATE_EXISTING_FORBIDDEN"),
-])
+@pytest.mark.parametrize(
+    "action, code",
+    [
+        (create("linked/evil.rs"), "ERR_PATH_THROUGH_SYMLINK"),
+        (patch("link.rs"), "ERR_PATH_THROUGH_SYMLINK"),
+        (update("link.rs"), "ERR_PATH_THROUGH_SYMLINK"),
+        (create("vendor/sub/x.c"), "ERR_PATH_IN_SUBMODULE"),
+        (delete("vendor/sub"), "ERR_PATH_IN_SUBMODULE"),
+        (create("src/main.rs"), "ERR_CREATE_EXISTS"),
+        (create("src"), "ERR_PATH_COLLISION"),
+        (create("src/main.rs/x"), "ERR_PATH_COLLISION"),
+        (mkdir("docs/a.md"), "ERR_PATH_COLLISION"),
+        (delete("nope.txt"), "ERR_DELETE_MISSING"),
+        (rmdir("nope"), "ERR_DELETE_MISSING"),
+        (delete("src"), "ERR_PATH_COLLISION"),
+        (rmdir("src/main.rs"), "ERR_PATH_COLLISION"),
+        (patch("src/nope.rs"), "ERR_PATCH_MISSING_FILE"),
+        (update("src/main.rs"), "ERR_V2_UPDATE_EXISTING_FORBIDDEN"),
+    ],
+)
 def test_base_tree_rule(tree: LsTree, action: dict[str, Any], code: str) -> None:
     assert codes(plan(action), tree=tree) == [code]
 
 
 def test_plan_matching_the_base_tree_passes(tree: LsTree) -> None:
-    response = ok(plan(patch("src/main.rs"), create("src/new.rs"), delete("docs/a.md"), rmdir("docs"),
-                       mkdir("src"), delete("link.rs")), tree=tree)
+    response = ok(
+        plan(
+            patch("src/main.rs"),
+            create("src/new.rs"),
+            delete("docs/a.md"),
+            rmdir("docs"),
+            mkdir("src"),
+            delete("link.rs"),
+        ),
+        tree=tree,
+    )
     assert [a.kind.value for a in response.ordered_actions()] == [
-        "CREATE_DIR", "PATCH_FILE", "CREATE_FILE", "DELETE_FILE", "DELETE_FILE", "DELETE_DIR"]
+        "CREATE_DIR",
+        "PATCH_FILE",
+        "CREATE_FILE",
+        "DELETE_FILE",
+        "DELETE_FILE",
+        "DELETE_DIR",
+    ]

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from papayu_git.transaction import ApplyResult
 
 
-def plan_from_json(pdir: Path, repo: "pygit2.Repository", raw: bytes, protocol: int | None,
-                   onto: str | None) -> "StoredPlan":
+def plan_from_json(
+    pdir: Path, repo: pygit2.Repository, raw: bytes, protocol: int | None, onto: str | None
+) -> StoredPlan:
     """A response file becomes a stored plan (id, base commit, target branch)."""
     data = parse_json_text(raw)
     if plans.is_plan_record(data):
@@ -47,15 +48,23 @@ def plan_from_json(pdir: Path, repo: "pygit2.Repository", raw: bytes, protocol: 
     else:
         version = protocol or (1 if isinstance(data, list) else settings.get_int("protocol_version", repo.workdir))
         head = None if repo.head_is_unborn else str(repo.head.target)
-        branch = onto or ("" if repo.head_is_detached else str(repo.references["HEAD"].target)[len("refs/heads/"):])
-        plan = plans.StoredPlan(id=plans.new_id(), mode="apply", protocol=version, base_commit=head or "",
-                                branch=branch, response=data, created_at=now_iso())
+        branch = onto or ("" if repo.head_is_detached else str(repo.references["HEAD"].target)[len("refs/heads/") :])
+        plan = plans.StoredPlan(
+            id=plans.new_id(),
+            mode="apply",
+            protocol=version,
+            base_commit=head or "",
+            branch=branch,
+            response=data,
+            created_at=now_iso(),
+        )
     plans.save(pdir, plan)
     return plan
 
 
-def load_plan(pdir: Path, repo: "pygit2.Repository", source: str | None, protocol: int | None,
-              onto: str | None) -> "StoredPlan":
+def load_plan(
+    pdir: Path, repo: pygit2.Repository, source: str | None, protocol: int | None, onto: str | None
+) -> StoredPlan:
     if source == "-":
         return plan_from_json(pdir, repo, sys.stdin.buffer.read(), protocol, onto)
     if source and Path(source).is_file():
@@ -68,8 +77,9 @@ def load_plan(pdir: Path, repo: "pygit2.Repository", source: str | None, protoco
     return plans.load(pdir, source)
 
 
-def response_of(root: Path, plan: "StoredPlan", protocol: int | None, onto: str | None,
-                client: "ChatClient | None" = None) -> tuple["StoredPlan", "Response"]:
+def response_of(
+    root: Path, plan: StoredPlan, protocol: int | None, onto: str | None, client: ChatClient | None = None
+) -> tuple[StoredPlan, Response]:
     """The plan's validated APPLY answer; a plan without actions asks the model for it first
     (through ``client`` when the caller holds one), checked early against the branch ``onto``."""
     data = plan.response
@@ -81,7 +91,7 @@ def response_of(root: Path, plan: "StoredPlan", protocol: int | None, onto: str 
     return plan, validate_response(data, protocol=version, mode="apply", read_files=plan.files or None)
 
 
-def _confirm_deletions(response: "Response", yes: bool) -> bool:
+def _confirm_deletions(response: Response, yes: bool) -> bool:
     doomed = [a.path for a in response.actions if a.kind in DELETING_KINDS]
     if yes or not doomed:
         return yes
@@ -90,7 +100,7 @@ def _confirm_deletions(response: "Response", yes: bool) -> bool:
     return click.confirm(f"The plan deletes {safe_text(', '.join(doomed))}. Continue?", default=False, err=True)
 
 
-def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", options: "ApplyOptions") -> bool:
+def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> bool:
     """allow_test_edits for the transaction: the flag, or a yes on a terminal (without -y) to a
     question naming the existing tests the plan modifies or deletes. No (or no terminal, or -y):
     the transaction commits and checks, then stops at review (transaction.held_for_test_edits)."""
@@ -102,20 +112,29 @@ def confirm_test_edits(root: Path, plan: "StoredPlan", response: "Response", opt
         return False  # the transaction raises (and records) it
     if not edited:
         return False
-    return click.confirm(f"The plan modifies or deletes existing tests: {safe_text(', '.join(edited))}. Land it "
-                         f"if the check passes? (no: keep {branch_name(plan.id)} for review)", default=False, err=True)
+    return click.confirm(
+        f"The plan modifies or deletes existing tests: {safe_text(', '.join(edited))}. Land it "
+        f"if the check passes? (no: keep {branch_name(plan.id)} for review)",
+        default=False,
+        err=True,
+    )
 
 
-def run(source: str | None, options: "ApplyOptions", protocol: int | None = None, as_json: bool = False) -> int:
+def run(source: str | None, options: ApplyOptions, protocol: int | None = None, as_json: bool = False) -> int:
     import dataclasses
 
     repo, root, pdir = open_checkout()
     plan = load_plan(pdir, repo, source, protocol, options.onto)
     plan, response = response_of(root, plan, protocol, options.onto)
     if response.commands_to_run:
-        output.info("The model proposes these commands (" + (
-            "--run-proposed: they run in the worktree after the check):" if options.run_proposed else
-            "NOT run; --run-proposed runs them in the worktree after the check):"))
+        output.info(
+            "The model proposes these commands ("
+            + (
+                "--run-proposed: they run in the worktree after the check):"
+                if options.run_proposed
+                else "NOT run; --run-proposed runs them in the worktree after the check):"
+            )
+        )
         for command in response.commands_to_run:
             output.info(f"  $ {safe_text(command)}")
     yes = _confirm_deletions(response, options.yes)
@@ -127,14 +146,14 @@ def run(source: str | None, options: "ApplyOptions", protocol: int | None = None
     return exit_code(result)
 
 
-def exit_code(result: "ApplyResult") -> int:
+def exit_code(result: ApplyResult) -> int:
     """0 landed / no changes / a requested review; 1 rolled back, or stopped at review for a
     reason the user must act on (no check found: ERR_NO_CHECK; existing tests edited under -y:
     ERR_TEST_EDITS_HELD)."""
     return 1 if result.state == ApplyState.ROLLED_BACK or result.error else 0
 
 
-def report(result: "ApplyResult", as_json: bool) -> None:
+def report(result: ApplyResult, as_json: bool) -> None:
     if as_json:
         output.emit_json(result.to_dict())
         return
@@ -146,19 +165,23 @@ def report(result: "ApplyResult", as_json: bool) -> None:
     elif result.state == ApplyState.REVIEW:
         if result.error:
             output.error(f"{result.error['code']}: {safe_text(result.error['reason'], multiline=True)}")
-        output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
-                      f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}")
+        output.result(
+            f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
+            f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
+        )
     elif result.state == ApplyState.NO_CHANGES:
         output.result(f"plan {result.plan_id}: nothing to apply")
     else:
         _report_rollback(result)
     if result.check:
         state = "passed" if result.check["passed"] else "FAILED"
-        output.info(f"check `{safe_text(result.check['command'])}` ({result.check['source']}): {state} "
-                    f"in {result.check['duration_sec']:.1f}s; log: {result.check['log']}")
+        output.info(
+            f"check `{safe_text(result.check['command'])}` ({result.check['source']}): {state} "
+            f"in {result.check['duration_sec']:.1f}s; log: {result.check['log']}"
+        )
 
 
-def _report_rollback(result: "ApplyResult") -> None:
+def _report_rollback(result: ApplyResult) -> None:
     if result.check and result.check.get("tail"):
         output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
         output.info(safe_text(result.check["tail"], multiline=True))
@@ -170,9 +193,17 @@ def _report_rollback(result: "ApplyResult") -> None:
     output.result(f"rolled back plan {result.plan_id}: {result.target} unchanged{kept}")
 
 
-_OPTION_NAMES = {"check_cmd": "check", "no_check": "no_check", "review": "review", "keep_failed": "keep_failed",
-                 "onto": "onto", "rebase": "rebase", "yes": "yes", "run_proposed": "run_proposed",
-                 "allow_test_edits": "allow_test_edits"}
+_OPTION_NAMES = {
+    "check_cmd": "check",
+    "no_check": "no_check",
+    "review": "review",
+    "keep_failed": "keep_failed",
+    "onto": "onto",
+    "rebase": "rebase",
+    "yes": "yes",
+    "run_proposed": "run_proposed",
+    "allow_test_edits": "allow_test_edits",
+}
 
 
 def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -185,20 +216,35 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
             values = {field: kwargs.pop(name) for name, field in _OPTION_NAMES.items()}
             return callback(*args, options=ApplyOptions(**values), **kwargs)
 
-        for option in reversed([
-            click.option("--check", "check_cmd", metavar="CMD", help="Check command to run in the worktree "
-                         "(overrides papayu.checkCommand, project.json and detection)."),
-            click.option("--no-check", is_flag=True, help="Land without running a check."),
-            click.option("--review", is_flag=True, help="Stop after the commit (and check); keep branch papayu/<id>."),
-            click.option("--keep-failed", is_flag=True, help="Keep papayu/<id> when the check fails."),
-            click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch."),
-            click.option("--rebase", is_flag=True, help="If the branch moved, re-apply on its new tip when bases "
-                         "match."),
-            click.option("-y", "--yes", is_flag=True, help=yes_help),
-            click.option("--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree."),
-            click.option("--allow-test-edits", is_flag=True, help="Land plans that modify or delete existing tests "
-                         "without asking (else they stop at review)."),
-        ]):
+        for option in reversed(
+            [
+                click.option(
+                    "--check",
+                    "check_cmd",
+                    metavar="CMD",
+                    help="Check command to run in the worktree "
+                    "(overrides papayu.checkCommand, project.json and detection).",
+                ),
+                click.option("--no-check", is_flag=True, help="Land without running a check."),
+                click.option(
+                    "--review", is_flag=True, help="Stop after the commit (and check); keep branch papayu/<id>."
+                ),
+                click.option("--keep-failed", is_flag=True, help="Keep papayu/<id> when the check fails."),
+                click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch."),
+                click.option(
+                    "--rebase", is_flag=True, help="If the branch moved, re-apply on its new tip when bases match."
+                ),
+                click.option("-y", "--yes", is_flag=True, help=yes_help),
+                click.option(
+                    "--run-proposed", is_flag=True, help="Also run the model's commands_to_run in the worktree."
+                ),
+                click.option(
+                    "--allow-test-edits",
+                    is_flag=True,
+                    help="Land plans that modify or delete existing tests without asking (else they stop at review).",
+                ),
+            ]
+        ):
             wrapper = option(wrapper)
         return wrapper
 
@@ -210,7 +256,7 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
 @transaction_options(yes_help="Confirm deletions without asking.")
 @click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol of the response (default: the plan's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result with per-stage timings.")
-def command(source: str | None, options: "ApplyOptions", protocol: str | None, as_json: bool) -> None:
+def command(source: str | None, options: ApplyOptions, protocol: str | None, as_json: bool) -> None:
     """Apply a plan as a commit on papayu/<id>, run the check in a temporary
     worktree, and fast-forward your branch only if it passes.
 

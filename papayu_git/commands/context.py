@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import click
 
 from papayu_git import output
@@ -18,24 +17,37 @@ def run(goal: str, log_file: str | None = None, base: str = "HEAD", as_json: boo
     diet = session.last_diet
     assert diet is not None
     if as_json:
-        output.emit_json({"ok": True, "base_commit": session.base_commit, "context": text,
-                          "blocks": [b.to_dict() for b in diet.blocks],
-                          "dropped": [b.to_dict() for b in diet.dropped],
-                          "files_shown": session.files_shown, "context_stats": session.context_stats,
-                          "cache_stats": session.cache_stats})
+        output.emit_json(
+            {
+                "ok": True,
+                "base_commit": session.base_commit,
+                "context": text,
+                "blocks": [b.to_dict() for b in diet.blocks],
+                "dropped": [b.to_dict() for b in diet.dropped],
+                "files_shown": session.files_shown,
+                "context_stats": session.context_stats,
+                "cache_stats": session.cache_stats,
+            }
+        )
     else:
         output.result(text)
         stats = session.context_stats
-        output.info(f"context: {stats['context_files_count']} blocks, {stats['context_total_chars']} chars, "
-                    f"{stats['context_files_dropped_count']} dropped, {stats['context_truncated_files_count']} "
-                    f"truncated; base {session.base_commit[:12]}")
+        output.info(
+            f"context: {stats['context_files_count']} blocks, {stats['context_total_chars']} chars, "
+            f"{stats['context_files_dropped_count']} dropped, {stats['context_truncated_files_count']} "
+            f"truncated; base {session.base_commit[:12]}"
+        )
     return 0
 
 
 @click.command("context")
 @click.argument("goal")
-@click.option("--from-file", "log_file", type=click.Path(dir_okay=False, allow_dash=True),
-              help="A log with the failure (test output, stack trace); '-' reads stdin.")
+@click.option(
+    "--from-file",
+    "log_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="A log with the failure (test output, stack trace); '-' reads stdin.",
+)
 @click.option("--base", default="HEAD", show_default=True, help="Commit whose files are shown.")
 @click.option("--json", "as_json", is_flag=True, help="Blocks, dropped blocks, files_shown and stats as JSON.")
 def command(goal: str, log_file: str | None, base: str, as_json: bool) -> None:

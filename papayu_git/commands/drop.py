@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import pygit2
 
 
-def resolve_generated(repo: "pygit2.Repository", pdir: Path, id_or_prefix: str) -> str:
+def resolve_generated(repo: pygit2.Repository, pdir: Path, id_or_prefix: str) -> str:
     """A plan id (or unique prefix) of a stored plan or of a `papayu/<id>` branch."""
     name = id_or_prefix.removeprefix(BRANCH_PREFIX)
     try:
@@ -40,7 +40,9 @@ def run(plan_id: str, as_json: bool = False) -> int:
     if as_json:
         output.emit_json({"ok": True, "plan_id": resolved, "branch_deleted": deleted})
     else:
-        output.result(f"dropped {branch_name(resolved)}" if deleted else f"plan {resolved} has no branch; nothing to drop")
+        output.result(
+            f"dropped {branch_name(resolved)}" if deleted else f"plan {resolved} has no branch; nothing to drop"
+        )
     return 0
 
 

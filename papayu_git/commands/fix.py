@@ -35,8 +35,15 @@ def _confirmed(plan_id: str, yes: bool) -> bool:
     return click.confirm(f"Apply plan {plan_id}?", default=False, err=True)
 
 
-def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: str | None = None,
-        protocol: int | None = None, accept_memory: bool = False, as_json: bool = False) -> int:
+def run(
+    goal: str,
+    options: ApplyOptions,
+    mode: str | None = None,
+    from_file: str | None = None,
+    protocol: int | None = None,
+    accept_memory: bool = False,
+    as_json: bool = False,
+) -> int:
     route = resolve(goal, mode)
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
@@ -55,8 +62,13 @@ def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: 
     options = dataclasses.replace(options, yes=True, allow_test_edits=allow)
     result = apply_plan(root, plan, response, options)
     if as_json:
-        output.emit_json({"ok": apply_command.exit_code(result) == 0, "plan": plan_command.as_dict(outcome),
-                          "apply": result.to_dict()})
+        output.emit_json(
+            {
+                "ok": apply_command.exit_code(result) == 0,
+                "plan": plan_command.as_dict(outcome),
+                "apply": result.to_dict(),
+            }
+        )
     else:
         apply_command.report(result, False)
     return apply_command.exit_code(result)
@@ -64,15 +76,25 @@ def run(goal: str, options: "ApplyOptions", mode: str | None = None, from_file: 
 
 @click.command("fix")
 @click.argument("goal")
-@click.option("--mode", type=click.Choice(["plan", "apply", "fix-plan", "chat", "fixit"]),
-              help="How the model is asked first (default: from the goal, else PAPAYU_LLM_MODE).")
+@click.option(
+    "--mode",
+    type=click.Choice(["plan", "apply", "fix-plan", "chat", "fixit"]),
+    help="How the model is asked first (default: from the goal, else PAPAYU_LLM_MODE).",
+)
 @click.option("--from-file", "from_file", metavar="LOG", help="A log or test output to diagnose ('-' = stdin).")
 @transaction_options(yes_help="Apply without asking (deletions included).")
 @click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION).")
 @click.option("--accept-memory", is_flag=True, help="Apply the model's memory_patch (else only on 'remember …').")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan and apply result.")
-def command(goal: str, mode: str | None, from_file: str | None, options: "ApplyOptions", protocol: str | None,
-            accept_memory: bool, as_json: bool) -> None:
+def command(
+    goal: str,
+    mode: str | None,
+    from_file: str | None,
+    options: ApplyOptions,
+    protocol: str | None,
+    accept_memory: bool,
+    as_json: bool,
+) -> None:
     """Plan GOAL with the model, then apply the plan after confirmation.
 
     \b
@@ -82,5 +104,6 @@ def command(goal: str, mode: str | None, from_file: str | None, options: "ApplyO
     index and working tree are untouched. Exit 0 landed/review/not applied, 1 rolled back.
     """
     with handle_errors(as_json):
-        raise SystemExit(run(goal, options, mode, from_file, int(protocol) if protocol else None, accept_memory,
-                             as_json))
+        raise SystemExit(
+            run(goal, options, mode, from_file, int(protocol) if protocol else None, accept_memory, as_json)
+        )

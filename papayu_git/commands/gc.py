@@ -18,8 +18,12 @@ def run(days: float = 14.0, as_json: bool = False) -> int:
     if as_json:
         output.emit_json({"ok": True, **dataclasses.asdict(report)})
         return 0
-    for label, items in (("stale lock", report.locks), ("worktree", report.worktrees),
-                         ("branch", report.branches), ("check log", report.logs)):
+    for label, items in (
+        ("stale lock", report.locks),
+        ("worktree", report.worktrees),
+        ("branch", report.branches),
+        ("check log", report.logs),
+    ):
         for item in items:
             output.result(f"removed {label}: {item}")
     if not any(dataclasses.asdict(report).values()):
@@ -28,8 +32,13 @@ def run(days: float = 14.0, as_json: bool = False) -> int:
 
 
 @click.command("gc")
-@click.option("--days", type=float, default=14.0, show_default=True,
-              help="Delete papayu/* branches and check logs older than this many days (0: all).")
+@click.option(
+    "--days",
+    type=float,
+    default=14.0,
+    show_default=True,
+    help="Delete papayu/* branches and check logs older than this many days (0: all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(days: float, as_json: bool) -> None:
     """Clean up: locks of dead papayu processes (and what they left), every idle pooled

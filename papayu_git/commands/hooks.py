@@ -14,8 +14,14 @@ from papayu_git.hooks import InstallState, install_shim, uninstall_shim
 def run_install(chain: bool = False, force: bool = False, as_json: bool = False) -> int:
     result = install_shim(Path.cwd(), chain=chain, force=force)
     if as_json:
-        output.emit_json({"ok": True, "hook": str(result.hook), "state": result.state.value,
-                          "previous": str(result.previous) if result.previous else None})
+        output.emit_json(
+            {
+                "ok": True,
+                "hook": str(result.hook),
+                "state": result.state.value,
+                "previous": str(result.previous) if result.previous else None,
+            }
+        )
         return 0
     output.result(f"{result.state.value}: {result.hook}")
     if result.state is InstallState.CHAINED:
@@ -36,8 +42,9 @@ def command() -> None:
 
 @command.command("install")
 @click.option("--chain", is_flag=True, help="Keep an existing pre-commit hook and run it before papayu's checks.")
-@click.option("--force", is_flag=True, help="Replace an existing pre-commit hook (it is kept as "
-              "pre-commit.papayu-backup).")
+@click.option(
+    "--force", is_flag=True, help="Replace an existing pre-commit hook (it is kept as pre-commit.papayu-backup)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def install(chain: bool, force: bool, as_json: bool) -> None:
     """Install the pre-commit shim into the hooks directory (core.hooksPath if set).

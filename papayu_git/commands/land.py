@@ -19,27 +19,37 @@ from papayu_git.transaction import land_branch
 @dataclass(frozen=True)
 class WhenGreen:
     """`--when-green`: wait for the forge's checks of the pushed commit first (docs/DESIGN.md, "Hooks and PRs")."""
+
     timeout: float
     interval: float
     remote: str | None = None
     forge: str | None = None
 
 
-def run(plan_id: str, onto: str | None = None, as_json: bool = False, when_green: WhenGreen | None = None,
-        force: bool = False) -> int:
+def run(
+    plan_id: str,
+    onto: str | None = None,
+    as_json: bool = False,
+    when_green: WhenGreen | None = None,
+    force: bool = False,
+) -> int:
     forge_green: str | None = None
     if when_green is not None:
         kept = load_generated(plan_id)  # refuse a red / changed branch before waiting for the forge
         problem = verdict(kept.plan_id, kept.plan, kept.sha, unchecked_ok=True).problem
         if problem is not None and not force:
             raise problem
-        gen, _checks, _forge = wait_for_green(plan_id, remote=when_green.remote, forge_kind=when_green.forge,
-                                              timeout=when_green.timeout, interval=when_green.interval)
+        gen, _checks, _forge = wait_for_green(
+            plan_id,
+            remote=when_green.remote,
+            forge_kind=when_green.forge,
+            timeout=when_green.timeout,
+            interval=when_green.interval,
+        )
         ensure_still_at(gen)
         forge_green = gen.sha
     repo, _root, pdir = open_checkout()
-    result = land_branch(repo, pdir, resolve_generated(repo, pdir, plan_id), onto, force=force,
-                         forge_green=forge_green)
+    result = land_branch(repo, pdir, resolve_generated(repo, pdir, plan_id), onto, force=force, forge_green=forge_green)
     report(result, as_json)
     return 0
 
@@ -47,21 +57,49 @@ def run(plan_id: str, onto: str | None = None, as_json: bool = False, when_green
 @click.command("land")
 @click.argument("plan_id", metavar="ID")
 @click.option("--onto", metavar="BRANCH", help="Land on BRANCH (default: the branch the plan was applied to).")
-@click.option("--when-green", is_flag=True, help="First wait until the forge's checks of the pushed "
-              "papayu/ID commit are green (after 'git papayu pr ID').")
-@click.option("--timeout", type=float, metavar="SEC", help="--when-green: give up after SEC seconds "
-              "(default PAPAYU_CHECKS_TIMEOUT_SEC, 3600).")
-@click.option("--interval", type=float, metavar="SEC", help="--when-green: seconds between polls "
-              "(default PAPAYU_CHECKS_INTERVAL_SEC, 30).")
+@click.option(
+    "--when-green",
+    is_flag=True,
+    help="First wait until the forge's checks of the pushed papayu/ID commit are green (after 'git papayu pr ID').",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    metavar="SEC",
+    help="--when-green: give up after SEC seconds (default PAPAYU_CHECKS_TIMEOUT_SEC, 3600).",
+)
+@click.option(
+    "--interval",
+    type=float,
+    metavar="SEC",
+    help="--when-green: seconds between polls (default PAPAYU_CHECKS_INTERVAL_SEC, 30).",
+)
 @click.option("--remote", metavar="R", help="--when-green: the remote 'pr' pushed to (default: the recorded one).")
-@click.option("--forge", "forge_kind", type=click.Choice(["github", "gitlab", "gitea"]),
-              help="--when-green: forge type (default: the recorded one, else guessed from the remote).")
-@click.option("--force", is_flag=True, help="Land even if papayu/ID is not the commit whose check passed: "
-              "bypasses ERR_NOT_CHECKED (no check ran), ERR_CHECK_NOT_PASSED (the check failed or timed "
-              "out) and ERR_BRANCH_CHANGED_SINCE_CHECK (amended since), with a warning.")
+@click.option(
+    "--forge",
+    "forge_kind",
+    type=click.Choice(["github", "gitlab", "gitea"]),
+    help="--when-green: forge type (default: the recorded one, else guessed from the remote).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Land even if papayu/ID is not the commit whose check passed: "
+    "bypasses ERR_NOT_CHECKED (no check ran), ERR_CHECK_NOT_PASSED (the check failed or timed "
+    "out) and ERR_BRANCH_CHANGED_SINCE_CHECK (amended since), with a warning.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(plan_id: str, onto: str | None, when_green: bool, timeout: float | None, interval: float | None,
-            remote: str | None, forge_kind: str | None, force: bool, as_json: bool) -> None:
+def command(
+    plan_id: str,
+    onto: str | None,
+    when_green: bool,
+    timeout: float | None,
+    interval: float | None,
+    remote: str | None,
+    forge_kind: str | None,
+    force: bool,
+    as_json: bool,
+) -> None:
     """Land a reviewed plan: fast-forward the target branch to papayu/ID.
 
     Only what was checked lands: papayu/ID must be the very commit whose
@@ -82,8 +120,14 @@ def command(plan_id: str, onto: str | None, when_green: bool, timeout: float | N
     timeout (ERR_CHECKS_TIMEOUT) lands nothing.
     """
     with handle_errors(as_json):
-        wait = WhenGreen(
-            timeout if timeout is not None else float(settings.get_int("checks_timeout_sec")),
-            interval if interval is not None else float(settings.get_int("checks_interval_sec")),
-            remote, forge_kind) if when_green else None
+        wait = (
+            WhenGreen(
+                timeout if timeout is not None else float(settings.get_int("checks_timeout_sec")),
+                interval if interval is not None else float(settings.get_int("checks_interval_sec")),
+                remote,
+                forge_kind,
+            )
+            if when_green
+            else None
+        )
         raise SystemExit(run(plan_id, onto, as_json, wait, force))

@@ -31,14 +31,18 @@ def rows() -> list[dict[str, Any]]:
     out = []
     for plan in plans.list_plans(pdir):
         summary = plan.response.get("summary", "") if isinstance(plan.response, dict) else ""
-        out.append({"id": plan.id, "state": _state(plan, plan.id in branches),
-                    "branch": branch_name(plan.id) if plan.id in branches else "",
-                    "target": (plan.extra.get("apply") or {}).get("target") or plan.branch,
-                    "summary": (summary or plan.goal).splitlines()[0] if (summary or plan.goal) else ""})
+        out.append(
+            {
+                "id": plan.id,
+                "state": _state(plan, plan.id in branches),
+                "branch": branch_name(plan.id) if plan.id in branches else "",
+                "target": (plan.extra.get("apply") or {}).get("target") or plan.branch,
+                "summary": (summary or plan.goal).splitlines()[0] if (summary or plan.goal) else "",
+            }
+        )
     known = {row["id"] for row in out}
     for plan_id in sorted(set(branches) - known):
-        out.append({"id": plan_id, "state": "branch only", "branch": branch_name(plan_id), "target": "",
-                    "summary": ""})
+        out.append({"id": plan_id, "state": "branch only", "branch": branch_name(plan_id), "target": "", "summary": ""})
     return out
 
 

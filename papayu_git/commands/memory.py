@@ -39,13 +39,17 @@ def run_show(as_json: bool) -> int:
     root = _repo_root(required=False)
     memory = load_memory(root, strict=True)
     if as_json:
-        output.emit_json({
-            "ok": True,
-            **{layer: {k: v.value for k, v in values.items()} for layer, values in memory.items()},
-            "sources": {f"{layer}.{k}": v.source for layer, values in memory.items() for k, v in values.items()},
-            "files": {"user": str(layer_path("user", None)),
-                      "project": str(layer_path("project", root)) if root else None},
-        })
+        output.emit_json(
+            {
+                "ok": True,
+                **{layer: {k: v.value for k, v in values.items()} for layer, values in memory.items()},
+                "sources": {f"{layer}.{k}": v.source for layer, values in memory.items() for k, v in values.items()},
+                "files": {
+                    "user": str(layer_path("user", None)),
+                    "project": str(layer_path("project", root)) if root else None,
+                },
+            }
+        )
         return 0
     shown = 0
     for layer, values in memory.items():

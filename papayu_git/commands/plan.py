@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from papayu_git.llm.planner import PlanOutcome
     from papayu_git.llm.routing import Route
 
-MODE_HELP = ("plan/fix-plan: a plan, applied later; chat: discuss and plan; fixit: the fix at once; "
-             "apply: the change at once (default: from the goal, else PAPAYU_LLM_MODE).")
+MODE_HELP = (
+    "plan/fix-plan: a plan, applied later; chat: discuss and plan; fixit: the fix at once; "
+    "apply: the change at once (default: from the goal, else PAPAYU_LLM_MODE)."
+)
 
 
 # Everything the model wrote is printed through safe_text (masked, control characters escaped).
@@ -42,18 +44,21 @@ def _steps(items: Any) -> list[str]:
     return [output.colour("Plan:", "bold"), *rows] if rows else []
 
 
-def next_command(outcome: "PlanOutcome") -> str:
+def next_command(outcome: PlanOutcome) -> str:
     if outcome.response.is_no_changes:
         return "nothing to apply (NO_CHANGES)"
     return f"git papayu apply {outcome.plan.id}"
 
 
-def render(outcome: "PlanOutcome") -> None:
+def render(outcome: PlanOutcome) -> None:
     plan, response = outcome.plan, outcome.response
     head = f"plan {plan.id} ({plan.extra.get('prompt_mode', plan.mode)}, protocol v{plan.protocol})"
-    lines = [output.colour(head, "cyan"), f"against {plan.branch or 'detached HEAD'} @ {plan.base_commit[:12]}",
-             output.colour("Summary:", "bold"),
-             *(f"  {line}" for line in safe_text(response.summary.strip() or "-", multiline=True).split("\n"))]
+    lines = [
+        output.colour(head, "cyan"),
+        f"against {plan.branch or 'detached HEAD'} @ {plan.base_commit[:12]}",
+        output.colour("Summary:", "bold"),
+        *(f"  {line}" for line in safe_text(response.summary.strip() or "-", multiline=True).split("\n")),
+    ]
     lines += _steps(response.plan)
     lines += _bullets("Questions:", response.questions)
     lines += _bullets("Risks:", response.risks)
@@ -68,42 +73,67 @@ def render(outcome: "PlanOutcome") -> None:
     output.result(f"next: {next_command(outcome)}")
 
 
-def as_dict(outcome: "PlanOutcome") -> dict[str, Any]:
+def as_dict(outcome: PlanOutcome) -> dict[str, Any]:
     response = outcome.response
-    return {"ok": True, "plan_id": outcome.plan.id, "path": str(outcome.path), "mode": outcome.plan.mode,
-            "prompt_mode": outcome.plan.extra.get("prompt_mode"), "protocol": outcome.plan.protocol,
-            "base_commit": outcome.plan.base_commit, "trace_id": outcome.plan.trace_id,
-            "summary": response.summary, "plan": list(response.plan), "questions": list(response.questions),
-            "risks": list(response.risks), "actions": [a.to_dict() for a in response.actions],
-            "commands_to_run": list(response.commands_to_run), "no_changes": response.is_no_changes,
-            "warnings": list(outcome.warnings), "behaviour_flags": list(outcome.flags),
-            "timings": {k: round(v, 4) for k, v in outcome.timings.items()}, "next": next_command(outcome)}
+    return {
+        "ok": True,
+        "plan_id": outcome.plan.id,
+        "path": str(outcome.path),
+        "mode": outcome.plan.mode,
+        "prompt_mode": outcome.plan.extra.get("prompt_mode"),
+        "protocol": outcome.plan.protocol,
+        "base_commit": outcome.plan.base_commit,
+        "trace_id": outcome.plan.trace_id,
+        "summary": response.summary,
+        "plan": list(response.plan),
+        "questions": list(response.questions),
+        "risks": list(response.risks),
+        "actions": [a.to_dict() for a in response.actions],
+        "commands_to_run": list(response.commands_to_run),
+        "no_changes": response.is_no_changes,
+        "warnings": list(outcome.warnings),
+        "behaviour_flags": list(outcome.flags),
+        "timings": {k: round(v, 4) for k, v in outcome.timings.items()},
+        "next": next_command(outcome),
+    }
 
 
-def make(goal: str, route: "Route", protocol: int | None, from_file: str | None, accept_memory: bool,
-         client: Any = None) -> "PlanOutcome":
+def make(
+    goal: str, route: Route, protocol: int | None, from_file: str | None, accept_memory: bool, client: Any = None
+) -> PlanOutcome:
     """The PLAN cycle for ``route`` (opens the model unless ``client`` is given)."""
     root = find_toplevel()
     log_text = None
     if from_file:
         log_text = read_log_file(from_file)
-    request = PlanRequest(route.goal, route.prompt_mode, protocol or settings.get_int("protocol_version", str(root)),
-                          log_text, accept_memory)
+    request = PlanRequest(
+        route.goal,
+        route.prompt_mode,
+        protocol or settings.get_int("protocol_version", str(root)),
+        log_text,
+        accept_memory,
+    )
     if client is not None:
         return make_plan(root, request, client)
     with open_client(root) as opened:
         return make_plan(root, request, opened)
 
 
-def run(goal: str, mode: str | None = None, from_file: str | None = None, out: str | None = None,
-        protocol: int | None = None, accept_memory: bool = False, as_json: bool = False) -> int:
+def run(
+    goal: str,
+    mode: str | None = None,
+    from_file: str | None = None,
+    out: str | None = None,
+    protocol: int | None = None,
+    accept_memory: bool = False,
+    as_json: bool = False,
+) -> int:
     route = resolve(goal, mode)
     if route.confirm:
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
     outcome = make(goal, route, protocol, from_file, accept_memory)
     if out:  # masked like the stored plan (plans.save)
-
         record = mask_data(outcome.plan.to_json(), keep=PLAN_VERBATIM)
         Path(out).write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     if as_json:
@@ -118,11 +148,20 @@ def run(goal: str, mode: str | None = None, from_file: str | None = None, out: s
 @click.option("--mode", type=click.Choice(["plan", "apply", "fix-plan", "chat", "fixit"]), help=MODE_HELP)
 @click.option("--from-file", "from_file", metavar="LOG", help="A log or test output to diagnose ('-' = stdin).")
 @click.option("-o", "--output", "out", metavar="FILE", help="Also write the stored plan record to FILE.")
-@click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION, 2).")
+@click.option(
+    "--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION, 2)."
+)
 @click.option("--accept-memory", is_flag=True, help="Apply the model's memory_patch (else only on 'remember …').")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(goal: str, mode: str | None, from_file: str | None, out: str | None, protocol: str | None,
-            accept_memory: bool, as_json: bool) -> None:
+def command(
+    goal: str,
+    mode: str | None,
+    from_file: str | None,
+    out: str | None,
+    protocol: str | None,
+    accept_memory: bool,
+    as_json: bool,
+) -> None:
     """Ask the model for a plan for GOAL and store it as .git/papayu/plans/<id>.json.
 
     \b
@@ -134,5 +173,4 @@ def command(goal: str, mode: str | None, from_file: str | None, out: str | None,
     Then: git papayu apply <ID>.
     """
     with handle_errors(as_json):
-        raise SystemExit(run(goal, mode, from_file, out, int(protocol) if protocol else None, accept_memory,
-                             as_json))
+        raise SystemExit(run(goal, mode, from_file, out, int(protocol) if protocol else None, accept_memory, as_json))

@@ -36,12 +36,13 @@ FORGES = ("github", "gitlab", "gitea")
 @dataclass(frozen=True)
 class Generated:
     """A kept `papayu/<id>` branch, its commit and its plan record (None if the record is gone)."""
-    repo: "pygit2.Repository"
+
+    repo: pygit2.Repository
     root: Path
     pdir: Path
     plan_id: str
     sha: str
-    plan: "StoredPlan | None"
+    plan: StoredPlan | None
 
     @property
     def branch(self) -> str:
@@ -61,8 +62,11 @@ def load_generated(plan_id: str) -> Generated:
     resolved = resolve_generated(repo, pdir, plan_id)
     sha = generated_branches(repo).get(resolved)
     if sha is None:
-        raise PapayuError("ERR_BRANCH_NOT_FOUND", f"no branch {branch_name(resolved)}",
-                          hint="Keep the commit with 'git papayu apply ID --review' first.")
+        raise PapayuError(
+            "ERR_BRANCH_NOT_FOUND",
+            f"no branch {branch_name(resolved)}",
+            hint="Keep the commit with 'git papayu apply ID --review' first.",
+        )
     try:
         plan: StoredPlan | None = plans.load(pdir, resolved)
     except PapayuError:
@@ -111,22 +115,36 @@ def body_of(gen: Generated) -> str:
     response = response if isinstance(response, dict) else {}
     apply = (plan.extra.get("apply") or {}) if plan else {}
     parts = ["## Summary", response.get("summary") or (plan.goal if plan else "") or "-"]
-    steps = [f"{i}. {s.get('step', '')}" + (f" — {s['details']}" if s.get("details") else "")
-             for i, s in enumerate(response.get("plan") or [], 1) if isinstance(s, dict)]
+    steps = [
+        f"{i}. {s.get('step', '')}" + (f" — {s['details']}" if s.get("details") else "")
+        for i, s in enumerate(response.get("plan") or [], 1)
+        if isinstance(s, dict)
+    ]
     if steps:
         parts += ["", "## Plan", *steps]
     if response.get("risks"):
         parts += ["", "## Risks", *[f"- {r}" for r in response["risks"]]]
     check = apply.get("check") or {}
-    verdict = ("not run" if not check else
-               f"`{check.get('command')}` {'passed' if check.get('passed') else 'FAILED'} "
-               f"(exit {check.get('exit_code')}, {float(check.get('duration_sec') or 0):.1f}s)")
+    verdict = (
+        "not run"
+        if not check
+        else f"`{check.get('command')}` {'passed' if check.get('passed') else 'FAILED'} "
+        f"(exit {check.get('exit_code')}, {float(check.get('duration_sec') or 0):.1f}s)"
+    )
     if check and apply.get("commit") != gen.sha:  # pushed with --force after an amend
         verdict += f" on {str(apply.get('commit') or '?')[:12]}, NOT on this commit"
     trace = apply.get("trace_id") or (plan.trace_id if plan else "")
-    parts += ["", "## Check", f"Local check: {verdict}", "", "---",
-              f"Papayu-Plan: {gen.plan_id}", f"Papayu-Trace: {trace or '-'}", f"Commit: {gen.sha}",
-              f"Land when CI is green: `git papayu land {gen.plan_id} --when-green`"]
+    parts += [
+        "",
+        "## Check",
+        f"Local check: {verdict}",
+        "",
+        "---",
+        f"Papayu-Plan: {gen.plan_id}",
+        f"Papayu-Trace: {trace or '-'}",
+        f"Commit: {gen.sha}",
+        f"Land when CI is green: `git papayu land {gen.plan_id} --when-green`",
+    ]
     return safe_text("\n".join(parts), multiline=True)
 
 
@@ -135,36 +153,53 @@ def _record(gen: Generated, data: dict[str, Any]) -> None:
         plans.save(gen.pdir, dataclasses.replace(gen.plan, extra={**gen.plan.extra, "pr": data}))
 
 
-def run(plan_id: str, remote: str | None = None, base: str | None = None, draft: bool = False,
-        forge_kind: str | None = None, as_json: bool = False, force: bool = False) -> int:
+def run(
+    plan_id: str,
+    remote: str | None = None,
+    base: str | None = None,
+    draft: bool = False,
+    forge_kind: str | None = None,
+    as_json: bool = False,
+    force: bool = False,
+) -> int:
     gen = load_generated(plan_id)
     # The forge's CI checks the PR, so an unchecked commit may go; a red or changed one may not.
     forced = enforce(verdict(gen.plan_id, gen.plan, gen.sha, unchecked_ok=True), force=force, doing="pushing")
     remote = pick_remote(gen, remote)
     forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
     base = base or gen.target() or "main"
-    if forge.token and not forge.api_url:   # fail before anything leaves the machine
-        raise PapayuError("ERR_FORGE_UNKNOWN", f"no API URL for the {forge.kind.value} forge of remote {remote!r}",
-                          hint="Set PAPAYU_FORGE_API_URL or git config papayu.forge.apiUrl.")
+    if forge.token and not forge.api_url:  # fail before anything leaves the machine
+        raise PapayuError(
+            "ERR_FORGE_UNKNOWN",
+            f"no API URL for the {forge.kind.value} forge of remote {remote!r}",
+            hint="Set PAPAYU_FORGE_API_URL or git config papayu.forge.apiUrl.",
+        )
     push(gen, remote)
-    data: dict[str, Any] = {"remote": remote, "forge": forge.kind.value, "base": base, "head": gen.branch,
-                            "sha": gen.sha, "number": None, "url": None, "existing": False}
+    data: dict[str, Any] = {
+        "remote": remote,
+        "forge": forge.kind.value,
+        "base": base,
+        "head": gen.branch,
+        "sha": gen.sha,
+        "number": None,
+        "url": None,
+        "existing": False,
+    }
     if forced:
         data["forced"] = True
     if forge.token:
-        pr = open_pull_request(forge, head=gen.branch, base=base, title=title_of(gen), body=body_of(gen),
-                               draft=draft)
+        pr = open_pull_request(forge, head=gen.branch, base=base, title=title_of(gen), body=body_of(gen), draft=draft)
         data.update(number=pr.number, url=pr.url, existing=pr.existing)
-        output.event("PR_OPENED", plan_id=gen.plan_id, forge=forge.kind.value, number=pr.number,
-                     existing=pr.existing)
+        output.event("PR_OPENED", plan_id=gen.plan_id, forge=forge.kind.value, number=pr.number, existing=pr.existing)
     _record(gen, data)
     compare = "" if forge.token else compare_url(forge, base, gen.branch)
     if as_json:
         output.emit_json({"ok": True, "plan_id": gen.plan_id, **data, "compare_url": compare or None})
     elif forge.token:
         word = "reused the open" if data["existing"] else "opened"
-        output.result(f"pushed {gen.branch} ({gen.sha[:12]}) to {remote}; {word} pull request "
-                      f"#{data['number']}: {data['url']}")
+        output.result(
+            f"pushed {gen.branch} ({gen.sha[:12]}) to {remote}; {word} pull request #{data['number']}: {data['url']}"
+        )
     else:
         names = "/".join(TOKEN_ENV[forge.kind])
         output.result(f"pushed {gen.branch} ({gen.sha[:12]}) to {remote}")
@@ -177,13 +212,18 @@ def run(plan_id: str, remote: str | None = None, base: str | None = None, draft:
 
 
 def pushed_sha(gen: Generated, remote: str) -> str | None:
-    out = run_git(["ls-remote", remote, f"refs/heads/{gen.branch}"], cwd=gen.root, check=False,
-                  env=scrubbed_env({"GIT_TERMINAL_PROMPT": "0"})).stdout.split()
+    out = run_git(
+        ["ls-remote", remote, f"refs/heads/{gen.branch}"],
+        cwd=gen.root,
+        check=False,
+        env=scrubbed_env({"GIT_TERMINAL_PROMPT": "0"}),
+    ).stdout.split()
     return out[0] if out else None
 
 
-def wait_for_green(plan_id: str, *, remote: str | None, forge_kind: str | None, timeout: float,
-                   interval: float) -> tuple[Generated, "Checks", "Forge"]:
+def wait_for_green(
+    plan_id: str, *, remote: str | None, forge_kind: str | None, timeout: float, interval: float
+) -> tuple[Generated, Checks, Forge]:
     """Poll the forge's checks of the pushed `papayu/<id>` commit until green (land --when-green)."""
     gen = load_generated(plan_id)
     remote = pick_remote(gen, remote)
@@ -191,8 +231,11 @@ def wait_for_green(plan_id: str, *, remote: str | None, forge_kind: str | None, 
     remote_sha = pushed_sha(gen, remote)
     if remote_sha != gen.sha:
         where = f"is at {remote_sha[:12]}" if remote_sha else "does not exist"
-        raise PapayuError("ERR_PR_NOT_PUSHED", f"{gen.branch} on {remote} {where}; the local commit is "
-                          f"{gen.sha[:12]}", path=gen.branch)
+        raise PapayuError(
+            "ERR_PR_NOT_PUSHED",
+            f"{gen.branch} on {remote} {where}; the local commit is {gen.sha[:12]}",
+            path=gen.branch,
+        )
     checks = wait_until_green(forge, gen.sha, timeout=timeout, interval=interval)
     return gen, checks, forge
 
@@ -201,8 +244,12 @@ def ensure_still_at(gen: Generated) -> None:
     """The checks were about ``gen.sha``: land nothing if papayu/<id> moved meanwhile."""
     now = generated_branches(gen.repo).get(gen.plan_id)
     if now != gen.sha:
-        raise PapayuError("ERR_BRANCH_MOVED", f"{gen.branch} moved from {gen.sha[:12]} while the checks ran",
-                          path=gen.branch, hint="Push it again with 'git papayu pr ID', then land --when-green.")
+        raise PapayuError(
+            "ERR_BRANCH_MOVED",
+            f"{gen.branch} moved from {gen.sha[:12]} while the checks ran",
+            path=gen.branch,
+            hint="Push it again with 'git papayu pr ID', then land --when-green.",
+        )
 
 
 @click.command("pr")
@@ -210,13 +257,22 @@ def ensure_still_at(gen: Generated) -> None:
 @click.option("--remote", metavar="R", help="Remote to push to (default: the target branch's upstream, else origin).")
 @click.option("--base", metavar="B", help="Branch to merge into (default: the branch the plan was applied to).")
 @click.option("--draft", is_flag=True, help="Open the pull request as a draft.")
-@click.option("--forge", "forge_kind", type=click.Choice(FORGES),
-              help="Forge type (default: guessed from the remote's host name, or papayu.forge.type).")
-@click.option("--force", is_flag=True, help="Push even a red papayu/ID (ERR_CHECK_NOT_PASSED) or one changed "
-              "since its check (ERR_BRANCH_CHANGED_SINCE_CHECK), with a warning.")
+@click.option(
+    "--forge",
+    "forge_kind",
+    type=click.Choice(FORGES),
+    help="Forge type (default: guessed from the remote's host name, or papayu.forge.type).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Push even a red papayu/ID (ERR_CHECK_NOT_PASSED) or one changed "
+    "since its check (ERR_BRANCH_CHANGED_SINCE_CHECK), with a warning.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(plan_id: str, remote: str | None, base: str | None, draft: bool, forge_kind: str | None,
-            force: bool, as_json: bool) -> None:
+def command(
+    plan_id: str, remote: str | None, base: str | None, draft: bool, forge_kind: str | None, force: bool, as_json: bool
+) -> None:
     """Push papayu/ID and open a pull/merge request for it (PR-based apply).
 
     \b

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import pygit2
 
 
-def plan_diff(repo: "pygit2.Repository", plan_id: str, recorded_commit: str | None) -> str:
+def plan_diff(repo: pygit2.Repository, plan_id: str, recorded_commit: str | None) -> str:
     """`git diff` of papayu/<id> (or of the recorded commit once landed) against its parent,
     uncoloured: the files are the model's (see render_diff)."""
     commit = generated_branches(repo).get(plan_id) or recorded_commit
@@ -36,8 +36,15 @@ def render_diff(diff: str, colour: bool) -> str:
     return "\n".join(_coloured(line) for line in lines) if colour else "\n".join(lines)
 
 
-_DIFF_COLOURS = (("diff --git ", "bold"), ("index ", "bold"), ("--- ", "bold"), ("+++ ", "bold"),
-                 ("@@", "cyan"), ("+", "green"), ("-", "red"))
+_DIFF_COLOURS = (
+    ("diff --git ", "bold"),
+    ("index ", "bold"),
+    ("--- ", "bold"),
+    ("+++ ", "bold"),
+    ("@@", "cyan"),
+    ("+", "green"),
+    ("-", "red"),
+)
 
 
 def _coloured(line: str) -> str:
@@ -52,7 +59,7 @@ def run(plan_id: str, as_json: bool = False) -> int:
     resolved = resolve_generated(repo, pdir, plan_id)
     try:
         plan: Any = plans.load(pdir, resolved)
-    except Exception:  # noqa: BLE001 - a branch without a plan record still has a diff
+    except Exception:
         plan = None
     outcome = (plan.extra.get("apply") or {}) if plan else {}
     colour = output.use_colour(sys.stdout) and not as_json

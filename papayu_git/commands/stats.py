@@ -25,18 +25,25 @@ def _ms(value: float | None) -> str:
 
 def print_report(stats: dict[str, Any]) -> None:
     output.result(f"last {stats['last']} APPLY traces: {stats['apply_count']} (of {stats['traces']} traces)")
-    output.result(f"  fallback_rate                     {_pct(stats['fallback_rate'])} "
-                  f"({stats['fallback_count']} fallbacks)")
+    output.result(
+        f"  fallback_rate                     {_pct(stats['fallback_rate'])} ({stats['fallback_count']} fallbacks)"
+    )
     output.result(f"  fallback_rate_excluding_non_utf8  {_pct(stats['fallback_rate_excluding_non_utf8'])}")
     for reason, count in stats["fallback_reasons"].items():
         output.result(f"    {reason:<34}{count}")
-    output.result(f"  repair success rate               {_pct(stats['repair_success_rate'])} "
-                  f"({stats['repair_successes']}/{stats['repair_attempts']})")
-    output.result(f"  check pass rate                   {_pct(stats['check_pass_rate'])} "
-                  f"({stats['check_passed']}/{stats['check_runs']})")
+    output.result(
+        f"  repair success rate               {_pct(stats['repair_success_rate'])} "
+        f"({stats['repair_successes']}/{stats['repair_attempts']})"
+    )
+    output.result(
+        f"  check pass rate                   {_pct(stats['check_pass_rate'])} "
+        f"({stats['check_passed']}/{stats['check_runs']})"
+    )
     latency = stats["latency_ms"]
-    output.result(f"  model latency                     mean {_ms(latency['mean'])}, p95 {_ms(latency['p95'])} "
-                  f"({latency['count']} calls)")
+    output.result(
+        f"  model latency                     mean {_ms(latency['mean'])}, p95 {_ms(latency['p95'])} "
+        f"({latency['count']} calls)"
+    )
     grad = stats["graduation"]
     output.result(f"v2 graduation ({'READY' if grad['ready'] else 'not yet'}): {grad['action']}")
     for c in grad["criteria"]:
@@ -59,10 +66,19 @@ def run(last: int, traces_from: str | None, as_json: bool) -> int:
 
 
 @click.command("stats")
-@click.option("--last", default=100, show_default=True, type=click.IntRange(min=1),
-              help="Look at the N most recent APPLY traces (graduation judges the last 100).")
-@click.option("--traces", "traces_from", type=click.Path(file_okay=False, exists=True),
-              help="Read traces from this directory instead of .git/papayu/traces.")
+@click.option(
+    "--last",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Look at the N most recent APPLY traces (graduation judges the last 100).",
+)
+@click.option(
+    "--traces",
+    "traces_from",
+    type=click.Path(file_okay=False, exists=True),
+    help="Read traces from this directory instead of .git/papayu/traces.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(last: int, traces_from: str | None, as_json: bool) -> None:
     """Protocol metrics from traces: apply count, fallback rate (with and without

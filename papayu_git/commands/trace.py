@@ -43,8 +43,15 @@ def run_list(last: int | None, as_json: bool) -> int:
     if not rows:
         output.info("no traces yet (traces are written by plan/apply; PAPAYU_TRACE=0 turns them off)")
     for row in rows:
-        fields = [str(row["created_at"] or "")[:19], str(row["trace_id"]), row["command"] or "-", row["mode"] or "-",
-                  f"v{row['protocol']}" if row["protocol"] else "-", row["outcome"] or "-", row["error_code"] or ""]
+        fields = [
+            str(row["created_at"] or "")[:19],
+            str(row["trace_id"]),
+            row["command"] or "-",
+            row["mode"] or "-",
+            f"v{row['protocol']}" if row["protocol"] else "-",
+            row["outcome"] or "-",
+            row["error_code"] or "",
+        ]
         if row["check"]:
             fields.append(f"check={row['check']}")
         if row["fallback"]:

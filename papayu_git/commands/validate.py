@@ -34,8 +34,13 @@ class FileReport:
         return not self.errors
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "kind": self.kind, "ok": self.ok,
-                "errors": [e.to_dict() for e in self.errors], "warnings": [w.to_dict() for w in self.warnings]}
+        return {
+            "file": self.file,
+            "kind": self.kind,
+            "ok": self.ok,
+            "errors": [e.to_dict() for e in self.errors],
+            "warnings": [w.to_dict() for w in self.warnings],
+        }
 
 
 def detect_kind(path: Path, data: Any) -> str:
@@ -60,11 +65,15 @@ def _response_mode(data: Any) -> str:
     return "apply" if raw_actions(data) else "plan"
 
 
-def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode: str | None,
-                   report: FileReport) -> None:
+def _validate_data(
+    path: Path, data: Any, kind: str, protocol: int | None, mode: str | None, report: FileReport
+) -> None:
     if kind in ("project", "preferences", "golden"):
-        code = {"project": "ERR_PROJECT_INVALID", "preferences": "ERR_PREFERENCES_INVALID",
-                "golden": "ERR_GOLDEN_INVALID"}[kind]
+        code = {
+            "project": "ERR_PROJECT_INVALID",
+            "preferences": "ERR_PREFERENCES_INVALID",
+            "golden": "ERR_GOLDEN_INVALID",
+        }[kind]
         report.errors.extend(schemas.schema_errors({"golden": "golden_trace"}.get(kind, kind), data, code))
         if kind == "golden" and not report.errors:
             report.errors.extend(golden.check_replay(data, path))
@@ -79,8 +88,13 @@ def _validate_data(path: Path, data: Any, kind: str, protocol: int | None, mode:
     if protocol is None:
         protocol = 1 if isinstance(data, list) else settings.get_int("protocol_version")
     try:
-        response = validate_response(data, protocol=protocol, mode=mode or _response_mode(data),
-                                     read_files=read_files, protected=configured_protected())
+        response = validate_response(
+            data,
+            protocol=protocol,
+            mode=mode or _response_mode(data),
+            read_files=read_files,
+            protected=configured_protected(),
+        )
         report.warnings.extend(response.warnings)
     except ValidationFailed as exc:
         report.errors.extend(exc.errors)
@@ -98,14 +112,19 @@ def _expected_kind(detected: str, kinds: tuple[str, ...], report: FileReport) ->
         return detected
     if detected == "response" and len(kinds) == 1:
         return kinds[0]
-    report.errors.append(PapayuError(
-        "ERR_WRONG_FILE_KIND", f"this is a {detected} file; expected {' or '.join(kinds)}",
-        hint="Move the file where files of its kind live (README: pre-commit hooks), or fix its content."))
+    report.errors.append(
+        PapayuError(
+            "ERR_WRONG_FILE_KIND",
+            f"this is a {detected} file; expected {' or '.join(kinds)}",
+            hint="Move the file where files of its kind live (README: pre-commit hooks), or fix its content.",
+        )
+    )
     return None
 
 
-def validate_file(path: Path, protocol: int | None, mode: str | None, kinds: tuple[str, ...] = (),
-                  display: str | None = None) -> FileReport:
+def validate_file(
+    path: Path, protocol: int | None, mode: str | None, kinds: tuple[str, ...] = (), display: str | None = None
+) -> FileReport:
     report = FileReport(display or str(path))
     try:
         raw = path.read_bytes()
@@ -128,8 +147,7 @@ def validate_file(path: Path, protocol: int | None, mode: str | None, kinds: tup
 def _staged_reports(protocol: int | None, mode: str | None, kinds: tuple[str, ...]) -> list[FileReport]:
     """The index versions of hook-matched files (the shim in hooks/pre-commit)."""
     with staged_snapshot(find_toplevel()) as (tmp, todo):
-        return [validate_file(tmp / rel, protocol, mode, kinds or hook_kinds, display=rel)
-                for rel, hook_kinds in todo]
+        return [validate_file(tmp / rel, protocol, mode, kinds or hook_kinds, display=rel) for rel, hook_kinds in todo]
 
 
 def _line(file: str, err: PapayuError) -> str:
@@ -137,8 +155,14 @@ def _line(file: str, err: PapayuError) -> str:
     return f"{file}: {err.code}: {where}{err.reason} ({err.hint})"
 
 
-def run(files: list[str], protocol: int | None = None, mode: str | None = None, as_json: bool = False,
-        kinds: tuple[str, ...] = (), staged: bool = False) -> int:
+def run(
+    files: list[str],
+    protocol: int | None = None,
+    mode: str | None = None,
+    as_json: bool = False,
+    kinds: tuple[str, ...] = (),
+    staged: bool = False,
+) -> int:
     reports = [validate_file(Path(f), protocol, mode, kinds) for f in files]
     if staged:
         reports += _staged_reports(protocol, mode, kinds)
@@ -159,24 +183,42 @@ def _parse_kinds(value: str | None) -> tuple[str, ...]:
     kinds = tuple(k.strip() for k in (value or "").split(",") if k.strip())
     unknown = [k for k in kinds if k not in FILE_KINDS]
     if unknown:
-        raise click.BadParameter(f"unknown kind {', '.join(unknown)}; choose from {', '.join(FILE_KINDS)}",
-                                 param_hint="--kind")
+        raise click.BadParameter(
+            f"unknown kind {', '.join(unknown)}; choose from {', '.join(FILE_KINDS)}", param_hint="--kind"
+        )
     return kinds
 
 
 @click.command("validate")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol of response files (default: "
-              "PAPAYU_PROTOCOL_VERSION, 2; an array is always v1).")
-@click.option("--mode", type=click.Choice(["plan", "apply"]), help="Validate as a PLAN or an APPLY answer "
-              "(default: the response's own 'mode', else apply when it has actions).")
-@click.option("--kind", "kind", metavar="KIND[,KIND]", help="Accept only these kinds (" + ", ".join(FILE_KINDS)
-              + "); another kind fails with ERR_WRONG_FILE_KIND. Used by the pre-commit hooks.")
-@click.option("--staged", is_flag=True, help="Validate the staged (index) versions of the files the pre-commit "
-              "hooks cover (.papa-yu/*.json, golden traces); used by the hooks/pre-commit shim.")
+@click.option(
+    "--protocol",
+    type=click.Choice(["1", "2"]),
+    help="Protocol of response files (default: PAPAYU_PROTOCOL_VERSION, 2; an array is always v1).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["plan", "apply"]),
+    help="Validate as a PLAN or an APPLY answer (default: the response's own 'mode', else apply when it has actions).",
+)
+@click.option(
+    "--kind",
+    "kind",
+    metavar="KIND[,KIND]",
+    help="Accept only these kinds ("
+    + ", ".join(FILE_KINDS)
+    + "); another kind fails with ERR_WRONG_FILE_KIND. Used by the pre-commit hooks.",
+)
+@click.option(
+    "--staged",
+    is_flag=True,
+    help="Validate the staged (index) versions of the files the pre-commit "
+    "hooks cover (.papa-yu/*.json, golden traces); used by the hooks/pre-commit shim.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(files: tuple[str, ...], protocol: str | None, mode: str | None, kind: str | None, staged: bool,
-            as_json: bool) -> None:
+def command(
+    files: tuple[str, ...], protocol: str | None, mode: str | None, kind: str | None, staged: bool, as_json: bool
+) -> None:
     """Validate FILE… : model responses, stored plans, .papa-yu/project.json,
     preferences.json and golden traces (the kind is detected from the content).
 

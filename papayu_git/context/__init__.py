@@ -18,8 +18,7 @@ from papayu_git.context.diet import DietLimits, truncate_middle
 from papayu_git.context.session import ContextSession
 from papayu_git.errors import PapayuError
 
-__all__ = ["BlockKind", "ContextBlock", "ContextSession", "DietLimits", "gather", "read_log_file",
-           "truncate_middle"]
+__all__ = ["BlockKind", "ContextBlock", "ContextSession", "DietLimits", "gather", "read_log_file", "truncate_middle"]
 
 MAX_LOG_FILE_BYTES = 2 * 1024 * 1024
 
@@ -39,8 +38,9 @@ def read_log_file(path: str) -> str:
         raise PapayuError("ERR_FILE_NOT_FOUND", f"cannot read {path}: {exc.strerror or exc}", path=path) from exc
 
 
-def gather(repo_root: Path, goal: str, log_text: str | None = None,
-           base_commit: str = "HEAD") -> tuple[ContextSession, list[ContextBlock]]:
+def gather(
+    repo_root: Path, goal: str, log_text: str | None = None, base_commit: str = "HEAD"
+) -> tuple[ContextSession, list[ContextBlock]]:
     """The `plan --from-file` entry: a new session and its base context for goal + log text."""
     session = ContextSession(repo_root, base_commit)
     return session, session.base_context(goal, log_text)

@@ -17,28 +17,43 @@ from papayu_git.context.blocks import PRIORITY_HIGH, PRIORITY_MANIFEST, PRIORITY
 from papayu_git.context.files import EXCERPT_RADIUS, Range, refusal_note, repo_relative
 from papayu_git.context.heuristics import ErrorHints, Frame
 from papayu_git.errors import PapayuError
-from papayu_git.paths import is_protected
 from papayu_git.git import run_git
+from papayu_git.paths import is_protected
 
 MAX_FRAME_FILES = 6
 MAX_TEST_FILES = 2
 MAX_TEST_NAMES = 5
 MAX_MODULES_PER_TEST = 2
-MANIFESTS = ("pyproject.toml", "package.json", "poetry.lock", "Pipfile", "setup.cfg", "Cargo.toml", "go.mod",
-             "pom.xml", "build.gradle", "build.gradle.kts")
+MANIFESTS = (
+    "pyproject.toml",
+    "package.json",
+    "poetry.lock",
+    "Pipfile",
+    "setup.cfg",
+    "Cargo.toml",
+    "go.mod",
+    "pom.xml",
+    "build.gradle",
+    "build.gradle.kts",
+)
 
-_PY_IMPORT = re.compile(r"^\s*(?:from\s+(?P<from>\.*[\w.]*)\s+import\s+(?P<names>[\w, ()]+)|import\s+(?P<mod>[\w.]+))",
-                        re.M)
+_PY_IMPORT = re.compile(
+    r"^\s*(?:from\s+(?P<from>\.*[\w.]*)\s+import\s+(?P<names>[\w, ()]+)|import\s+(?P<mod>[\w.]+))", re.M
+)
 _JS_IMPORT = re.compile(r"""(?:from\s+|require\(\s*|import\(\s*)['"](?P<spec>\.{1,2}/[^'"]+)['"]""")
 _JS_EXTENSIONS = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "/index.js")
-_COUNTERPART = (re.compile(r"^test_(.+)$"), re.compile(r"^(.+)_test$"), re.compile(r"^(.+)\.(?:test|spec)$"),
-                re.compile(r"^(.+)Tests?$"))
+_COUNTERPART = (
+    re.compile(r"^test_(.+)$"),
+    re.compile(r"^(.+)_test$"),
+    re.compile(r"^(.+)\.(?:test|spec)$"),
+    re.compile(r"^(.+)Tests?$"),
+)
 
 
 @dataclass
 class ReadSpec:
     path: str
-    ranges: list[Range] = field(default_factory=list)    # empty: the whole file
+    ranges: list[Range] = field(default_factory=list)  # empty: the whole file
     priority: int = PRIORITY_HIGH
     requested: bool = False
 
@@ -63,7 +78,7 @@ class Planner:
     def locate(self, raw_paths: list[str], suffix_only: frozenset[str] = frozenset()) -> dict[str, str]:
         """raw path -> repo path present in the base tree (refusals become notes, unknowns vanish)."""
         relative: dict[str, str] = {}
-        foreign: list[str] = []                  # absolute paths of another checkout (CI logs)
+        foreign: list[str] = []  # absolute paths of another checkout (CI logs)
         for raw in dict.fromkeys(raw_paths):
             rel = self._relative(raw, "the error trace")
             if rel:
@@ -147,10 +162,11 @@ class Planner:
     def _files_defining(self, names: tuple[str, ...]) -> list[str]:
         """Test files that mention one of the names (one `git grep` for all of them)."""
         patterns = [arg for name in names for arg in ("-e", name)]
-        proc = run_git(["grep", "-l", "-w", "-F", "-I", *patterns, self.tree.base, "--"],
-                       cwd=self.tree.repo_root, check=False)
+        proc = run_git(
+            ["grep", "-l", "-w", "-F", "-I", *patterns, self.tree.base, "--"], cwd=self.tree.repo_root, check=False
+        )
         prefix = self.tree.base + ":"
-        paths = [line[len(prefix):] for line in proc.stdout.splitlines() if line.startswith(prefix)]
+        paths = [line[len(prefix) :] for line in proc.stdout.splitlines() if line.startswith(prefix)]
         tests = [p for p in paths if re.search(r"(?i)test|spec", p)]
         return (tests or paths)[:MAX_TEST_FILES]
 

@@ -8,9 +8,9 @@ whatever the repository size. Everything is cached for the plan cycle.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from papayu_git.errors import PapayuError
 from papayu_git.git import run_git
@@ -23,7 +23,7 @@ MODE_SYMLINK, MODE_GITLINK = "120000", "160000"
 class TreeEntry:
     path: str
     mode: str
-    type: str                       # blob | tree | commit (submodule)
+    type: str  # blob | tree | commit (submodule)
     oid: str
 
 
@@ -51,8 +51,11 @@ class BaseTree:
 
     def __init__(self, repo_root: Path, base_commit: str) -> None:
         # One process for both: the top level (paths are relative to it) and the base commit.
-        proc = run_git(["rev-parse", "--show-toplevel", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
-                       cwd=repo_root, check=False)
+        proc = run_git(
+            ["rev-parse", "--show-toplevel", "--verify", "--quiet", f"{base_commit}^{{commit}}"],
+            cwd=repo_root,
+            check=False,
+        )
         lines = proc.stdout.split("\n")
         if proc.returncode != 0 or len(lines) < 2 or not lines[1].strip():
             if "not a git repository" in proc.stderr:
@@ -69,8 +72,11 @@ class BaseTree:
     def entries(self, paths: Iterable[str]) -> dict[str, TreeEntry | None]:
         wanted = [p for p in dict.fromkeys(paths) if p not in self._entries]
         if wanted:
-            out = run_git(["--literal-pathspecs", "ls-tree", "-z", f"--format={_LS_FORMAT}", self.base,
-                           "--", *wanted], cwd=self.repo_root, check=False).stdout
+            out = run_git(
+                ["--literal-pathspecs", "ls-tree", "-z", f"--format={_LS_FORMAT}", self.base, "--", *wanted],
+                cwd=self.repo_root,
+                check=False,
+            ).stdout
             found: dict[str, TreeEntry] = {}
             for record in out.split("\0"):
                 meta, _, path = record.partition("\t")
@@ -85,9 +91,13 @@ class BaseTree:
         """path -> Blob for blob entries (one `cat-file --batch` for all that are not cached)."""
         todo = [e for e in entries if e.type == "blob" and e.path not in self._blobs]
         if todo:
-            data = run_git(["cat-file", "--batch"], cwd=self.repo_root, text=False,
-                           input="".join(f"{e.oid}\n" for e in todo).encode()).stdout
-            for entry, content in zip(todo, _parse_batch(data)):
+            data = run_git(
+                ["cat-file", "--batch"],
+                cwd=self.repo_root,
+                text=False,
+                input="".join(f"{e.oid}\n" for e in todo).encode(),
+            ).stdout
+            for entry, content in zip(todo, _parse_batch(data), strict=True):
                 self._blobs[entry.path] = Blob(entry.path, content)
         return {e.path: self._blobs[e.path] for e in entries if e.path in self._blobs}
 
@@ -127,8 +137,11 @@ class BaseTree:
         return status
 
     def recent_paths(self, commits: int) -> list[str]:
-        out = run_git(["log", f"-n{commits}", "--no-merges", "--name-only", "--format=", "-z", self.base, "--"],
-                      cwd=self.repo_root, check=False).stdout
+        out = run_git(
+            ["log", f"-n{commits}", "--no-merges", "--name-only", "--format=", "-z", self.base, "--"],
+            cwd=self.repo_root,
+            check=False,
+        ).stdout
         return list(dict.fromkeys(p.strip("\n") for p in out.split("\0") if p.strip("\n")))
 
 
@@ -139,11 +152,11 @@ def _parse_batch(data: bytes) -> list[bytes]:
     while pos < len(data):
         end = data.index(b"\n", pos)
         header = data[pos:end].split(b" ")
-        if len(header) < 3:              # "<oid> missing": keep positions aligned
+        if len(header) < 3:  # "<oid> missing": keep positions aligned
             contents.append(b"")
             pos = end + 1
             continue
         size = int(header[2])
-        contents.append(data[end + 1:end + 1 + size])
+        contents.append(data[end + 1 : end + 1 + size])
         pos = end + 1 + size + 1
     return contents

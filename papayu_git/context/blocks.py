@@ -8,10 +8,10 @@ always the whole blob's hash and never shortened, whatever happens to the body.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 
 
-class BlockKind(str, Enum):
+class BlockKind(StrEnum):
     FILE = "FILE"
     SEARCH = "SEARCH"
     LOGS = "LOGS"
@@ -27,16 +27,16 @@ PRIORITY_TOP, PRIORITY_HIGH, PRIORITY_MANIFEST, PRIORITY_LOW = 0, 1, 2, 3
 @dataclass(frozen=True)
 class ContextBlock:
     kind: BlockKind
-    title: str                      # FILE: the path; SEARCH: the query; LOGS: the source; NOTE: a label
-    text: str                       # the body sent to the model
+    title: str  # FILE: the path; SEARCH: the query; LOGS: the source; NOTE: a label
+    text: str  # the body sent to the model
     priority: int = PRIORITY_HIGH
-    path: str = ""                  # repo-relative path of a FILE block
-    sha256: str = ""                # sha256 of the whole base blob (FILE blocks of text files)
-    requested: bool = False         # asked for by the model (context_requests): dropped last
-    truncated: bool = False         # the body was shortened by the diet
-    dirty: bool = False             # the working tree differs from the base blob
-    binary: bool = False            # described, not dumped; not counted as "shown" for UPDATE_FILE
-    detail: str = ""                # header detail: line range, glob, match count, log file
+    path: str = ""  # repo-relative path of a FILE block
+    sha256: str = ""  # sha256 of the whole base blob (FILE blocks of text files)
+    requested: bool = False  # asked for by the model (context_requests): dropped last
+    truncated: bool = False  # the body was shortened by the diet
+    dirty: bool = False  # the working tree differs from the base blob
+    binary: bool = False  # described, not dumped; not counted as "shown" for UPDATE_FILE
+    detail: str = ""  # header detail: line range, glob, match count, log file
 
     def header(self) -> str:
         if self.kind is BlockKind.FILE:
@@ -52,8 +52,10 @@ class ContextBlock:
     def render(self) -> str:
         lines = [self.header()]
         if self.kind is BlockKind.FILE and self.dirty:
-            lines.append("...[DIRTY: the working tree has uncommitted changes to this file; "
-                         "shown is the base commit's version]...")
+            lines.append(
+                "...[DIRTY: the working tree has uncommitted changes to this file; "
+                "shown is the base commit's version]..."
+            )
         lines.append(self.text)
         return "\n".join(lines)
 
@@ -61,9 +63,19 @@ class ContextBlock:
         return replace(self, text=text, truncated=truncated or self.truncated)
 
     def to_dict(self) -> dict[str, object]:
-        return {"kind": self.kind.value, "title": self.title, "path": self.path, "sha256": self.sha256,
-                "priority": self.priority, "requested": self.requested, "truncated": self.truncated,
-                "dirty": self.dirty, "binary": self.binary, "detail": self.detail, "chars": len(self.text)}
+        return {
+            "kind": self.kind.value,
+            "title": self.title,
+            "path": self.path,
+            "sha256": self.sha256,
+            "priority": self.priority,
+            "requested": self.requested,
+            "truncated": self.truncated,
+            "dirty": self.dirty,
+            "binary": self.binary,
+            "detail": self.detail,
+            "chars": len(self.text),
+        }
 
 
 BLOCK_SEPARATOR = "\n\n"

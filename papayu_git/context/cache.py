@@ -6,7 +6,8 @@ cache_stats uses the upstream keys: <kind>_hits / <kind>_misses for env, logs, r
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 from papayu_git import output
 
@@ -39,5 +40,4 @@ class ContextCache:
     def stats(self) -> dict[str, float]:
         hits = sum(v for k, v in self._counts.items() if k.endswith("_hits"))
         total = sum(self._counts.values())
-        return {**self._counts,
-                "hit_rate": hits / total if total else 0.0}
+        return {**self._counts, "hit_rate": hits / total if total else 0.0}

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from papayu_git import settings
-from papayu_git.context.blocks import BlockKind, ContextBlock, PRIORITY_TOP, render_blocks
+from papayu_git.context.blocks import PRIORITY_TOP, BlockKind, ContextBlock, render_blocks
 
 TOP_PRIORITY_MIN_CHARS = 4000
-MIN_USEFUL_CHARS = 1000          # below this a shrunk block is dropped instead (not worth its header)
+MIN_USEFUL_CHARS = 1000  # below this a shrunk block is dropped instead (not worth its header)
 HEAD_SHARE = 0.6
 _LINE_ALIGN_WINDOW = 200
 
@@ -34,8 +34,11 @@ class DietLimits:
     @classmethod
     def from_settings(cls, cwd: Path | None = None) -> DietLimits:
         where = str(cwd) if cwd else None
-        return cls(settings.get_int("context_max_files", where), settings.get_int("context_max_file_chars", where),
-                   settings.get_int("context_max_total_chars", where))
+        return cls(
+            settings.get_int("context_max_files", where),
+            settings.get_int("context_max_file_chars", where),
+            settings.get_int("context_max_total_chars", where),
+        )
 
 
 @dataclass(frozen=True)
@@ -61,16 +64,16 @@ def truncate_middle(text: str, limit: int) -> str:
     """Head 60 % + marker + tail 40 %; the result is never longer than ``limit``."""
     if len(text) <= limit:
         return text
-    marker_len = len(f"\n...[TRUNCATED {len(text)} chars]...\n")   # widest marker: result stays <= limit
+    marker_len = len(f"\n...[TRUNCATED {len(text)} chars]...\n")  # widest marker: result stays <= limit
     keep = max(limit - marker_len, 0)
     head_n = int(keep * HEAD_SHARE)
-    head, tail = text[:head_n], text[len(text) - (keep - head_n):] if keep > head_n else ""
+    head, tail = text[:head_n], text[len(text) - (keep - head_n) :] if keep > head_n else ""
     cut = head.rfind("\n")
     if cut >= 0 and cut >= head_n - _LINE_ALIGN_WINDOW:
-        head = head[:cut + 1]
+        head = head[: cut + 1]
     cut = tail.find("\n")
     if 0 <= cut < _LINE_ALIGN_WINDOW:
-        tail = tail[cut + 1:]
+        tail = tail[cut + 1 :]
     removed = len(text) - len(head) - len(tail)
     lead = "" if head.endswith("\n") or not head else "\n"
     trail = "\n" if tail else ""
@@ -107,13 +110,13 @@ class _Diet:
 
     def enforce_count(self) -> None:
         counted = [(i, b) for i, b in self.kept.items() if b.kind is not BlockKind.NOTE]
-        for index, _ in sorted(counted, key=_drop_key)[:max(len(counted) - self.limits.max_files, 0)]:
+        for index, _ in sorted(counted, key=_drop_key)[: max(len(counted) - self.limits.max_files, 0)]:
             self.drop(index)
 
     def enforce_total(self) -> str:
         text = self.text()
         candidates = sorted(((i, b) for i, b in self.kept.items() if b.kind is not BlockKind.NOTE), key=_drop_key)
-        candidates.sort(key=lambda item: _is_protected_top(item[1]))      # stable: top files last
+        candidates.sort(key=lambda item: _is_protected_top(item[1]))  # stable: top files last
         for index, block in candidates:
             overflow = len(text) - self.limits.max_total_chars
             if overflow <= 0:

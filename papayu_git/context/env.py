@@ -25,15 +25,38 @@ LIST_MAX = 40
 
 # Lockfile/manifest -> package manager, most specific first (a lockfile beats its manifest).
 PACKAGE_MANAGERS: tuple[tuple[str, str], ...] = (
-    ("poetry.lock", "poetry"), ("uv.lock", "uv"), ("pdm.lock", "pdm"), ("Pipfile.lock", "pipenv"),
-    ("Pipfile", "pipenv"), ("requirements.txt", "pip"), ("pyproject.toml", "pip"), ("setup.py", "pip"),
-    ("package-lock.json", "npm"), ("yarn.lock", "yarn"), ("pnpm-lock.yaml", "pnpm"), ("bun.lockb", "bun"),
-    ("bun.lock", "bun"), ("package.json", "npm"), ("Cargo.toml", "cargo"), ("go.mod", "go modules"),
-    ("pom.xml", "maven"), ("build.gradle", "gradle"), ("build.gradle.kts", "gradle"), ("Gemfile", "bundler"),
+    ("poetry.lock", "poetry"),
+    ("uv.lock", "uv"),
+    ("pdm.lock", "pdm"),
+    ("Pipfile.lock", "pipenv"),
+    ("Pipfile", "pipenv"),
+    ("requirements.txt", "pip"),
+    ("pyproject.toml", "pip"),
+    ("setup.py", "pip"),
+    ("package-lock.json", "npm"),
+    ("yarn.lock", "yarn"),
+    ("pnpm-lock.yaml", "pnpm"),
+    ("bun.lockb", "bun"),
+    ("bun.lock", "bun"),
+    ("package.json", "npm"),
+    ("Cargo.toml", "cargo"),
+    ("go.mod", "go modules"),
+    ("pom.xml", "maven"),
+    ("build.gradle", "gradle"),
+    ("build.gradle.kts", "gradle"),
+    ("Gemfile", "bundler"),
     ("composer.json", "composer"),
 )
-PYTHON_MANIFESTS = ("pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "poetry.lock", "uv.lock",
-                    "requirements.txt", "tox.ini")
+PYTHON_MANIFESTS = (
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "Pipfile",
+    "poetry.lock",
+    "uv.lock",
+    "requirements.txt",
+    "tox.ini",
+)
 # runtime -> (manifests that show the project uses it, version command)
 RUNTIMES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "node": (("package.json",), ("node", "--version")),
@@ -47,7 +70,8 @@ _PROBE_ENV = {"RUSTUP_AUTO_INSTALL": "0", "GOTOOLCHAIN": "local", "COREPACK_ENAB
 
 def _uses_python(names: set[str]) -> bool:
     return any(n in names for n in PYTHON_MANIFESTS) or any(
-        n.startswith("requirements") and n.endswith(".txt") for n in names)
+        n.startswith("requirements") and n.endswith(".txt") for n in names
+    )
 
 
 def python_executable(repo_root: Path) -> str:
@@ -63,8 +87,14 @@ def probe_version(command: tuple[str, ...], cwd: Path) -> str:
     if not exe:
         return "not installed"
     try:
-        proc = subprocess.run([exe, *command[1:]], cwd=cwd, capture_output=True, text=True,
-                              timeout=VERSION_TIMEOUT_SEC, env={**os.environ, **_PROBE_ENV})
+        proc = subprocess.run(
+            [exe, *command[1:]],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_SEC,
+            env={**os.environ, **_PROBE_ENV},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({type(exc).__name__})"
     lines = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
@@ -115,8 +145,7 @@ def _listing(items: list[str]) -> str:
 
 def env_block(tree: BaseTree, recent_commits: int) -> ContextBlock:
     names = tree.top_level()
-    lines = [f"os: {platform.system()} {platform.release()} ({platform.machine()})",
-             f"base_commit: {tree.base}"]
+    lines = [f"os: {platform.system()} {platform.release()} ({platform.machine()})", f"base_commit: {tree.base}"]
     lines += [f"{name}: {version}" for name, version in runtime_versions(tree.repo_root, names).items()]
     if _uses_python(names):
         lines.append(f"venv: {venv_line(tree.repo_root)}")

@@ -7,16 +7,16 @@ the repository, inside .git/, or protected (.env, keys, secrets/): the model get
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from papayu_git.context.basetree import MODE_GITLINK, MODE_SYMLINK, BaseTree, Blob, TreeEntry
 from papayu_git.context.blocks import BlockKind, ContextBlock, note
 from papayu_git.errors import PapayuError
 from papayu_git.paths import check_path, is_protected
 
-Range = tuple[int, int]          # 1-based, inclusive
-EXCERPT_RADIUS = 80              # ±80 lines around a frame
+Range = tuple[int, int]  # 1-based, inclusive
+EXCERPT_RADIUS = 80  # ±80 lines around a frame
 DIR_LISTING_MAX = 200
 
 
@@ -24,15 +24,14 @@ def repo_relative(raw: str, repo_root: Path, protected: Sequence[str]) -> str:
     """The repo-relative path of ``raw`` or a PapayuError saying why it is refused."""
     text = raw.strip().replace("\\", "/")
     if text.startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     if text.startswith("/"):
         text = _inside_root(text, repo_root)
     while text.startswith("./"):
         text = text[2:]
     path = check_path(text.rstrip("/") or text)
     if is_protected(path, protected):
-        raise PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env): not read, not sent",
-                          path=path)
+        raise PapayuError("ERR_PROTECTED_PATH", "protected path (secrets, keys, .env): not read, not sent", path=path)
     return path
 
 
@@ -40,9 +39,12 @@ def _inside_root(absolute: str, repo_root: Path) -> str:
     normal = os.path.normpath(absolute)
     for root in {str(repo_root), str(repo_root.resolve())}:
         if normal.startswith(root.rstrip("/") + "/"):
-            return normal[len(root.rstrip("/")) + 1:]
-    raise PapayuError("ERR_PATH_ABSOLUTE", "the path is outside the repository: not read, not sent",
-                      path=absolute if len(absolute) <= 80 else "..." + absolute[-77:])
+            return normal[len(root.rstrip("/")) + 1 :]
+    raise PapayuError(
+        "ERR_PATH_ABSOLUTE",
+        "the path is outside the repository: not read, not sent",
+        path=absolute if len(absolute) <= 80 else "..." + absolute[-77:],
+    )
 
 
 def refusal_note(what: str, error: PapayuError) -> ContextBlock:
@@ -77,7 +79,7 @@ def excerpt(text: str, ranges: Sequence[Range]) -> tuple[str, str]:
     for start, end in merged:
         if start > previous + 1:
             parts.append(f"...[lines {previous + 1}-{start - 1} omitted]...\n")
-        chunk = "".join(lines[start - 1:end])
+        chunk = "".join(lines[start - 1 : end])
         parts.append(chunk if chunk.endswith("\n") else chunk + "\n")
         previous = end
     if previous < len(lines):
@@ -86,16 +88,19 @@ def excerpt(text: str, ranges: Sequence[Range]) -> tuple[str, str]:
     return "".join(parts).rstrip("\n"), f"lines {shown} of {len(lines)}"
 
 
-def file_block(blob: Blob, *, ranges: Sequence[Range] = (), priority: int, requested: bool,
-               dirty: bool) -> ContextBlock:
+def file_block(
+    blob: Blob, *, ranges: Sequence[Range] = (), priority: int, requested: bool, dirty: bool
+) -> ContextBlock:
     text = blob.text()
     if text is None:
         body = f"...[BINARY: {len(blob.data)} bytes, binary or not UTF-8; content not shown]..."
-        return ContextBlock(BlockKind.FILE, blob.path, body, priority, blob.path, blob.sha256, requested,
-                            dirty=dirty, binary=True)
+        return ContextBlock(
+            BlockKind.FILE, blob.path, body, priority, blob.path, blob.sha256, requested, dirty=dirty, binary=True
+        )
     body, detail = excerpt(text, ranges) if ranges else (text, "")
-    return ContextBlock(BlockKind.FILE, blob.path, body, priority, blob.path, blob.sha256, requested,
-                        dirty=dirty, detail=detail)
+    return ContextBlock(
+        BlockKind.FILE, blob.path, body, priority, blob.path, blob.sha256, requested, dirty=dirty, detail=detail
+    )
 
 
 def entry_note(tree: BaseTree, path: str, entry: TreeEntry | None) -> ContextBlock:

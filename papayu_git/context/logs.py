@@ -7,8 +7,8 @@ Sources are configured by the user, never named by the model: `git config papayu
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from papayu_git import settings
 from papayu_git.context.blocks import PRIORITY_HIGH, BlockKind, ContextBlock, note

@@ -8,8 +8,8 @@ The query is a fixed string (models send symbols, not regexes); `glob` limits th
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from papayu_git.context.basetree import BaseTree
 from papayu_git.context.blocks import PRIORITY_HIGH, BlockKind, ContextBlock
@@ -49,7 +49,7 @@ def expand_braces(pattern: str) -> list[str]:
     match = _BRACES.search(pattern)
     if not match:
         return [pattern]
-    head, tail = pattern[:match.start()], pattern[match.end():]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
     return [x for alt in match.group(1).split(",") for x in expand_braces(f"{head}{alt}{tail}")]
 
 
@@ -67,7 +67,7 @@ def grep(tree: BaseTree, q: SearchQuery, protected: Sequence[str]) -> tuple[list
         parts = record.split("\0", 2)
         if len(parts) != 3 or not parts[1].isdigit():
             continue
-        path = parts[0][len(prefix):] if parts[0].startswith(prefix) else parts[0]
+        path = parts[0][len(prefix) :] if parts[0].startswith(prefix) else parts[0]
         if is_protected(path, protected):
             continue
         matches.append((path, int(parts[1]), parts[2]))
@@ -89,8 +89,7 @@ def search_block(tree: BaseTree, q: SearchQuery, protected: Sequence[str]) -> Co
         body = "\n".join(f"{p}:{n}: {_clip(t)}" for p, n, t in matches)
     capped = " (limit reached)" if len(matches) >= q.max_results else ""
     details.append(f"{len(matches)} matches{capped}")
-    return ContextBlock(BlockKind.SEARCH, q.query, mask(body), PRIORITY_HIGH, requested=True,
-                        detail=", ".join(details))
+    return ContextBlock(BlockKind.SEARCH, q.query, mask(body), PRIORITY_HIGH, requested=True, detail=", ".join(details))
 
 
 def _clip(line: str) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from papayu_git import output, settings
 from papayu_git.context import env, logs, search
@@ -19,7 +20,7 @@ from papayu_git.context.heuristics import parse_error_text
 from papayu_git.errors import PapayuError
 from papayu_git.paths import configured_protected
 
-MAX_ROUNDS = 2            # context_requests are fulfilled in at most 2 rounds: each costs a model call
+MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
 FROM_FILE_TAIL_LINES = 200
 
 
@@ -65,29 +66,33 @@ class ContextSession:
     def read(self, specs: Sequence[ReadSpec]) -> list[ContextBlock]:
         """FILE blocks (or NOTEs) for already-validated repo paths; one batch of git calls."""
         keys = [("read", s.path, tuple(s.ranges)) for s in specs]
-        todo = [s for s, key in zip(specs, keys) if key not in self.cache]
+        todo = [s for s, key in zip(specs, keys, strict=True) if key not in self.cache]
         dirty: dict[str, str] = {}
         if todo:
             entries = self.tree.entries([s.path for s in todo])
             self.tree.blobs([e for e in entries.values() if e and e.type == "blob"])
             dirty = self.tree.dirty([s.path for s in todo])
-        blocks = [self.cache.get(key, partial(self._read_one, spec, dirty)) for spec, key in zip(specs, keys)]
-        return [_with_role(b, spec) for b, spec in zip(blocks, specs)]
+        blocks = [
+            self.cache.get(key, partial(self._read_one, spec, dirty)) for spec, key in zip(specs, keys, strict=True)
+        ]
+        return [_with_role(b, spec) for b, spec in zip(blocks, specs, strict=True)]
 
     def _read_one(self, spec: ReadSpec, dirty: dict[str, str]) -> ContextBlock:
         entry = self.tree.entries([spec.path])[spec.path]
         if entry is None or entry.type != "blob" or entry.mode == MODE_SYMLINK:
             return entry_note(self.tree, spec.path, entry)
         blob = self.tree.blobs([entry])[spec.path]
-        return file_block(blob, ranges=spec.ranges, priority=spec.priority, requested=spec.requested,
-                          dirty=spec.path in dirty)
+        return file_block(
+            blob, ranges=spec.ranges, priority=spec.priority, requested=spec.requested, dirty=spec.path in dirty
+        )
 
     # --- context_requests -------------------------------------------------------------
     def fulfil(self, requests: Sequence[dict[str, Any]]) -> list[ContextBlock]:
         self.rounds += 1
         if self.rounds > MAX_ROUNDS:
-            raise PapayuError("ERR_CONTEXT_ROUNDS_EXCEEDED",
-                              f"round {self.rounds} of context_requests (at most {MAX_ROUNDS})")
+            raise PapayuError(
+                "ERR_CONTEXT_ROUNDS_EXCEEDED", f"round {self.rounds} of context_requests (at most {MAX_ROUNDS})"
+            )
         blocks: list[ContextBlock] = []
         reads: list[ReadSpec] = []
         for index, request in enumerate(requests):
@@ -105,16 +110,21 @@ class ContextSession:
             reads.append(ReadSpec(path, _line_range(request), PRIORITY_TOP, requested=True))
             return []
         if kind == "search":
-            query = search.SearchQuery(_required_str(request, "query"), _opt(request, "glob", str, ""),
-                                       _opt(request, "case_sensitive", bool, True),
-                                       _clamp(_opt(request, "max_results", int, search.DEFAULT_MAX_RESULTS),
-                                              search.MAX_RESULTS_LIMIT))
+            query = search.SearchQuery(
+                _required_str(request, "query"),
+                _opt(request, "glob", str, ""),
+                _opt(request, "case_sensitive", bool, True),
+                _clamp(_opt(request, "max_results", int, search.DEFAULT_MAX_RESULTS), search.MAX_RESULTS_LIMIT),
+            )
             return [self.cache.get(query.key(), lambda: search.search_block(self.tree, query, self.protected))]
         if kind == "logs":
             source = _required_str(request, "source")
             last_n = _clamp(_opt(request, "last_n", int, logs.DEFAULT_LAST_N), logs.MAX_LAST_N)
-            return [self.cache.get(("logs", source, last_n),
-                                   lambda: logs.logs_block(self.repo_root, source, last_n, self.protected))]
+            return [
+                self.cache.get(
+                    ("logs", source, last_n), lambda: logs.logs_block(self.repo_root, source, last_n, self.protected)
+                )
+            ]
         if kind == "env":
             return [self.env()]
         raise PapayuError("ERR_CONTEXT_REQUEST_INVALID", f"unknown request type {kind!r}")
@@ -129,9 +139,13 @@ class ContextSession:
                 self.files_shown[block.path] = block.sha256
         stats = self.context_stats
         if stats["context_files_dropped_count"] or stats["context_truncated_files_count"]:
-            output.event("CONTEXT_DIET_APPLIED", files=stats["context_files_count"],
-                         dropped=stats["context_files_dropped_count"],
-                         truncated=stats["context_truncated_files_count"], total_chars=stats["context_total_chars"])
+            output.event(
+                "CONTEXT_DIET_APPLIED",
+                files=stats["context_files_count"],
+                dropped=stats["context_files_dropped_count"],
+                truncated=stats["context_truncated_files_count"],
+                total_chars=stats["context_total_chars"],
+            )
         return result.text
 
 

@@ -47,15 +47,20 @@ class ProtocolTrail:
     repair_reason: str | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {"protocol_default": self.default, "protocol_attempts": list(self.attempts),
-                "protocol_fallback_reason": self.fallback_reason, "protocol_fallback_stage": self.fallback_stage,
-                "protocol_repair_attempt": self.repair_attempt, "protocol_repair_reason": self.repair_reason,
-                "protocol_fallback_attempted": self.fallback_reason is not None}
+        return {
+            "protocol_default": self.default,
+            "protocol_attempts": list(self.attempts),
+            "protocol_fallback_reason": self.fallback_reason,
+            "protocol_fallback_stage": self.fallback_stage,
+            "protocol_repair_attempt": self.repair_attempt,
+            "protocol_repair_reason": self.repair_reason,
+            "protocol_fallback_attempted": self.fallback_reason is not None,
+        }
 
 
 @dataclass(frozen=True)
 class ApplyRound:
-    plan: plans.StoredPlan          # the plan with the APPLY answer (saved)
+    plan: plans.StoredPlan  # the plan with the APPLY answer (saved)
     response: Response
     trail: ProtocolTrail
     timings: dict[str, float]
@@ -67,15 +72,21 @@ def _stage(code: str, from_preflight: bool) -> str:
     return "apply" if from_preflight else "validate"
 
 
-def _preflight_check(repo_root: Path, plan: plans.StoredPlan, protocol: int, onto: str | None,
-                     seen: set[str]) -> Callable[[Response], None]:
+def _preflight_check(
+    repo_root: Path, plan: plans.StoredPlan, protocol: int, onto: str | None, seen: set[str]
+) -> Callable[[Response], None]:
     def check(response: Response) -> None:
         try:
-            preflight(repo_root, replace(plan, protocol=protocol, mode=Mode.APPLY.value, response=response.data),
-                      response, onto)
+            preflight(
+                repo_root,
+                replace(plan, protocol=protocol, mode=Mode.APPLY.value, response=response.data),
+                response,
+                onto,
+            )
         except PapayuError as exc:
             seen.update(e.code for e in getattr(exc, "errors", [exc]))
             raise
+
     return check
 
 
@@ -84,11 +95,27 @@ def apply_user_message(plan: plans.StoredPlan) -> str:
     return f"{plan.context}\n\n{apply_round_message(plan_json)}" if plan.context else apply_round_message(plan_json)
 
 
-def _attempt(repo_root: Path, plan: plans.StoredPlan, client: ChatClient, protocol: int, text: str,
-             log: CallLog, onto: str | None, preflight_codes: set[str]) -> Response:
+def _attempt(
+    repo_root: Path,
+    plan: plans.StoredPlan,
+    client: ChatClient,
+    protocol: int,
+    text: str,
+    log: CallLog,
+    onto: str | None,
+    preflight_codes: set[str],
+) -> Response:
     system = system_prompt(PromptMode.APPLY, protocol, memory_block(repo_root), ask_budget(repo_root))
-    conv = Conversation(client, system, protocol=protocol, mode=Mode.APPLY, read_files=dict(plan.files), log=log,
-                        check=_preflight_check(repo_root, plan, protocol, onto, preflight_codes), shape="apply")
+    conv = Conversation(
+        client,
+        system,
+        protocol=protocol,
+        mode=Mode.APPLY,
+        read_files=dict(plan.files),
+        log=log,
+        check=_preflight_check(repo_root, plan, protocol, onto, preflight_codes),
+        shape="apply",
+    )
     return conv.ask(text)
 
 
@@ -98,8 +125,9 @@ def _fallback_reason(exc: InvalidAnswer, plan: plans.StoredPlan, repo_root: Path
     return next((c.code for c in exc.causes if c.code in FALLBACK_REPAIR_FIRST | FALLBACK_AT_ONCE), None)
 
 
-def _negotiate(repo_root: Path, plan: plans.StoredPlan, client: ChatClient, log: CallLog, trail: ProtocolTrail,
-               onto: str | None) -> Response:
+def _negotiate(
+    repo_root: Path, plan: plans.StoredPlan, client: ChatClient, log: CallLog, trail: ProtocolTrail, onto: str | None
+) -> Response:
     text = apply_user_message(plan)
     seen: set[str] = set()
     trail.attempts.append(plan.protocol)
@@ -119,8 +147,7 @@ def _negotiate(repo_root: Path, plan: plans.StoredPlan, client: ChatClient, log:
     return _attempt(repo_root, plan, client, 1, text + "\n" + fallback_message(reason), log, onto, set())
 
 
-def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
-                    onto: str | None = None) -> ApplyRound:
+def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient, onto: str | None = None) -> ApplyRound:
     started = time.perf_counter()
     log, trail, trace_id = CallLog(), ProtocolTrail(default=plan.protocol), traces.new_trace_id()
     pdir = papayu_dir(open_repo(repo_root))
@@ -128,23 +155,70 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
     try:
         response = _negotiate(repo_root, plan, client, log, trail, onto)
     except PapayuError as exc:
-        rejected = {"validated_json": log.last_json, **traces.schema_fields(trail.attempts[-1])} \
-            if log.last_json is not None and trail.attempts else {}
-        traces.write_trace(pdir, trace_id, traces.record(
-            "apply", plan, papayu_dir=pdir, trace_id=trace_id, **base, **trail.fields(), **rejected,
-            validation_outcome="err", error_code=getattr(exc, "cause_code", exc.code), error=exc.format(),
-            request=request_fields(client, "apply", log), raw_content=log.raw))
+        rejected = (
+            {"validated_json": log.last_json, **traces.schema_fields(trail.attempts[-1])}
+            if log.last_json is not None and trail.attempts
+            else {}
+        )
+        traces.write_trace(
+            pdir,
+            trace_id,
+            traces.record(
+                "apply",
+                plan,
+                papayu_dir=pdir,
+                trace_id=trace_id,
+                **base,
+                **trail.fields(),
+                **rejected,
+                validation_outcome="err",
+                error_code=getattr(exc, "cause_code", exc.code),
+                error=exc.format(),
+                request=request_fields(client, "apply", log),
+                raw_content=log.raw,
+            ),
+        )
         raise
     protocol = trail.attempts[-1]
-    updated = replace(plan, mode=Mode.APPLY.value, protocol=protocol, response=response.data, trace_id=trace_id,
-                      extra={**plan.extra, "plan_response": plan.response, "plan_trace_id": plan.trace_id,
-                             "protocol": trail.fields(), "apply_warnings": list(log.notes)})
+    updated = replace(
+        plan,
+        mode=Mode.APPLY.value,
+        protocol=protocol,
+        response=response.data,
+        trace_id=trace_id,
+        extra={
+            **plan.extra,
+            "plan_response": plan.response,
+            "plan_trace_id": plan.trace_id,
+            "protocol": trail.fields(),
+            "apply_warnings": list(log.notes),
+        },
+    )
     updated = plans.StoredPlan.from_json(scrub_key(updated.to_json(), client.config.api_key))
     plans.save(pdir, updated)
-    traces.write_trace(pdir, trace_id, traces.record(
-        "apply", plan, papayu_dir=pdir, trace_id=trace_id, protocol=protocol, **base, **trail.fields(),
-        mode="apply", request=request_fields(client, "apply", log), validated_json=response.data,
-        validation_outcome="ok", error_code=None, raw_content=log.raw))
-    timings = {"model": log.model_sec, "validation": log.validation_sec, "preflight": log.preflight_sec,
-               "total": time.perf_counter() - started}
+    traces.write_trace(
+        pdir,
+        trace_id,
+        traces.record(
+            "apply",
+            plan,
+            papayu_dir=pdir,
+            trace_id=trace_id,
+            protocol=protocol,
+            **base,
+            **trail.fields(),
+            mode="apply",
+            request=request_fields(client, "apply", log),
+            validated_json=response.data,
+            validation_outcome="ok",
+            error_code=None,
+            raw_content=log.raw,
+        ),
+    )
+    timings = {
+        "model": log.model_sec,
+        "validation": log.validation_sec,
+        "preflight": log.preflight_sec,
+        "total": time.perf_counter() - started,
+    }
     return ApplyRound(updated, response, trail, timings)

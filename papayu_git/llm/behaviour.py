@@ -18,25 +18,39 @@ from papayu_git.protocol import ActionKind, Response
 
 _TRACE = re.compile(
     r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|^\s+at .+:\d+(:\d+)?\)?$"
-    r"|panicked at|^goroutine \d+|[\w./-]+\.\w+:\d+(:\d+)?|^FAILED [\w./-]+::", re.M)
+    r"|panicked at|^goroutine \d+|[\w./-]+\.\w+:\d+(:\d+)?|^FAILED [\w./-]+::",
+    re.M,
+)
 _NAMED = re.compile(r"[\w-]+(?:/[\w.-]+)*\.[A-Za-z]{1,5}\b|\b\w+\(\)|`[^`]+`")
-_FAILURE = re.compile(r"\b(fail(s|ed|ing)?|crash(es|ed)?|broken|error|exception|does not work|doesn't work)\b"
-                      r"|пада|ошибк|не работает|слома", re.I)
-_UNAMBIGUOUS = re.compile(r"\b(write|add|create|generate|rename|refactor|remove|delete|update|bump)\b"
-                          r"|напиши|добавь|создай|сгенерируй|переименуй|удали|обнови", re.I)
+_FAILURE = re.compile(
+    r"\b(fail(s|ed|ing)?|crash(es|ed)?|broken|error|exception|does not work|doesn't work)\b"
+    r"|пада|ошибк|не работает|слома",
+    re.I,
+)
+_UNAMBIGUOUS = re.compile(
+    r"\b(write|add|create|generate|rename|refactor|remove|delete|update|bump)\b"
+    r"|напиши|добавь|создай|сгенерируй|переименуй|удали|обнови",
+    re.I,
+)
 _EXPLAIN = re.compile(r"\b(why|explain|what does|how does)\b|почему|объясни|что делает|как работает", re.I)
 _FIX = re.compile(r"\b(fix|repair|make .* pass)\b|исправ|почини", re.I)
-_LANGUAGE = re.compile(r"\b(python|node(js)?|typescript|javascript|rust|go(lang)?|java|ruby|php|c\+\+|kotlin)\b"
-                       r"|pyproject\.toml|package\.json|Cargo\.toml|go\.mod|requirements[\w-]*\.txt", re.I)
+_LANGUAGE = re.compile(
+    r"\b(python|node(js)?|typescript|javascript|rust|go(lang)?|java|ruby|php|c\+\+|kotlin)\b"
+    r"|pyproject\.toml|package\.json|Cargo\.toml|go\.mod|requirements[\w-]*\.txt",
+    re.I,
+)
 
 _CLAIMS = re.compile(
     r"\b(all\s+)?tests?\s+(have\s+|now\s+)?(passed|pass(es)?\s+now|are\s+(now\s+)?green)\b"
     r"|\bI\s+(have\s+)?(ran|run|executed|tested|verified|built|compiled)\b"
     r"|\b(build|compilation|command|check)\s+(has\s+)?(succeeded|passed|ran\s+successfully|completed\s+successfully)\b"
-    r"|тесты\s+(уже\s+)?прошли|(я\s+)?запустил|сборка\s+прошла|проверил\s+запуском", re.I)
+    r"|тесты\s+(уже\s+)?прошли|(я\s+)?запустил|сборка\s+прошла|проверил\s+запуском",
+    re.I,
+)
 _FILE_TOKEN = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|pyi|js|jsx|ts|tsx|mjs|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs"
-    r"|md|toml|json|ya?ml|cfg|ini|txt|sh|lock))(?![\w/-])")
+    r"|md|toml|json|ya?ml|cfg|ini|txt|sh|lock))(?![\w/-])"
+)
 
 
 @dataclass(frozen=True)
@@ -49,10 +63,15 @@ class BehaviourDecision:
         if self.act:
             return "act now (" + "; ".join(self.reasons) + "): return the plan or change without questions."
         if ask_budget <= 0:
-            return ("information is missing (" + ", ".join(self.missing) + ") but the operator allows no "
-                    "questions: state your assumptions in the summary and use context_requests.")
-        return (f"ask at most {ask_budget} question(s) in 'questions' about what is missing ("
-                + ", ".join(self.missing) + "), and/or use context_requests; still give a tentative plan.")
+            return (
+                "information is missing (" + ", ".join(self.missing) + ") but the operator allows no "
+                "questions: state your assumptions in the summary and use context_requests."
+            )
+        return (
+            f"ask at most {ask_budget} question(s) in 'questions' about what is missing ("
+            + ", ".join(self.missing)
+            + "), and/or use context_requests; still give a tentative plan."
+        )
 
 
 def decide(goal: str, log_text: str | None, context_text: str) -> BehaviourDecision:
@@ -100,13 +119,23 @@ def flag_answer(response: Response, files_shown: Mapping[str, str], shown_text: 
     for text in _texts(response):
         claim = _CLAIMS.search(text or "")
         if claim and not any(f["kind"] == "claims_ran" for f in flags):
-            flags.append({"kind": "claims_ran", "text": claim.group(0),
-                          "message": f"the model claims something ran ('{claim.group(0)}'); papayu ran nothing yet"})
+            flags.append(
+                {
+                    "kind": "claims_ran",
+                    "text": claim.group(0),
+                    "message": f"the model claims something ran ('{claim.group(0)}'); papayu ran nothing yet",
+                }
+            )
         for match in _FILE_TOKEN.finditer(text or ""):
             path = match.group(1).strip(".")
             if path in seen or path in created or path in shown_names or path in shown_text:
                 continue
             seen.add(path)
-            flags.append({"kind": "unread_file", "path": path,
-                          "message": f"the model cites {path}, which papayu never showed it"})
+            flags.append(
+                {
+                    "kind": "unread_file",
+                    "path": path,
+                    "message": f"the model cites {path}, which papayu never showed it",
+                }
+            )
     return flags

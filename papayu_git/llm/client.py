@@ -46,7 +46,7 @@ def chat_url(config: LLMConfig) -> str:
     return base + "/chat/completions" if base.endswith("/v1") else base + "/v1/chat/completions"
 
 
-def _body_excerpt(response: "httpx.Response") -> str:
+def _body_excerpt(response: httpx.Response) -> str:
     try:
         text = response.text
     except Exception:  # undecodable body: the status alone must do
@@ -57,7 +57,7 @@ def _body_excerpt(response: "httpx.Response") -> str:
 class ChatClient:
     """One client per plan cycle: keeps the connection and what the server turned out to support."""
 
-    def __init__(self, config: LLMConfig, transport: "httpx.BaseTransport | None" = None) -> None:
+    def __init__(self, config: LLMConfig, transport: httpx.BaseTransport | None = None) -> None:
         import httpx
 
         self.config = config
@@ -66,7 +66,8 @@ class ChatClient:
         # The embedded server is llama-cpp-python, so it starts on the rung it understands.
         # Ollama's native API has one rung: `format` = the schema.
         ladder = {Provider.LOCAL: ["json_object"], Provider.OLLAMA: ["format"]}.get(
-            config.provider, ["json_schema", "json_object"])
+            config.provider, ["json_schema", "json_object"]
+        )
         self.formats: list[str] = ladder if config.strict_json else []
         self.format_fallback = False
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
@@ -78,30 +79,46 @@ class ChatClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "ChatClient":
+    def __enter__(self) -> ChatClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- request bodies --------------------------------------------------------------
-    def _payload(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None,
-                 max_tokens: int) -> dict[str, Any]:
+    def _payload(
+        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None, max_tokens: int
+    ) -> dict[str, Any]:
         schema = response_format["json_schema"]["schema"] if response_format else None
         if self.config.provider is Provider.OLLAMA:
-            body: dict[str, Any] = {"model": self.model(), "messages": messages, "stream": False,
-                                    "options": {"temperature": 0, "top_p": 1, "num_predict": max_tokens}}
+            body: dict[str, Any] = {
+                "model": self.model(),
+                "messages": messages,
+                "stream": False,
+                "options": {"temperature": 0, "top_p": 1, "num_predict": max_tokens},
+            }
             if schema is not None and self.formats:
                 body["format"] = schema
             return body
-        body = {"model": self.model(), "messages": messages, "temperature": 0, "top_p": 1,
-                "max_tokens": max_tokens, "presence_penalty": 0, "frequency_penalty": 0, "stream": False}
+        body = {
+            "model": self.model(),
+            "messages": messages,
+            "temperature": 0,
+            "top_p": 1,
+            "max_tokens": max_tokens,
+            "presence_penalty": 0,
+            "frequency_penalty": 0,
+            "stream": False,
+        }
         if self.config.provider is Provider.LOCAL:
             body["messages"] = _system_into_user(messages)
         if response_format is not None and self.formats:
             protocol, shape = format_name_info(response_format["json_schema"]["name"])
-            body["response_format"] = (response_format if self.formats[0] == "json_schema"
-                                       else {"type": "json_object", "schema": grammar_schema(protocol, shape)})
+            body["response_format"] = (
+                response_format
+                if self.formats[0] == "json_schema"
+                else {"type": "json_object", "schema": grammar_schema(protocol, shape)}
+            )
         return body
 
     def model(self) -> str:
@@ -115,30 +132,50 @@ class ChatClient:
             data = self._http.get(url).json()
             return str(data["data"][0]["id"])
         except Exception as exc:  # any failure here is a configuration problem to explain
-            raise PapayuError("ERR_LLM_CONFIG", f"no PAPAYU_LLM_MODEL and {url} lists no model ({exc})",
-                              hint="Set PAPAYU_LLM_MODEL to a model the server serves.") from None
+            raise PapayuError(
+                "ERR_LLM_CONFIG",
+                f"no PAPAYU_LLM_MODEL and {url} lists no model ({exc})",
+                hint="Set PAPAYU_LLM_MODEL to a model the server serves.",
+            ) from None
 
     # --- sending ---------------------------------------------------------------------
-    def complete(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None,
-                 *, input_chars: int) -> ChatReply:
+    def complete(
+        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None, *, input_chars: int
+    ) -> ChatReply:
         max_tokens = self.config.max_tokens(input_chars)
-        output.event("LLM_REQUEST_SENT", provider=self.config.provider.value, model=self.model(),
-                     input_chars=input_chars, token_budget=max_tokens,
-                     response_format=self._format_name(response_format))
+        output.event(
+            "LLM_REQUEST_SENT",
+            provider=self.config.provider.value,
+            model=self.model(),
+            input_chars=input_chars,
+            token_budget=max_tokens,
+            response_format=self._format_name(response_format),
+        )
         started = time.monotonic()
-        with output.progress(f"waiting for {self.model()}"):   # a spinner on a TTY only
+        with output.progress(f"waiting for {self.model()}"):  # a spinner on a TTY only
             response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
-            while response_format is not None and self._format_name(response_format) != "none" \
-                    and _rejects_format(response):
+            while (
+                response_format is not None
+                and self._format_name(response_format) != "none"
+                and _rejects_format(response)
+            ):
                 rejected = self._format_name(response_format)
                 self._drop_format()
-                output.event("LLM_RESPONSE_FORMAT_FALLBACK", status=response.status_code, rejected=rejected,
-                             next=self._format_name(response_format))
+                output.event(
+                    "LLM_RESPONSE_FORMAT_FALLBACK",
+                    status=response.status_code,
+                    rejected=rejected,
+                    next=self._format_name(response_format),
+                )
                 response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
         _raise_for_status(response)
         reply = self._reply(response, time.monotonic() - started)
-        output.event("LLM_RESPONSE_OK", chars=len(reply.text), model_sec=round(reply.model_sec, 3),
-                     finish_reason=reply.finish_reason)
+        output.event(
+            "LLM_RESPONSE_OK",
+            chars=len(reply.text),
+            model_sec=round(reply.model_sec, 3),
+            finish_reason=reply.finish_reason,
+        )
         return reply
 
     def _format_name(self, response_format: dict[str, Any] | None) -> str:
@@ -149,7 +186,7 @@ class ChatClient:
         self.format_fallback = True
         self.formats.pop(0)
 
-    def _send_with_retries(self, payload: dict[str, Any]) -> "httpx.Response":
+    def _send_with_retries(self, payload: dict[str, Any]) -> httpx.Response:
         """One request under the shared retry policy (net.RetryPolicy); a response that rejects
         the format is returned at once (the capability ladder decides, not a retry)."""
         import httpx
@@ -162,17 +199,24 @@ class ChatClient:
 
         try:
             # A model that did not answer in timeout_sec will not answer faster on a retry.
-            return send_with_retries(policy, lambda: self._http.post(url, json=payload), on_retry=on_retry,
-                                     retry_response=lambda r: retryable_status(r.status_code) and not _rejects_format(r),
-                                     no_retry=(httpx.TimeoutException,))
+            return send_with_retries(
+                policy,
+                lambda: self._http.post(url, json=payload),
+                on_retry=on_retry,
+                retry_response=lambda r: retryable_status(r.status_code) and not _rejects_format(r),
+                no_retry=(httpx.TimeoutException,),
+            )
         except httpx.TimeoutException:
             output.event("LLM_REQUEST_TIMEOUT", timeout_sec=self.config.timeout_sec)
-            raise PapayuError("ERR_LLM_TIMEOUT", f"no answer from {url} within {self.config.timeout_sec:g} s",
-                              hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.") from None
+            raise PapayuError(
+                "ERR_LLM_TIMEOUT",
+                f"no answer from {url} within {self.config.timeout_sec:g} s",
+                hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.",
+            ) from None
         except httpx.TransportError as exc:
             raise PapayuError("ERR_LLM_CONNECT", f"{url}: {type(exc).__name__}: {exc}") from None
 
-    def _reply(self, response: "httpx.Response", elapsed: float) -> ChatReply:
+    def _reply(self, response: httpx.Response, elapsed: float) -> ChatReply:
         try:
             data = response.json()
             if self.config.provider is Provider.OLLAMA:
@@ -180,12 +224,17 @@ class ChatClient:
                 usage = {"prompt_tokens": data.get("prompt_eval_count"), "completion_tokens": data.get("eval_count")}
             else:
                 choice = data["choices"][0]
-                text, finish, usage = choice["message"]["content"], str(choice.get("finish_reason") or ""), \
-                    data.get("usage") or {}
+                text, finish, usage = (
+                    choice["message"]["content"],
+                    str(choice.get("finish_reason") or ""),
+                    data.get("usage") or {},
+                )
         except (ValueError, KeyError, IndexError, TypeError):
-            raise PapayuError("ERR_LLM_HTTP", f"unexpected answer shape from {chat_url(self.config)}: "
-                              f"{_body_excerpt(response)[:200]}",
-                              hint="Is the base URL an OpenAI-compatible (or Ollama) chat API?") from None
+            raise PapayuError(
+                "ERR_LLM_HTTP",
+                f"unexpected answer shape from {chat_url(self.config)}: {_body_excerpt(response)[:200]}",
+                hint="Is the base URL an OpenAI-compatible (or Ollama) chat API?",
+            ) from None
         if not isinstance(text, str):
             text = "" if text is None else json.dumps(text)
         return ChatReply(text=text, model_sec=elapsed, finish_reason=finish, usage=dict(usage))
@@ -209,7 +258,7 @@ def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     return rest
 
 
-def _rejects_format(response: "httpx.Response") -> bool:
+def _rejects_format(response: httpx.Response) -> bool:
     """A 4xx/5xx naming response_format/json_schema: the server cannot do this rung of the ladder.
     A plain 4xx that mentions "format" counts too (Ollama: `invalid format`); 429 never does."""
     status = response.status_code
@@ -219,7 +268,7 @@ def _rejects_format(response: "httpx.Response") -> bool:
     return any(word in body for word in _FORMAT_WORDS) or (status < 500 and "format" in body)
 
 
-def _raise_for_status(response: "httpx.Response") -> None:
+def _raise_for_status(response: httpx.Response) -> None:
     status = response.status_code
     if status < 400:
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 from urllib.parse import urlsplit
 
 from papayu_git import settings
@@ -31,11 +31,11 @@ LARGE_INPUT_MAX_TOKENS = 4096
 LARGE_INPUT_CHARS = 80_000
 
 
-class Provider(str, Enum):
+class Provider(StrEnum):
     OPENAI = "openai"
     OPENAI_COMPATIBLE = "openai-compatible"
-    OLLAMA = "ollama"            # native /api/chat with `format` = JSON schema
-    LOCAL = "local"              # embedded llama.cpp server (papayu-git[local])
+    OLLAMA = "ollama"  # native /api/chat with `format` = JSON schema
+    LOCAL = "local"  # embedded llama.cpp server (papayu-git[local])
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ class LLMConfig:
     timeout_sec: float = 90.0
     retries: int = 3
     backoff_sec: float = 1.0
-    max_tokens_cap: int = 0      # 0: no cap beyond the 16384/4096 rule above
+    max_tokens_cap: int = 0  # 0: no cap beyond the 16384/4096 rule above
 
-    def with_base_url(self, base_url: str) -> "LLMConfig":
+    def with_base_url(self, base_url: str) -> LLMConfig:
         """The same settings for papayu's own embedded server at ``base_url``: no key goes there."""
         return replace(self, base_url=base_url, api_key="")
 
@@ -80,9 +80,12 @@ def _api_key(provider: Provider, base_url: str) -> str:
     if source is None:
         return ""
     if not may_carry_credentials(base_url):
-        raise PapayuError("ERR_LLM_INSECURE_KEY", f"{source} would be sent over plain http to {urlsplit(base_url).hostname}",
-                          hint="Use an https:// base URL (plain http only to a server on this machine), "
-                               f"or unset {source} for a server that needs no key.")
+        raise PapayuError(
+            "ERR_LLM_INSECURE_KEY",
+            f"{source} would be sent over plain http to {urlsplit(base_url).hostname}",
+            hint="Use an https:// base URL (plain http only to a server on this machine), "
+            f"or unset {source} for a server that needs no key.",
+        )
     return os.environ[source]
 
 
@@ -91,14 +94,22 @@ def _provider(raw: str, base_url: str) -> Provider:
         # Nothing configured: the embedded model, unless a server URL was given, so `plan` works
         # without a key or a network (docs/DESIGN.md, "Providers").
         return Provider.OPENAI_COMPATIBLE if base_url else Provider.LOCAL
-    aliases = {"compatible": "openai-compatible", "openai_compatible": "openai-compatible",
-               "llamacpp": "openai-compatible", "llama.cpp": "openai-compatible", "vllm": "openai-compatible",
-               "lmstudio": "openai-compatible"}
+    aliases = {
+        "compatible": "openai-compatible",
+        "openai_compatible": "openai-compatible",
+        "llamacpp": "openai-compatible",
+        "llama.cpp": "openai-compatible",
+        "vllm": "openai-compatible",
+        "lmstudio": "openai-compatible",
+    }
     try:
         return Provider(aliases.get(raw.strip().lower(), raw.strip().lower()))
     except ValueError:
-        raise PapayuError("ERR_LLM_CONFIG", f"unknown provider {raw!r}",
-                          hint="PAPAYU_LLM_PROVIDER is one of: openai, openai-compatible, ollama, local.") from None
+        raise PapayuError(
+            "ERR_LLM_CONFIG",
+            f"unknown provider {raw!r}",
+            hint="PAPAYU_LLM_PROVIDER is one of: openai, openai-compatible, ollama, local.",
+        ) from None
 
 
 def _float(name: str, cwd: str | None) -> float:
@@ -119,16 +130,27 @@ def load_config(cwd: str | None = None) -> LLMConfig:
     elif provider is Provider.LOCAL:
         model = model or LOCAL_MODEL_NAME
     if provider is Provider.OPENAI_COMPATIBLE and not base_url:
-        raise PapayuError("ERR_LLM_CONFIG", "provider openai-compatible needs a base URL",
-                          hint="Set PAPAYU_LLM_BASE_URL, e.g. http://127.0.0.1:8080/v1.")
+        raise PapayuError(
+            "ERR_LLM_CONFIG",
+            "provider openai-compatible needs a base URL",
+            hint="Set PAPAYU_LLM_BASE_URL, e.g. http://127.0.0.1:8080/v1.",
+        )
     # An OpenAI-compatible server without a model name: the client asks its /models (llama.cpp,
     # vLLM, LM Studio and Ollama /v1 all list what they serve). Ollama's native API cannot.
     if provider is Provider.OLLAMA and not model:
-        raise PapayuError("ERR_LLM_CONFIG", f"provider {provider.value} needs a model name",
-                          hint="Set PAPAYU_LLM_MODEL (or git config papayu.llm.model).")
+        raise PapayuError(
+            "ERR_LLM_CONFIG",
+            f"provider {provider.value} needs a model name",
+            hint="Set PAPAYU_LLM_MODEL (or git config papayu.llm.model).",
+        )
     return LLMConfig(
-        provider=provider, base_url=base_url, model=model, api_key=_api_key(provider, base_url),
+        provider=provider,
+        base_url=base_url,
+        model=model,
+        api_key=_api_key(provider, base_url),
         strict_json=settings.get_bool("llm_strict_json", cwd),
-        timeout_sec=_float("llm_timeout_sec", cwd), retries=max(0, settings.get_int("llm_retries", cwd)),
-        backoff_sec=_float("llm_backoff_sec", cwd), max_tokens_cap=max(0, settings.get_int("llm_max_tokens", cwd)),
+        timeout_sec=_float("llm_timeout_sec", cwd),
+        retries=max(0, settings.get_int("llm_retries", cwd)),
+        backoff_sec=_float("llm_backoff_sec", cwd),
+        max_tokens_cap=max(0, settings.get_int("llm_max_tokens", cwd)),
     )

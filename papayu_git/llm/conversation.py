@@ -26,10 +26,18 @@ from papayu_git.validate import validate_response
 # Codes a repair cannot fix within the same protocol: non-UTF-8 falls back to v1 at once.
 NO_REPAIR_CODES = frozenset({"ERR_NON_UTF8_FILE"})
 # Failures of the repository or the environment, not of the answer: never sent back to the model.
-ENVIRONMENT_CODES = frozenset({
-    "ERR_NOT_A_GIT_REPO", "ERR_DETACHED_HEAD", "ERR_BRANCH_NOT_FOUND", "ERR_GIT_COMMAND", "ERR_LOCKED",
-    "ERR_DELETE_NOT_CONFIRMED", "ERR_INTERNAL", "ERR_USAGE",
-})
+ENVIRONMENT_CODES = frozenset(
+    {
+        "ERR_NOT_A_GIT_REPO",
+        "ERR_DETACHED_HEAD",
+        "ERR_BRANCH_NOT_FOUND",
+        "ERR_GIT_COMMAND",
+        "ERR_LOCKED",
+        "ERR_DELETE_NOT_CONFIRMED",
+        "ERR_INTERNAL",
+        "ERR_USAGE",
+    }
+)
 
 
 class InvalidAnswer(PapayuError):
@@ -39,8 +47,9 @@ class InvalidAnswer(PapayuError):
         self.causes = causes
         when = "after the repair retry" if repaired else "and cannot be repaired"
         codes = ", ".join(dict.fromkeys(c.code for c in causes))
-        super().__init__("ERR_LLM_INVALID_RESPONSE", f"the model's answer is invalid {when} ({codes}):\n"
-                         + repair_text(causes))
+        super().__init__(
+            "ERR_LLM_INVALID_RESPONSE", f"the model's answer is invalid {when} ({codes}):\n" + repair_text(causes)
+        )
 
     @property
     def cause_code(self) -> str:
@@ -61,7 +70,7 @@ class CallLog:
     token_budget: int = 0
     raw: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    last_json: Any = None               # the last answer that parsed (a rejected one: its trace's validated_json)
+    last_json: Any = None  # the last answer that parsed (a rejected one: its trace's validated_json)
     usage: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -78,9 +87,18 @@ def _drop_unknown_memory_keys(data: Any, log: CallLog) -> Any:
 
 
 class Conversation:
-    def __init__(self, client: ChatClient, system: str, *, protocol: int, mode: Mode,
-                 read_files: Mapping[str, str] | None, log: CallLog,
-                 check: Callable[[Response], None] | None = None, shape: str = "response") -> None:
+    def __init__(
+        self,
+        client: ChatClient,
+        system: str,
+        *,
+        protocol: int,
+        mode: Mode,
+        read_files: Mapping[str, str] | None,
+        log: CallLog,
+        check: Callable[[Response], None] | None = None,
+        shape: str = "response",
+    ) -> None:
         self.client, self.protocol, self.mode, self.read_files = client, protocol, mode, read_files
         self.shape = shape  # wire_schema.SHAPES: what a grammar-based server may let the model write
         self.log, self.check = log, check
@@ -116,8 +134,7 @@ class Conversation:
     def _call(self) -> str:
         input_chars = sum(len(m["content"]) for m in self.messages)
         self.log.input_chars, self.log.token_budget = input_chars, self.client.config.max_tokens(input_chars)
-        reply = self.client.complete(self.messages, response_format(self.protocol, self.shape),
-                                     input_chars=input_chars)
+        reply = self.client.complete(self.messages, response_format(self.protocol, self.shape), input_chars=input_chars)
         self.log.calls += 1
         self.log.model_sec += reply.model_sec
         self.log.usage.append(reply.usage)
@@ -148,5 +165,4 @@ class Conversation:
 
     def _report(self, errors: list[PapayuError]) -> None:
         first = errors[0]
-        output.event("VALIDATION_FAILED", code=first.code, path=first.path, count=len(errors),
-                     protocol=self.protocol)
+        output.event("VALIDATION_FAILED", code=first.code, path=first.path, count=len(errors), protocol=self.protocol)

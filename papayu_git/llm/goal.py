@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 CONFIRMATIONS = frozenset({"ok", "ок", "apply", "применяй", "да"})
 _PREFIX = re.compile(r"^\s*(plan|apply)\s*:\s*", re.I)
@@ -20,10 +20,10 @@ _FIX_WORDS = re.compile(r"(?<!\w)(fix|исправь|почини)(?!\w)", re.I)
 _CREATE_WORDS = re.compile(r"(?<!\w)(create|generate|создай|сгенерируй)(?!\w)", re.I)
 
 
-class Intent(str, Enum):
+class Intent(StrEnum):
     PLAN = "plan"
     APPLY = "apply"
-    CONFIRM = "confirm"     # apply the latest stored plan
+    CONFIRM = "confirm"  # apply the latest stored plan
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def is_confirmation(goal: str) -> bool:
 def route_goal(goal: str) -> RoutedGoal:
     prefix = _PREFIX.match(goal)
     if prefix:
-        return RoutedGoal(Intent(prefix.group(1).lower()), goal[prefix.end():].strip(), f"prefix {prefix.group(1)}:")
+        return RoutedGoal(Intent(prefix.group(1).lower()), goal[prefix.end() :].strip(), f"prefix {prefix.group(1)}:")
     if is_confirmation(goal):
         return RoutedGoal(Intent.CONFIRM, goal.strip(), "confirmation")
     fix, create = _FIX_WORDS.search(goal), _CREATE_WORDS.search(goal)

@@ -78,9 +78,27 @@ class ServerSpec:
         runner = [sys.executable, "-m", "papayu_git.llm.local_runner"]
         if watch_parent:
             runner += ["--watch-pid", str(os.getpid())]
-        return runner + ["--model", str(self.model), "--host", self.host, "--port", str(self.port),
-                         "--n_ctx", str(self.n_ctx), "--n_threads", threads, "--n_threads_batch", threads,
-                         "--model_alias", self.model.stem, "--chat_format", "gemma", "--verbose", "False"]
+        return [
+            *runner,
+            "--model",
+            str(self.model),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            threads,
+            "--n_threads_batch",
+            threads,
+            "--model_alias",
+            self.model.stem,
+            "--chat_format",
+            "gemma",
+            "--verbose",
+            "False",
+        ]
 
 
 def server_spec(cwd: str | None = None, port: int | None = None) -> ServerSpec:
@@ -136,8 +154,14 @@ def running_server(cwd: str | None = None) -> Iterator[str]:
     log_path = Path(log_name)
     output.event("LOCAL_SERVER_START", model=spec.model.name, port=spec.port, n_ctx=spec.n_ctx)
     started = time.monotonic()
-    proc = subprocess.Popen(spec.argv(watch_parent=True), stdin=subprocess.DEVNULL, stdout=log_fd,
-                            stderr=subprocess.STDOUT, start_new_session=True, env=server_env())
+    proc = subprocess.Popen(
+        spec.argv(watch_parent=True),
+        stdin=subprocess.DEVNULL,
+        stdout=log_fd,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=server_env(),
+    )
     os.close(log_fd)
     try:
         with output.progress("starting the local model"):

@@ -45,14 +45,13 @@ class PlanOutcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-
 @dataclass
 class _Cycle:
     """What one PLAN cycle collected along the way (mutable accumulator)."""
 
-    session: "ContextSession"
+    session: ContextSession
     log: CallLog = field(default_factory=CallLog)
-    messages: list[str] = field(default_factory=list)      # user messages = the plan's context
+    messages: list[str] = field(default_factory=list)  # user messages = the plan's context
     context_sec: float = 0.0
     refused_requests: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -113,8 +112,10 @@ def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -
         cycle.refused_requests = len(response.context_requests)
         cycle.warnings.append(f"{cycle.refused_requests} context_request(s) refused: at most {MAX_ROUNDS} rounds")
         if round_mode is Mode.APPLY and not response.actions:
-            raise PapayuError("ERR_CONTEXT_ROUNDS_EXCEEDED",
-                              f"the model still asks for context after {MAX_ROUNDS} rounds and proposes no change")
+            raise PapayuError(
+                "ERR_CONTEXT_ROUNDS_EXCEEDED",
+                f"the model still asks for context after {MAX_ROUNDS} rounds and proposes no change",
+            )
     return response
 
 
@@ -138,18 +139,22 @@ def _memory(repo_root: Path, response: Response, request: PlanRequest, cycle: _C
     applied = apply_memory_patch(repo_root, response.memory_patch, request.goal, request.accept_memory)
     dropped = sorted(set(response.memory_patch) - set(applied))
     if dropped:
-        cycle.warnings.append("memory_patch not applied for " + ", ".join(dropped) +
-                              " (say 'remember …' in the goal or pass --accept-memory)")
+        cycle.warnings.append(
+            "memory_patch not applied for "
+            + ", ".join(dropped)
+            + " (say 'remember …' in the goal or pass --accept-memory)"
+        )
     return {"memory_patch_applied": applied, "memory_patch_dropped": dropped}
 
 
-def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient,
-              timings: dict[str, float] | None = None) -> PlanOutcome:
+def make_plan(
+    repo_root: Path, request: PlanRequest, client: ChatClient, timings: dict[str, float] | None = None
+) -> PlanOutcome:
     """The PLAN cycle. ``timings`` (optional) is filled even when the cycle fails (bench)."""
     started = time.perf_counter()
     base_commit, branch = base_of(repo_root)
     cycle = _Cycle(session=ContextSession(repo_root, base_commit))
-    cycle.context_sec = time.perf_counter() - started   # opening the session is context gathering
+    cycle.context_sec = time.perf_counter() - started  # opening the session is context gathering
     try:
         outcome = _plan_cycle(repo_root, request, client, cycle, base_commit, branch)
     finally:
@@ -158,17 +163,23 @@ def make_plan(repo_root: Path, request: PlanRequest, client: ChatClient,
     return replace(outcome, timings=_timings(cycle, started, cycle.storage_started))
 
 
-def _plan_cycle(repo_root: Path, request: PlanRequest, client: ChatClient, cycle: _Cycle, base_commit: str,
-                branch: str) -> PlanOutcome:
+def _plan_cycle(
+    repo_root: Path, request: PlanRequest, client: ChatClient, cycle: _Cycle, base_commit: str, branch: str
+) -> PlanOutcome:
     blocks = _timed_context(cycle, cycle.session.base_context, request.goal, request.log_text)
     context_text = _timed_context(cycle, cycle.session.render, blocks)
     budget = ask_budget(repo_root)
     decision = behaviour.decide(request.goal, request.log_text, context_text)
     round_mode = request.prompt_mode.round
-    conv = Conversation(client, system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget),
-                        protocol=request.protocol, mode=round_mode,
-                        read_files=dict(cycle.session.files_shown), log=cycle.log,
-                        shape=_shape(request.prompt_mode))
+    conv = Conversation(
+        client,
+        system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget),
+        protocol=request.protocol,
+        mode=round_mode,
+        read_files=dict(cycle.session.files_shown),
+        log=cycle.log,
+        shape=_shape(request.prompt_mode),
+    )
     trace_id = traces.new_trace_id()
     try:
         response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)
@@ -178,23 +189,37 @@ def _plan_cycle(repo_root: Path, request: PlanRequest, client: ChatClient, cycle
     response = _limit_questions(response, budget, cycle)
     shown_text = "\n".join([request.goal, request.log_text or "", *cycle.messages])
     flags = behaviour.flag_answer(response, cycle.session.files_shown, shown_text)
-    extra = {"prompt_mode": request.prompt_mode.value, "ask_budget": budget, "behaviour_flags": flags,
-             "behaviour": {"act": decision.act, "reasons": list(decision.reasons), "missing": list(decision.missing)},
-             **_memory(repo_root, response, request, cycle)}
+    extra = {
+        "prompt_mode": request.prompt_mode.value,
+        "ask_budget": budget,
+        "behaviour_flags": flags,
+        "behaviour": {"act": decision.act, "reasons": list(decision.reasons), "missing": list(decision.missing)},
+        **_memory(repo_root, response, request, cycle),
+    }
     cycle.warnings.extend(cycle.log.notes)
     cycle.storage_started = time.perf_counter()
     plan = plans.StoredPlan(
-        id=plans.new_id(), goal=request.goal, mode=round_mode.value, protocol=request.protocol,
-        base_commit=base_commit, branch=branch, files=dict(cycle.session.files_shown), response=response.data,
-        trace_id=trace_id, created_at=traces.now_iso(), context="\n\n".join(cycle.messages),
-        extra={**extra, "warnings": list(cycle.warnings)})
+        id=plans.new_id(),
+        goal=request.goal,
+        mode=round_mode.value,
+        protocol=request.protocol,
+        base_commit=base_commit,
+        branch=branch,
+        files=dict(cycle.session.files_shown),
+        response=response.data,
+        trace_id=trace_id,
+        created_at=traces.now_iso(),
+        context="\n\n".join(cycle.messages),
+        extra={**extra, "warnings": list(cycle.warnings)},
+    )
     pdir = papayu_dir(open_repo(repo_root))
     plan, path = _store(pdir, plan, client, _trace(plan, request, cycle, client, response, flags, pdir))
     return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags))
 
 
-def _store(pdir: Path, plan: plans.StoredPlan, client: ChatClient,
-           trace: dict[str, Any]) -> tuple[plans.StoredPlan, Path]:
+def _store(
+    pdir: Path, plan: plans.StoredPlan, client: ChatClient, trace: dict[str, Any]
+) -> tuple[plans.StoredPlan, Path]:
     """Save the plan (API key scrubbed) and its trace."""
     plan = plans.StoredPlan.from_json(scrub_key(plan.to_json(), client.config.api_key))
     path = plans.save(pdir, plan)
@@ -204,48 +229,96 @@ def _store(pdir: Path, plan: plans.StoredPlan, client: ChatClient,
 
 def _timings(cycle: _Cycle, started: float, storage_started: float) -> dict[str, float]:
     now = time.perf_counter()
-    return {"context": cycle.context_sec, "model": cycle.log.model_sec, "validation": cycle.log.validation_sec,
-            "storage": (now - storage_started) if storage_started else 0.0, "total": now - started}
+    return {
+        "context": cycle.context_sec,
+        "model": cycle.log.model_sec,
+        "validation": cycle.log.validation_sec,
+        "storage": (now - storage_started) if storage_started else 0.0,
+        "total": now - started,
+    }
 
 
 def request_fields(client: ChatClient, mode: str, log: CallLog, prompt_mode: str = "") -> dict[str, Any]:
     """The trace's `request` record (docs/ARCHITECTURE.md, traces): mode is the round, plan|apply."""
     config = client.config
-    return {"mode": mode, "prompt_mode": prompt_mode or mode, "provider": config.provider.value,
-            "model": client.model(), "base_url": config.base_url, "input_chars": log.input_chars,
-            "token_budget": log.token_budget, "strict_json": bool(client.formats),
-            "response_format_fallback": client.format_fallback, "calls": log.calls, "repairs": log.repairs,
-            "latency_ms": round(log.model_sec * 1000), "usage": log.usage}
+    return {
+        "mode": mode,
+        "prompt_mode": prompt_mode or mode,
+        "provider": config.provider.value,
+        "model": client.model(),
+        "base_url": config.base_url,
+        "input_chars": log.input_chars,
+        "token_budget": log.token_budget,
+        "strict_json": bool(client.formats),
+        "response_format_fallback": client.format_fallback,
+        "calls": log.calls,
+        "repairs": log.repairs,
+        "latency_ms": round(log.model_sec * 1000),
+        "usage": log.usage,
+    }
 
 
-def _trace(plan: plans.StoredPlan, request: PlanRequest, cycle: _Cycle, client: ChatClient,
-           response: Response, flags: list[dict[str, str]], pdir: Path) -> dict[str, Any]:
+def _trace(
+    plan: plans.StoredPlan,
+    request: PlanRequest,
+    cycle: _Cycle,
+    client: ChatClient,
+    response: Response,
+    flags: list[dict[str, str]],
+    pdir: Path,
+) -> dict[str, Any]:
     return traces.record(
-        "plan", plan, papayu_dir=pdir, trace_id=plan.trace_id, protocol=request.protocol, mode=plan.mode,
+        "plan",
+        plan,
+        papayu_dir=pdir,
+        trace_id=plan.trace_id,
+        protocol=request.protocol,
+        mode=plan.mode,
         prompt_mode=request.prompt_mode.value,
         request=request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
-        context_stats=dict(cycle.session.context_stats), cache_stats=dict(cycle.session.cache_stats),
-        plan_files=dict(plan.files), validated_json=response.data, validation_outcome="ok",
-        error_code=None, protocol_default=request.protocol, protocol_attempts=[request.protocol],
-        context_rounds=max(0, len(cycle.messages) - 1), context_requests_refused=cycle.refused_requests,
-        behaviour_flags=flags, warnings=list(cycle.warnings), raw_content=cycle.log.raw,
+        context_stats=dict(cycle.session.context_stats),
+        cache_stats=dict(cycle.session.cache_stats),
+        plan_files=dict(plan.files),
+        validated_json=response.data,
+        validation_outcome="ok",
+        error_code=None,
+        protocol_default=request.protocol,
+        protocol_attempts=[request.protocol],
+        context_rounds=max(0, len(cycle.messages) - 1),
+        context_requests_refused=cycle.refused_requests,
+        behaviour_flags=flags,
+        warnings=list(cycle.warnings),
+        raw_content=cycle.log.raw,
     )
 
 
-def _write_failure_trace(repo_root: Path, trace_id: str, request: PlanRequest, cycle: _Cycle,
-                         client: ChatClient, exc: PapayuError) -> None:
+def _write_failure_trace(
+    repo_root: Path, trace_id: str, request: PlanRequest, cycle: _Cycle, client: ChatClient, exc: PapayuError
+) -> None:
     # the rejected answer, when there is one: trace golden can convert it
     rejected = {"validated_json": cycle.log.last_json} if cycle.log.last_json is not None else {}
     try:
         pdir = papayu_dir(open_repo(repo_root))
-        traces.write_trace(pdir, trace_id, traces.record(
-            "plan", papayu_dir=pdir, trace_id=trace_id, protocol=request.protocol, goal=request.goal,
-            prompt_mode=request.prompt_mode.value,
-            request=request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
-            context_stats=dict(cycle.session.context_stats), validation_outcome="err",
-            error_code=getattr(exc, "cause_code", exc.code), error=exc.format(),
-            protocol_default=request.protocol, protocol_attempts=[request.protocol],
-            raw_content=cycle.log.raw, **rejected))
+        traces.write_trace(
+            pdir,
+            trace_id,
+            traces.record(
+                "plan",
+                papayu_dir=pdir,
+                trace_id=trace_id,
+                protocol=request.protocol,
+                goal=request.goal,
+                prompt_mode=request.prompt_mode.value,
+                request=request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
+                context_stats=dict(cycle.session.context_stats),
+                validation_outcome="err",
+                error_code=getattr(exc, "cause_code", exc.code),
+                error=exc.format(),
+                protocol_default=request.protocol,
+                protocol_attempts=[request.protocol],
+                raw_content=cycle.log.raw,
+                **rejected,
+            ),
+        )
     except (OSError, PapayuError):
         pass  # the original error matters more than its trace
-

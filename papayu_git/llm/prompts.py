@@ -6,16 +6,16 @@ ENGINEERING_MEMORY block (docs/DESIGN.md, "Memory") follows the main prompt in t
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from papayu_git.protocol import Mode
 
 
-class PromptMode(str, Enum):
-    CHAT = "chat"            # engineer colleague: discuss, clarify, plan; actions allowed
-    FIXIT = "fixit"          # must return diagnosis, the change, verification, risks
-    FIX_PLAN = "fix-plan"    # plan only, nothing applied
-    APPLY = "apply"          # the final change after the operator confirmed
+class PromptMode(StrEnum):
+    CHAT = "chat"  # engineer colleague: discuss, clarify, plan; actions allowed
+    FIXIT = "fixit"  # must return diagnosis, the change, verification, risks
+    FIX_PLAN = "fix-plan"  # plan only, nothing applied
+    APPLY = "apply"  # the final change after the operator confirmed
 
     @property
     def round(self) -> Mode:
@@ -116,10 +116,19 @@ JSON shape: {{"summary": string, "questions": [string], "context_requests": [{{"
 
 def system_prompt(mode: PromptMode, protocol: int, memory_block: str, ask_budget: int = 2) -> str:
     actions = ACTIONS_V2 if protocol >= 2 else ACTIONS_V1
-    shape = ('{"kind": "PATCH_FILE", "path": string, "patch": string, "base_sha256": string}'
-             if protocol >= 2 else '{"kind": "UPDATE_FILE", "path": string, "content": string}')
-    parts = [CORE.format(ask_budget=max(0, min(2, ask_budget))), BEHAVIOUR, actions, MODE_RULES[mode],
-             SHAPE.format(action_shape=shape), f"Protocol version: {protocol}.\n"]
+    shape = (
+        '{"kind": "PATCH_FILE", "path": string, "patch": string, "base_sha256": string}'
+        if protocol >= 2
+        else '{"kind": "UPDATE_FILE", "path": string, "content": string}'
+    )
+    parts = [
+        CORE.format(ask_budget=max(0, min(2, ask_budget))),
+        BEHAVIOUR,
+        actions,
+        MODE_RULES[mode],
+        SHAPE.format(action_shape=shape),
+        f"Protocol version: {protocol}.\n",
+    ]
     if memory_block:
         parts.append(memory_block.rstrip() + "\n")
     return "\n".join(parts)
@@ -135,14 +144,19 @@ def user_message(goal: str, context_text: str, behaviour_note: str = "") -> str:
 
 def context_round_message(context_text: str, round_no: int, max_rounds: int) -> str:
     last = round_no >= max_rounds
-    tail = ("This was the last context round: answer now with the context you have (no more "
-            "context_requests)." if last else "Answer with the JSON object now, or request more context.")
+    tail = (
+        "This was the last context round: answer now with the context you have (no more context_requests)."
+        if last
+        else "Answer with the JSON object now, or request more context."
+    )
     return f"FULFILLED_CONTEXT (round {round_no} of {max_rounds}):\n{context_text.strip()}\n\n{tail}\n"
 
 
 def apply_round_message(plan_json: str) -> str:
-    return ("The operator confirmed this plan (the PLAN round's answer):\n"
-            f"{plan_json}\n\nReturn the APPLY answer now: the actions that implement it.\n")
+    return (
+        "The operator confirmed this plan (the PLAN round's answer):\n"
+        f"{plan_json}\n\nReturn the APPLY answer now: the actions that implement it.\n"
+    )
 
 
 def repair_message(errors_text: str, protocol: int) -> str:
@@ -152,11 +166,15 @@ def repair_message(errors_text: str, protocol: int) -> str:
         extra = "Use 3 lines of context in every hunk, copied exactly; do not change neighbouring blocks.\n"
     if "ERR_V2_UPDATE_EXISTING_FORBIDDEN" in errors_text:
         extra += "Generate PATCH_FILE (unified diff + base_sha256) instead of UPDATE_FILE.\n"
-    return ("Your previous answer was rejected by papayu's validation:\n"
-            f"{errors_text}\n{extra}"
-            f"Return the corrected answer: ONE JSON object following protocol v{protocol}, nothing else.\n")
+    return (
+        "Your previous answer was rejected by papayu's validation:\n"
+        f"{errors_text}\n{extra}"
+        f"Return the corrected answer: ONE JSON object following protocol v{protocol}, nothing else.\n"
+    )
 
 
 def fallback_message(reason: str) -> str:
-    return (f"PATCH_FILE could not be applied ({reason}). Switch to protocol v1: change existing files "
-            "with UPDATE_FILE carrying the COMPLETE new file content; do not use PATCH_FILE.\n")
+    return (
+        f"PATCH_FILE could not be applied ({reason}). Switch to protocol v1: change existing files "
+        "with UPDATE_FILE carrying the COMPLETE new file content; do not use PATCH_FILE.\n"
+    )

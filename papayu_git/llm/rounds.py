@@ -15,8 +15,13 @@ from papayu_git.llm.client import ChatClient
 from papayu_git.llm.session import open_client
 
 
-def apply_round(repo_root: Path, plan: plans.StoredPlan, protocol: int | None = None, onto: str | None = None,
-                client: ChatClient | None = None) -> plans.StoredPlan:
+def apply_round(
+    repo_root: Path,
+    plan: plans.StoredPlan,
+    protocol: int | None = None,
+    onto: str | None = None,
+    client: ChatClient | None = None,
+) -> plans.StoredPlan:
     """Ask the model for the APPLY answer of ``plan`` (same context) for the branch ``onto`` (None:
     the plan's own); returns the saved plan."""
     if protocol is not None and protocol != plan.protocol:

@@ -10,15 +10,20 @@ from papayu_git.errors import PapayuError
 from papayu_git.llm.goal import Intent, route_goal
 from papayu_git.llm.prompts import PromptMode
 
-_BY_OPTION = {"plan": PromptMode.FIX_PLAN, "fix-plan": PromptMode.FIX_PLAN, "chat": PromptMode.CHAT,
-              "fixit": PromptMode.FIXIT, "apply": PromptMode.APPLY}
+_BY_OPTION = {
+    "plan": PromptMode.FIX_PLAN,
+    "fix-plan": PromptMode.FIX_PLAN,
+    "chat": PromptMode.CHAT,
+    "fixit": PromptMode.FIXIT,
+    "apply": PromptMode.APPLY,
+}
 
 
 @dataclass(frozen=True)
 class Route:
     goal: str
     prompt_mode: PromptMode
-    confirm: bool          # the goal only confirms: apply the latest stored plan
+    confirm: bool  # the goal only confirms: apply the latest stored plan
     reason: str
 
 
@@ -27,8 +32,11 @@ def resolve(goal: str, mode_option: str | None, cwd: str | None = None) -> Route
         try:
             goal.encode("utf-8")
         except UnicodeEncodeError:  # bytes that are not UTF-8 reach Python as lone surrogates
-            raise PapayuError("ERR_USAGE", "the goal is not valid UTF-8 text",
-                              hint="Type the goal in a UTF-8 terminal (check LANG / LC_ALL).") from None
+            raise PapayuError(
+                "ERR_USAGE",
+                "the goal is not valid UTF-8 text",
+                hint="Type the goal in a UTF-8 terminal (check LANG / LC_ALL).",
+            ) from None
     routed = route_goal(goal)
     if routed.intent is Intent.CONFIRM and mode_option is None:
         return Route(routed.text, PromptMode.APPLY, True, routed.reason)
@@ -40,6 +48,9 @@ def resolve(goal: str, mode_option: str | None, cwd: str | None = None) -> Route
         return Route(routed.text, PromptMode.APPLY, False, routed.reason)
     configured = settings.get("llm_mode", cwd).strip().lower() or "fix-plan"
     if configured not in _BY_OPTION or configured == "apply":
-        raise PapayuError("ERR_LLM_CONFIG", f"PAPAYU_LLM_MODE={configured!r}",
-                          hint="PAPAYU_LLM_MODE is one of: chat, fixit, fix-plan.")
+        raise PapayuError(
+            "ERR_LLM_CONFIG",
+            f"PAPAYU_LLM_MODE={configured!r}",
+            hint="PAPAYU_LLM_MODE is one of: chat, fixit, fix-plan.",
+        )
     return Route(routed.text, _BY_OPTION[configured], False, routed.reason)

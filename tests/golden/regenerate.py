@@ -51,14 +51,21 @@ class ScriptedModel:
         model = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 model.requests.append(body)
                 content = json.dumps(model.next_answer(body), ensure_ascii=False)
-                data = json.dumps({"id": "golden", "object": "chat.completion", "model": MODEL,
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": content}}],
-                                   "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+                data = json.dumps(
+                    {
+                        "id": "golden",
+                        "object": "chat.completion",
+                        "model": MODEL,
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -78,7 +85,7 @@ class ScriptedModel:
         builder = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         return builder(shown)
 
-    def __enter__(self) -> "ScriptedModel":
+    def __enter__(self) -> ScriptedModel:
         self.thread.start()
         return self
 
@@ -97,8 +104,10 @@ def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
         target = path / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content.encode() if isinstance(content, str) else content)
-    for args in (["add", "-A"], ["-c", "user.name=golden", "-c", "user.email=golden@example.com",
-                                 "commit", "-q", "-m", "initial"]):
+    for args in (
+        ["add", "-A"],
+        ["-c", "user.name=golden", "-c", "user.email=golden@example.com", "commit", "-q", "-m", "initial"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, env=env, capture_output=True)
     return path
 
@@ -127,18 +136,38 @@ class Round:
         trace_id = traces.new_trace_id()
         input_chars = len(self.text) + len(self.scenario.goal)
         pdir = self.repo / ".git" / "papayu"
-        traces.write_trace(pdir, trace_id, traces.record(
-            mode, papayu_dir=pdir, trace_id=trace_id, protocol=self.scenario.protocol,
-            plan_id=self.plan_id, goal=self.scenario.goal, driver="validation",
-            request={"mode": mode, "provider": PROVIDER, "model": MODEL, "input_chars": input_chars,
-                     "token_budget": 4096 if input_chars > 80_000 else 16384, "strict_json": True,
-                     "latency_ms": round((time.monotonic() - started) * 1000, 3)},
-            context_stats=self.session.context_stats, cache_stats=self.session.cache_stats,
-            plan_files=dict(self.session.files_shown), validated_json=answer,
-            validation_outcome=outcome, error_code=code,
-            protocol_default=self.scenario.protocol, protocol_attempts=[self.scenario.protocol],
-            protocol_repair_attempt=0, protocol_fallback_attempted=False,
-        ))
+        traces.write_trace(
+            pdir,
+            trace_id,
+            traces.record(
+                mode,
+                papayu_dir=pdir,
+                trace_id=trace_id,
+                protocol=self.scenario.protocol,
+                plan_id=self.plan_id,
+                goal=self.scenario.goal,
+                driver="validation",
+                request={
+                    "mode": mode,
+                    "provider": PROVIDER,
+                    "model": MODEL,
+                    "input_chars": input_chars,
+                    "token_budget": 4096 if input_chars > 80_000 else 16384,
+                    "strict_json": True,
+                    "latency_ms": round((time.monotonic() - started) * 1000, 3),
+                },
+                context_stats=self.session.context_stats,
+                cache_stats=self.session.cache_stats,
+                plan_files=dict(self.session.files_shown),
+                validated_json=answer,
+                validation_outcome=outcome,
+                error_code=code,
+                protocol_default=self.scenario.protocol,
+                protocol_attempts=[self.scenario.protocol],
+                protocol_repair_attempt=0,
+                protocol_fallback_attempted=False,
+            ),
+        )
         if mode == "plan" and isinstance(answer, dict) and answer.get("context_requests"):
             self.text = self.session.render(self.blocks + self.session.fulfil(answer["context_requests"]))
         return trace_id
@@ -147,8 +176,9 @@ class Round:
         from papayu_git.memory import apply_memory_patch
         from papayu_git.validate import validate_response
 
-        response = validate_response(answer, protocol=self.scenario.protocol, mode=mode,
-                                     read_files=dict(self.session.files_shown))
+        response = validate_response(
+            answer, protocol=self.scenario.protocol, mode=mode, read_files=dict(self.session.files_shown)
+        )
         apply_memory_patch(self.repo, response.memory_patch, self.scenario.goal, accept_flag=False)
         if mode == "apply":
             preflight(self.repo, response.actions)
@@ -205,8 +235,14 @@ def run_scenario(scenario: Scenario, work: Path, out_dir: Path) -> Path:
 
 
 def _papayu(repo: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "papayu_git", *args, "--json"], cwd=repo, capture_output=True,
-                          text=True, env={**os.environ, **env}, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "papayu_git", *args, "--json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
     try:
         data = json.loads(proc.stdout)
     except ValueError:
@@ -225,25 +261,38 @@ def run_scenario_cli(scenario: Scenario, work: Path, out_dir: Path) -> Path:
     log = work / f"{scenario.name.replace('/', '_')}.log"
     log.write_text(scenario.log or "")
     with ScriptedModel([scenario.plan, final]) as model:
-        env = {**scenario.env, "PAPAYU_LLM_PROVIDER": PROVIDER, "PAPAYU_LLM_BASE_URL": model.base_url,
-               "PAPAYU_LLM_MODEL": MODEL, "PAPAYU_PROTOCOL_VERSION": str(scenario.protocol),
-               "PAPAYU_PROTOCOL_FALLBACK_TO_V1": "0", "PAPAYU_TRACE": "1"}
+        env = {
+            **scenario.env,
+            "PAPAYU_LLM_PROVIDER": PROVIDER,
+            "PAPAYU_LLM_BASE_URL": model.base_url,
+            "PAPAYU_LLM_MODEL": MODEL,
+            "PAPAYU_PROTOCOL_VERSION": str(scenario.protocol),
+            "PAPAYU_PROTOCOL_FALLBACK_TO_V1": "0",
+            "PAPAYU_TRACE": "1",
+        }
         plan = _papayu(repo, env, "plan", scenario.goal, *(["--from-file", str(log)] if scenario.log else []))
         if scenario.apply is not None:
             if scenario.between:
                 scenario.between(repo)
             model.answers = [scenario.apply]
             _papayu(repo, env, "apply", str(plan["plan_id"]), "--no-check", "-y")
-    rounds = [t for t in load_traces(traces_dir(repo / ".git" / "papayu"))
-              if trace_mode(t) == scenario.golden_of and "validated_json" in t]
+    rounds = [
+        t
+        for t in load_traces(traces_dir(repo / ".git" / "papayu"))
+        if trace_mode(t) == scenario.golden_of and "validated_json" in t
+    ]
     if not rounds:
         raise SystemExit(f"{scenario.name}: no {scenario.golden_of} trace was written")
     return _convert(repo, str(rounds[-1]["trace_id"]), out_dir / f"{scenario.name}.json", scenario.name)
 
 
 def _convert(repo: Path, trace_id: str, out: Path, name: str) -> Path:
-    proc = subprocess.run([sys.executable, "-m", "papayu_git", "trace", "golden", trace_id, str(out)],
-                          cwd=repo, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "papayu_git", "trace", "golden", trace_id, str(out)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{name}: trace golden failed:\n{proc.stdout}{proc.stderr}")
     return out

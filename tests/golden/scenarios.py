@@ -27,7 +27,7 @@ def add(a: int, b: int) -> int:
 def mul(a: int, b: int) -> int:
     return a * b
 '''
-TEST_OPS_PY = '''from calc.ops import add, mul
+TEST_OPS_PY = """from calc.ops import add, mul
 
 
 def test_add() -> None:
@@ -36,7 +36,7 @@ def test_add() -> None:
 
 def test_mul() -> None:
     assert mul(2, 3) == 6
-'''
+"""
 BASE_FILES: dict[str, str | bytes] = {
     "README.md": "# calc\n\nTiny arithmetic package.\n",
     "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1.0"\n',
@@ -58,38 +58,52 @@ FAILED tests/test_ops.py::test_add - assert -1 == 5
 FIX_GOAL = "fix the failing test tests/test_ops.py::test_add"
 READ_OPS = [{"type": "read_file", "path": "src/calc/ops.py"}]
 FIXED_OPS = OPS_PY.replace("return a - b", "return a + b")
-OPS_PATCH = ("--- a/src/calc/ops.py\n+++ b/src/calc/ops.py\n@@ -3,5 +3,5 @@\n \n \n"
-             " def add(a: int, b: int) -> int:\n-    return a - b\n+    return a + b\n \n")
+OPS_PATCH = (
+    "--- a/src/calc/ops.py\n+++ b/src/calc/ops.py\n@@ -3,5 +3,5 @@\n \n \n"
+    " def add(a: int, b: int) -> int:\n-    return a - b\n+    return a + b\n \n"
+)
 
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str                       # golden file name without .json
+    name: str  # golden file name without .json
     protocol: int
     goal: str
-    golden_of: str                  # which round becomes the golden trace: "plan" | "apply"
+    golden_of: str  # which round becomes the golden trace: "plan" | "apply"
     plan: Answer
     apply: Answer | None = None
     log: str | None = None
     files: dict[str, str | bytes] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    between: Callable[[Path], None] | None = None   # runs after PLAN, before APPLY (e.g. a new commit)
-    expect: tuple[str, str | None] = ("ok", None)   # (validation_outcome, error_code) of the golden
+    between: Callable[[Path], None] | None = None  # runs after PLAN, before APPLY (e.g. a new commit)
+    expect: tuple[str, str | None] = ("ok", None)  # (validation_outcome, error_code) of the golden
 
     def repo_files(self) -> dict[str, str | bytes]:
         return {**BASE_FILES, **self.files}
 
 
 def _plan_read_ops(shown: dict[str, str]) -> Any:
-    return {"mode": "fix-plan", "actions": [], "summary": "add() subtracts instead of adding; read ops.py.",
-            "plan": [{"step": "read src/calc/ops.py"}, {"step": "fix add()", "details": "'-' -> '+'"}],
-            "context_requests": READ_OPS}
+    return {
+        "mode": "fix-plan",
+        "actions": [],
+        "summary": "add() subtracts instead of adding; read ops.py.",
+        "plan": [{"step": "read src/calc/ops.py"}, {"step": "fix add()", "details": "'-' -> '+'"}],
+        "context_requests": READ_OPS,
+    }
 
 
 def _patch_ops(shown: dict[str, str]) -> Any:
-    return {"actions": [{"kind": "PATCH_FILE", "path": "src/calc/ops.py", "patch": OPS_PATCH,
-                         "base_sha256": shown["src/calc/ops.py"]}],
-            "summary": "Fix add(): return a + b."}
+    return {
+        "actions": [
+            {
+                "kind": "PATCH_FILE",
+                "path": "src/calc/ops.py",
+                "patch": OPS_PATCH,
+                "base_sha256": shown["src/calc/ops.py"],
+            }
+        ],
+        "summary": "Fix add(): return a + b.",
+    }
 
 
 def _no_changes(shown: dict[str, str]) -> Any:
@@ -110,75 +124,179 @@ def _big_modules() -> dict[str, str | bytes]:
 
 
 def _diet_log() -> str:
-    frames = "".join(f'  File "src/calc/big{i}.py", line {100 + i}, in f{i}\n    return x + {i}\n'
-                     for i in range(10))
+    frames = "".join(f'  File "src/calc/big{i}.py", line {100 + i}, in f{i}\n    return x + {i}\n' for i in range(10))
     return "Traceback (most recent call last):\n" + frames + "ZeroDivisionError: division by zero\n"
 
 
 SCENARIOS: list[Scenario] = [
     # --- v1 (recreating upstream v1/001..007) ---------------------------------------------
     Scenario("v1/001_fix_bug_plan", 1, FIX_GOAL, "plan", _plan_read_ops, log=PYTEST_LOG),
-    Scenario("v1/002_fix_bug_apply", 1, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG,
-             apply=lambda shown: {"actions": [{"kind": "UPDATE_FILE", "path": "src/calc/ops.py",
-                                               "content": FIXED_OPS}], "summary": "Fix add(): return a + b."}),
-    Scenario("v1/003_generate_project_apply", 1, "add a command-line entry point and usage docs", "apply",
-             lambda shown: {"actions": [], "summary": "Plan: create src/calc/cli.py and docs/usage.md."},
-             apply=lambda shown: [
-                 {"kind": "CREATE_DIR", "path": "docs"},
-                 {"kind": "CREATE_FILE", "path": "src/calc/cli.py",
-                  "content": "import sys\n\nfrom calc.ops import add\n\n\ndef main() -> None:\n"
-                             "    print(add(int(sys.argv[1]), int(sys.argv[2])))\n"},
-                 {"kind": "CREATE_FILE", "path": "docs/usage.md", "content": "# Usage\n\n`python -m calc.cli 2 3`\n"},
-             ]),
-    Scenario("v1/004_protected_path_block", 1, "set DEBUG=1 in the environment file", "apply",
-             lambda shown: {"actions": [], "summary": "Plan: add DEBUG=1 to .env."},
-             apply=lambda shown: {"actions": [{"kind": "CREATE_FILE", "path": ".env", "content": "DEBUG=1\n"}],
-                                  "summary": "Created .env"},
-             expect=("err", "ERR_PROTECTED_PATH")),
-    Scenario("v1/005_update_without_base_block", 1, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG,
-             apply=lambda shown: {"actions": [{"kind": "UPDATE_FILE", "path": "src/calc/util.py",
-                                               "content": "def clamp(x, lo, hi):\n    return x\n"}],
-                                  "summary": "Rewrote util.py"},
-             expect=("err", "ERR_UPDATE_WITHOUT_BASE")),
-    Scenario("v1/006_context_diet_applied", 1, "why does the traceback end in ZeroDivisionError?", "plan",
-             lambda shown: {"actions": [], "summary": "Diagnosis: need more context (big modules truncated).",
-                            "context_requests": []},
-             log=_diet_log(), files=_big_modules(),
-             env={"PAPAYU_CONTEXT_MAX_FILES": "4", "PAPAYU_CONTEXT_MAX_FILE_CHARS": "1500"}),
+    Scenario(
+        "v1/002_fix_bug_apply",
+        1,
+        FIX_GOAL,
+        "apply",
+        _plan_read_ops,
+        log=PYTEST_LOG,
+        apply=lambda shown: {
+            "actions": [{"kind": "UPDATE_FILE", "path": "src/calc/ops.py", "content": FIXED_OPS}],
+            "summary": "Fix add(): return a + b.",
+        },
+    ),
+    Scenario(
+        "v1/003_generate_project_apply",
+        1,
+        "add a command-line entry point and usage docs",
+        "apply",
+        lambda shown: {"actions": [], "summary": "Plan: create src/calc/cli.py and docs/usage.md."},
+        apply=lambda shown: [
+            {"kind": "CREATE_DIR", "path": "docs"},
+            {
+                "kind": "CREATE_FILE",
+                "path": "src/calc/cli.py",
+                "content": "import sys\n\nfrom calc.ops import add\n\n\ndef main() -> None:\n"
+                "    print(add(int(sys.argv[1]), int(sys.argv[2])))\n",
+            },
+            {"kind": "CREATE_FILE", "path": "docs/usage.md", "content": "# Usage\n\n`python -m calc.cli 2 3`\n"},
+        ],
+    ),
+    Scenario(
+        "v1/004_protected_path_block",
+        1,
+        "set DEBUG=1 in the environment file",
+        "apply",
+        lambda shown: {"actions": [], "summary": "Plan: add DEBUG=1 to .env."},
+        apply=lambda shown: {
+            "actions": [{"kind": "CREATE_FILE", "path": ".env", "content": "DEBUG=1\n"}],
+            "summary": "Created .env",
+        },
+        expect=("err", "ERR_PROTECTED_PATH"),
+    ),
+    Scenario(
+        "v1/005_update_without_base_block",
+        1,
+        FIX_GOAL,
+        "apply",
+        _plan_read_ops,
+        log=PYTEST_LOG,
+        apply=lambda shown: {
+            "actions": [
+                {"kind": "UPDATE_FILE", "path": "src/calc/util.py", "content": "def clamp(x, lo, hi):\n    return x\n"}
+            ],
+            "summary": "Rewrote util.py",
+        },
+        expect=("err", "ERR_UPDATE_WITHOUT_BASE"),
+    ),
+    Scenario(
+        "v1/006_context_diet_applied",
+        1,
+        "why does the traceback end in ZeroDivisionError?",
+        "plan",
+        lambda shown: {
+            "actions": [],
+            "summary": "Diagnosis: need more context (big modules truncated).",
+            "context_requests": [],
+        },
+        log=_diet_log(),
+        files=_big_modules(),
+        env={"PAPAYU_CONTEXT_MAX_FILES": "4", "PAPAYU_CONTEXT_MAX_FILE_CHARS": "1500"},
+    ),
     Scenario("v1/007_no_changes_apply", 1, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG, apply=_no_changes),
     # --- v2 (recreating upstream v2/001..005) ---------------------------------------------
     Scenario("v2/001_fix_bug_plan", 2, FIX_GOAL, "plan", _plan_read_ops, log=PYTEST_LOG),
     Scenario("v2/002_fix_bug_apply_patch", 2, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG, apply=_patch_ops),
-    Scenario("v2/003_base_mismatch_block", 2, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG, apply=_patch_ops,
-             between=_commit_ops_change, expect=("ok", "ERR_BASE_MISMATCH")),
-    Scenario("v2/004_patch_apply_failed_block", 2, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG,
-             apply=lambda shown: {"actions": [{
-                 "kind": "PATCH_FILE", "path": "src/calc/ops.py", "base_sha256": shown["src/calc/ops.py"],
-                 "patch": "--- a/src/calc/ops.py\n+++ b/src/calc/ops.py\n@@ -3,3 +3,3 @@\n"
-                          " def add(x, y):\n-    return x - y\n+    return x + y\n"}],
-                 "summary": "Fix add()."},
-             expect=("ok", "ERR_PATCH_APPLY_FAILED")),
+    Scenario(
+        "v2/003_base_mismatch_block",
+        2,
+        FIX_GOAL,
+        "apply",
+        _plan_read_ops,
+        log=PYTEST_LOG,
+        apply=_patch_ops,
+        between=_commit_ops_change,
+        expect=("ok", "ERR_BASE_MISMATCH"),
+    ),
+    Scenario(
+        "v2/004_patch_apply_failed_block",
+        2,
+        FIX_GOAL,
+        "apply",
+        _plan_read_ops,
+        log=PYTEST_LOG,
+        apply=lambda shown: {
+            "actions": [
+                {
+                    "kind": "PATCH_FILE",
+                    "path": "src/calc/ops.py",
+                    "base_sha256": shown["src/calc/ops.py"],
+                    "patch": "--- a/src/calc/ops.py\n+++ b/src/calc/ops.py\n@@ -3,3 +3,3 @@\n"
+                    " def add(x, y):\n-    return x - y\n+    return x + y\n",
+                }
+            ],
+            "summary": "Fix add().",
+        },
+        expect=("ok", "ERR_PATCH_APPLY_FAILED"),
+    ),
     Scenario("v2/005_no_changes_apply", 2, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG, apply=_no_changes),
     # --- beyond upstream --------------------------------------------------------------------
-    Scenario("v2/006_update_existing_forbidden_block", 2, FIX_GOAL, "apply", _plan_read_ops, log=PYTEST_LOG,
-             apply=lambda shown: {"actions": [{"kind": "UPDATE_FILE", "path": "src/calc/ops.py",
-                                               "content": FIXED_OPS}], "summary": "Rewrote ops.py."},
-             expect=("err", "ERR_V2_UPDATE_EXISTING_FORBIDDEN")),
-    Scenario("v2/007_path_traversal_block", 2, "write the report next to the repository", "apply",
-             lambda shown: {"actions": [], "summary": "Plan: write ../report.md."},
-             apply=lambda shown: {"actions": [{"kind": "CREATE_FILE", "path": "../report.md", "content": "hi\n"}],
-                                  "summary": "Wrote the report."},
-             expect=("err", "ERR_PATH_TRAVERSAL")),
-    Scenario("v2/008_memory_patch_plan", 2, "remember: run the tests with pytest -q", "plan",
-             lambda shown: {"actions": [], "summary": "Noted the test command.",
-                            "memory_patch": {"project.default_test_command": "pytest -q"}}),
-    Scenario("v2/009_non_utf8_block", 2, "fix the greeting in src/calc/legacy.txt", "apply",
-             lambda shown: {"actions": [], "summary": "Plan: patch legacy.txt.",
-                            "context_requests": [{"type": "read_file", "path": "src/calc/legacy.txt"}]},
-             apply=lambda shown: {"actions": [{
-                 "kind": "PATCH_FILE", "path": "src/calc/legacy.txt", "base_sha256": shown["src/calc/legacy.txt"],
-                 "patch": "--- a/src/calc/legacy.txt\n+++ b/src/calc/legacy.txt\n@@ -1 +1 @@\n-Gr\ufffd\ufffde\n+Hello\n"}],
-                 "summary": "Fix the greeting."},
-             files={"src/calc/legacy.txt": "Grüße\n".encode("latin-1")},
-             expect=("ok", "ERR_NON_UTF8_FILE")),
+    Scenario(
+        "v2/006_update_existing_forbidden_block",
+        2,
+        FIX_GOAL,
+        "apply",
+        _plan_read_ops,
+        log=PYTEST_LOG,
+        apply=lambda shown: {
+            "actions": [{"kind": "UPDATE_FILE", "path": "src/calc/ops.py", "content": FIXED_OPS}],
+            "summary": "Rewrote ops.py.",
+        },
+        expect=("err", "ERR_V2_UPDATE_EXISTING_FORBIDDEN"),
+    ),
+    Scenario(
+        "v2/007_path_traversal_block",
+        2,
+        "write the report next to the repository",
+        "apply",
+        lambda shown: {"actions": [], "summary": "Plan: write ../report.md."},
+        apply=lambda shown: {
+            "actions": [{"kind": "CREATE_FILE", "path": "../report.md", "content": "hi\n"}],
+            "summary": "Wrote the report.",
+        },
+        expect=("err", "ERR_PATH_TRAVERSAL"),
+    ),
+    Scenario(
+        "v2/008_memory_patch_plan",
+        2,
+        "remember: run the tests with pytest -q",
+        "plan",
+        lambda shown: {
+            "actions": [],
+            "summary": "Noted the test command.",
+            "memory_patch": {"project.default_test_command": "pytest -q"},
+        },
+    ),
+    Scenario(
+        "v2/009_non_utf8_block",
+        2,
+        "fix the greeting in src/calc/legacy.txt",
+        "apply",
+        lambda shown: {
+            "actions": [],
+            "summary": "Plan: patch legacy.txt.",
+            "context_requests": [{"type": "read_file", "path": "src/calc/legacy.txt"}],
+        },
+        apply=lambda shown: {
+            "actions": [
+                {
+                    "kind": "PATCH_FILE",
+                    "path": "src/calc/legacy.txt",
+                    "base_sha256": shown["src/calc/legacy.txt"],
+                    "patch": "--- a/src/calc/legacy.txt\n+++ b/src/calc/legacy.txt\n@@ -1 +1 @@\n-Gr\ufffd\ufffde\n+Hello\n",
+                }
+            ],
+            "summary": "Fix the greeting.",
+        },
+        files={"src/calc/legacy.txt": "Grüße\n".encode("latin-1")},
+        expect=("ok", "ERR_NON_UTF8_FILE"),
+    ),
 ]
