@@ -39,6 +39,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "plan": ("papayu_git.commands.plan", "Ask the model for a plan for GOAL and store it (nothing is applied)."),
     "fix": ("papayu_git.commands.fix", "Plan GOAL, then apply it after confirmation (takes apply's options)."),
+    "agent": (
+        "papayu_git.commands.agent",
+        "Let the model work on GOAL with tools in a private workspace, then check and land its change.",
+    ),
     "local-server": (
         "papayu_git.commands.local_server",
         "Run the embedded local model (llama.cpp, Gemma 3 270M) in the foreground for reuse.",

@@ -299,9 +299,32 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the model's answer is still invalid after the repair retry",
         "Try a stronger model (README: providers) or rephrase the goal.",
     ),
+    "ERR_LLM_NO_TOOLS": ErrorSpec(
+        "the LLM provider or model cannot call tools (agent mode needs function calling)",
+        "Use 'git papayu fix' instead, or a provider and model that support tool calls (README: providers).",
+    ),
     "ERR_LLM_LOCAL_UNAVAILABLE": ErrorSpec(
         "the embedded local model is not installed",
         "pip install 'papayu-git[local]', or configure PAPAYU_LLM_BASE_URL.",
+    ),
+    # --- agent mode (docs/DESIGN.md, "Agent mode") ---------------------------------
+    "ERR_AGENT_BAD_ARGUMENTS": ErrorSpec(
+        "a tool call's arguments are not a JSON object of the tool's parameters (unknown key, wrong type, "
+        "out of range)",
+        "Send the arguments as one JSON object with exactly the parameters the tool declares.",
+    ),
+    "ERR_AGENT_UNKNOWN_TOOL": ErrorSpec(
+        "the model called a tool papayu does not offer",
+        "Call only the tools listed in the request: list_files, read_file, search_in_repo, get_env, get_logs, "
+        "apply_patch, run_tests, run.",
+    ),
+    "ERR_AGENT_RUN_REFUSED": ErrorSpec(
+        "the model asked to run a command, which needs the operator's --run-proposed",
+        "Use run_tests (the project's check); the operator allows other commands with --run-proposed.",
+    ),
+    "ERR_AGENT_MAX_STEPS": ErrorSpec(
+        "the agent still called tools after --max-steps model turns; nothing was committed",
+        "Raise --max-steps, or narrow the goal (name the file or the failing test).",
     ),
     # --- forge -------------------------------------------------------------------
     "ERR_PUSH_FAILED": ErrorSpec("git push failed", "Check the remote and your credentials."),

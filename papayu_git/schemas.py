@@ -24,6 +24,9 @@ from typing import Any
 from papayu_git.errors import PapayuError
 
 RESPONSE_SCHEMAS = {1: "llm_response_v1", 2: "llm_response_v2"}
+# JSON files shipped beside the schemas that are not schemas themselves (nothing is validated
+# against them, so no validator is generated): the agent's tool definitions (papayu_git.llm.tools).
+DATA_FILES = frozenset({"agent_tools"})
 
 
 def schema_dir() -> Path:
@@ -294,9 +297,13 @@ def generated_module(name: str) -> str:
     )
 
 
+def schema_names() -> list[str]:
+    """Every schema file's name (without .json), the data files beside them left out."""
+    return sorted(p.stem for p in schema_dir().glob("*.json") if p.stem not in DATA_FILES)
+
+
 def generated_files() -> dict[Path, str]:
-    names = sorted(p.stem for p in schema_dir().glob("*.json"))
-    return {GENERATED / f"{name}.py": generated_module(name) for name in names}
+    return {GENERATED / f"{name}.py": generated_module(name) for name in schema_names()}
 
 
 def main(argv: list[str]) -> int:

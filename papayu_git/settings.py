@@ -60,6 +60,22 @@ SETTINGS: list[Setting] = [
         "'lf' normalises CRLF to LF and adds a final newline",
     ),
     Setting(
+        "rebase_stale",
+        "PAPAYU_REBASE_STALE",
+        "papayu.rebaseStale",
+        "true",
+        "an edit whose base changed at the tip since the plan lands by a 3-way merge from the version the "
+        "model saw when that merges cleanly (README 'Stale plans'); false: refused with ERR_BASE_MISMATCH",
+    ),
+    Setting(
+        "rebase_stale_depth",
+        "PAPAYU_REBASE_STALE_DEPTH",
+        "papayu.rebaseStaleDepth",
+        "200",
+        "how many commits, the tip first, are searched for the version a stale edit was written against "
+        "(after the plan's base commit)",
+    ),
+    Setting(
         "check_command",
         "PAPAYU_CHECK_COMMAND",
         "papayu.checkCommand",
@@ -80,6 +96,14 @@ SETTINGS: list[Setting] = [
         "false",
         "keep ignored build caches in the pooled check checkout between checks (faster; a check "
         "then sees files an earlier plan's check left: README 'What the check can and cannot do')",
+    ),
+    Setting(
+        "prewarm",
+        "PAPAYU_PREWARM",
+        "papayu.prewarm",
+        "true",
+        "while the model thinks, `plan` and `fix` prepare the check's checkout at the tip in a background "
+        "process (writes only under .git/papayu/); false: the check prepares it when it starts",
     ),
     Setting(
         "sandbox",

@@ -143,10 +143,36 @@ def graduation(applies: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any])
     }
 
 
+def _is_agent(trace: Mapping[str, Any]) -> bool:
+    request = trace.get("request")
+    return trace.get("command") == "agent" or (isinstance(request, dict) and request.get("mode") == "agent")
+
+
+def agent_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`git papayu agent` runs: how they ended, how many tool calls, how many were flagged.
+    They are not protocol APPLY rounds, so the graduation criteria leave them out."""
+    runs = [t for t in traces if _is_agent(t)]
+    outcomes: Counter[str] = Counter()
+    calls = []
+    for trace in runs:
+        applied, agent = trace.get("apply"), trace.get("agent")
+        state = applied.get("state") if isinstance(applied, dict) else None
+        end = agent.get("end") if isinstance(agent, dict) else None
+        outcomes[str(state or trace.get("error_code") or end or "unknown")] += 1
+        if isinstance(agent, dict) and isinstance(agent.get("steps"), list):
+            calls.append(len(agent["steps"]))
+    return {
+        "runs": len(runs),
+        "outcomes": dict(sorted(outcomes.items())),
+        "tool_calls_mean": round(sum(calls) / len(calls), 2) if calls else None,
+        "flagged": sum(1 for t in runs if t.get("behaviour_flags")),
+    }
+
+
 def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WINDOW) -> dict[str, Any]:
     """Metrics over the last ``last`` APPLY traces (oldest first in ``traces``); model latency over
     those applies and the plan rounds of the same plans."""
-    applies = [t for t in traces if trace_mode(t) == "apply"][-last:]
+    applies = [t for t in traces if trace_mode(t) == "apply" and not _is_agent(t)][-last:]
     plan_ids = {t.get("plan_id") for t in applies} - {None, ""}
     rounds = [t for t in traces if trace_mode(t) == "plan" and t.get("plan_id") in plan_ids] + list(applies)
     if not applies:  # nothing applied yet: the latency of the most recent plan rounds
@@ -159,4 +185,5 @@ def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WI
         **check_metrics(applies),
         "latency_ms": latency_metrics(rounds),
         "graduation": graduation(applies, metrics),
+        "agent": agent_metrics(traces),
     }

@@ -211,10 +211,11 @@ def load_traces(directory: Path) -> list[dict[str, Any]]:
 
 def trace_id_for_apply(papayu_dir: Path, round_trace_id: str) -> str:
     """The trace id a transaction records its outcome under: the APPLY round's own trace when that
-    round has no outcome yet (one apply command = one trace, so `stats` counts it once), else new."""
+    round has no outcome yet (one apply command = one trace, so `stats` counts it once), else new.
+    An agent run's trace takes its transaction's outcome the same way (agent.restore_command)."""
     if round_trace_id and "/" not in round_trace_id and not round_trace_id.startswith("."):
         data = _read_object(traces_dir(papayu_dir) / f"{round_trace_id}.json")
-        if data and data.get("command") == "apply" and "apply" not in data:
+        if data and data.get("command") in ("apply", "agent") and "apply" not in data:
             return round_trace_id
     return new_trace_id()
 

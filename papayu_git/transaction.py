@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git import checked, locks, output, plans, settings, traces
+from papayu_git import checked, locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
 from papayu_git.check import resolve_command, run_check
 from papayu_git.errors import PapayuError, ValidationFailed
@@ -86,6 +86,7 @@ class ApplyResult:
     # when a dirty work tree or a merge in progress stopped the landing.
     check_skipped: bool = False
     test_edits: tuple[str, ...] = ()  # existing tests the plan modifies or deletes
+    rebased_from: tuple[dict[str, str], ...] = ()  # stale edits merged onto the tip: {path, base_blob, base_commit}
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.state != ApplyState.ROLLED_BACK and self.error is None, **dataclasses.asdict(self)}
@@ -98,6 +99,7 @@ class Prepared:
     response: Response
     changes: TreeChanges
     test_edits: tuple[str, ...] = ()  # existing test files modified or deleted (testfiles.py)
+    rebased_from: tuple[stale.Base, ...] = ()  # stale edits merged onto the tip (stale.py)
 
 
 def prepare(repo: pygit2.Repository, plan: StoredPlan, response: Response, target: Target) -> Prepared:
@@ -111,31 +113,40 @@ def prepare(repo: pygit2.Repository, plan: StoredPlan, response: Response, targe
         tree=base,
         protected=configured_protected(repo.workdir),
     )
-    check_bases(validated, plan, base)
+    bases = check_bases(validated, plan, base, stale.finder(repo, target.tip, plan.base_commit))
     normalize = settings.get("normalize_eol", repo.workdir).strip().lower() == "lf"
     actions = validated.ordered_actions()
-    writes = new_file_contents(actions, base.read_blob, normalize_eol=normalize)
+    writes = new_file_contents(actions, stale.reading(base.read_blob, bases), normalize_eol=normalize)
+    writes = stale.merged(writes, bases, base.read_blob, normalize_eol=normalize)
     changes = TreeChanges(
         writes=dict(writes),
         delete_files=frozenset(a.path for a in actions if a.kind is ActionKind.DELETE_FILE),
         delete_dirs=frozenset(a.path for a in actions if a.kind is ActionKind.DELETE_DIR),
         create_dirs=frozenset(a.path for a in actions if a.kind is ActionKind.CREATE_DIR),
     )
-    return Prepared(target, base, validated, changes, edited_tests_of(repo, base, changes))
+    return Prepared(target, base, validated, changes, edited_tests_of(repo, base, changes), tuple(bases.values()))
 
 
 def edited_tests_of(repo: pygit2.Repository, base: GitTree, changes: TreeChanges) -> tuple[str, ...]:
     return tuple(edited_tests(base, changes, configured_test_patterns(repo.workdir)[0]))
 
 
-def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
+def check_bases(
+    response: Response, plan: StoredPlan, base: GitTree, finder: stale.BaseFinder | None = None
+) -> dict[str, stale.Base]:
     """Bases are compared with the blobs at the tip, not the working tree (docs/DESIGN.md, "Accepted answers"):
-    PATCH_FILE's base_sha256, and for UPDATE_FILE the sha256 recorded when PLAN showed it."""
+    PATCH_FILE's base_sha256, and for UPDATE_FILE the sha256 recorded when PLAN showed it.
+
+    With a ``finder`` (papayu.rebaseStale), a stale base found in the history is returned
+    (path -> the version the plan was written against) for a 3-way merge, and a DELETE_FILE
+    whose file changed since it was shown is refused (docs/DESIGN.md, "The transaction and its
+    guarantees")."""
     errors = []
+    found: dict[str, stale.Base] = {}
     for action in response.actions:
         if action.kind is ActionKind.PATCH_FILE:
             expected = action.base_sha256
-        elif action.kind is ActionKind.UPDATE_FILE:
+        elif action.kind is ActionKind.UPDATE_FILE or (finder and action.kind is ActionKind.DELETE_FILE):
             expected = plan.files.get(action.path) or None
         else:
             continue
@@ -143,6 +154,21 @@ def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
         if expected is None or blob is None:
             continue
         actual = sha256_hex(blob)
+        if actual != expected and finder is not None:
+            if action.kind is ActionKind.DELETE_FILE:
+                errors.append(
+                    PapayuError(
+                        "ERR_BASE_MISMATCH",
+                        f"the file changed at the branch tip since the plan read it (sha256 {actual}, the plan "
+                        f"saw {expected}): deleting it would drop those changes",
+                        path=action.path,
+                    )
+                )
+                continue
+            old = finder.find(action.path, expected)
+            if old is not None:
+                found[action.path] = old
+                continue
         if actual != expected:
             errors.append(
                 PapayuError(
@@ -153,6 +179,7 @@ def check_bases(response: Response, plan: StoredPlan, base: GitTree) -> None:
             )
     if errors:
         raise ValidationFailed(errors)
+    return found
 
 
 def preflight(repo_root: Path, plan: StoredPlan, response: Response, onto: str | None = None) -> None:
@@ -206,6 +233,7 @@ class _Run:
         self.warnings: list[str] = []
         self.proposed: tuple[str, ...] = ()
         self.test_edits: tuple[str, ...] = ()
+        self.rebased_from: tuple[stale.Base, ...] = ()
         self.command: CheckCommand | None = None
         self.sandbox: Sandbox | None = None
         self.tip = ""
@@ -257,6 +285,7 @@ class _Run:
 
     def commit(self, prepared: Prepared) -> str | None:
         self.test_edits = prepared.test_edits
+        self.say_rebased(prepared)
         with self.watch.stage("build_commit"):
             tree_id = build_tree(prepared.base, prepared.changes)
             if tree_id == prepared.base.tree.id:
@@ -266,12 +295,24 @@ class _Run:
             trailers = self.check_trailers()
             if self.test_edits:
                 trailers.append(("Papayu-Test-Edits", ", ".join(self.test_edits)))
+            trailers += [("Papayu-Rebased-From", f"{b.path} {b.commit[:12]}") for b in self.rebased_from]
             message = commit_message(
                 prepared.response.summary or self.plan.goal, self.plan.id, self.trace_id, trailers=trailers
             )
             commit = create_commit(self.repo, tree_id, prepared.target.tip, message)
             set_branch(self.repo, self.plan.id, commit)
         return commit
+
+    def say_rebased(self, prepared: Prepared) -> None:
+        """A stale edit merged onto the tip is said, in the output, the commit, the trace and the
+        plan's outcome (docs/DESIGN.md, "The transaction and its guarantees")."""
+        self.rebased_from = prepared.rebased_from
+        for old in self.rebased_from:
+            output.info(
+                f"{safe_text(old.path)}: the plan was written against the version at {old.commit[:12]}, which "
+                f"{prepared.target.branch} changed since; rebased from {old.commit[:12]} (blob {old.blob[:12]}) "
+                "by a 3-way merge"
+            )
 
     def held_for_test_edits(self) -> PapayuError | None:
         """A plan that modifies or deletes existing tests needs a human (testfiles.py): the
@@ -430,6 +471,7 @@ class _Run:
             check_skipped=self.options.no_check and not self.options.review,
             warnings=tuple(self.warnings),
             test_edits=self.test_edits,
+            rebased_from=tuple(b.record() for b in self.rebased_from),
         )
         record_outcome(self.pdir, self.plan, result)
         return result
@@ -448,6 +490,7 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
         "error": result.error,
         "test_edits": list(result.test_edits),
         "check_skipped": result.check_skipped,
+        **({"rebased_from": list(result.rebased_from)} if result.rebased_from else {}),
     }
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
     check = result.check or {}
@@ -475,6 +518,7 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
             apply={"state": result.state, "branch": result.branch, "commit": result.commit},
             test_edits=list(result.test_edits),
             timings=result.timings,
+            **({"rebased_from": list(result.rebased_from)} if result.rebased_from else {}),
         ),
     )
 

@@ -16,7 +16,7 @@ import codecs
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from papayu_git.errors import PapayuError
 
@@ -291,3 +291,60 @@ def parse_hunks(patch: str, *, path: str) -> tuple[Hunk, ...]:
     for hunk in hunks:
         _check_hunk(hunk, len(hunks), path)
     return hunks
+
+
+@dataclass(frozen=True)
+class FileSection:
+    """One file's part of a multi-file diff: its names (None = /dev/null) and its text."""
+
+    old: str | None
+    new: str | None
+    text: str
+    hunks: int
+
+
+def split_files(patch: str) -> list[FileSection]:
+    """Split a multi-file unified diff into per-file sections (`git papayu agent`'s apply_patch).
+
+    Hunk extents are found the way `parse_hunks` finds them (a body read up to the next header,
+    counts honoured while they last), so a removed line that looks like `--- x` does not start a
+    new file; each section is then applied by the same tolerant engine as PATCH_FILE (docs/DESIGN.md,
+    "Applying a model's diff"). A hunk before any file header is ERR_PATCH_NOT_UNIFIED."""
+    raw = patch.split("\n")
+    rows = _rows(patch)
+    sections: list[list[Any]] = []  # [start, old, new, hunks, has_names]
+    i = 0
+    while i < len(rows):
+        text = rows[i].text
+        if text.startswith("diff --git "):
+            sections.append([i, None, None, 0, False])
+        elif _is_file_header(rows, i):
+            current = sections[-1] if sections else None
+            if current is None or current[3] or current[4]:
+                current = [i, None, None, 0, False]
+                sections.append(current)
+            current[1], current[2], current[4] = _section_name(text[4:]), _section_name(rows[i + 1].text[4:]), True
+            i += 2
+            continue
+        elif text.startswith("@@"):
+            if not sections or not sections[-1][4]:
+                raise PapayuError(
+                    "ERR_PATCH_NOT_UNIFIED",
+                    f"line {i + 1} ({text[:60]!r}) is a hunk before any '--- a/PATH' / '+++ b/PATH' file header",
+                )
+            header = _HEADER.match(text)
+            inner = header.group(1) if header else ""
+            _old_start, old_count = _range(_OLD_RANGE, inner)
+            _new_start, new_count = _range(_NEW_RANGE, inner)
+            want = (old_count, new_count) if old_count is not None and new_count is not None else (None, None)
+            sections[-1][3] += 1
+            i = _read_body(rows, i + 1, want).end
+            continue
+        elif text == "-- ":
+            break
+        i += 1
+    ends = [s[0] for s in sections[1:]] + [i]
+    out = []
+    for (start, old, new, hunks, _named), end in zip(sections, ends, strict=True):
+        out.append(FileSection(old, new, "\n".join(raw[start:end]) + "\n", hunks))
+    return out

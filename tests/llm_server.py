@@ -59,9 +59,75 @@ def ollama(content: Any) -> Reply:
     )
 
 
+# A scripted tool call: (name, arguments) or (id, name, arguments); arguments are a dict (sent as
+# JSON text, or as an object to Ollama) or a str sent as it is. Anything else (a dict, a str) is
+# sent verbatim as the tool_calls entry, to script malformed ones.
+Call = tuple[str, Any] | tuple[str, str, Any] | dict[str, Any] | str
+
+
+def _call_parts(call: Call) -> tuple[str | None, str, Any]:
+    if not isinstance(call, tuple):
+        raise TypeError("a verbatim call has no parts")
+    if len(call) == 3:
+        return call[0], call[1], call[2]
+    return None, call[0], call[1]
+
+
+def tool_calls(*calls: Call, content: str = "", finish: str = "tool_calls") -> Reply:
+    """An OpenAI chat completion whose message calls ``calls`` (ids "call_test_<i>" unless given)."""
+    entries = []
+    for index, call in enumerate(calls):
+        if not isinstance(call, tuple):
+            entries.append(call)
+            continue
+        call_id, name, arguments = _call_parts(call)
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        entries.append(
+            {"id": call_id or f"call_test_{index}", "type": "function", "function": {"name": name, "arguments": text}}
+        )
+    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if entries:
+        message["tool_calls"] = entries
+    return Reply(
+        200,
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "model": "test-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        },
+    )
+
+
+def ollama_tool_calls(*calls: Call, content: str = "") -> Reply:
+    """An Ollama /api/chat answer calling ``calls``: arguments as an object, no ids (unless given)."""
+    entries = []
+    for call in calls:
+        if not isinstance(call, tuple):
+            entries.append(call)
+            continue
+        call_id, name, arguments = _call_parts(call)
+        entry: dict[str, Any] = {"function": {"name": name, "arguments": arguments}}
+        if call_id:
+            entry["id"] = call_id
+        entries.append(entry)
+    return Reply(
+        200,
+        {
+            "model": "test-model",
+            "message": {"role": "assistant", "content": content, "tool_calls": entries},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 10,
+            "eval_count": 5,
+        },
+    )
+
+
 def shown_files(body: dict[str, Any]) -> dict[str, str]:
     """path -> sha256 of every FILE block papayu sent so far in this request."""
-    text = "\n".join(m.get("content", "") for m in body.get("messages", []))
+    text = "\n".join(m.get("content") or "" for m in body.get("messages", []))
     return dict(FILE_HEADER.findall(text))
 
 
@@ -137,3 +203,14 @@ class ScriptedLLM:
 
     def system(self, index: int) -> str:
         return self.requests[index]["messages"][0]["content"]
+
+    def tools(self, index: int) -> list[dict[str, Any]]:
+        """The tool definitions papayu sent with request ``index`` ([] when none)."""
+        return list(self.requests[index].get("tools") or [])
+
+    def tool_names(self, index: int) -> list[str]:
+        return [tool["function"]["name"] for tool in self.tools(index)]
+
+    def tool_messages(self, index: int) -> list[dict[str, Any]]:
+        """The tool results (role "tool") in the conversation of request ``index``."""
+        return [m for m in self.requests[index]["messages"] if m.get("role") == "tool"]

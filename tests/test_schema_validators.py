@@ -15,7 +15,7 @@ from helpers import ROOT
 
 from papayu_git import schemas
 
-NAMES = sorted(p.stem for p in (ROOT / "schemas").glob("*.json"))
+NAMES = sorted(p.stem for p in (ROOT / "schemas").glob("*.json") if p.stem not in schemas.DATA_FILES)
 PLAN = {
     "actions": [{"kind": "CREATE_FILE", "path": f"src/m{i}.py", "content": "x = 1\n"} for i in range(10)],
     "summary": "a summary longer than twelve characters",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from papayu_git import output
+from papayu_git import output, prewarm
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
@@ -48,6 +48,8 @@ def run(
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
     root = find_toplevel()
+    # The check's checkout is prepared while the model (and an embedded one's start) takes its time.
+    prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
     with open_client(root) as client:
         outcome = plan_command.make(goal, route, protocol, from_file, accept_memory, client)
         if not as_json:

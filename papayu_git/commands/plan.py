@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from papayu_git import output, settings
+from papayu_git import output, prewarm, settings
 from papayu_git.commands import apply as apply_command
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
@@ -132,6 +132,7 @@ def run(
     if route.confirm:
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
+    prewarm.start(find_toplevel())  # the check's checkout, prepared while the model thinks
     outcome = make(goal, route, protocol, from_file, accept_memory)
     if out:  # masked like the stored plan (plans.save)
         record = mask_data(outcome.plan.to_json(), keep=PLAN_VERBATIM)

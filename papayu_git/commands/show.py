@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -88,9 +89,30 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(f"  {safe_text(action.get('kind'))} {safe_text(action.get('path'))}")
     for risk in data.get("risks") or []:
         output.result(output.colour(f"  risk: {safe_text(risk)}", "yellow"))
+    _print_agent_steps(plan.extra.get("agent"))
     if outcome.get("test_edits"):
         output.result(output.colour("edits existing tests: " + safe_text(", ".join(outcome["test_edits"])), "yellow"))
     output.result("")
+
+
+def _print_agent_steps(agent: Any) -> None:
+    """`git papayu agent`'s tool calls, in order (docs/DESIGN.md, "Agent mode")."""
+    if not isinstance(agent, dict) or not isinstance(agent.get("steps"), list):
+        return
+    output.result(
+        f"agent: {len(agent['steps'])} tool call(s) in {agent.get('turns', '?')} turn(s), end: "
+        f"{safe_text(agent.get('end', '?'))}"
+    )
+    for step in agent["steps"]:
+        if not isinstance(step, dict):
+            continue
+        args = safe_text(json.dumps(step.get("arguments"), ensure_ascii=False))
+        args = args if len(args) <= 100 else args[:97] + "..."
+        state = "ok" if step.get("ok") else safe_text(step.get("code") or "error")
+        output.result(
+            f"  {step.get('turn', '?')}. {safe_text(step.get('tool'))} {args} -> {state} "
+            f"({step.get('result_chars', 0)} chars, {step.get('ms', 0)} ms)"
+        )
 
 
 @click.command("show")

@@ -44,6 +44,13 @@ def print_report(stats: dict[str, Any]) -> None:
         f"  model latency                     mean {_ms(latency['mean'])}, p95 {_ms(latency['p95'])} "
         f"({latency['count']} calls)"
     )
+    agent = stats.get("agent") or {}
+    if agent.get("runs"):
+        outcomes = ", ".join(f"{k} {v}" for k, v in agent["outcomes"].items())
+        output.result(
+            f"agent runs: {agent['runs']} ({outcomes}); tool calls per run {agent['tool_calls_mean']}; "
+            f"flagged {agent['flagged']}"
+        )
     grad = stats["graduation"]
     output.result(f"v2 graduation ({'READY' if grad['ready'] else 'not yet'}): {grad['action']}")
     for c in grad["criteria"]:

@@ -139,3 +139,55 @@ def flag_answer(response: Response, files_shown: Mapping[str, str], shown_text: 
                 }
             )
     return flags
+
+
+def agent_note(decision: BehaviourDecision, ask_budget: int) -> str:
+    """The ORCHESTRATOR NOTE of `git papayu agent`: the same decision, in terms of tools."""
+    if decision.act:
+        return "act now (" + "; ".join(decision.reasons) + "): use the tools and make the change without questions."
+    missing = ", ".join(decision.missing)
+    if ask_budget <= 0:
+        return f"information may be missing ({missing}): find it with the tools; state your assumptions at the end."
+    return (
+        f"information may be missing ({missing}): find it with the tools first; if they cannot tell you, "
+        f"end with at most {ask_budget} question(s) and no change."
+    )
+
+
+_ABOUT_TESTS = re.compile(r"\btests?\b|\bpytest\b|\bchecks?\b|тест", re.I)
+_SAYS_PASSED = re.compile(r"pass|green|succeed|прошл", re.I)
+_APPLIED = re.compile(
+    r"\bI\s+(have\s+|'ve\s+)?(applied|patched|changed|modified|updated|fixed|edited|created|added|removed|deleted)\b"
+    r"|\b(patch|change|fix)(es)?\s+(has|have)\s+been\s+applied\b|\b(patch|change|fix)(es)?\s+(was|were)\s+applied\b"
+    r"|(я\s+)?(применил|исправил|изменил)",
+    re.I,
+)
+
+
+def flag_agent_claims(
+    text: str, *, patched: bool, tests_ran: bool, tests_passed: bool, ran: bool
+) -> list[dict[str, str]]:
+    """The agent's final message against what its tools really did: a test pass without a passing
+    run_tests, a change without a successful apply_patch, a command without a successful run."""
+    flags: dict[str, dict[str, str]] = {}
+    for claim in _CLAIMS.finditer(text or ""):
+        window = text[claim.start() : claim.end() + 40]
+        if _ABOUT_TESTS.search(window):
+            if tests_ran and (tests_passed or not _SAYS_PASSED.search(claim.group(0))):
+                continue
+            kind, why = "claims_tests_passed", "no run_tests passed"
+        elif ran or tests_ran:
+            continue
+        else:
+            kind, why = "claims_ran", "no run succeeded"
+        flags.setdefault(
+            kind, {"kind": kind, "text": claim.group(0), "message": f"the agent claims '{claim.group(0)}'; {why}"}
+        )
+    applied = _APPLIED.search(text or "")
+    if applied and not patched:
+        flags["claims_patched"] = {
+            "kind": "claims_patched",
+            "text": applied.group(0),
+            "message": f"the agent claims '{applied.group(0)}'; no apply_patch succeeded",
+        }
+    return list(flags.values())

@@ -6,12 +6,17 @@ Chat Completions (OpenAI, llama.cpp server, vLLM, LM Studio, Ollama /v1) and Oll
 policy (net.RetryPolicy: 429, 5xx and connection errors, never a timeout), drops
 `response_format` once when the server rejects it (LLM_RESPONSE_FORMAT_FALLBACK), and ends
 every failure in an ERR_LLM_* code.
+
+`ChatClient.chat_with_tools` is agent mode's turn: OpenAI-style function calling over the same
+transport, retry policy and error mapping. A server that refuses tools ends in ERR_LLM_NO_TOOLS.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +32,35 @@ if TYPE_CHECKING:
 
 # Words of a server's complaint about response_format (OpenAI, vLLM, llama.cpp, LM Studio, Ollama).
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
+# Words of a server's refusal of function calling: Ollama "does not support tools", vLLM "auto tool
+# choice requires --enable-auto-tool-choice", llama-server "tools param requires --jinja flag", a
+# strict server's 422 naming the unknown `tools` field, an old server's `functions`.
+_TOOL_WORDS = ("tool", "function")
+# Tool words that do not mean "no tools": OpenAI counts the tokens "in the functions" when the
+# context is exceeded, and a complaint about the conversation (a tool message without its call)
+# is a fault of the agent loop, not of the server.
+_NOT_A_TOOL_REFUSAL = ("context length", "context_length", "context window", "messages")
+# Providers whose tool calling works with papayu (named in the hint for the embedded model).
+TOOL_PROVIDERS = "openai, openai-compatible (a server and model with tool calling), ollama (a model with tools)"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str  # the provider's tool_call id; Ollama gives none, so papayu numbers them ("call_<n>")
+    name: str  # "" when the model left it out: the agent answers with an error tool result
+    arguments: str  # the raw JSON text of the arguments, unparsed: the agent validates it
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    content: str  # the assistant's text ("" when it only calls tools)
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+    usage: dict[str, Any]  # prompt/completion tokens when the server reports them
+    model_sec: float
+    # What the agent appends to the conversation for the next turn, in OpenAI's shape whatever
+    # the provider (chat_with_tools converts it back for Ollama).
+    assistant_message: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -75,6 +109,7 @@ class ChatClient:
         hooks = {"request": [credentials_stay_home(config.base_url, ["Authorization"])]}
         self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport, event_hooks=hooks)
         self._model = config.model
+        self._call_ids = itertools.count(1)  # ids for tool calls the server gave none
 
     def close(self) -> None:
         self._http.close()
@@ -186,10 +221,15 @@ class ChatClient:
         self.format_fallback = True
         self.formats.pop(0)
 
-    def _send_with_retries(self, payload: dict[str, Any]) -> httpx.Response:
+    def _send_with_retries(
+        self, payload: dict[str, Any], rejects: Callable[[httpx.Response], bool] | None = None
+    ) -> httpx.Response:
         """One request under the shared retry policy (net.RetryPolicy); a response that rejects
-        the format is returned at once (the capability ladder decides, not a retry)."""
+        the format (or, for a tool request, ``rejects``) is returned at once: a refusal is an
+        answer about the server, which a retry would only repeat."""
         import httpx
+
+        refused = rejects or _rejects_format
 
         url = chat_url(self.config)
         policy = RetryPolicy(self.config.retries, self.config.backoff_sec)
@@ -203,7 +243,7 @@ class ChatClient:
                 policy,
                 lambda: self._http.post(url, json=payload),
                 on_retry=on_retry,
-                retry_response=lambda r: retryable_status(r.status_code) and not _rejects_format(r),
+                retry_response=lambda r: retryable_status(r.status_code) and not refused(r),
                 no_retry=(httpx.TimeoutException,),
             )
         except httpx.TimeoutException:
@@ -239,6 +279,133 @@ class ChatClient:
             text = "" if text is None else json.dumps(text)
         return ChatReply(text=text, model_sec=elapsed, finish_reason=finish, usage=dict(usage))
 
+    # --- agent mode: function calling ---------------------------------------------------
+    def chat_with_tools(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int) -> ToolTurn:
+        """One turn of a tool-calling conversation. ``messages`` are OpenAI-shaped (system, user,
+        assistant with `tool_calls`, and {"role": "tool", "tool_call_id", "content"}); ``tools``
+        are OpenAI function tools (papayu_git.llm.tools). Deterministic like `complete`, same
+        retries and ERR_LLM_* codes; ERR_LLM_NO_TOOLS when the server refuses tools."""
+        require_tools(self.config)
+        ollama = self.config.provider is Provider.OLLAMA
+        output.event(
+            "LLM_REQUEST_SENT",
+            provider=self.config.provider.value,
+            model=self.model(),
+            input_chars=sum(len(str(m.get("content") or "")) for m in messages),
+            token_budget=max_tokens,
+            tools=len(tools),
+        )
+        payload: dict[str, Any]
+        if ollama:
+            # Ollama's native API: no tool_choice (the model decides), tool results by tool name.
+            payload = {
+                "model": self.model(),
+                "messages": _ollama_messages(messages),
+                "tools": tools,
+                "stream": False,
+                "options": {"temperature": 0, "top_p": 1, "num_predict": max_tokens},
+            }
+        else:
+            payload = {
+                "model": self.model(),
+                "messages": messages,
+                "tools": tools,
+                "tool_choice": "auto",
+                "temperature": 0,
+                "top_p": 1,
+                "max_tokens": max_tokens,
+                "stream": False,
+            }
+        started = time.monotonic()
+        with output.progress(f"waiting for {self.model()}"):
+            response = self._send_with_retries(payload, rejects=_rejects_tools)
+        if _rejects_tools(response):
+            raise PapayuError(
+                "ERR_LLM_NO_TOOLS",
+                f"{response.request.url} refused tool calling ({response.status_code}): {_body_excerpt(response)}",
+            )
+        _raise_for_status(response)
+        turn = self._tool_turn(response, time.monotonic() - started)
+        output.event(
+            "LLM_RESPONSE_OK",
+            chars=len(turn.content),
+            tool_calls=len(turn.tool_calls),
+            model_sec=round(turn.model_sec, 3),
+            finish_reason=turn.finish_reason,
+        )
+        return turn
+
+    def _tool_turn(self, response: httpx.Response, elapsed: float) -> ToolTurn:
+        try:
+            data = response.json()
+            if self.config.provider is Provider.OLLAMA:
+                message, finish = data["message"], str(data.get("done_reason") or "")
+                usage = {"prompt_tokens": data.get("prompt_eval_count"), "completion_tokens": data.get("eval_count")}
+            else:
+                choice = data["choices"][0]
+                message, finish, usage = choice["message"], str(choice.get("finish_reason") or ""), data.get("usage")
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise PapayuError(
+                "ERR_LLM_HTTP",
+                f"unexpected answer shape from {chat_url(self.config)}: {_body_excerpt(response)[:200]}",
+                hint="Is the base URL an OpenAI-compatible (or Ollama) chat API?",
+            ) from None
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = "" if content is None else json.dumps(content, ensure_ascii=False)
+        raw_calls = message.get("tool_calls")
+        if not raw_calls and isinstance(message.get("function_call"), dict):
+            raw_calls = [{"function": message["function_call"]}]  # the pre-tools form of one call
+        calls = tuple(self._tool_call(raw) for raw in (raw_calls if isinstance(raw_calls, list) else []))
+        assistant: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:  # OpenAI refuses an empty tool_calls list
+            assistant["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+            ]
+        return ToolTurn(
+            content=content,
+            tool_calls=calls,
+            finish_reason=finish,
+            usage={k: v for k, v in (usage if isinstance(usage, dict) else {}).items() if v is not None},
+            model_sec=elapsed,
+            assistant_message=assistant,
+        )
+
+    def _tool_call(self, raw: Any) -> ToolCall:
+        """Whatever the entry looks like, a ToolCall: a model's malformed call gets an error
+        result from the agent, so the conversation goes on instead of the run crashing."""
+        entry = raw if isinstance(raw, dict) else {}
+        function = entry.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        name = function.get("name")
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = "{}" if entry else json.dumps(raw, ensure_ascii=False)  # no arguments: none given
+        elif not isinstance(arguments, str):  # Ollama sends an object; some servers do too
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call_id = entry.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"call_{next(self._call_ids)}"
+        return ToolCall(id=call_id, name=name if isinstance(name, str) else "", arguments=arguments)
+
+
+def require_tools(config: LLMConfig) -> None:
+    """ERR_LLM_NO_TOOLS for a provider that cannot do agent mode, before anything is started.
+
+    The embedded model cannot: llama-cpp-python's `gemma` chat format ignores `tools` (Gemma 3
+    270M then only echoes the prompt), and under its `chatml-function-calling` format the model
+    calls a tool with invented arguments or says nothing, while the template drops every tool
+    result, so the model never sees what a tool returned (docs/DESIGN.md, "Providers")."""
+    if config.provider is Provider.LOCAL:
+        raise PapayuError(
+            "ERR_LLM_NO_TOOLS",
+            "the embedded model (provider local) cannot call tools",
+            hint=f"Use 'git papayu fix' instead, or agent mode with one of: {TOOL_PROVIDERS}.",
+        )
+
 
 def scrub_key(data: Any, key: str) -> Any:
     """The API key never reaches disk: remove it from anything about to be stored (a model may
@@ -256,6 +423,59 @@ def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     if system and rest and rest[0]["role"] == "user":
         rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
     return rest
+
+
+def _ollama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI-shaped messages in Ollama's /api/chat shape: a call's arguments are an object, not
+    JSON text; a tool result names its tool (`tool_name`) instead of a call id."""
+    names: dict[str, str] = {}  # tool_call id -> name, from the assistant turns so far
+    converted: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role not in ("assistant", "tool"):
+            converted.append(dict(message))  # system and user messages are the same in both APIs
+            continue
+        content = message.get("content")
+        out: dict[str, Any] = {"role": role, "content": content if isinstance(content, str) else ""}
+        if role == "tool":
+            tool = message.get("tool_name") or message.get("name") or names.get(str(message.get("tool_call_id")))
+            if tool:
+                out["tool_name"] = tool
+        elif message.get("tool_calls"):
+            out["tool_calls"] = []
+            for call in message["tool_calls"]:
+                call = call if isinstance(call, dict) else {}
+                function = call.get("function")
+                function = function if isinstance(function, dict) else {}
+                name = str(function.get("name") or "")
+                names[str(call.get("id"))] = name
+                out["tool_calls"].append({"function": {"name": name, "arguments": _arguments_object(function)}})
+        converted.append(out)
+    return converted
+
+
+def _arguments_object(function: dict[str, Any]) -> dict[str, Any]:
+    """Ollama takes only an object; a model's unparseable arguments become {} (the agent has
+    already answered that call with an error, which the model sees next)."""
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return {}
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def _rejects_tools(response: httpx.Response) -> bool:
+    """The server cannot do function calling: 501, or a 400/404/422 whose body names tools or
+    functions (not a context-length or conversation complaint that happens to mention them)."""
+    status = response.status_code
+    if status == 501:
+        return True
+    if status not in (400, 404, 422):
+        return False
+    body = _body_excerpt(response).lower()
+    return any(w in body for w in _TOOL_WORDS) and not any(w in body for w in _NOT_A_TOOL_REFUSAL)
 
 
 def _rejects_format(response: httpx.Response) -> bool:

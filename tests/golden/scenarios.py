@@ -111,9 +111,11 @@ def _no_changes(shown: dict[str, str]) -> Any:
 
 
 def _commit_ops_change(repo: Path) -> None:
-    """Someone edits ops.py after the plan: the sha256 the model saw is stale."""
+    """Someone edits add() after the plan, on the line the fix changes: the sha256 the model saw is
+    stale and the 3-way merge from it conflicts (a change elsewhere in the file would merge)."""
     path = repo / "src/calc/ops.py"
-    path.write_text(path.read_text() + "\n\ndef sub(a: int, b: int) -> int:\n    return a - b\n")
+    text = path.read_text().replace("    return a - b\n", "    result = a - b\n    return result\n", 1)
+    path.write_text(text + "\n\ndef sub(a: int, b: int) -> int:\n    return a - b\n")
     for args in (["add", "src/calc/ops.py"], ["commit", "-q", "-m", "add sub()"]):
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
