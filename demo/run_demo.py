@@ -4,7 +4,8 @@ Validates a good and a bad plan, then runs the real transaction on a sample
 project with a failing test: a wrong fix is rolled back (branch unchanged), the
 right fix lands, its check run sandboxed (bwrap) in an isolated checkout. Then
 `git papayu doctor`, a hostile plan whose test tries to escape the check (blocked),
-traces, memory, the pre-commit hook, and the same flow with the embedded model.
+agent mode with a scripted tool-calling server, traces, memory, the pre-commit hook, and the same
+flow with the embedded model.
 Where bubblewrap cannot run, the check runs unsandboxed: the demo says so and
 skips the hostile step's strict assertions.
 """
@@ -275,6 +276,34 @@ def demo_hostile(papayu: list[str]) -> None:
     assert "none there" in log, "no key may reach the check"
 
 
+def demo_agent(papayu: list[str]) -> None:
+    """Agent mode against a SCRIPTED tool-calling server (a fixed conversation, not a model)."""
+    from scripted_agent import ScriptedAgentServer
+
+    repo = sample_repo("sample-agent")
+    sh("git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo)
+    head = sh("git", "rev-parse", "HEAD", cwd=repo, show=False).stdout.strip()
+    server = ScriptedAgentServer()
+    try:
+        step(
+            "Agent mode, with a SCRIPTED tool-calling server standing in for the model (a fixed "
+            "conversation, not an LLM): it lists files, reads calc.py, patches it in papayu's private "
+            "workspace, runs the check there, then ends; papayu checks the result again and lands it"
+        )
+        env = {"PAPAYU_LLM_BASE_URL": server.base_url, "PAPAYU_LLM_MODEL": "scripted-agent"}
+        proc = sh(*papayu, "agent", "fix add() in calc.py", "-y", "--json", cwd=repo, env=env, show=False)
+        sys.stdout.write(proc.stderr)
+        data = json.loads(proc.stdout)
+        print(f"run_tests answered the model: {server.tool_results[-1].splitlines()[0]}")
+        assert data["apply"]["state"] == "landed", data
+        step("The agent's plan lists its tool calls; the branch moved only after the green check")
+        sh(*papayu, "show", data["agent"]["plan_id"], cwd=repo)
+        sh("git", "log", "--oneline", f"{head}~0..HEAD", cwd=repo)
+        assert "return a + b" in (repo / "calc.py").read_text() and (repo / "NOTES.md").exists()
+    finally:
+        server.close()
+
+
 def demo_observability(papayu: list[str]) -> None:
     repo = WORK / "sample"
     step("Every apply left a trace (secrets masked); stats judge the v2 protocol over the last applies")
@@ -371,6 +400,7 @@ def main() -> None:
     demo_apply(papayu)
     demo_doctor(papayu)
     demo_hostile(papayu)
+    demo_agent(papayu)
     demo_observability(papayu)
     demo_hooks(papayu)
     demo_local_model(papayu)
@@ -380,7 +410,7 @@ def main() -> None:
         + " check, the hostile plan's "
         "escapes "
         + ("blocked" if SANDBOX_REASON is None else "reported")
-        + ", and the local model's attempt ended cleanly"
+        + ", a scripted agent run landed after its check, and the local model's attempt ended cleanly"
     )
 
 

@@ -26,7 +26,7 @@ from papayu_git.llm.prompts import agent_system_prompt, agent_user_message
 from papayu_git.llm.tools import agent_tools
 from papayu_git.paths import configured_protected
 from papayu_git.protocol import NO_CHANGES_PREFIX
-from papayu_git.secrets import mask, safe_text
+from papayu_git.secrets import mask, mask_data, safe_text
 
 if TYPE_CHECKING:
     import pygit2
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_STEPS = 24
 DEFAULT_MAX_TOOL_OUTPUT = 20_000
+CONVERSATION_CHARS = 4000
 _QUESTION = re.compile(r"^\s*(?:[-*\d.)\s]*)(.{3,}\?)\s*$", re.M)
 
 
@@ -59,6 +60,21 @@ class _Log:
     model_sec: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
     finish: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the conversation, as sent
+
+    def conversation(self) -> list[dict[str, Any]]:
+        """The conversation as stored with the plan: masked, each text cut to CONVERSATION_CHARS
+        (the system prompt is papayu's own and left out)."""
+        kept = []
+        for message in self.messages[1:]:
+            item = mask_data(message)
+            text = item.get("content")
+            if isinstance(text, str) and len(text) > CONVERSATION_CHARS:
+                item["content"] = (
+                    text[:CONVERSATION_CHARS] + f"\n[... {len(text) - CONVERSATION_CHARS} more characters]"
+                )
+            kept.append(item)
+        return kept
 
     def add(self, turn: Any) -> None:
         self.turns += 1
@@ -96,7 +112,7 @@ def run_agent(
         {"role": "system", "content": agent_system_prompt(memory_block(root), budget)},
         {"role": "user", "content": first},
     ]
-    log = _Log()
+    log = _Log(messages=messages)
     final: str | None = None
     try:
         for turn_no in range(1, max_steps + 1):
@@ -231,6 +247,7 @@ def _record(
         "model_sec": round(log.model_sec, 3),
         "tools_ms": round(tools_ms, 1),
         "evidence": {k: v for k, v in vars(tools.evidence).items() if k != "runs"},
+        "conversation": log.conversation(),
     }
     plan.extra["agent"] = agent
     plans.save(pdir, plan)

@@ -317,3 +317,23 @@ def test_onto_lands_on_the_named_branch_from_a_detached_head(calc_repo: Path, ll
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["apply"]["state"] == "landed"
     assert git(calc_repo, "show", "main:calc.py") == CALC.replace("a - b", "a + b")
+
+
+def test_the_masked_conversation_is_stored_with_the_plan(calc_repo: Path, llm: ScriptedLLM) -> None:
+    secret = "ghp_agentconversation0123456789abcdef"
+    (calc_repo / "big.txt").write_text("line\n" * 3000)
+    git(calc_repo, "add", "big.txt")
+    git(calc_repo, "commit", "-qm", "big")
+    llm.script = [
+        tool_calls(("b", "read_file", {"path": "big.txt"}), ("u", "read_file", {"path": "util.py"})),
+        chat(f"Nothing to change; token {secret} was in my notes."),
+    ]
+    proc = agent(calc_repo, llm, "-y")
+    assert proc.returncode == 0, proc.stderr
+    plan = plan_record(calc_repo, json.loads(proc.stdout)["agent"]["plan_id"])
+    conversation = plan["extra"]["agent"]["conversation"]
+    assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [m.get("tool_call_id") for m in conversation if m["role"] == "tool"] == ["b", "u"]
+    assert "more characters]" in conversation[2]["content"] and len(conversation[2]["content"]) < 4100
+    assert "X = 1" in conversation[3]["content"]
+    assert secret not in json.dumps(plan) and "***" in conversation[-1]["content"]
