@@ -350,6 +350,25 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_HOOK_NOT_INSTALLED": ErrorSpec(
         "papayu's pre-commit hook is not installed here", "Nothing to remove; see 'git papayu hooks install'."
     ),
+    # --- online research ---------------------------------------------------------
+    "ERR_ONLINE_DISABLED": ErrorSpec(
+        "online research is off", "Set PAPAYU_ONLINE_RESEARCH=1 (or git config papayu.online.research true)."
+    ),
+    "ERR_FETCH_BLOCKED": ErrorSpec(
+        "a web page was not fetched: the URL, its address, a redirect or the answer broke a fetch rule",
+        "Only public http(s) pages are read; name an intranet host in PAPAYU_ONLINE_ALLOW_HOSTS.",
+    ),
+    "ERR_SEARCH_FAILED": ErrorSpec(
+        "the web search failed or returned nothing usable",
+        "Check PAPAYU_SEARCH_PROVIDER, PAPAYU_TAVILY_API_KEY or PAPAYU_SEARXNG_URL.",
+    ),
+    "ERR_RESEARCH_INVALID": ErrorSpec(
+        "the model's research summary is not a valid {answer_md, sources, confidence} object",
+        "Return one JSON object with answer_md, sources [{url, title}] from the fetched pages, confidence.",
+    ),
+    "ERR_RESEARCH_NOT_FOUND": ErrorSpec(
+        "no stored research has that id", "See .git/papayu/research/ or run 'git papayu research QUERY'."
+    ),
     # --- catch-all ---------------------------------------------------------------
     "ERR_USAGE": ErrorSpec("the command line is wrong", "See --help."),
     "ERR_INTERNAL": ErrorSpec("an internal bug in papayu", "Please report it with the trace file named above."),

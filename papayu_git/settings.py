@@ -285,6 +285,63 @@ SETTINGS: list[Setting] = [
         "30",
         "`land --when-green`: seconds between polls of the forge's checks",
     ),
+    # Online research (README "Online research"; docs/DESIGN.md, "Online research").
+    Setting(
+        "online_research",
+        "PAPAYU_ONLINE_RESEARCH",
+        "papayu.online.research",
+        "0",
+        "allow web research when a plan fails or the model asks for outside knowledge, and `research`",
+    ),
+    Setting(
+        "online_auto_use_as_context",
+        "PAPAYU_ONLINE_AUTO_USE_AS_CONTEXT",
+        "papayu.online.autoUseAsContext",
+        "0",
+        "put the research summary into the next planning call at once (else print it and the re-plan command)",
+    ),
+    Setting("search_provider", "PAPAYU_SEARCH_PROVIDER", "papayu.online.searchProvider", "tavily", "tavily or searxng"),
+    Setting(
+        "tavily_api_key",
+        "PAPAYU_TAVILY_API_KEY",
+        None,
+        "",
+        "Tavily API key (environment only; sent over https or to this machine only, never stored)",
+    ),
+    Setting(
+        "tavily_url", "PAPAYU_TAVILY_URL", "papayu.online.tavilyUrl", "https://api.tavily.com/search", "Tavily endpoint"
+    ),
+    Setting(
+        "searxng_url",
+        "PAPAYU_SEARXNG_URL",
+        "papayu.online.searxngUrl",
+        "",
+        "SearXNG base URL (its JSON format must be enabled), e.g. https://searx.example.org",
+    ),
+    Setting(
+        "online_model", "PAPAYU_ONLINE_MODEL", "papayu.online.model", "", "model for summaries (empty: the plan's)"
+    ),
+    Setting(
+        "online_max_sources", "PAPAYU_ONLINE_MAX_SOURCES", "papayu.online.maxSources", "5", "search results, 1..20"
+    ),
+    Setting("online_max_pages", "PAPAYU_ONLINE_MAX_PAGES", "papayu.online.maxPages", "4", "pages fetched, 1..10"),
+    Setting(
+        "online_page_max_bytes",
+        "PAPAYU_ONLINE_PAGE_MAX_BYTES",
+        "papayu.online.pageMaxBytes",
+        "200000",
+        "a larger page is refused (read as a stream, stopped at the cap)",
+    ),
+    Setting(
+        "online_timeout_sec", "PAPAYU_ONLINE_TIMEOUT_SEC", "papayu.online.timeoutSec", "20", "search and fetch timeout"
+    ),
+    Setting(
+        "online_allow_hosts",
+        "PAPAYU_ONLINE_ALLOW_HOSTS",
+        "papayu.online.allowHosts",
+        "",
+        "comma-separated host[:port] exempt from the private-address block only (intranet docs)",
+    ),
 ]
 
 _BY_NAME = {s.name: s for s in SETTINGS}

@@ -169,6 +169,33 @@ def agent_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def online_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The online research fallback of plans (docs/DESIGN.md, "Online research"); a re-plan with the
+    research carries the same fields, so only first attempts count as attempts."""
+    first = [t for t in traces if t.get("online_fallback_attempted") and not t.get("online_replan")]
+    reasons = Counter(str(t.get("online_fallback_reason") or "unknown") for t in first)
+    runs = [t["online_research"] for t in first if isinstance(t.get("online_research"), dict)]
+
+    def total(key: str) -> int:
+        return sum(int(r.get(key) or 0) for r in runs if isinstance(r.get(key), (int, bool)))
+
+    return {
+        "attempted": len(first),
+        "executed": sum(1 for t in first if t.get("online_fallback_executed")),
+        "used_as_context": sum(
+            1
+            for t in traces
+            if isinstance(t.get("online_research"), dict) and t["online_research"].get("used_as_context")
+        ),
+        "reasons": dict(sorted(reasons.items())),
+        "results": total("results"),
+        "pages_ok": total("pages_ok"),
+        "pages_failed": total("pages_failed"),
+        "cache_hits": total("cache_hit"),
+        "early_stops": total("early_stop"),
+    }
+
+
 def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WINDOW) -> dict[str, Any]:
     """Metrics over the last ``last`` APPLY traces (oldest first in ``traces``); model latency over
     those applies and the plan rounds of the same plans."""
@@ -186,4 +213,5 @@ def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WI
         "latency_ms": latency_metrics(rounds),
         "graduation": graduation(applies, metrics),
         "agent": agent_metrics(traces),
+        "online": online_metrics(traces),
     }

@@ -6,7 +6,18 @@ import json
 import subprocess
 import sys
 
-HEAVY = ["pygit2", "httpx", "httpcore", "jsonschema", "fastjsonschema", "unidiff"]
+HEAVY = [
+    "pygit2",
+    "httpx",
+    "httpcore",
+    "jsonschema",
+    "fastjsonschema",
+    "unidiff",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "trafilatura",
+]
 
 PROBE = """
 import contextlib, io, json, sys

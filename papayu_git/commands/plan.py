@@ -98,8 +98,24 @@ def as_dict(outcome: PlanOutcome) -> dict[str, Any]:
     }
 
 
+def online_context(root: Path, research_id: str | None) -> str:
+    """The ONLINE_CONTEXT block of a stored research (`--use-research ID`); nothing is fetched."""
+    if not research_id:
+        return ""
+    from papayu_git import research
+    from papayu_git.git import open_repo, papayu_dir
+
+    return research.load(papayu_dir(open_repo(root)), research_id).context_block()
+
+
 def make(
-    goal: str, route: Route, protocol: int | None, from_file: str | None, accept_memory: bool, client: Any = None
+    goal: str,
+    route: Route,
+    protocol: int | None,
+    from_file: str | None,
+    accept_memory: bool,
+    client: Any = None,
+    use_research: str | None = None,
 ) -> PlanOutcome:
     """The PLAN cycle for ``route`` (opens the model unless ``client`` is given)."""
     root = find_toplevel()
@@ -112,6 +128,7 @@ def make(
         protocol or settings.get_int("protocol_version", str(root)),
         log_text,
         accept_memory,
+        online_context(root, use_research),
     )
     if client is not None:
         return make_plan(root, request, client)
@@ -127,13 +144,14 @@ def run(
     protocol: int | None = None,
     accept_memory: bool = False,
     as_json: bool = False,
+    use_research: str | None = None,
 ) -> int:
     route = resolve(goal, mode)
     if route.confirm:
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
     prewarm.start(find_toplevel())  # the check's checkout, prepared while the model thinks
-    outcome = make(goal, route, protocol, from_file, accept_memory)
+    outcome = make(goal, route, protocol, from_file, accept_memory, use_research=use_research)
     if out:  # masked like the stored plan (plans.save)
         record = mask_data(outcome.plan.to_json(), keep=PLAN_VERBATIM)
         Path(out).write_text(json.dumps(record, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -153,6 +171,9 @@ def run(
     "--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION, 2)."
 )
 @click.option("--accept-memory", is_flag=True, help="Apply the model's memory_patch (else only on 'remember …').")
+@click.option(
+    "--use-research", "use_research", metavar="ID", help="Add a stored online research (untrusted) to the context."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(
     goal: str,
@@ -161,6 +182,7 @@ def command(
     out: str | None,
     protocol: str | None,
     accept_memory: bool,
+    use_research: str | None,
     as_json: bool,
 ) -> None:
     """Ask the model for a plan for GOAL and store it as .git/papayu/plans/<id>.json.
@@ -174,4 +196,6 @@ def command(
     Then: git papayu apply <ID>.
     """
     with handle_errors(as_json):
-        raise SystemExit(run(goal, mode, from_file, out, int(protocol) if protocol else None, accept_memory, as_json))
+        raise SystemExit(
+            run(goal, mode, from_file, out, int(protocol) if protocol else None, accept_memory, as_json, use_research)
+        )

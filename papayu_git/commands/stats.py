@@ -51,6 +51,15 @@ def print_report(stats: dict[str, Any]) -> None:
             f"agent runs: {agent['runs']} ({outcomes}); tool calls per run {agent['tool_calls_mean']}; "
             f"flagged {agent['flagged']}"
         )
+    online = stats.get("online") or {}
+    if online.get("attempted"):
+        reasons = ", ".join(f"{k} {v}" for k, v in online["reasons"].items())
+        output.result(
+            f"online research: {online['attempted']} attempted, {online['executed']} executed, "
+            f"{online['used_as_context']} used as context ({reasons}); results {online['results']}, "
+            f"pages ok {online['pages_ok']} / failed {online['pages_failed']}, cache hits {online['cache_hits']}, "
+            f"early stops {online['early_stops']}"
+        )
     grad = stats["graduation"]
     output.result(f"v2 graduation ({'READY' if grad['ready'] else 'not yet'}): {grad['action']}")
     for c in grad["criteria"]:

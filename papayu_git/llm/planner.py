@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from papayu_git import output, plans, settings, traces
+from papayu_git import research as online_research
 from papayu_git.context import ContextSession
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir, run_git
@@ -33,6 +34,7 @@ class PlanRequest:
     protocol: int = 2
     log_text: str | None = None
     accept_memory: bool = False
+    online_context: str = ""  # an ONLINE_CONTEXT block (research.Research.context_block), from --use-research
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class _Cycle:
     refused_requests: int = 0
     warnings: list[str] = field(default_factory=list)
     storage_started: float = 0.0
+    trace_id: str = ""
+    online_query: str = ""  # what the model asked to look up online (NEEDS_ONLINE_RESEARCH / ONLINE: search)
+    online: dict[str, Any] = field(default_factory=dict)  # the online_fallback_* trace fields
 
 
 def base_of(repo_root: Path) -> tuple[str, str]:
@@ -96,7 +101,7 @@ def _timed_context(cycle: _Cycle, fn: Any, *args: Any) -> Any:
 
 def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -> Response:
     cycle.messages.append(first)
-    response = conv.ask(first)
+    response = _take_online_requests(cycle, conv.ask(first))
     rounds = 0
     while response.context_requests and rounds < MAX_ROUNDS:
         rounds += 1
@@ -106,7 +111,7 @@ def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -
         message = context_round_message(text, rounds, MAX_ROUNDS)
         cycle.messages.append(message)
         conv.read_files = dict(cycle.session.files_shown)
-        response = conv.ask(message)
+        response = _take_online_requests(cycle, conv.ask(message))
     if response.context_requests:
         # At most 2 rounds; a third request is refused, not fulfilled (docs/DESIGN.md, "Context").
         cycle.refused_requests = len(response.context_requests)
@@ -117,6 +122,21 @@ def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -
                 f"the model still asks for context after {MAX_ROUNDS} rounds and proposes no change",
             )
     return response
+
+
+def _take_online_requests(cycle: _Cycle, response: Response) -> Response:
+    """`{type: search, query: "ONLINE: …"}` asks for the web, not for `git grep`: taken out of the
+    context_requests (docs/DESIGN.md, "Online research") and kept as the cycle's online query."""
+    online = [r for r in response.context_requests if online_research.online_request_query(r)]
+    if not online:
+        return response
+    cycle.online_query = cycle.online_query or online_research.online_request_query(online[0])
+    cycle.online.setdefault("online_fallback_trigger", "context_request")
+    rest = tuple(r for r in response.context_requests if r not in online)
+    data = dict(response.data) if isinstance(response.data, dict) else response.data
+    if isinstance(data, dict):
+        data["context_requests"] = list(rest)
+    return replace(response, data=data, context_requests=rest)
 
 
 def _limit_questions(response: Response, budget: int, cycle: _Cycle) -> Response:
@@ -156,11 +176,129 @@ def make_plan(
     cycle = _Cycle(session=ContextSession(repo_root, base_commit))
     cycle.context_sec = time.perf_counter() - started  # opening the session is context gathering
     try:
-        outcome = _plan_cycle(repo_root, request, client, cycle, base_commit, branch)
+        outcome = _plan_with_research(repo_root, request, client, cycle, base_commit, branch)
     finally:
         if timings is not None:
             timings.update(_timings(cycle, started, cycle.storage_started or time.perf_counter()))
     return replace(outcome, timings=_timings(cycle, started, cycle.storage_started))
+
+
+def _plan_with_research(
+    repo_root: Path, request: PlanRequest, client: ChatClient, cycle: _Cycle, base_commit: str, branch: str
+) -> PlanOutcome:
+    """The PLAN cycle, and the online research fallback around it (docs/DESIGN.md, "Online research"):
+    a failed plan (timeout, unparseable or invalid after the repair) or a model that asks for outside
+    knowledge triggers one research per goal; with auto-use the cycle runs once more with its summary."""
+    if request.online_context:
+        cycle.online["online_context_used"] = True
+    try:
+        outcome = _plan_cycle(repo_root, request, client, cycle, base_commit, branch)
+    except PapayuError as exc:
+        reason = online_research.failure_reason(exc)
+        found = _research(repo_root, request, client, cycle, request.goal, reason) if reason else None
+        if found is None or not online_research.auto_use(str(repo_root)):
+            _write_failure_trace(repo_root, cycle.trace_id, request, cycle, client, exc)
+            if found is not None:
+                _print_research(found, request.goal)
+            raise
+        _write_failure_trace(repo_root, cycle.trace_id, request, cycle, client, exc)
+        return _replan(repo_root, request, client, cycle, base_commit, branch, found)
+    query = _asked_online(outcome.response, cycle)
+    if not query:
+        return outcome
+    found = _research(repo_root, request, client, cycle, query, cycle.online.get("online_fallback_trigger", ""))
+    _rewrite_trace(repo_root, outcome, cycle)
+    if found is None:
+        return outcome
+    if online_research.auto_use(str(repo_root)):
+        return _replan(repo_root, request, client, cycle, base_commit, branch, found)
+    _print_research(found, request.goal)
+    return replace(outcome, warnings=(*outcome.warnings, f"online research {found.id} stored (not used: no auto-use)"))
+
+
+def _asked_online(response: Response, cycle: _Cycle) -> str:
+    """The outside-knowledge question of the answer: `NEEDS_ONLINE_RESEARCH: <query>` in its summary,
+    else an `ONLINE:` search request taken out of its context_requests."""
+    asked = online_research.summary_query(response.summary)
+    if asked:
+        cycle.online.setdefault("online_fallback_trigger", "needs_online_research")
+        return asked
+    return cycle.online_query
+
+
+def _research(
+    repo_root: Path, request: PlanRequest, client: ChatClient, cycle: _Cycle, query: str, reason: str
+) -> online_research.Research | None:
+    """One research per goal: never again after an attempt, nor when the plan already has one."""
+    if request.online_context or cycle.online.get("online_fallback_attempted"):
+        cycle.online["online_fallback_skipped"] = "cycle_protection"
+        return None
+    if not online_research.enabled(str(repo_root)):
+        cycle.online["online_fallback_skipped"] = "disabled"
+        return None
+    stats: dict[str, Any] = {}
+    cycle.online.update(online_fallback_attempted=True, online_fallback_executed=False, online_fallback_reason=reason)
+    output.info(f"papayu: online research ({reason}): {query[:120]}")
+    try:
+        found = online_research.run(
+            query, client, papayu_dir(open_repo(repo_root)), cwd=str(repo_root), reason=reason, stats=stats
+        )
+    except (PapayuError, OSError) as exc:  # research is a help: its failure never fails the plan
+        why = exc.format() if isinstance(exc, PapayuError) else f"{type(exc).__name__}: {exc}"
+        cycle.online["online_research"] = {**_research_stats(stats), "error": why}
+        cycle.warnings.append(f"online research failed: {why}")
+        return None
+    cycle.online.update(online_fallback_executed=True, online_research={"id": found.id, **_research_stats(stats)})
+    return found
+
+
+def _research_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    keys = ("results", "pages_ok", "pages_failed", "cache_hit", "early_stop", "sources_dropped", "failures")
+    return {k: stats[k] for k in keys if k in stats}
+
+
+def _replan(
+    repo_root: Path,
+    request: PlanRequest,
+    client: ChatClient,
+    cycle: _Cycle,
+    base_commit: str,
+    branch: str,
+    found: online_research.Research,
+) -> PlanOutcome:
+    """The next planning call, once, with the research as an ONLINE_CONTEXT block."""
+    output.info(f"papayu: planning again with online research {found.id}")
+    cycle.online["online_research"] = {**cycle.online.get("online_research", {}), "used_as_context": True}
+    cycle.online["online_replan"] = True  # stats counts the attempt once: on the first trace
+    cycle.messages, cycle.refused_requests, cycle.online_query = [], 0, ""
+    cycle.trace_id = ""
+    request = replace(request, online_context=found.context_block())
+    try:
+        outcome = _plan_cycle(repo_root, request, client, cycle, base_commit, branch)
+    except PapayuError as exc:
+        _write_failure_trace(repo_root, cycle.trace_id, request, cycle, client, exc)
+        raise
+    if _asked_online(outcome.response, cycle):  # asked again: refused (cycle protection), recorded
+        cycle.online["online_fallback_skipped"] = "cycle_protection"
+        _rewrite_trace(repo_root, outcome, cycle)
+    return outcome
+
+
+def _print_research(found: online_research.Research, goal: str) -> None:
+    import shlex
+
+    for line in found.lines():
+        output.info(line)
+    output.info(f"re-plan with it: git papayu plan {shlex.quote(goal)} --use-research {found.id}")
+
+
+def _rewrite_trace(repo_root: Path, outcome: PlanOutcome, cycle: _Cycle) -> None:
+    """Add the online_fallback_* fields to the stored plan's trace (written before the research ran)."""
+    try:
+        pdir = papayu_dir(open_repo(repo_root))
+        traces.write_trace(pdir, outcome.plan.trace_id, traces.record("plan", outcome.plan, **cycle.online))
+    except (OSError, PapayuError):
+        pass
 
 
 def _plan_cycle(
@@ -170,6 +308,8 @@ def _plan_cycle(
     context_text = _timed_context(cycle, cycle.session.render, blocks)
     budget = ask_budget(repo_root)
     decision = behaviour.decide(request.goal, request.log_text, context_text)
+    if request.online_context:
+        context_text = f"{context_text}\n\n{request.online_context}"
     round_mode = request.prompt_mode.round
     conv = Conversation(
         client,
@@ -180,12 +320,8 @@ def _plan_cycle(
         log=cycle.log,
         shape=_shape(request.prompt_mode),
     )
-    trace_id = traces.new_trace_id()
-    try:
-        response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)
-    except PapayuError as exc:
-        _write_failure_trace(repo_root, trace_id, request, cycle, client, exc)
-        raise
+    trace_id = cycle.trace_id = traces.new_trace_id()
+    response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)
     response = _limit_questions(response, budget, cycle)
     shown_text = "\n".join([request.goal, request.log_text or "", *cycle.messages])
     flags = behaviour.flag_answer(response, cycle.session.files_shown, shown_text)
@@ -289,12 +425,15 @@ def _trace(
         behaviour_flags=flags,
         warnings=list(cycle.warnings),
         raw_content=cycle.log.raw,
+        **cycle.online,
     )
 
 
 def _write_failure_trace(
     repo_root: Path, trace_id: str, request: PlanRequest, cycle: _Cycle, client: ChatClient, exc: PapayuError
 ) -> None:
+    if not trace_id:
+        return  # failed before the model was asked: nothing to trace
     # the rejected answer, when there is one: trace golden can convert it
     rejected = {"validated_json": cycle.log.last_json} if cycle.log.last_json is not None else {}
     try:
@@ -318,6 +457,7 @@ def _write_failure_trace(
                 protocol_attempts=[request.protocol],
                 raw_content=cycle.log.raw,
                 **rejected,
+                **cycle.online,
             ),
         )
     except (OSError, PapayuError):

@@ -1,0 +1,46 @@
+"""`git papayu research QUERY`: search the web, read a few pages, summarize them with sources
+(docs/DESIGN.md, "Online research")."""
+
+from __future__ import annotations
+
+import click
+
+from papayu_git import output
+from papayu_git.error_handler import handle_errors
+from papayu_git.git import find_toplevel
+
+
+def run(query: str, as_json: bool) -> int:
+    from papayu_git import research
+    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.llm.session import open_client
+
+    root = find_toplevel()
+    research.require_enabled(str(root))
+    pdir = papayu_dir(open_repo(root))
+    with open_client(root) as client:
+        found = research.run(query, client, pdir, cwd=str(root), reason="command")
+    if as_json:
+        output.emit_json({"ok": True, **found.to_json()})
+        return 0
+    for line in found.lines():
+        output.result(line)
+    output.result(f"next: git papayu plan GOAL --use-research {found.id}")
+    return 0
+
+
+@click.command("research")
+@click.argument("query")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def command(query: str, as_json: bool) -> None:
+    """Search the web for QUERY, read a few result pages and have the model summarize them.
+
+    \b
+    Needs PAPAYU_ONLINE_RESEARCH=1 and a search provider (PAPAYU_SEARCH_PROVIDER: tavily with
+    PAPAYU_TAVILY_API_KEY, or searxng with PAPAYU_SEARXNG_URL). Pages are fetched under the
+    SSRF rules (public http(s) addresses only, size and type limits). Prints the answer with
+    numbered sources and stores it as .git/papayu/research/<id>.json.
+    Then: git papayu plan GOAL --use-research <ID>.
+    """
+    with handle_errors(as_json):
+        raise SystemExit(run(query, as_json))

@@ -1,0 +1,380 @@
+"""`git papayu mcp`: the commands as Model Context Protocol tools over stdio (docs/DESIGN.md, "MCP server").
+
+Every tool that changes or reports on plans runs the CLI itself in a child process
+(`python -m papayu_git -C ROOT <command> --json`), so each guarantee of the CLI holds as it is:
+the locks of parallel applies, the sandboxed check, the rollback on SIGTERM, the masking of
+its JSON output. Cancelling a request sends that child SIGTERM: the CLI kills the check's
+process group and rolls the transaction back, exactly as on Ctrl-C. The read tools
+(read_file, list_files, search_in_repo) are the agent's (agent_tools.Tools, the context
+rules) over the tip of the current branch, run in a worker thread.
+
+Nothing here asks a question: a plan that deletes files needs `allow_deletions: true`
+(else ERR_DELETE_NOT_CONFIRMED), one that edits existing tests `allow_test_edits: true`
+(else it stops at review with ERR_TEST_EDITS_HELD), as in the CLI without a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from papayu_git import __version__, plans
+from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
+from papayu_git.secrets import mask, mask_data
+
+HEARTBEAT_SEC = 1.0
+TERMINATE_GRACE_SEC = 30.0  # the CLI rolls back within this after SIGTERM, else SIGKILL
+_MCP_HINTS = {  # the CLI's hints name its flags; over MCP the arguments are named instead
+    "ERR_DELETE_NOT_CONFIRMED": "Pass allow_deletions: true to apply_plan (the MCP server never asks).",
+    "ERR_TEST_EDITS_HELD": "Read the test changes (show_plan), then land_plan; or apply again with "
+    "allow_test_edits: true.",
+    "ERR_BRANCH_MOVED": "Apply the plan again, or pass rebase: true to re-apply on the new tip.",
+}
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+
+
+def error_dict(exc: PapayuError) -> dict[str, Any]:
+    data = exc.to_dict()
+    data.setdefault("hint", ERROR_CODES.get(exc.code, ("", ""))[1])
+    return data
+
+
+def tool_result(data: dict[str, Any], is_error: bool) -> CallToolResult:
+    """Structured content plus the same JSON as text for clients that read only text. Masked;
+    ensure_ascii escapes control and direction-changing characters of model text."""
+    data = _mcp_hints(mask_data(data))
+    text = json.dumps(data, ensure_ascii=True, indent=1)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=is_error)
+
+
+def failed(*errors: PapayuError) -> CallToolResult:
+    return tool_result({"ok": False, "errors": [error_dict(e) for e in errors]}, True)
+
+
+def _mcp_hints(data: dict[str, Any]) -> dict[str, Any]:
+    for err in [*(data.get("errors") or []), data.get("error") or {}]:
+        if isinstance(err, dict) and err.get("code") in _MCP_HINTS:
+            err["hint"] = _MCP_HINTS[err["code"]]
+    return data
+
+
+class PapayuTools:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    # --- the CLI in a child process -------------------------------------------------------------
+    async def cli(
+        self, args: list[str], stdin: bytes | None = None, ctx: Context[Any, Any] | None = None, what: str = ""
+    ) -> tuple[int, dict[str, Any] | None, str]:
+        """(exit code, its --json output or None, stderr). Progress every HEARTBEAT_SEC; on
+        cancellation SIGTERM (the CLI rolls back), SIGKILL after TERMINATE_GRACE_SEC."""
+        command = [sys.executable, "-m", "papayu_git", "-C", str(self.root), *args]
+        process = await anyio.open_process(
+            command,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = bytearray(), bytearray()
+
+        async def drain(stream: Any, buf: bytearray) -> None:
+            async for chunk in stream:
+                buf.extend(chunk)
+
+        started = time.monotonic()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(drain, process.stdout, out)
+                group.start_soon(drain, process.stderr, err)
+                if stdin is not None and process.stdin is not None:
+                    await process.stdin.send(stdin)
+                    await process.stdin.aclose()
+                while process.returncode is None:
+                    with anyio.move_on_after(HEARTBEAT_SEC):
+                        await process.wait()
+                    if process.returncode is None and ctx is not None:
+                        elapsed = time.monotonic() - started
+                        await ctx.report_progress(elapsed, None, f"{what}: running for {elapsed:.0f}s")
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await _terminate(process)
+            raise
+        await process.aclose()
+        text = out.decode("utf-8", "replace")
+        try:
+            data = json.loads(text) if text.strip() else None
+        except ValueError:
+            data = None
+        code = process.returncode if process.returncode is not None else -1
+        return code, data if isinstance(data, dict) else None, err.decode("utf-8", "replace")
+
+    async def cli_result(
+        self, args: list[str], stdin: bytes | None = None, ctx: Context[Any, Any] | None = None, what: str = ""
+    ) -> dict[str, Any] | CallToolResult:
+        code, data, err = await self.cli(args, stdin, ctx, what)
+        if data is None:
+            tail = mask("\n".join(err.strip().splitlines()[-20:]))
+            return failed(PapayuError("ERR_INTERNAL", f"`papayu {args[0]}` exited {code} without a result: {tail}"))
+        if data.get("ok") is False and "errors" in data and "plan_id" not in data:
+            return tool_result({"ok": False, "errors": data["errors"]}, True)
+        return data
+
+    # --- tools ---------------------------------------------------------------------------------
+    async def validate_plan(self, plan: dict[str, Any] | list[Any], protocol: int | None = None) -> CallToolResult:
+        with tempfile.TemporaryDirectory(prefix="papayu-mcp-") as tmp:
+            path = Path(tmp) / "plan.json"
+            path.write_text(json.dumps(plan), encoding="utf-8")
+            args = ["validate", str(path), "--json", *(["--protocol", str(protocol)] if protocol else [])]
+            data = await self.cli_result(args)
+        if isinstance(data, CallToolResult):
+            return data
+        report = (data.get("files") or [{}])[0]
+        errors, ok = report.get("errors") or [], bool(data.get("ok"))
+        return tool_result(
+            {"ok": ok, "kind": report.get("kind", ""), "errors": errors, "warnings": report.get("warnings") or []},
+            not ok,
+        )
+
+    async def apply_plan(
+        self,
+        plan: dict[str, Any] | list[Any],
+        ctx: Context[Any, Any],
+        check: str | None = None,
+        no_check: bool = False,
+        review: bool = False,
+        keep_failed: bool = False,
+        onto: str | None = None,
+        rebase: bool = False,
+        allow_test_edits: bool = False,
+        allow_deletions: bool = False,
+    ) -> CallToolResult:
+        args = ["apply", "-", "--json"]
+        args += [f"--check={check}"] if check else []  # one token: a value starting with '-' stays a value
+        args += [f"--onto={onto}"] if onto else []
+        for flag, on in (
+            ("--no-check", no_check),
+            ("--review", review),
+            ("--keep-failed", keep_failed),
+            ("--rebase", rebase),
+            ("--allow-test-edits", allow_test_edits),
+            ("--yes", allow_deletions),  # without it the CLI (no terminal) refuses deletions
+        ):
+            args += [flag] if on else []
+        data = await self.cli_result(args, json.dumps(plan).encode("utf-8"), ctx, "apply")
+        if isinstance(data, CallToolResult):
+            return data
+        return tool_result(apply_summary(data), not data.get("ok", False))
+
+    async def land_plan(self, plan_id: str) -> CallToolResult:
+        return await self._by_id("land", plan_id, apply_summary)
+
+    async def drop_plan(self, plan_id: str) -> CallToolResult:
+        return await self._by_id("drop", plan_id, lambda d: d)
+
+    async def show_plan(self, plan_id: str) -> CallToolResult:
+        return await self._by_id("show", plan_id, show_summary)
+
+    async def list_plans(self) -> CallToolResult:
+        data = await self.cli_result(["list", "--json"])
+        return data if isinstance(data, CallToolResult) else tool_result(data, False)
+
+    async def _by_id(self, command: str, plan_id: str, shape: Any) -> CallToolResult:
+        try:  # a full id only: no prefix guessing, and never something the CLI would read as a flag
+            plans.check_id(plan_id, path="plan_id")
+        except PapayuError as exc:
+            return failed(exc)
+        data = await self.cli_result([command, plan_id, "--json"], what=command)
+        if isinstance(data, CallToolResult):
+            return data
+        return tool_result(shape(data), not data.get("ok", False))
+
+    # --- the context rules, in process -------------------------------------------------------------
+    async def read_tool(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        return await anyio.to_thread.run_sync(self._read_tool, name, {k: v for k, v in args.items() if v is not None})
+
+    def _read_tool(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        from papayu_git.agent import DEFAULT_MAX_TOOL_OUTPUT
+        from papayu_git.agent_tools import Tools, parse_arguments
+        from papayu_git.agent_workspace import Workspace
+        from papayu_git.housekeeping import open_checkout
+        from papayu_git.llm.tools import agent_tools
+        from papayu_git.paths import configured_protected
+        from papayu_git.transaction import ApplyOptions
+
+        try:
+            repo, root, pdir = open_checkout(str(self.root))
+            if repo.head_is_unborn:
+                raise PapayuError("ERR_NO_COMMITS", "the current branch has no commit yet")
+            workspace = Workspace(repo, str(repo.head.target), configured_protected(str(root)))
+            tools = Tools(workspace, repo, root, pdir, "", ApplyOptions(), DEFAULT_MAX_TOOL_OUTPUT, agent_tools())
+            parsed = parse_arguments(name, json.dumps(args), tools.schemas[name])
+            text, truncated = tools.limit(tools.handlers[name](parsed))
+        except ValidationFailed as exc:
+            return failed(*exc.errors)
+        except PapayuError as exc:
+            return failed(exc)
+        return tool_result({"ok": True, "text": text, "truncated": truncated}, False)
+
+
+def apply_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """The transaction's result (ApplyResult.to_dict) in the shape the README documents."""
+    check = data.get("check") or None
+    return {
+        "ok": bool(data.get("ok")),
+        "plan_id": data.get("plan_id", ""),
+        "state": data.get("state", ""),
+        "branch": data.get("branch", ""),
+        "commit": data.get("commit"),
+        "target": data.get("target", ""),
+        "landed_by": data.get("landed_by", ""),
+        "branch_kept": data.get("branch_kept", False),
+        "check": (
+            {k: check.get(k) for k in ("command", "source", "passed", "tail", "exit_code", "duration_sec", "log")}
+            if check
+            else None
+        ),
+        "sandbox": check.get("sandbox") if check else None,
+        "error": data.get("error"),
+        "test_edits": data.get("test_edits") or [],
+        "warnings": data.get("warnings") or [],
+    }
+
+
+def show_summary(data: dict[str, Any]) -> dict[str, Any]:
+    plan = data.get("plan") or {}
+    outcome = (plan.get("extra") or {}).get("apply") or {}
+    return {
+        "ok": True,
+        "plan_id": plan.get("id", ""),
+        "state": outcome.get("state", "not applied"),
+        "plan": plan,
+        "diff": data.get("diff", ""),
+        "check": outcome.get("check"),
+    }
+
+
+async def _terminate(process: Any) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)  # the CLI's handler: kill the check, roll back
+        with anyio.move_on_after(TERMINATE_GRACE_SEC):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    await process.aclose()
+
+
+Plan = Annotated[
+    dict[str, Any] | list[Any],
+    Field(description="A model response (object, or a protocol v1 array of actions) or a stored plan record."),
+]
+Protocol = Annotated[
+    Literal[1, 2] | None, Field(description="Protocol version of the response, 1 or 2 (default: detected).")
+]
+PlanId = Annotated[str, Field(description="A full plan id, YYYYMMDD-HHMMSS-xxxxxx (list_plans).")]
+
+
+def build_server(root: Path) -> MCPServer[Any]:
+    tools = PapayuTools(root)
+    server: MCPServer[Any] = MCPServer(
+        name="papayu",
+        version=__version__,
+        instructions=(
+            "papayu applies a model's fix plan as a commit on papayu/<id>, runs the project's check in a "
+            "sandboxed worktree, and lands it on the branch only when the check passes (else rolls back)."
+        ),
+        log_level="WARNING",
+    )
+
+    async def validate_plan(plan: Plan, protocol: Protocol = None) -> CallToolResult:
+        """Validate a model response (or a stored plan record) without applying it: ok, or the errors."""
+        return await tools.validate_plan(plan, protocol)
+
+    async def apply_plan(
+        plan: Plan,
+        ctx: Context[Any, Any],
+        check: Annotated[
+            str | None, Field(description="Check command (default: the configured or detected one).")
+        ] = None,
+        no_check: Annotated[bool, Field(description="Land without running a check.")] = False,
+        review: Annotated[bool, Field(description="Stop after the commit and check; keep papayu/<id>.")] = False,
+        keep_failed: Annotated[bool, Field(description="Keep papayu/<id> when the check fails.")] = False,
+        onto: Annotated[str | None, Field(description="Land on this branch instead of the current one.")] = None,
+        rebase: Annotated[bool, Field(description="If the branch moved, re-apply on its new tip.")] = False,
+        allow_test_edits: Annotated[
+            bool, Field(description="Land plans that modify or delete existing tests (else: review).")
+        ] = False,
+        allow_deletions: Annotated[
+            bool, Field(description="Allow the plan to delete files (else ERR_DELETE_NOT_CONFIRMED).")
+        ] = False,
+    ) -> CallToolResult:
+        """Apply a plan (a model response or a plan record): commit it on papayu/<id>, run the check in a
+        sandboxed worktree, land it on the branch if the check passes, else roll back. `review` stops
+        after the check; `no_check` lands without one; `rebase` re-applies on a branch that moved meanwhile. Deleting files needs allow_deletions; a plan
+        editing existing tests stops at review unless allow_test_edits. Progress every second."""
+        return await tools.apply_plan(
+            plan, ctx, check, no_check, review, keep_failed, onto, rebase, allow_test_edits, allow_deletions
+        )
+
+    async def land_plan(plan_id: PlanId) -> CallToolResult:
+        """Land a reviewed plan: fast-forward its branch to papayu/<id> (only the commit whose check passed)."""
+        return await tools.land_plan(plan_id)
+
+    async def drop_plan(plan_id: PlanId) -> CallToolResult:
+        """Delete the generated branch papayu/<id> (the stored plan is kept)."""
+        return await tools.drop_plan(plan_id)
+
+    async def list_plans() -> CallToolResult:
+        """Stored plans and papayu/* branches: id, state, target branch, summary."""
+        return await tools.list_plans()
+
+    async def show_plan(plan_id: PlanId) -> CallToolResult:
+        """A plan: its record, the diff of its commit and its check result."""
+        return await tools.show_plan(plan_id)
+
+    async def read_file(path: str, start_line: int | None = None, end_line: int | None = None) -> CallToolResult:
+        """Read a file at the tip of the current branch (protected paths refused, secrets masked)."""
+        return await tools.read_tool("read_file", {"path": path, "start_line": start_line, "end_line": end_line})
+
+    async def list_files(root: str | None = None, glob: str | None = None) -> CallToolResult:
+        """List files at the tip of the current branch (protected and .gitignore'd files left out)."""
+        return await tools.read_tool("list_files", {"root": root, "glob": glob})
+
+    async def search_in_repo(query: str, glob: str | None = None) -> CallToolResult:
+        """Search the tip of the current branch for a text (protected files left out, secrets masked)."""
+        return await tools.read_tool("search_in_repo", {"query": query, "glob": glob})
+
+    for fn, hints in (
+        (validate_plan, READ_ONLY),
+        (apply_plan, DESTRUCTIVE),
+        (land_plan, DESTRUCTIVE),
+        (drop_plan, DESTRUCTIVE),
+        (list_plans, READ_ONLY),
+        (show_plan, READ_ONLY),
+        (read_file, READ_ONLY),
+        (list_files, READ_ONLY),
+        (search_in_repo, READ_ONLY),
+    ):
+        server.add_tool(fn, annotations=hints)
+    return server
+
+
+def serve(repo: str | None) -> int:
+    from papayu_git.git import find_toplevel
+
+    root = find_toplevel(repo)
+    anyio.run(build_server(root).run_stdio_async)
+    return 0
