@@ -8,7 +8,6 @@ Takes every transaction option of `fix` (and `--from-file`), plus --max-steps an
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import click
@@ -16,21 +15,13 @@ import click
 from papayu_git import agent, output, prewarm
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands.apply import transaction_options
+from papayu_git.commands.fix import confirmed
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
 from papayu_git.llm.session import open_client
 from papayu_git.secrets import safe_text
 from papayu_git.transaction import ApplyOptions, apply_plan
-
-
-def _confirmed(plan_id: str, yes: bool) -> bool:
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        output.info(f"papayu: not confirmed (no terminal); apply later with: git papayu apply {plan_id}")
-        return False
-    return click.confirm(f"Apply the agent's change (plan {plan_id})?", default=False, err=True)
 
 
 def run(
@@ -71,7 +62,9 @@ def run(
                 output.result(f"  ? {output.printable(question)}")
         return 0
     response = done.response
-    if response.actions and not _confirmed(done.plan.id, options.yes):
+    if response.actions and not confirmed(
+        done.plan.id, options.yes, f"Apply the agent's change (plan {done.plan.id})?"
+    ):
         if as_json:
             output.emit_json({"ok": True, "agent": report, "apply": None})
         return 0

@@ -26,13 +26,14 @@ if TYPE_CHECKING:
     from papayu_git.transaction import ApplyOptions
 
 
-def _confirmed(plan_id: str, yes: bool) -> bool:
+def confirmed(plan_id: str, yes: bool, question: str = "") -> bool:
+    """-y, else a yes on a terminal; without one the plan stays stored for `apply ID`."""
     if yes:
         return True
     if not sys.stdin.isatty():
         output.info(f"papayu: not confirmed (no terminal); apply later with: git papayu apply {plan_id}")
         return False
-    return click.confirm(f"Apply plan {plan_id}?", default=False, err=True)
+    return click.confirm(question or f"Apply plan {plan_id}?", default=False, err=True)
 
 
 def run(
@@ -54,7 +55,7 @@ def run(
         outcome = plan_command.make(goal, route, protocol, from_file, accept_memory, client)
         if not as_json:
             plan_command.render(outcome)
-        if outcome.response.is_no_changes or not _confirmed(outcome.plan.id, options.yes):
+        if outcome.response.is_no_changes or not confirmed(outcome.plan.id, options.yes):
             if as_json:
                 output.emit_json({"ok": True, "plan": plan_command.as_dict(outcome), "apply": None})
             return 0

@@ -256,6 +256,13 @@ class ChatClient:
         except httpx.TransportError as exc:
             raise PapayuError("ERR_LLM_CONNECT", f"{url}: {type(exc).__name__}: {exc}") from None
 
+    def _unexpected_shape(self, response: httpx.Response) -> PapayuError:
+        return PapayuError(
+            "ERR_LLM_HTTP",
+            f"unexpected answer shape from {chat_url(self.config)}: {_body_excerpt(response)[:200]}",
+            hint="Is the base URL an OpenAI-compatible (or Ollama) chat API?",
+        )
+
     def _reply(self, response: httpx.Response, elapsed: float) -> ChatReply:
         try:
             data = response.json()
@@ -270,11 +277,7 @@ class ChatClient:
                     data.get("usage") or {},
                 )
         except (ValueError, KeyError, IndexError, TypeError):
-            raise PapayuError(
-                "ERR_LLM_HTTP",
-                f"unexpected answer shape from {chat_url(self.config)}: {_body_excerpt(response)[:200]}",
-                hint="Is the base URL an OpenAI-compatible (or Ollama) chat API?",
-            ) from None
+            raise self._unexpected_shape(response) from None
         if not isinstance(text, str):
             text = "" if text is None else json.dumps(text)
         return ChatReply(text=text, model_sec=elapsed, finish_reason=finish, usage=dict(usage))
@@ -347,11 +350,7 @@ class ChatClient:
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError):
-            raise PapayuError(
-                "ERR_LLM_HTTP",
-                f"unexpected answer shape from {chat_url(self.config)}: {_body_excerpt(response)[:200]}",
-                hint="Is the base URL an OpenAI-compatible (or Ollama) chat API?",
-            ) from None
+            raise self._unexpected_shape(response) from None
         content = message.get("content")
         if not isinstance(content, str):
             content = "" if content is None else json.dumps(content, ensure_ascii=False)
