@@ -234,7 +234,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "(git config papayu.checkCommand CMD, or --check CMD) and apply again; or pass --no-check.",
     ),
     "ERR_TEST_EDITS_HELD": ErrorSpec(
-        "the plan modifies or deletes existing tests, so it stopped at review (kept on papayu/<id>)",
+        "the plan modifies or deletes existing tests, or changes how tests run, so it stopped at review (kept on papayu/<id>)",
         "Read the test changes ('git papayu show ID'), then 'git papayu land ID'; --allow-test-edits lands "
         "such plans without asking.",
     ),

@@ -4,6 +4,11 @@ A plan that rewrites an existing test (say, its assertion, to match broken code)
 check, so such plans need a human: `apply` asks on a terminal and otherwise stops at `review`
 unless --allow-test-edits (transaction.py). New test files are fine.
 
+So is a plan that changes how tests run, new files included: a `conftest.py` hook can deselect
+every test, `addopts = "-k nothing"` in pytest's config runs none, `"test": "exit 0"` in
+package.json passes always. Dedicated runner configs count whenever they change; shared files
+(pyproject.toml, setup.cfg, package.json) only when their tests' part changes.
+
 Patterns are gitignore-like (paths.py: case-folded, '**' is any number of segments, a pattern
 without '/' matches a name at any depth, '!' re-allows, the last match wins), and a pattern
 naming a directory covers everything below it: `tests`, `src/tests/` and `tests/**` all work.
@@ -14,7 +19,10 @@ the built-in list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import configparser
+import json
+import tomllib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +45,57 @@ BUILTIN_TEST_PATTERNS: tuple[str, ...] = (
     "**/*.spec.[jt]s",
     "**/*.spec.[jt]sx",
 )
+
+
+# Files whose only job is to decide which tests run and how (any depth).
+HARNESS_PATTERNS: tuple[str, ...] = (
+    "conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "noxfile.py", "jest.config.*", "vitest.config.*",
+    ".mocharc*", "karma.conf.*", "phpunit.xml", "phpunit.xml.dist", ".rspec",
+)  # fmt: skip
+_PACKAGE_TEST_KEYS = ("jest", "mocha", "ava", "vitest", "c8", "nyc")
+
+
+def _pyproject_tests(data: bytes) -> object:
+    tool = tomllib.loads(data.decode("utf-8")).get("tool", {})
+    return {key: tool.get(key) for key in ("pytest", "tox", "coverage", "hatch")}
+
+
+def _setup_cfg_tests(data: bytes) -> object:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(data.decode("utf-8"))
+    return {name: dict(parser[name]) for name in parser.sections() if name in ("tool:pytest", "pytest", "tox:tox")}
+
+
+def _package_tests(data: bytes) -> object:
+    package = json.loads(data.decode("utf-8"))
+    scripts = package.get("scripts", {}) if isinstance(package, dict) else {}
+    tests = {k: v for k, v in scripts.items() if "test" in k} if isinstance(scripts, dict) else scripts
+    return {"scripts": tests, **{k: package.get(k) for k in _PACKAGE_TEST_KEYS if isinstance(package, dict)}}
+
+
+# name -> (the tests' part of such a file, the file's content when it is absent)
+_SHARED_CONFIGS: dict[str, tuple[Callable[[bytes], object], bytes]] = {
+    "pyproject.toml": (_pyproject_tests, b""),
+    "setup.cfg": (_setup_cfg_tests, b""),
+    "package.json": (_package_tests, b"{}"),
+}
+
+
+def changes_how_tests_run(path: str, old: bytes | None, new: bytes | None) -> bool:
+    """True when writing ``new`` over ``old`` (None: absent) at ``path`` changes which tests run or
+    how: any change to a dedicated runner config, the tests' part of a shared config file."""
+    if old == new:
+        return False
+    if _matches(path, compile_patterns(HARNESS_PATTERNS)):
+        return True
+    shared = _SHARED_CONFIGS.get(path.rsplit("/", 1)[-1])
+    if shared is None:
+        return False
+    section, absent = shared
+    try:
+        return section(absent if old is None else old) != section(absent if new is None else new)
+    except (ValueError, UnicodeDecodeError, configparser.Error, AttributeError):
+        return True  # unreadable either side: a human decides
 
 
 def _expand(pattern: str) -> str | None:
@@ -79,18 +138,23 @@ def configured_test_patterns(repo_root: str | Path | None) -> tuple[tuple[str, .
 
 
 def edited_tests(base: GitTree, changes: TreeChanges, patterns: Sequence[str]) -> list[str]:
-    """Existing test files (in ``base``) that ``changes`` modify (new bytes) or delete; sorted."""
+    """Existing test files (in ``base``) that ``changes`` modify (new bytes) or delete, and files
+    whose change (creation included) changes how tests run; sorted."""
     compiled = compile_patterns(patterns)
-    if not compiled:
-        return []
     edited: set[str] = set()
+    harness: set[str] = set()
     for path, data in changes.writes.items():
         old = base.read_blob(path)
+        if changes_how_tests_run(path, old, data):
+            harness.add(path)
         if old is None and base.entry_kind(path) is None:
             continue  # a new file
         if old != data:
             edited.add(path)
-    edited.update(p for p in changes.delete_files if base.entry_kind(p) is not None)
+    deleted = {p for p in changes.delete_files if base.entry_kind(p) is not None}
     for directory in changes.delete_dirs:
-        edited.update(base.files_under(directory))
-    return sorted(p for p in edited if _matches(p, compiled))
+        deleted.update(base.files_under(directory))
+    edited.update(deleted)
+    harness.update(p for p in deleted if changes_how_tests_run(p, base.read_blob(p), None))
+    tests = {p for p in edited if compiled and _matches(p, compiled)}
+    return sorted(tests | harness)

@@ -326,9 +326,9 @@ class _Run:
             f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
             f"(--allow-test-edits lands such plans without asking)"
         )
-        self.warn(f"the plan modifies or deletes existing tests: {edited}; NOT landed. {ways[0].upper()}{ways[1:]}")
+        self.warn(f"the plan edits tests or how they run: {edited}; NOT landed. {ways[0].upper()}{ways[1:]}")
         return PapayuError(
-            "ERR_TEST_EDITS_HELD", "the plan modifies or deletes existing tests: " + edited, path=self.branch, hint=ways
+            "ERR_TEST_EDITS_HELD", "the plan edits tests or how they run: " + edited, path=self.branch, hint=ways
         )
 
     def reprepare(self, prepared: Prepared) -> Prepared:

@@ -189,7 +189,7 @@ def test_show_names_the_edited_tests(calc_repo: Path, tmp_path: Path) -> None:
     _code, data, _ = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y")
     shown = papayu("show", data["plan_id"], cwd=calc_repo)
     assert shown.returncode == 0
-    assert "edits existing tests: tests/test_calc.py" in shown.stdout and "state: review" in shown.stdout
+    assert "edits tests or how they run: tests/test_calc.py" in shown.stdout and "state: review" in shown.stdout
     as_json = json.loads(papayu("show", data["plan_id"], "--json", cwd=calc_repo).stdout)
     assert as_json["plan"]["extra"]["apply"]["test_edits"] == ["tests/test_calc.py"]
 
@@ -356,3 +356,75 @@ def test_edited_tests_on_a_real_tree(tmp_path: Path) -> None:
     assert edited_tests(base, changes, BUILTIN_TEST_PATTERNS) == ["lib/x_test.go", "tests/sub/t2.py"]
     assert edited_tests(base, changes, ["*.go"]) == ["lib/x_test.go", "lib/y.go"]
     assert edited_tests(base, changes, []) == []
+
+
+# --- files that change how tests run -------------------------------------------------------
+
+DESELECT_ALL = "def pytest_collection_modifyitems(config, items):\n    items.clear()\n"
+# Loaded before the tests: the broken add() is replaced with a correct one, so they pass.
+PATCH_CODE = "import calc\n\ncalc.add = lambda a, b: a + b\n"
+
+
+def test_a_new_conftest_that_deselects_every_test_is_held(calc_repo: Path, tmp_path: Path) -> None:
+    """The loophole: break the code, add a conftest.py that patches it back; the check passes."""
+    plan = write_plan(
+        tmp_path,
+        [
+            patch_action("calc.py", CALC.encode(), BREAK_CODE),
+            {"kind": "CREATE_FILE", "path": "tests/conftest.py", "content": PATCH_CODE},
+        ],
+    )
+    code, data, stderr = apply_json(calc_repo, plan, "--check", CHECK, "-y")
+    assert code == 1, stderr
+    assert data["state"] == "review" and data["test_edits"] == ["tests/conftest.py"]
+    assert data["error"]["code"] == "ERR_TEST_EDITS_HELD" and (calc_repo / "calc.py").read_text() == CALC
+    assert data["check"]["passed"]  # the danger: the broken code passes its check
+
+
+PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
+
+
+@pytest.mark.parametrize(
+    ("diff", "held"),
+    [
+        ("@@ -1,2 +1,3 @@\n [tool.pytest.ini_options]\n pythonpath = ['.']\n+addopts = '-q'\n", True),
+        ("@@ -1,2 +1,4 @@\n+[project]\n+name = 'calc'\n [tool.pytest.ini_options]\n pythonpath = ['.']\n", False),
+    ],
+    ids=["pytest-config", "project-table-only"],
+)
+def test_pyproject_counts_only_when_its_test_part_changes(
+    calc_repo: Path, tmp_path: Path, diff: str, held: bool
+) -> None:
+    patch = "--- a/pyproject.toml\n+++ b/pyproject.toml\n" + diff
+    plan = write_plan(tmp_path, [patch_action("pyproject.toml", PYPROJECT.encode(), patch)])
+    code, data, stderr = apply_json(calc_repo, plan, "--check", CHECK, "-y")
+    assert data["test_edits"] == (["pyproject.toml"] if held else []), stderr
+    assert data["state"] == ("review" if held else "landed") and code == (1 if held else 0)
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new", "counts"),
+    [
+        ("tests/conftest.py", None, DESELECT_ALL, True),
+        ("pytest.ini", None, "[pytest]\naddopts = -x\n", True),
+        ("sub/tox.ini", "[tox]\n", "[tox]\nskipsdist = true\n", True),
+        ("jest.config.js", "module.exports = {}\n", None, True),
+        ("package.json", '{"scripts": {"test": "jest"}}', '{"scripts": {"test": "exit 0"}}', True),
+        (
+            "package.json",
+            '{"version": "1.0.0", "scripts": {"test": "jest"}}',
+            '{"version": "1.0.1", "scripts": {"test": "jest"}}',
+            False,
+        ),
+        ("web/package.json", None, '{"scripts": {"build": "tsc"}}', False),
+        ("setup.cfg", "[metadata]\nname = x\n", "[metadata]\nname = x\n[tool:pytest]\naddopts = -k no\n", True),
+        ("setup.cfg", "[metadata]\nname = x\n", "[metadata]\nname = y\n", False),
+        ("pyproject.toml", "[tool.pytest.ini_options]\n", "not = [toml", True),
+        ("src/app.py", "a = 1\n", "a = 2\n", False),
+    ],
+)
+def test_changes_how_tests_run(path: str, old: str | None, new: str | None, counts: bool) -> None:
+    from papayu_git.testfiles import changes_how_tests_run
+
+    encode = lambda text: None if text is None else text.encode()  # noqa: E731
+    assert changes_how_tests_run(path, encode(old), encode(new)) is counts

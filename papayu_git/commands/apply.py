@@ -113,7 +113,7 @@ def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options
     if not edited:
         return False
     return click.confirm(
-        f"The plan modifies or deletes existing tests: {safe_text(', '.join(edited))}. Land it "
+        f"The plan edits tests or how they run: {safe_text(', '.join(edited))}. Land it "
         f"if the check passes? (no: keep {branch_name(plan.id)} for review)",
         default=False,
         err=True,

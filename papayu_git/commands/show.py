@@ -91,7 +91,9 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(output.colour(f"  risk: {safe_text(risk)}", "yellow"))
     _print_agent_steps(plan.extra.get("agent"))
     if outcome.get("test_edits"):
-        output.result(output.colour("edits existing tests: " + safe_text(", ".join(outcome["test_edits"])), "yellow"))
+        output.result(
+            output.colour("edits tests or how they run: " + safe_text(", ".join(outcome["test_edits"])), "yellow")
+        )
     output.result("")
 
 
