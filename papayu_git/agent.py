@@ -252,32 +252,28 @@ def _record(
     plan.extra["agent"] = agent
     plans.save(pdir, plan)
     config = client.config
-    traces.write_trace(
+    traces.write_record(
         pdir,
         plan.trace_id,
-        traces.record(
-            "agent",
-            plan,
-            papayu_dir=pdir,
-            trace_id=plan.trace_id,
-            protocol=plan.protocol,
-            mode="agent",
-            request={
-                "mode": "agent",
-                "provider": config.provider.value,
-                "model": client.model(),
-                "calls": log.turns,
-                "latency_ms": round(log.model_sec * 1000),
-                "usage": log.usage,
-            },
-            agent=agent,
-            plan_files=dict(plan.files),
-            validated_json=plan.response,
-            validation_outcome="ok" if error is None else "err",
-            error_code=error,
-            behaviour_flags=flags or [],
-            timings={"model": log.model_sec, "tools": tools_ms / 1000, "total": time.perf_counter() - started},
-        ),
+        "agent",
+        plan,
+        protocol=plan.protocol,
+        mode="agent",
+        request={
+            "mode": "agent",
+            "provider": config.provider.value,
+            "model": client.model(),
+            "calls": log.turns,
+            "latency_ms": round(log.model_sec * 1000),
+            "usage": log.usage,
+        },
+        agent=agent,
+        plan_files=dict(plan.files),
+        validated_json=plan.response,
+        validation_outcome="ok" if error is None else "err",
+        error_code=error,
+        behaviour_flags=flags or [],
+        timings={"model": log.model_sec, "tools": tools_ms / 1000, "total": time.perf_counter() - started},
     )
 
 

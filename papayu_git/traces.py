@@ -151,6 +151,14 @@ def build_record(
     return merged
 
 
+def write_record(
+    papayu_dir: Path, trace_id: str, command: str, plan: StoredPlan | None = None, **fields: Any
+) -> Path | None:
+    """``record`` for ``trace_id`` written (merged) into this repository's trace: the usual way to
+    trace; `write_trace` is for data that is already a record."""
+    return write_trace(papayu_dir, trace_id, record(command, plan, papayu_dir=papayu_dir, trace_id=trace_id, **fields))
+
+
 def write_trace(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> Path | None:
     """Write `traces/<trace_id>.json`; None when tracing is off (PAPAYU_TRACE=0).
 

@@ -494,32 +494,28 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
     }
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
     check = result.check or {}
-    traces.write_trace(
+    traces.write_record(
         pdir,
         result.trace_id,
-        traces.record(
-            "apply",
-            plan,
-            papayu_dir=pdir,
-            trace_id=result.trace_id,
-            protocol=plan.protocol,
-            plan_files=plan.files,
-            validated_json=plan.response,
-            validation_outcome="ok",
-            error_code=(result.error or {}).get("code"),
-            check={
-                "command": check.get("command"),
-                "source": check.get("source"),
-                "sandbox": check.get("sandbox"),
-                "exit_code": check.get("exit_code"),
-                "duration_sec": check.get("duration_sec"),
-                "state": check_state(result),
-            },
-            apply={"state": result.state, "branch": result.branch, "commit": result.commit},
-            test_edits=list(result.test_edits),
-            timings=result.timings,
-            **({"rebased_from": list(result.rebased_from)} if result.rebased_from else {}),
-        ),
+        "apply",
+        plan,
+        protocol=plan.protocol,
+        plan_files=plan.files,
+        validated_json=plan.response,
+        validation_outcome="ok",
+        error_code=(result.error or {}).get("code"),
+        check={
+            "command": check.get("command"),
+            "source": check.get("source"),
+            "sandbox": check.get("sandbox"),
+            "exit_code": check.get("exit_code"),
+            "duration_sec": check.get("duration_sec"),
+            "state": check_state(result),
+        },
+        apply={"state": result.state, "branch": result.branch, "commit": result.commit},
+        test_edits=list(result.test_edits),
+        timings=result.timings,
+        **({"rebased_from": list(result.rebased_from)} if result.rebased_from else {}),
     )
 
 
@@ -539,21 +535,17 @@ def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError
     """Refused before any object was written: recorded in the plan and a trace (golden-comparable)."""
     errors = [e.to_dict() for e in getattr(exc, "errors", [exc])]
     update_outcome(pdir, plan.id, state=ApplyState.REFUSED, error=errors[0], trace_id=trace_id)
-    traces.write_trace(
+    traces.write_record(
         pdir,
         trace_id,
-        traces.record(
-            "apply",
-            plan,
-            papayu_dir=pdir,
-            trace_id=trace_id,
-            protocol=plan.protocol,
-            plan_files=plan.files,
-            validated_json=plan.response,
-            validation_outcome="err",
-            error_code=exc.code,
-            errors=errors,
-        ),
+        "apply",
+        plan,
+        protocol=plan.protocol,
+        plan_files=plan.files,
+        validated_json=plan.response,
+        validation_outcome="err",
+        error_code=exc.code,
+        errors=errors,
     )
 
 

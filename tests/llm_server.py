@@ -29,6 +29,21 @@ class Reply:
 Script = Reply | Callable[[dict[str, Any]], Reply]
 
 
+def plan_answer(summary: str = "add() subtracts instead of adding", **extra: Any) -> dict[str, Any]:
+    """A PLAN-round answer without actions for the calc fixtures; ``extra`` replaces fields."""
+    return {
+        "summary": summary,
+        "actions": [],
+        "plan": [{"step": "Fix add", "details": "return a + b"}],
+        "questions": [],
+        "context_requests": [],
+        "risks": [],
+        "commands_to_run": [],
+        "memory_patch": {},
+        **extra,
+    }
+
+
 def chat(content: Any, finish: str = "stop") -> Reply:
     """An OpenAI chat completion whose message content is ``content`` (JSON-encoded unless a str)."""
     text = content if isinstance(content, str) else json.dumps(content)

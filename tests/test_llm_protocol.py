@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import llm_server
 import pytest
 from helpers import assert_error, git, make_repo, papayu, sha, snapshot, stored_plans, trace_record
 from llm_server import Reply, ScriptedLLM, chat, ollama, shown_files
@@ -24,17 +25,7 @@ BAD_PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def plus(x, y):\n- 
 
 
 def plan_answer(**extra: Any) -> dict[str, Any]:
-    return {
-        "summary": "add() subtracts instead of adding",
-        "actions": [],
-        "plan": [{"step": "Fix add", "details": "return a + b"}],
-        "questions": [],
-        "context_requests": [],
-        "risks": [],
-        "commands_to_run": ["pytest -q"],
-        "memory_patch": {},
-        **extra,
-    }
+    return llm_server.plan_answer(**{"commands_to_run": ["pytest -q"], **extra})
 
 
 def patch_answer(patch: str = GOOD_PATCH) -> Any:

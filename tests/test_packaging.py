@@ -57,46 +57,43 @@ def test_wheel_contains_the_schemas_man_page_and_entry_points(wheel: Path) -> No
     assert "papayu = papayu_git.cli:main" in entry_points
 
 
+def run_installed(wheel: Path, site: Path, probe: str) -> str:
+    """Run ``probe`` against the wheel unpacked into ``site`` (nothing of this checkout on the
+    path); its stdout."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=site.parent,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def test_installed_wheel_finds_its_schemas_and_hashes_their_bytes(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(target)
     probe = (
         "import json; from papayu_git import schemas; "
         f"print(json.dumps({{n: [str(schemas.schema_dir()), schemas.schema_hash(n)] for n in {SCHEMAS!r}}}))"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    for name, (directory, digest) in json.loads(proc.stdout).items():
+    stdout = run_installed(wheel, target, probe)
+    for name, (directory, digest) in json.loads(stdout).items():
         installed = Path(directory) / f"{name}.json"
         assert installed.parent == target / "papayu_git" / "schema_data"
         assert digest == hashlib.sha256(installed.read_bytes()).hexdigest()
 
 
 def test_installed_wheel_validates_with_its_generated_validators(wheel: Path, tmp_path: Path) -> None:
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(tmp_path / "site")
     probe = (
         "import json; from papayu_git import schemas; "
         f"print(json.dumps([schemas._fast_validator(n).__module__ for n in {SCHEMAS!r}]))"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == [f"papayu_git.schema_validators.{name}" for name in SCHEMAS]
+    stdout = run_installed(wheel, tmp_path / "site", probe)
+    assert json.loads(stdout) == [f"papayu_git.schema_validators.{name}" for name in SCHEMAS]
 
 
 def test_schema_hash_of_this_install_is_the_file_sha256() -> None:
@@ -109,17 +106,8 @@ def test_schema_hash_of_this_install_is_the_file_sha256() -> None:
 def test_installed_wheel_carries_the_git_hook_shim(wheel: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("papayu_git/hook_data/pre-commit") == (ROOT / "hooks" / "pre-commit").read_bytes()
-        zf.extractall(tmp_path / "site")
     probe = "from papayu_git import hooks; print(hooks.shim_source()); print(hooks.shim_text('/x/python'))"
-    proc = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    source, text = proc.stdout.split("\n", 1)
+    stdout = run_installed(wheel, tmp_path / "site", probe)
+    source, text = stdout.split("\n", 1)
     assert Path(source) == tmp_path / "site" / "papayu_git" / "hook_data" / "pre-commit"
     assert "PAPAYU_PYTHON='/x/python'" in text and "PAPAYU_FILES_RE='(^|/)" in text

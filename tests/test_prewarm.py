@@ -16,26 +16,13 @@ from typing import Any
 
 import pytest
 from helpers import git, make_repo, papayu, snapshot, user_view, wait_for_marker, write_plan
-from llm_server import ScriptedLLM, chat
+from llm_server import ScriptedLLM, chat, plan_answer
 
 from papayu_git import locks, prewarm, settings, worktree
 
 GOAL = "fix the failing test tests/test_calc.py"
 CALC = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-
-
-def plan_answer() -> dict[str, Any]:
-    return {
-        "summary": "add() subtracts instead of adding",
-        "actions": [],
-        "plan": [{"step": "Fix add", "details": "return a + b"}],
-        "questions": [],
-        "context_requests": [],
-        "risks": [],
-        "commands_to_run": [],
-        "memory_patch": {},
-    }
 
 
 def slow(delay: float) -> Any:

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from helpers import make_repo, papayu, trace_record
-from llm_server import ScriptedLLM, chat
+from llm_server import ScriptedLLM, chat, plan_answer
 
 from papayu_git.errors import PapayuError
 from papayu_git.webfetch import check_url, fetch, trace_url
@@ -136,20 +136,6 @@ def online_env(web: Web, llm: ScriptedLLM, **extra: str) -> dict[str, str]:
 def summary(web: Web, *extra_sources: str) -> Any:
     sources = [{"url": web.root + "/a", "title": "Calc notes"}, *({"url": u, "title": "x"} for u in extra_sources)]
     return chat({"answer_md": "add() must return **a + b**.", "sources": sources, "confidence": "high"})
-
-
-def plan_answer(summary_text: str = "add() subtracts", **extra: Any) -> dict[str, Any]:
-    return {
-        "summary": summary_text,
-        "actions": [],
-        "plan": [{"step": "Fix add", "details": "return a + b"}],
-        "questions": [],
-        "context_requests": [],
-        "risks": [],
-        "commands_to_run": [],
-        "memory_patch": {},
-        **extra,
-    }
 
 
 def user_texts(llm: ScriptedLLM, index: int) -> str:

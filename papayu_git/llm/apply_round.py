@@ -151,7 +151,22 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
     started = time.perf_counter()
     log, trail, trace_id = CallLog(), ProtocolTrail(default=plan.protocol), traces.new_trace_id()
     pdir = papayu_dir(open_repo(repo_root))
-    base: dict[str, Any] = {"plan_trace_id": plan.trace_id, "plan_files": dict(plan.files)}
+
+    def trace(**fields: Any) -> None:
+        """The round's trace: what both outcomes record, then ``fields``."""
+        traces.write_record(
+            pdir,
+            trace_id,
+            "apply",
+            plan,
+            plan_trace_id=plan.trace_id,
+            plan_files=dict(plan.files),
+            **trail.fields(),
+            request=request_fields(client, "apply", log),
+            raw_content=log.raw,
+            **fields,
+        )
+
     try:
         response = _negotiate(repo_root, plan, client, log, trail, onto)
     except PapayuError as exc:
@@ -160,24 +175,7 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
             if log.last_json is not None and trail.attempts
             else {}
         )
-        traces.write_trace(
-            pdir,
-            trace_id,
-            traces.record(
-                "apply",
-                plan,
-                papayu_dir=pdir,
-                trace_id=trace_id,
-                **base,
-                **trail.fields(),
-                **rejected,
-                validation_outcome="err",
-                error_code=getattr(exc, "cause_code", exc.code),
-                error=exc.format(),
-                request=request_fields(client, "apply", log),
-                raw_content=log.raw,
-            ),
-        )
+        trace(**rejected, validation_outcome="err", error_code=getattr(exc, "cause_code", exc.code), error=exc.format())
         raise
     protocol = trail.attempts[-1]
     updated = replace(
@@ -196,25 +194,7 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
     )
     updated = plans.StoredPlan.from_json(scrub_key(updated.to_json(), client.config.api_key))
     plans.save(pdir, updated)
-    traces.write_trace(
-        pdir,
-        trace_id,
-        traces.record(
-            "apply",
-            plan,
-            papayu_dir=pdir,
-            trace_id=trace_id,
-            protocol=protocol,
-            **base,
-            **trail.fields(),
-            mode="apply",
-            request=request_fields(client, "apply", log),
-            validated_json=response.data,
-            validation_outcome="ok",
-            error_code=None,
-            raw_content=log.raw,
-        ),
-    )
+    trace(protocol=protocol, mode="apply", validated_json=response.data, validation_outcome="ok", error_code=None)
     timings = {
         "model": log.model_sec,
         "validation": log.validation_sec,

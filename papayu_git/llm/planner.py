@@ -296,7 +296,7 @@ def _rewrite_trace(repo_root: Path, outcome: PlanOutcome, cycle: _Cycle) -> None
     """Add the online_fallback_* fields to the stored plan's trace (written before the research ran)."""
     try:
         pdir = papayu_dir(open_repo(repo_root))
-        traces.write_trace(pdir, outcome.plan.trace_id, traces.record("plan", outcome.plan, **cycle.online))
+        traces.write_record(pdir, outcome.plan.trace_id, "plan", outcome.plan, **cycle.online)
     except (OSError, PapayuError):
         pass
 
@@ -438,27 +438,23 @@ def _write_failure_trace(
     rejected = {"validated_json": cycle.log.last_json} if cycle.log.last_json is not None else {}
     try:
         pdir = papayu_dir(open_repo(repo_root))
-        traces.write_trace(
+        traces.write_record(
             pdir,
             trace_id,
-            traces.record(
-                "plan",
-                papayu_dir=pdir,
-                trace_id=trace_id,
-                protocol=request.protocol,
-                goal=request.goal,
-                prompt_mode=request.prompt_mode.value,
-                request=request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
-                context_stats=dict(cycle.session.context_stats),
-                validation_outcome="err",
-                error_code=getattr(exc, "cause_code", exc.code),
-                error=exc.format(),
-                protocol_default=request.protocol,
-                protocol_attempts=[request.protocol],
-                raw_content=cycle.log.raw,
-                **rejected,
-                **cycle.online,
-            ),
+            "plan",
+            protocol=request.protocol,
+            goal=request.goal,
+            prompt_mode=request.prompt_mode.value,
+            request=request_fields(client, request.prompt_mode.round.value, cycle.log, request.prompt_mode.value),
+            context_stats=dict(cycle.session.context_stats),
+            validation_outcome="err",
+            error_code=getattr(exc, "cause_code", exc.code),
+            error=exc.format(),
+            protocol_default=request.protocol,
+            protocol_attempts=[request.protocol],
+            raw_content=cycle.log.raw,
+            **rejected,
+            **cycle.online,
         )
     except (OSError, PapayuError):
         pass  # the original error matters more than its trace
