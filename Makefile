@@ -7,6 +7,18 @@ comma := ,
 # Editable installs skip data files: copy the man page `git papayu --help` shows by hand.
 MAN := $(VENV)/share/man/man1/git-papayu.1
 EXTRAS ?= test,local,lint
+# The embedded model's llama.cpp is built for any CPU of the machine's architecture, never for the
+# build machine's own (GGML_NATIVE would use every extension this CPU has and crash on another one):
+# x86-64 gets the common baseline (AVX2, FMA, F16C: every x86-64 CPU since 2013), other
+# architectures the compiler's portable default. Wheels built with other flags are never reused:
+# the pip cache for llama-cpp-python is keyed by these flags.
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+else
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+endif
+LLAMA_CACHE := $(HOME)/.cache/papayu-git/llama-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 # The stamp names the extras too: `make venv EXTRAS=test` then `make test` installs the rest.
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)-$(subst $(comma),-,$(EXTRAS))
 
@@ -15,6 +27,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
+	case ",$(EXTRAS)," in *,local,*) CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" FORCE_CMAKE=1 \
+	  $(PIP) install --quiet --cache-dir "$(LLAMA_CACHE)" "llama-cpp-python[server]>=0.3";; esac
 	$(PIP) install --quiet -e ".[$(EXTRAS)]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)

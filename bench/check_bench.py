@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 import synthetic  # noqa: E402  (bench/synthetic.py)
 
-from papayu_git import check, sandbox, worktree  # noqa: E402
+from papayu_git import check, worktree
+from papayu_git.check import sandbox  # noqa: E402
 
 CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache"))
 WORK = CACHE / "check-bench"  # the pools of this run (--pool-dir); removed at the end

@@ -220,7 +220,7 @@ def demo_hostile(papayu: list[str]) -> None:
     before = {p: (repo / p).read_bytes() for p in ("calc.py", "NOTES.md")}
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
     status = sh("git", "status", "--short", cwd=repo).stdout
-    from papayu_git.sandbox import LoopbackListener
+    from papayu_git.check.sandbox import LoopbackListener
 
     listener = LoopbackListener()
     try:
@@ -383,7 +383,7 @@ def demo_local_model(papayu: list[str]) -> None:
 
 def main() -> None:
     global SANDBOX_REASON
-    from papayu_git.sandbox import unavailable_reason
+    from papayu_git.check.sandbox import unavailable_reason
 
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir()

@@ -38,7 +38,7 @@ from papayu_git.outcomes import ApplyState, CheckState
 from papayu_git.paths import configured_protected
 from papayu_git.plans import StoredPlan
 from papayu_git.protocol import DELETING_KINDS, ActionKind, Mode, Response
-from papayu_git.sandbox import resolve as resolve_sandbox
+from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.secrets import safe_text
 from papayu_git.stages import Stopwatch, pause_point
 from papayu_git.testfiles import configured_test_patterns, edited_tests
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import pygit2
 
     from papayu_git.check import CheckCommand, CheckResult
-    from papayu_git.sandbox import Sandbox
+    from papayu_git.check.sandbox import Sandbox
 
 MAX_REBASE_ATTEMPTS = 20
 

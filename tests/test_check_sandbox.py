@@ -28,8 +28,8 @@ from helpers import (
     write_plan,
 )
 
-from papayu_git import sandbox
-from papayu_git.sandbox import LoopbackListener
+from papayu_git.check import sandbox
+from papayu_git.check.sandbox import LoopbackListener
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"

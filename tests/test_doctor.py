@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import git, make_repo, papayu
 
-from papayu_git import sandbox
+from papayu_git.check import sandbox
 
 BWRAP_REASON = sandbox.unavailable_reason(network=False)
 needs_bwrap = pytest.mark.skipif(BWRAP_REASON is not None, reason=f"no working bwrap here: {BWRAP_REASON}")

@@ -338,7 +338,7 @@ def test_the_pushed_commit_message_is_the_masked_one(repo: Path, tmp_path: Path)
 
 
 def test_a_large_check_log_is_masked_past_the_first_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from papayu_git import check
+    from papayu_git.check import run as check
 
     monkeypatch.setattr(check, "MASK_CHUNK_CHARS", 1000)
     log = tmp_path / "c.log"

@@ -36,7 +36,7 @@ from papayu_git.hooks import HOOKS
 from papayu_git.llm.config import Provider, api_key_source, load_config
 from papayu_git.llm.local import MODEL_PACKAGE
 from papayu_git.objects import GitTree
-from papayu_git.sandbox import (
+from papayu_git.check.sandbox import (
     PRIVATE_HOME,
     SANDBOX_MODES,
     LoopbackListener,

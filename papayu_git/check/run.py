@@ -1,11 +1,4 @@
-"""The check command: which one, and running it in the isolated checkout, sandboxed.
-
-Resolution order: `--check`, `git config papayu.checkCommand` (or PAPAYU_CHECK_COMMAND),
-`project.default_test_command` of `.papa-yu/project.json`, else detected (pytest, npm
-test, cargo test, go test ./...). Everything read from the repository is read on the
-tip the plan is built on, never on the plan's result: the plan cannot choose, dodge or
-weaken its own check (docs/DESIGN.md, "The check's trust boundary"). None found →
-the transaction stops at review.
+"""Running the check in the isolated checkout, sandboxed.
 
 The command runs in its own session and process group (under bubblewrap when
 available, see sandbox.py) with an allowlisted environment; the group is recorded in
@@ -16,9 +9,7 @@ timeout kills the whole group; the output goes to `.git/papayu/checks/<id>.log`,
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -26,31 +17,19 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from papayu_git import atomic, locks, settings
-from papayu_git.memory import git_config_key
+from papayu_git import atomic, locks
 from papayu_git.output import printable
-from papayu_git.sandbox import PRIVATE_HOME, bwrap_argv, check_env
+from papayu_git.check.sandbox import PRIVATE_HOME, bwrap_argv, check_env
 from papayu_git.secrets import masker
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
-    from papayu_git.sandbox import Sandbox
+    from papayu_git.check.sandbox import Sandbox
     from papayu_git.worktree import CheckCheckout
 
 TAIL_LINES = 40
-
-
-class _Tree(Protocol):
-    def entry_kind(self, path: str) -> str | None: ...
-    def read_blob(self, path: str) -> bytes | None: ...
-
-
-@dataclass(frozen=True)
-class CheckCommand:
-    command: str
-    source: str  # --check | git config papayu.checkCommand | .papa-yu/project.json | detected
 
 
 @dataclass(frozen=True)
@@ -71,82 +50,6 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "passed": self.passed}
-
-
-def resolve_command(repo_root: Path, tree: _Tree, explicit: str | None) -> CheckCommand | None:
-    if explicit:
-        return CheckCommand(explicit, "--check")
-    configured = settings.get("check_command", str(repo_root)).strip()
-    if configured:
-        from_env = bool(os.environ.get("PAPAYU_CHECK_COMMAND", "").strip())
-        return CheckCommand(configured, "PAPAYU_CHECK_COMMAND" if from_env else "git config papayu.checkCommand")
-    # project.default_test_command: its git config override beats the file (memory.py mapping).
-    key = git_config_key("project.default_test_command")
-    overridden = (settings.git_config_value(key, str(repo_root)) or "").strip()
-    if overridden:
-        return CheckCommand(overridden, f"git config {key}")
-    from_project = _project_command(tree)
-    if from_project:
-        return CheckCommand(from_project, ".papa-yu/project.json")
-    detected = detect_command(repo_root, tree)
-    return CheckCommand(detected, "detected") if detected else None
-
-
-def _project_command(tree: _Tree) -> str | None:
-    raw = tree.read_blob(".papa-yu/project.json")
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    project = data.get("project") if isinstance(data, dict) else None
-    command = project.get("default_test_command") if isinstance(project, dict) else None
-    return command.strip() if isinstance(command, str) and command.strip() else None
-
-
-def detect_command(repo_root: Path, tree: _Tree) -> str | None:
-    """The usual test runner of the project, judged from files in the result tree."""
-    if (
-        any(tree.entry_kind(p) for p in ("pytest.ini", "conftest.py", "tests/conftest.py", "tox.ini"))
-        or _mentions(tree, "pyproject.toml", b"[tool.pytest")
-        or _mentions(tree, "setup.cfg", b"[tool:pytest")
-    ):
-        return _pytest(repo_root)
-    if tree.entry_kind("package.json") == "file" and _npm_has_test(tree.read_blob("package.json") or b""):
-        return "npm test"
-    if tree.entry_kind("Cargo.toml") == "file":
-        return "cargo test"
-    if tree.entry_kind("go.mod") == "file":
-        return "go test ./..."
-    has_tests = tree.entry_kind("tests") == "dir" or tree.entry_kind("test") == "dir"
-    if has_tests and any(tree.entry_kind(p) for p in ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt")):
-        return _pytest(repo_root)
-    return None
-
-
-def _mentions(tree: _Tree, path: str, needle: bytes) -> bool:
-    return needle in (tree.read_blob(path) or b"")
-
-
-def _npm_has_test(raw: bytes) -> bool:
-    try:
-        scripts = json.loads(raw).get("scripts") or {}
-    except (ValueError, AttributeError):
-        return False
-    test = scripts.get("test", "") if isinstance(scripts, dict) else ""
-    return bool(test) and "no test specified" not in test
-
-
-def _pytest(repo_root: Path) -> str:
-    # Prefer the project's own virtualenv; then pytest on PATH; then our interpreter.
-    for venv in (".venv", "venv"):
-        python = repo_root / venv / "bin" / "python"
-        if python.is_file():
-            return f"{shlex.quote(str(python))} -m pytest -q"
-    if shutil.which("pytest"):
-        return "pytest -q"
-    return f"{shlex.quote(sys.executable)} -m pytest -q"
 
 
 def run_check(
