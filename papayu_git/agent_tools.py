@@ -318,7 +318,6 @@ class Tools:
             commit,
             plan_id=self.plan_id,
             on_stale=dead_check,
-            keep_ignored=settings.get_bool("check_keep_ignored", str(self.root)),
         )
         try:
             return run_check(

@@ -89,7 +89,6 @@ def prepare(repo_root: Path, onto: str | None, explicit_check: bool, *, timeout_
             repo,
             pdir,
             tip,
-            keep_ignored=settings.get_bool("check_keep_ignored", str(repo_root)),
             on_stale=dead_check,
             until=time.time() + timeout_sec,
         )

@@ -90,14 +90,6 @@ SETTINGS: list[Setting] = [
         "seconds before the check's whole process group is killed",
     ),
     Setting(
-        "check_keep_ignored",
-        "PAPAYU_CHECK_KEEP_IGNORED",
-        "papayu.check.keepIgnored",
-        "false",
-        "keep ignored build caches in the pooled check checkout between checks (faster; a check "
-        "then sees files an earlier plan's check left: README 'What the check can and cannot do')",
-    ),
-    Setting(
         "prewarm",
         "PAPAYU_PREWARM",
         "papayu.prewarm",
@@ -119,6 +111,61 @@ SETTINGS: list[Setting] = [
         "papayu.check.network",
         "false",
         "let the sandboxed check reach the network",
+    ),
+    Setting(
+        "check_env_dirs",
+        "PAPAYU_CHECK_ENV_DIRS",
+        "papayu.check.envDirs",
+        "",
+        "more environment directories of the repository the check sees copy-on-write (comma-separated "
+        "names, found next to the root and every manifest, or paths from the root); built in: .venv, venv, "
+        "env, node_modules, target, .tox, .nox, .pixi, .yarn",
+    ),
+    Setting(
+        "check_include",
+        "PAPAYU_CHECK_INCLUDE",
+        "papayu.check.include",
+        "",
+        "ignored files the tests need, copied into the check read-only (comma-separated globs from the "
+        "root, e.g. .env.test); their values are masked in everything papayu prints or stores",
+    ),
+    Setting(
+        "check_local_ports",
+        "PAPAYU_CHECK_LOCAL_PORTS",
+        "papayu.check.localPorts",
+        "",
+        "loopback TCP ports relayed into the sandboxed check while its network stays off (comma-separated, "
+        "e.g. 5432,6379 for a local database)",
+    ),
+    Setting(
+        "check_tmp_mb",
+        "PAPAYU_CHECK_TMP_MB",
+        "papayu.check.tmpMB",
+        "1024",
+        "size of the check's private /tmp, in MiB",
+    ),
+    Setting(
+        "check_output_mb",
+        "PAPAYU_CHECK_OUTPUT_MB",
+        "papayu.check.outputMB",
+        "32",
+        "the check's log keeps at most this many MiB (its first and last halves; the cut is said)",
+    ),
+    Setting(
+        "check_memory_mb",
+        "PAPAYU_CHECK_MEMORY_MB",
+        "papayu.check.memoryMB",
+        "0",
+        "data-segment limit of each check process in MiB (0: half of the machine's memory); "
+        "files the check writes are limited to the same size",
+    ),
+    Setting(
+        "check_allow_user_tree_links",
+        "PAPAYU_CHECK_ALLOW_USER_TREE_LINKS",
+        "papayu.check.allowUserTreeLinks",
+        "false",
+        "land on an unsandboxed check even when the project's environment links into your work tree "
+        "(editable installs, workspace symlinks): the check may then have tested your code, not the plan's",
     ),
     Setting(
         "check_env",
@@ -221,6 +268,15 @@ SETTINGS: list[Setting] = [
         "papayu.llm.maxTokens",
         "0",
         "cap on max_tokens (0: 16384, or 4096 when the input is over 80k chars); small local models want ~1024",
+    ),
+    Setting(
+        "llm_context_tokens",
+        "PAPAYU_LLM_CONTEXT_TOKENS",
+        "papayu.llm.contextTokens",
+        "0",
+        "the model's context window in tokens: papayu cuts the context until prompt and answer fit it; "
+        "0: ask the server (llama.cpp /props, Ollama /api/show; the embedded model's is "
+        "PAPAYU_LOCAL_N_CTX), and send requests unfitted when it does not say",
     ),
     Setting(
         "llm_ask_budget",

@@ -398,7 +398,6 @@ class _Run:
                 commit,
                 plan_id=self.plan.id,
                 on_stale=dead_check,
-                keep_ignored=settings.get_bool("check_keep_ignored", str(self.root)),
             )
             try:
                 proposed = self.plan_commands() if self.options.run_proposed else ()

@@ -57,7 +57,6 @@ def acquire_checkout(
     papayu_dir: Path,
     commit: str,
     *,
-    keep_ignored: bool = False,
     plan_id: str = "",
     on_stale: Any = None,
     purpose: str = "check",
@@ -65,7 +64,7 @@ def acquire_checkout(
 ) -> CheckCheckout:
     """Lock a free slot and move it to ``commit``: tracked files forced to the commit (only
     changed paths are rewritten), every other file removed, ignored ones too unless
-    ``keep_ignored``. A slot is created (one full checkout) only when none is free.
+    A slot is created (one full checkout) only when none is free.
 
     Free slots are tried nearest first: one already at ``commit``, then one at a parent of it
     (prepared by a prewarm: only the plan's files are rewritten), then any other. A check finding
@@ -86,14 +85,14 @@ def acquire_checkout(
             data = {"kind": "checkout", "plan": plan_id, "path": str(slot), "purpose": purpose, "commit": commit}
             if not locks.try_acquire(lock, on_stale=on_stale, **data, **({"until": until} if until else {})):
                 continue
-            return _move_slot(repo, slot, lock, commit, keep_ignored, purpose)
+            return _move_slot(repo, slot, lock, commit, purpose)
         else:
             raise PapayuError("ERR_LOCKED", "every pooled check checkout is busy", path=str(pool))
         time.sleep(0.05)
 
 
 def _move_slot(
-    repo: pygit2.Repository, slot: Path, lock: Path, commit: str, keep_ignored: bool, purpose: str
+    repo: pygit2.Repository, slot: Path, lock: Path, commit: str, purpose: str
 ) -> CheckCheckout:
     """The locked ``slot`` moved to ``commit`` (created first when not usable); the lock is
     released on any failure. The slot's state file is removed first and written last, so a
@@ -107,7 +106,7 @@ def _move_slot(
         pause_point(f"{purpose}_checkout")
         git_args = [f"--git-dir={checkout.gitdir}", f"--work-tree={checkout.path}"]
         run_git([*git_args, "checkout", "--detach", "--force", "-q", commit], cwd=checkout.path)
-        run_git([*git_args, "clean", "-q", "-ff", "-d", *([] if keep_ignored else ["-x"])], cwd=checkout.path)
+        run_git([*git_args, "clean", "-q", "-ff", "-d", "-x"], cwd=checkout.path)
         atomic.write_json(slot / _SLOT_STATE, {"commit": commit, "by": purpose}, indent=None)
         return checkout
     except BaseException:
@@ -164,7 +163,7 @@ def _prewarm_preparing(pool: Path, wanted: set[str]) -> bool:
 
 
 def prewarm_slot(
-    repo: pygit2.Repository, papayu_dir: Path, commit: str, *, keep_ignored: bool, on_stale: Any, until: float
+    repo: pygit2.Repository, papayu_dir: Path, commit: str, *, on_stale: Any, until: float
 ) -> Path | None:
     """Move a free slot to ``commit`` ahead of the check (prewarm.py) and release it; None when
     a free slot is already there. The index is then refreshed once a second has passed: files
@@ -175,7 +174,7 @@ def prewarm_slot(
         if rank == 0 and locks.read_lock(pool / f"{SLOT_PREFIX}{index}.lock") is None:
             return None
     checkout = acquire_checkout(
-        repo, papayu_dir, commit, keep_ignored=keep_ignored, on_stale=on_stale, purpose="prewarm", until=until
+        repo, papayu_dir, commit, on_stale=on_stale, purpose="prewarm", until=until
     )
     try:
         try:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import GOLDEN_UPSTREAM, assert_error, checkout_file, git, make_repo, object_ids, papayu, write_plan
+from helpers import GOLDEN_UPSTREAM, assert_error, git, make_repo, object_ids, papayu, write_plan
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import plans
@@ -112,14 +112,14 @@ def test_proposed_commands_are_shown_and_only_run_with_consent_in_the_sandbox(re
             tmp_path,
             [{"kind": "CREATE_FILE", "path": f"c{i}.txt", "content": "c\n"}],
             name=f"c{i}.json",
-            commands_to_run=[f"touch ran{i}; touch {outside}{i} || true"],
+            commands_to_run=[f"echo proposed-ran-$((40 + {i})); touch {outside}{i} || true"],
         )
         proc = papayu("apply", str(plan), "--check", "true", *flag, cwd=repo)
         assert proc.returncode == 0, proc.stderr
-        assert f"touch ran{i}" in proc.stderr
-        if i == 0:
-            assert checkout_file(repo, "ran0") is None  # shown, not run
-    assert checkout_file(repo, "ran1") is not None  # ran, in the check's checkout ...
+        assert f"echo proposed-ran-$((40 + {i}))" in proc.stderr
+    logs = "".join(p.read_text() for p in (repo / ".git/papayu/checks").glob("*.log"))
+    assert "proposed-ran-40" not in logs  # shown, not run
+    assert "proposed-ran-41" in logs  # ran, after the check ...
     assert not (tmp_path / "outside1").exists()  # ... and sandboxed like the check
 
 

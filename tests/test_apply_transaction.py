@@ -45,7 +45,7 @@ def test_create_file_lands_without_check(repo: Path, tmp_path: Path) -> None:
 
 def test_green_check_lands_in_pooled_worktree(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "ok.txt", "content": "ok\n"}])
-    data = apply_json(repo, plan, "--check", 'test -f ok.txt && test "$PAPAYU_CHECK" = 1 && test -z "$GIT_DIR"')
+    data = apply_json(repo, plan, "--check", 'test -f ok.txt && test -z "$PAPAYU_CHECK" && test -z "$GIT_DIR"')
     assert data["_rc"] == 0, data
     assert data["check"]["passed"] and data["check"]["source"] == "--check"
     assert (repo / "ok.txt").read_text() == "ok\n"
@@ -260,19 +260,18 @@ def test_dirty_touched_file_refuses_landing_and_keeps_everything(repo: Path, tmp
     assert git(repo, "branch", "--list", "papayu/*") == ""
 
 
-def test_check_checkout_is_reused_and_pristine_unless_keep_ignored(repo: Path, tmp_path: Path) -> None:
+def test_check_checkout_is_reused_and_pristine(repo: Path, tmp_path: Path) -> None:
     (repo / ".gitignore").write_text("cache/\n")
     git(repo, "add", ".gitignore")
     git(repo, "commit", "-q", "-m", "ignore")
     check = "mkdir -p cache && echo $(( $(cat cache/n 2>/dev/null || echo 0) + 1 )) > cache/n && cat cache/n"
     runs = []
-    keep = {"PAPAYU_CHECK_KEEP_IGNORED": "true"}
-    for i, env in enumerate(({}, {}, keep, keep, {})):
+    for i in range(3):
         plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": "x\n"}], name=f"p{i}.json")
-        data = apply_json(repo, plan, "--check", check, env=env)
+        data = apply_json(repo, plan, "--check", check)
         assert data["_rc"] == 0, data
         runs.append(data["check"]["tail"].splitlines()[-1])
-    assert runs == ["1", "1", "2", "3", "1"]  # pristine by default: nothing a check left survives
+    assert runs == ["1", "1", "1"]  # nothing a check left survives
     assert len([p for p in (repo / ".git/papayu/checkouts").iterdir() if p.is_dir()]) == 1
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from helpers import (
     assert_error,
-    checkout_file,
     git,
     make_repo,
     papayu,
@@ -44,13 +43,40 @@ SECRETS = {
 }
 
 
-def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str) -> str:
+# Credential files a hostile test goes for: each planted with a unique value, none may be read.
+CREDENTIALS = {
+    ".gitconfig-extra": "[url \"https://x-token-gitconfig0123@example.com/\"]\n\tinsteadOf = https://example.com/\n",
+    ".bash_history": "export TOKEN=history-secret-0123\n",
+    ".zsh_history": "zsh-history-secret-0123\n",
+    ".pgpass": "localhost:5432:db:user:pgpass-secret-0123\n",
+    ".codex/auth.json": '{"token": "codex-secret-0123"}',
+    ".cache/huggingface/token": "hf_secret0123456789",
+    ".config/pip/pip.conf": "[global]\nindex-url = https://user:pipconf-secret-0123@pypi.example/simple\n",
+    ".ssh/id_ed25519": "ssh-key-secret-0123\n",
+    ".aws/credentials": "[default]\naws_secret_access_key = aws-file-secret-0123\n",
+    ".kube/config": "token: kube-secret-0123\n",
+    ".docker/config.json": '{"auths": {"x": {"auth": "docker-secret-0123"}}}',
+    ".netrc": "machine example.com password netrc-secret-0123\n",
+    ".git-credentials": "https://u:gitcred-secret-0123@example.com\n",
+    ".config/gh/hosts.yml": "oauth_token: gh-secret-0123\n",
+    ".npmrc": "//registry.npmjs.org/:_authToken=npmrc-secret-0123\n",
+    ".pypirc": "[pypi]\npassword = pypirc-secret-0123\n",
+    ".cargo/credentials.toml": "[registry]\ntoken = cargo-secret-0123\n",
+    ".config/papayu/config": "api_key = papayu-secret-0123\n",
+    "notes/anything.txt": "home-file-secret-0123\n",
+}
+ENV_NAMED = "kubeconfig-env-secret-0123"
+
+
+def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str, sock: Path) -> str:
     """A pytest file, as a hostile model would write it: every escape attempt is recorded, and
-    the test passes either way (a check that passes must not mean the escapes worked)."""
+    the test passes either way (a check that passes must not mean the escapes worked). Its
+    report goes to the check's output: nothing the check writes survives it."""
     return textwrap.dedent(f'''
-        import json, os, socket, subprocess
+        import glob, json, os, socket, subprocess
 
         REPO, OUTSIDE, HOME = {str(repo)!r}, {str(outside)!r}, {str(home)!r}
+        CREDENTIALS = {sorted(CREDENTIALS)!r}
 
         def attempt(name, action, report):
             try:
@@ -63,8 +89,35 @@ def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str) 
             with open(path, "a") as f:
                 f.write(text)
 
+        def read_all():
+            seen = []
+            for rel in CREDENTIALS:
+                try:
+                    seen.append(open(os.path.join(HOME, rel)).read())
+                except OSError:
+                    pass
+            for path in [os.path.join(REPO, ".env"), os.path.join(REPO, "server.pem"), {str(outside.parent / "kubeconfig")!r}]:
+                try:
+                    seen.append(open(path).read())
+                except OSError:
+                    pass
+            seen.append(subprocess.run(["git", "config", "--list", "--show-origin"], capture_output=True, text=True).stdout)
+            seen.append(subprocess.run(["git", "stash", "list", "-p"], capture_output=True, text=True).stdout)
+            seen.append(subprocess.run(["git", "log", "--all", "-p"], capture_output=True, text=True).stdout)
+            for path in glob.glob(HOME + "/**", recursive=True, include_hidden=True)[:2000]:
+                try:
+                    seen.append(open(path).read(4096))
+                except OSError:
+                    pass
+            return "\\n".join(seen)
+
         def connect():
             socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+
+        def unix():
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(2)
+            s.connect({str(sock)!r})
 
         def git(*args):
             subprocess.run(["git", *args], check=True, capture_output=True)
@@ -80,22 +133,50 @@ def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str) 
             attempt("outside", lambda: write(OUTSIDE), report)
             attempt("real_home", lambda: write(os.path.join(HOME, ".bashrc")), report)
             attempt("network", connect, report)
+            attempt("unix_socket", unix, report)
             # An ordinary test suite's git calls stay inside the check's own throwaway git dir.
             attempt("git_config", lambda: git("config", "user.name", "hijacked"), report)
             attempt("git_tag", lambda: git("tag", "planted-tag"), report)
             attempt("git_branch", lambda: git("checkout", "-q", "-b", "planted-branch"), report)
+            report["read"] = read_all()
             # Something meant to outlive the check (and papayu).
             subprocess.Popen(["setsid", "sleep", "{marker}"], start_new_session=True)
-            with open("attack_report.json", "w") as f:
-                json.dump(report, f)
+            print("ATTACK_REPORT " + json.dumps(report))
     ''')
 
 
+def _plant_credentials(repo: Path, home: Path, outside_dir: Path) -> dict[str, str]:
+    """The user's secrets, where a hostile check would look for them: HOME, ignored files of the
+    repository, the remote URL in .git/config, a stash, a file named by KUBECONFIG."""
+    for rel, text in CREDENTIALS.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    (repo / ".gitignore").write_text(".env\n*.pem\n")
+    (repo / ".env").write_text("DATABASE_URL=postgres://u:dotenv-secret-0123@db/x\n")
+    (repo / "server.pem").write_text("pem-secret-0123\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore")
+    git(repo, "remote", "add", "origin", "https://x:remote-token-secret-0123@example.com/r.git")
+    (repo / "README.md").write_text("stash-secret-0123\n")
+    git(repo, "stash", "-q")
+    (outside_dir / "kubeconfig").write_text(ENV_NAMED)
+    return {"KUBECONFIG": str(outside_dir / "kubeconfig")}
+
+
 def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
+    import socket
+
     repo = make_repo(tmp_path / "repo", {"README.md": "# sample\n", "pytest.ini": "[pytest]\n"})
-    outside = Path("/var/tmp") / f"papayu-outside-{os.getpid()}.txt"  # not under /tmp, which is private
+    outside = Path("/var/tmp") / f"papayu-outside-{os.getpid()}" / "outside.txt"  # not under /tmp
+    outside.parent.mkdir(exist_ok=True)
     outside.unlink(missing_ok=True)
     home = Path(os.environ["HOME"])
+    extra_env = _plant_credentials(repo, home, outside.parent)
+    sock_path = home / ".docker.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sock_path))
+    server.listen(4)
+    server.settimeout(0.1)
     listener = LoopbackListener()
     marker = f"77{os.getpid()}.5"
     before = snapshot(repo)
@@ -107,7 +188,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
                 {
                     "kind": "CREATE_FILE",
                     "path": "test_attack.py",
-                    "content": _attack_test(repo, outside, home, listener.port, marker),
+                    "content": _attack_test(repo, outside, home, listener.port, marker, sock_path),
                 }
             ],
         )
@@ -117,38 +198,51 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
             "--json",
             "--review",
             "--check",
-            f"{sys.executable} -m pytest -q -p no:cacheprovider",
+            f"{sys.executable} -m pytest -q -s -p no:cacheprovider",
             cwd=repo,
-            env=SECRETS,
+            env={**SECRETS, **extra_env},
         )
     finally:
         listener.close()
+    unix_connections = 0
+    try:
+        while True:
+            server.accept()[0].close()
+            unix_connections += 1
+    except OSError:
+        server.close()
     data = json.loads(proc.stdout)
     assert proc.returncode == 0 and data["state"] == "review" and data["check"]["passed"], data
     assert data["check"]["sandbox"] == "bwrap"
-    report_file = checkout_file(repo, "attack_report.json")
-    assert report_file is not None
-    report = json.loads(report_file.read_text())
-    escaped = {k: v for k, v in report.items() if v == "ESCAPED" and not k.startswith("git_")}
-    assert escaped == {}, report
-    # Nothing of the user's changed: tree, index, refs, hooks, config; nothing outside or in HOME.
+    log = Path(data["check"]["log"]).read_text()
+    line = next(line for line in log.splitlines() if line.startswith("ATTACK_REPORT "))
+    report = json.loads(line.removeprefix("ATTACK_REPORT "))
+    # Judged on the host: nothing of the user's changed: tree, index, refs, hooks, config, stash;
+    # nothing outside or in HOME; the loopback port and the unix socket were never reached.
     assert user_view(snapshot(repo)) == user_view(before)
     assert (repo / ".git/config").read_text() == config_before
     assert not (repo / ".git/hooks/pre-commit").exists()
     assert git(repo, "tag", "--list") == "" and "planted" not in git(repo, "branch", "--list")
     assert not outside.exists() and not (home / ".bashrc").exists()
-    assert listener.accepted == 0
-    # No secret reached the check's environment; HOME was private.
+    assert listener.accepted == 0 and unix_connections == 0
+    assert report["network"].startswith("blocked") and report["unix_socket"].startswith("blocked")
+    # Not one secret was readable: HOME's credential files, the ignored .env and *.pem, the
+    # remote's token, the stash, the file KUBECONFIG names; none in the environment either.
+    secrets = [*(v for v in SECRETS.values()), ENV_NAMED, "dotenv-secret", "pem-secret", "remote-token-secret"]
+    secrets += ["stash-secret", *(text for text in CREDENTIALS.values())]
+    leaked = [s for s in secrets if s.strip() and s.strip() in report["read"]]
+    assert leaked == [], leaked
     assert not set(SECRETS) & set(report["env"]), sorted(report["env"])
-    assert report["home"] != str(home)
-    log = Path(data["check"]["log"]).read_text()
+    assert not any(name.startswith("PAPAYU") for name in report["env"])
     assert not any(value in log for value in SECRETS.values())
     # The setsid'd process died with the sandbox.
     assert wait_gone(marker) == []
-    # The checkout's own git dir took the test's git calls and forgot them (an overlay).
-    slot_git = report_file.parent.parent / "git"
-    assert "hijacked" not in (slot_git / "config").read_text()
-    assert not (slot_git / "refs/tags/planted-tag").exists()
+    # The checkout's own git dir took the test's git calls and forgot them (an overlay), and the
+    # checkout itself is as papayu left it.
+    slot = next((repo / ".git/papayu/checkouts").glob("slot-*"))
+    assert "hijacked" not in (slot / "git" / "config").read_text()
+    assert not (slot / "git" / "refs/tags/planted-tag").exists()
+    assert not (slot / "work" / "planted.txt").exists()
 
 
 def test_an_ordinary_unittest_check_passes_sandboxed_and_says_so(tmp_path: Path) -> None:
@@ -242,7 +336,7 @@ def test_deleting_the_tests_and_their_config_does_not_dodge_the_check(tmp_path: 
     assert git(repo, "rev-parse", "HEAD") == head and (repo / "test_calc.py").exists()
 
 
-def test_an_ignored_file_a_check_left_cannot_poison_a_later_check(tmp_path: Path) -> None:
+def test_nothing_a_check_writes_can_poison_a_later_check(tmp_path: Path) -> None:
     # A common layout: build output shadows the sources on the check's import path.
     repo = make_repo(
         tmp_path / "repo",
@@ -254,44 +348,29 @@ def test_an_ignored_file_a_check_left_cannot_poison_a_later_check(tmp_path: Path
     )
     git(repo, "config", "papayu.checkCommand", "sh check.sh")
     head = git(repo, "rev-parse", "HEAD")
-    # Plan A (reviewed, then dropped): its check plants build/calc.py, a correct add.
-    plant = "mkdir -p build && printf 'def add(a, b):\\n    return a + b\\n' > build/calc.py"
+    # Plan A (reviewed, then dropped): its check plants build/calc.py, a correct add. The
+    # check's writes go to a throwaway layer: nothing reaches the pooled checkout.
+    plant = "mkdir -p build && printf 'def add(a, b):\\n    return a + b\\n' > build/calc.py && echo planted"
     plan_a = write_plan(
         tmp_path,
         [{"kind": "CREATE_FILE", "path": "notes.txt", "content": "a\n"}],
         name="a.json",
         commands_to_run=[plant],
     )
-    a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo).stdout)
-    assert a["state"] == "review" and checkout_file(repo, "build/calc.py") is not None
-    assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
-    # Plan B breaks calc.py: with a pristine checkout its check fails, nothing lands.
-    broken = [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}]
-    b = json.loads(
-        papayu(
-            "apply",
-            str(write_plan(tmp_path, broken, name="b.json")),
-            "-y",
-            "--json",
-            cwd=repo,
-            env={"PAPAYU_PROTOCOL_VERSION": "1"},
-        ).stdout
-    )
-    assert b["state"] == "rolled_back" and git(repo, "rev-parse", "HEAD") == head
-    # Opting in to keep ignored caches is what lets that happen (README: the trust it implies).
-    a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo).stdout)
-    assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
-    b = json.loads(
-        papayu(
-            "apply",
-            str(write_plan(tmp_path, broken, name="c.json")),
-            "-y",
-            "--json",
-            cwd=repo,
-            env={"PAPAYU_PROTOCOL_VERSION": "1", "PAPAYU_CHECK_KEEP_IGNORED": "true"},
-        ).stdout
-    )
-    assert b["state"] == "landed"
+    for _ in range(2):
+        env = {"PAPAYU_PROTOCOL_VERSION": "1"}
+        a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo, env=env).stdout)
+        assert a["state"] == "review" and "planted" in Path(a["check"]["log"]).read_text()
+        assert not list((repo / ".git/papayu/checkouts").glob("slot-*/work/build"))
+        assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
+        # Plan B breaks calc.py: its check fails, nothing lands.
+        broken = [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}]
+        b = json.loads(
+            papayu(
+                "apply", str(write_plan(tmp_path, broken, name="b.json")), "-y", "--json", cwd=repo, env=env
+            ).stdout
+        )
+        assert b["state"] == "rolled_back" and git(repo, "rev-parse", "HEAD") == head
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGKILL, None)])

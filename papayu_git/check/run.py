@@ -9,23 +9,29 @@ timeout kills the whole group; the output goes to `.git/papayu/checks/<id>.log`,
 
 from __future__ import annotations
 
+import collections
 import os
-import shutil
+import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from papayu_git import atomic, locks
+from papayu_git import atomic, locks, settings
+from papayu_git.check.diagnose import environment_causes
+from papayu_git.check.environment import included_values
+from papayu_git.check.view import CheckView
 from papayu_git.output import printable
-from papayu_git.check.sandbox import PRIVATE_HOME, bwrap_argv, check_env
 from papayu_git.secrets import masker
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
+    from papayu_git.check.command import CheckCommand
     from papayu_git.check.sandbox import Sandbox
     from papayu_git.worktree import CheckCheckout
 
@@ -43,6 +49,8 @@ class CheckResult:
     timed_out: bool = False
     sandbox: str = "none"
     commit: str = ""  # the commit the check ran on (what `land ID` may land)
+    environment: tuple[str, ...] = ()  # causes of a failure in the check's environment, not the plan
+    user_tree_links: tuple[str, ...] = ()  # unsandboxed: the environment reaches the user's tree
 
     @property
     def passed(self) -> bool:
@@ -68,6 +76,7 @@ def run_check(
     start = time.monotonic()
     exit_code: int | None = 0
     timed_out = False
+    view = CheckView.prepare(checkout, sandbox, repo_root)
     with open(log_path, "wb") as log:
         log.write(
             f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n".encode()
@@ -76,62 +85,70 @@ def run_check(
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()
             remaining = timeout_sec - (time.monotonic() - start)
-            argv, env = _command_line(command, checkout, sandbox, repo_root)
-            exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001))
+            argv, env = view.command_line(command)
+            exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), repo_root)
             if exit_code != 0 or timed_out:
                 break
+    tail = _masked_tail(log_path, masker(included_values(repo_root)))
     return CheckResult(
         check.command,
         check.source,
         exit_code,
         round(time.monotonic() - start, 3),
         str(log_path),
-        _masked_tail(log_path),
+        tail,
         timed_out,
         sandbox.level,
         commit,
+        environment=tuple(environment_causes(tail, repo_root, sandbox)) if exit_code != 0 or timed_out else (),
+        user_tree_links=tuple(view.user_tree_links),
     )
-
-
-def _command_line(
-    command: str, checkout: CheckCheckout, sandbox: Sandbox, repo_root: Path
-) -> tuple[list[str], dict[str, str]]:
-    shell = ["/bin/sh", "-c", command]
-    if sandbox.bwrap is None:
-        # No sandbox: the same allowlisted environment, with HOME and TMPDIR private to the slot.
-        private = checkout.slot / "tmp"
-        shutil.rmtree(private, ignore_errors=True)
-        (private / "home").mkdir(parents=True)
-        return shell, check_env(str(private / "home"), str(private), str(repo_root))
-    argv = bwrap_argv(
-        sandbox.bwrap,
-        workdir=checkout.path,
-        gitdir=checkout.gitdir,
-        readonly=kept_under_tmp(repo_root, checkout.slot.parent.parent.parent),
-        network=sandbox.network,
-    )
-    return [*argv, "--", *shell], check_env(PRIVATE_HOME, "/tmp", str(repo_root))
 
 
 def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
-    """Paths the check must still see (read-only) after the sandbox replaces /tmp with its own."""
+    """Paths under /tmp among ``paths`` (and papayu's own prefix): shown read-only to probes
+    that replace /tmp with their own."""
     wanted: list[str | Path] = [*paths, sys.prefix, os.environ.get("VIRTUAL_ENV") or "/"]
     candidates = {Path(p).resolve() for p in wanted}
     return tuple(sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents))
 
 
+def _limits(repo_root: Path) -> Callable[[], None]:
+    """rlimits for the check's processes: data segment and file size bounded, no core dumps."""
+    memory_mb = settings.get_int("check_memory_mb", str(repo_root))
+    if memory_mb <= 0:
+        memory_mb = max(512, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (2 * 1024 * 1024))
+    data = memory_mb * 1024 * 1024
+    fsize = max(settings.get_int("check_tmp_mb", str(repo_root)), 16) * 1024 * 1024
+
+    def apply() -> None:
+        for limit, value in ((resource.RLIMIT_DATA, data), (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CORE, 0)):
+            _soft, hard = resource.getrlimit(limit)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            try:
+                resource.setrlimit(limit, (value, value if hard == resource.RLIM_INFINITY else hard))
+            except (ValueError, OSError):
+                pass
+
+    return apply
+
+
 def _run_group(
-    argv: list[str], env: dict[str, str], checkout: CheckCheckout, log: Any, timeout_sec: float
+    argv: list[str], env: dict[str, str], checkout: CheckCheckout, log: Any, timeout_sec: float, repo_root: Path
 ) -> tuple[int | None, bool]:
     proc = subprocess.Popen(
         argv,
         cwd=checkout.path,
         stdin=subprocess.DEVNULL,
-        stdout=log,
+        stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,
         start_new_session=True,
+        preexec_fn=_limits(repo_root),
     )
+    assert proc.stdout is not None
+    pump = CappedLog(proc.stdout, log, settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024)
     # Whoever finds this slot's lock stale (papayu was killed) kills the group: see kill_orphans.
     locks.update(checkout.lock, check_pgid=proc.pid, check_start=locks.process_start_time(proc.pid))
     try:
@@ -141,10 +158,50 @@ def _run_group(
             timed_out = False
         except subprocess.TimeoutExpired:
             code, timed_out = None, True
-            log.write(f"\n[papayu] check killed after {timeout_sec:.0f}s (PAPAYU_CHECK_TIMEOUT_SEC)\n".encode())
     finally:
         _kill_group(proc)
+        pump.finish()
+    if timed_out:
+        log.write(f"\n[papayu] check killed after {timeout_sec:.0f}s (PAPAYU_CHECK_TIMEOUT_SEC)\n".encode())
     return code, timed_out
+
+
+class CappedLog:
+    """Copies the check's output to its log, keeping at most ``cap`` bytes: the first half as
+    it comes, the last half in a ring; the cut is said in the log. papayu's memory stays bounded
+    whatever the check prints (one line of hundreds of MiB included)."""
+
+    def __init__(self, source: IO[bytes], log: IO[bytes], cap: int) -> None:
+        self.source, self.log, self.half = source, log, max(cap // 2, 4096)
+        self.written = 0
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_bytes = self.cut = 0
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        fd = self.source.fileno()
+        while chunk := os.read(fd, 65536):
+            room = self.half - self.written
+            if room > 0:
+                self.log.write(chunk[:room])
+                self.log.flush()
+                self.written += min(room, len(chunk))
+                chunk = chunk[room:]
+            if chunk:
+                self.tail.append(chunk)
+                self.tail_bytes += len(chunk)
+                while self.tail_bytes - len(self.tail[0]) >= self.half:
+                    self.cut += len(self.tail[0])
+                    self.tail_bytes -= len(self.tail.popleft())
+
+    def finish(self) -> None:
+        self.thread.join(timeout=10)
+        self.source.close()
+        if self.cut:
+            self.log.write(f"\n[papayu] ... {self.cut} bytes of output cut (papayu.check.outputMB) ...\n".encode())
+        self.log.write(b"".join(self.tail))
+        self.log.flush()
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_sec: float) -> int:
@@ -234,10 +291,10 @@ MASK_CHUNK_CHARS = 8 * 1024 * 1024
 TAIL_CHARS = 64 * 1024
 
 
-def _masked_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
+def _masked_tail(log_path: Path, mask: Callable[[str], str] | None = None, lines: int = TAIL_LINES) -> str:
     """Mask secrets in the log (rewritten in place when that changes it) and return its last lines."""
     try:
-        tail = _mask_file(log_path, masker())
+        tail = _mask_file(log_path, mask or masker())
     except OSError:
         return ""
     return "\n".join(tail.splitlines()[-lines:])

@@ -22,11 +22,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from papayu_git import settings
+from papayu_git.check.environment import Kind, Mount, system_mounts
 from papayu_git.errors import PapayuError
 
 NONE, BWRAP = "none", "bwrap"
 SANDBOX_MODES = ("auto", "required", "off")
-PRIVATE_HOME = "/tmp/home"  # inside the sandbox's private /tmp
 
 # Names the check gets from papayu's environment: what shells and test runners need.
 ENV_ALLOWLIST = frozenset(
@@ -87,33 +87,6 @@ _CREDENTIAL = re.compile(
     r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|AUTH|COOKIE|SESSION)"
     r"|^(AWS_|AZURE_|GOOGLE_APPLICATION|SSH_|GPG_|GNUPG|DBUS_|KRB5)",
     re.IGNORECASE,
-)
-# Files and directories of the user's HOME that hold credentials: hidden inside the sandbox.
-HIDDEN_HOME_PATHS = (
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".kube",
-    ".docker",
-    ".netrc",
-    ".git-credentials",
-    ".pypirc",
-    ".npmrc",
-    ".yarnrc",
-    ".gem/credentials",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".config/gh",
-    ".config/hub",
-    ".config/gcloud",
-    ".config/git/credentials",
-    ".config/papayu",
-    ".password-store",
-    ".local/share/keyrings",
-    ".mozilla",
-    ".config/google-chrome",
-    ".config/chromium",
 )
 
 
@@ -187,9 +160,8 @@ def unavailable_reason(network: bool = False) -> str | None:
 @lru_cache(maxsize=4)
 def _probe(bwrap: str, network: bool) -> str | None:
     probe_dir = Path(os.environ.get("TMPDIR") or "/tmp")
-    argv = bwrap_argv(
-        bwrap, workdir=None, gitdir=probe_dir if probe_dir.is_dir() else None, readonly=(), network=network
-    )
+    overlays = (probe_dir,) if probe_dir.is_dir() else ()
+    argv = bwrap_argv(bwrap, probe_mounts(overlays=overlays), chdir=None, network=network)
     try:
         proc = subprocess.run(
             [*argv, "--", "/bin/sh", "-c", "exit 0"],
@@ -206,52 +178,44 @@ def _probe(bwrap: str, network: bool) -> str | None:
     return None
 
 
-def bwrap_argv(
-    bwrap: str, *, workdir: Path | None, gitdir: Path | None, readonly: tuple[Path, ...], network: bool
-) -> list[str]:
-    """The bubblewrap command line, without the command itself.
-
-    Order matters: later mounts cover earlier ones. ``readonly`` are paths under /tmp that
-    must stay visible (the user's repository, when it lives there) after /tmp is replaced.
-    """
-    argv = [
-        bwrap,
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        "--tmpfs",
-        "/run",
-        "--dir",
-        PRIVATE_HOME,
-        "--unshare-all",
-        *([] if not network else ["--share-net"]),
-        "--die-with-parent",
-        "--new-session",
-    ]
+def bwrap_argv(bwrap: str, mounts: list[Mount], *, chdir: str | None, network: bool) -> list[str]:
+    """The bubblewrap command line, without the command itself: an empty root with only
+    ``mounts`` (environment.mounts: parents first, later ones cover earlier ones), a private
+    size-limited /tmp and an empty HOME, no network, no capabilities, an own pid namespace."""
+    home = os.path.expanduser("~")
+    tmp_mb = max(settings.get_int("check_tmp_mb"), 16)
+    argv = [bwrap, "--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:
         argv += ["--cap-drop", "ALL"]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    argv += ["--tmpfs", "/run", "--tmpfs", "/var", "--dir", "/var/tmp"]
+    if home not in ("/", "/tmp") and not home.startswith("/tmp/"):
+        argv += ["--tmpfs", home]
     if network and Path("/run/systemd/resolve").is_dir():  # /etc/resolv.conf may point there
         argv += ["--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve"]
-    for path in readonly:
-        argv += ["--ro-bind", str(path), str(path)]
-    home = Path(os.path.expanduser("~"))
-    for name in HIDDEN_HOME_PATHS:
-        hidden = home / name
-        if hidden.is_dir() and not hidden.is_symlink():
-            argv += ["--tmpfs", str(hidden)]
-        elif hidden.exists():
-            argv += ["--ro-bind", "/dev/null", str(hidden)]
-    if workdir is not None:
-        argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
-    if gitdir is not None:  # writable for `git tag` & co. in tests, but every write vanishes
-        argv += ["--overlay-src", str(gitdir), "--tmp-overlay", str(gitdir)]
+    for mount in mounts:
+        if mount.kind is Kind.RO:
+            argv += ["--ro-bind", mount.source, mount.dest]
+        elif mount.kind is Kind.BIND:
+            argv += ["--bind", mount.source, mount.dest]
+        elif mount.kind is Kind.OVERLAY:
+            argv += ["--overlay-src", mount.source, "--tmp-overlay", mount.dest]
+        elif mount.kind is Kind.SYMLINK:
+            argv += ["--symlink", mount.source, mount.dest]
+        elif Path(mount.source).is_dir() and not Path(mount.source).is_symlink():
+            argv += ["--tmpfs", mount.dest, "--remount-ro", mount.dest]
+        else:
+            argv += ["--ro-bind", "/dev/null", mount.dest]
+    if chdir is not None:
+        argv += ["--chdir", chdir]
     return argv
+
+
+def probe_mounts(*, readonly: tuple[Path, ...] = (), overlays: tuple[Path, ...] = ()) -> list[Mount]:
+    """The system, plus ``readonly`` paths and ``overlays`` (writes vanish): doctor's probes."""
+    env = dict(os.environ)
+    extra = [Mount(Kind.RO, str(p), str(p)) for p in readonly] + [Mount(Kind.OVERLAY, str(p), str(p)) for p in overlays]
+    return system_mounts(env) + extra
 
 
 def check_env(home: str, tmp: str, repo_root: str | None = None) -> dict[str, str]:
@@ -267,7 +231,7 @@ def check_env(home: str, tmp: str, repo_root: str | None = None) -> dict[str, st
         if name not in env and os.path.isdir(os.path.join(real_home, default)):
             env[name] = os.path.join(real_home, default)  # toolchains stay where they are, read-only
     env.setdefault("PATH", os.defpath)
-    env.update({"HOME": home, "TMPDIR": tmp, "PAPAYU_CHECK": "1"})
+    env.update({"HOME": home, "TMPDIR": tmp})  # nothing says "papayu" (code keyed on it would dodge)
     return env
 
 

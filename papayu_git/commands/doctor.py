@@ -29,6 +29,17 @@ import click
 
 from papayu_git import hooks, output, settings
 from papayu_git.check import kept_under_tmp, resolve_command
+from papayu_git.check.sandbox import (
+    SANDBOX_MODES,
+    LoopbackListener,
+    bwrap_argv,
+    check_env,
+    find_bwrap,
+    probe_mounts,
+    resolve,
+    unavailable_reason,
+    withheld_env_names,
+)
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, find_toplevel, open_repo
@@ -36,17 +47,6 @@ from papayu_git.hooks import HOOKS
 from papayu_git.llm.config import Provider, api_key_source, load_config
 from papayu_git.llm.local import MODEL_PACKAGE
 from papayu_git.objects import GitTree
-from papayu_git.check.sandbox import (
-    PRIVATE_HOME,
-    SANDBOX_MODES,
-    LoopbackListener,
-    bwrap_argv,
-    check_env,
-    find_bwrap,
-    resolve,
-    unavailable_reason,
-    withheld_env_names,
-)
 from papayu_git.secrets import mask, mask_data
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
@@ -221,8 +221,9 @@ def _readonly(here: _Here) -> tuple[Path, ...]:
 
 def _sandboxed(here: _Here, shell: list[str], gitdir: Path | None = None) -> subprocess.CompletedProcess[str]:
     assert here.bwrap is not None
-    argv = bwrap_argv(here.bwrap, workdir=None, gitdir=gitdir, readonly=_readonly(here), network=False)
-    env = check_env(PRIVATE_HOME, "/tmp", str(here.root) if here.root else None)
+    overlays = (gitdir,) if gitdir is not None else ()
+    argv = bwrap_argv(here.bwrap, probe_mounts(readonly=_readonly(here), overlays=overlays), chdir=None, network=False)
+    env = check_env(os.path.expanduser("~"), "/tmp", str(here.root) if here.root else None)
     return subprocess.run(
         [*argv, "--", *shell],
         capture_output=True,

@@ -7,11 +7,15 @@
 3. The rendered context must fit MAX_TOTAL_CHARS: blocks are shrunk or dropped in the drop order
    search → logs → low-priority files → requested files (→ ENV); priority-0 FILE blocks are never
    dropped for size and keep at least 4000 characters — that floor wins over the total.
+4. Under a token budget (the model's window, docs/DESIGN.md, "The model's window") the total of
+   rule 3 is lowered until the text fits the budget as the model's tokenizer counts it: the same
+   drop order, the same floor.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from papayu_git import settings
@@ -21,6 +25,8 @@ TOP_PRIORITY_MIN_CHARS = 4000
 MIN_USEFUL_CHARS = 1000  # below this a shrunk block is dropped instead (not worth its header)
 HEAD_SHARE = 0.6
 _LINE_ALIGN_WINDOW = 200
+_FIT_ATTEMPTS = 4  # a tokenizer's chars per token vary along a text: one rescale rarely lands
+_FIT_SLACK = 0.95
 
 _DROP_RANK = {BlockKind.SEARCH: 0, BlockKind.LOGS: 1, BlockKind.FILE: 2, BlockKind.ENV: 4}
 
@@ -39,6 +45,14 @@ class DietLimits:
             settings.get_int("context_max_file_chars", where),
             settings.get_int("context_max_total_chars", where),
         )
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """At most ``tokens`` tokens of context, as ``count`` counts them."""
+
+    tokens: int
+    count: Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -143,3 +157,19 @@ def apply_diet(blocks: list[ContextBlock], limits: DietLimits) -> DietResult:
     diet.enforce_count()
     text = diet.enforce_total()
     return DietResult([diet.kept[i] for i in sorted(diet.kept)], diet.dropped, text)
+
+
+def fit_tokens(blocks: list[ContextBlock], limits: DietLimits, budget: TokenBudget) -> DietResult:
+    """The diet with its total lowered until the text takes at most ``budget.tokens``; the result
+    stays over the budget only when nothing but the floor of rule 3 is left to cut."""
+    result = apply_diet(blocks, limits)
+    used = budget.count(result.text)
+    for _ in range(_FIT_ATTEMPTS):
+        if used <= budget.tokens:
+            break
+        chars = max(int(len(result.text) * budget.tokens / used * _FIT_SLACK), 0)
+        smaller = apply_diet(blocks, replace(limits, max_total_chars=min(chars, limits.max_total_chars)))
+        if len(smaller.text) >= len(result.text):
+            break
+        result, used = smaller, budget.count(smaller.text)
+    return result

@@ -14,7 +14,7 @@ from papayu_git.context.autocontext import Planner, ReadSpec
 from papayu_git.context.basetree import MODE_SYMLINK, BaseTree
 from papayu_git.context.blocks import PRIORITY_TOP, BlockKind, ContextBlock
 from papayu_git.context.cache import ContextCache
-from papayu_git.context.diet import DietLimits, DietResult, apply_diet
+from papayu_git.context.diet import DietLimits, DietResult, TokenBudget, apply_diet, fit_tokens
 from papayu_git.context.files import EXCERPT_RADIUS, entry_note, file_block, refusal_note, repo_relative
 from papayu_git.context.heuristics import parse_error_text
 from papayu_git.errors import PapayuError
@@ -130,10 +130,14 @@ class ContextSession:
         raise PapayuError("ERR_CONTEXT_REQUEST_INVALID", f"unknown request type {kind!r}")
 
     # --- rendering ----------------------------------------------------------------------
-    def render(self, blocks: Sequence[ContextBlock]) -> str:
-        result = apply_diet(_without_repeats(blocks), self.limits)
+    def render(self, blocks: Sequence[ContextBlock], budget: TokenBudget | None = None) -> str:
+        """The context as the model reads it; ``budget``: also fit the model's window (the diet's rule 4)."""
+        unique = _without_repeats(blocks)
+        result = apply_diet(unique, self.limits) if budget is None else fit_tokens(unique, self.limits, budget)
         self.last_diet = result
         self.context_stats = result.stats
+        if budget is not None:
+            self.context_stats["context_tokens"] = budget.count(result.text)
         for block in result.blocks:
             if block.kind is BlockKind.FILE and block.sha256 and not block.binary:
                 self.files_shown[block.path] = block.sha256

@@ -5,7 +5,10 @@ Chat Completions (OpenAI, llama.cpp server, vLLM, LM Studio, Ollama /v1) and Oll
 /api/chat. Generation is deterministic (temperature 0, top_p 1). It retries under the shared
 policy (net.RetryPolicy: 429, 5xx and connection errors, never a timeout), drops
 `response_format` once when the server rejects it (LLM_RESPONSE_FORMAT_FALLBACK), and ends
-every failure in an ERR_LLM_* code.
+every failure in an ERR_LLM_* code. When the model's window is known (llm/window.py) the answer
+budget is what the prompt leaves of it, and a prompt that leaves too little is not sent
+(ERR_LLM_CONTEXT_WINDOW). A server that dies under a request is ERR_LLM_SERVER_DIED, not a
+connection problem (docs/DESIGN.md, "The model's window" and "A model server that dies").
 
 `ChatClient.chat_with_tools` is agent mode's turn: OpenAI-style function calling over the same
 transport, retry policy and error mapping. A server that refuses tools ends in ERR_LLM_NO_TOOLS.
@@ -17,11 +20,12 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import output
 from papayu_git.errors import PapayuError
+from papayu_git.llm import window as windows
 from papayu_git.llm.config import LLMConfig, Provider
 from papayu_git.llm.wire_schema import format_name_info, grammar_schema
 from papayu_git.net import RetryPolicy, credentials_stay_home, retryable_status, send_with_retries
@@ -29,6 +33,8 @@ from papayu_git.secrets import mask
 
 if TYPE_CHECKING:
     import httpx
+
+    from papayu_git.llm.local import LocalServer
 
 # Words of a server's complaint about response_format (OpenAI, vLLM, llama.cpp, LM Studio, Ollama).
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
@@ -69,6 +75,7 @@ class ChatReply:
     model_sec: float
     finish_reason: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int = 0  # the answer budget sent
 
 
 def chat_url(config: LLMConfig) -> str:
@@ -91,7 +98,9 @@ def _body_excerpt(response: httpx.Response) -> str:
 class ChatClient:
     """One client per plan cycle: keeps the connection and what the server turned out to support."""
 
-    def __init__(self, config: LLMConfig, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, config: LLMConfig, transport: httpx.BaseTransport | None = None, server: LocalServer | None = None
+    ) -> None:
         import httpx
 
         self.config = config
@@ -108,6 +117,8 @@ class ChatClient:
         timeout = httpx.Timeout(config.timeout_sec, connect=min(10.0, config.timeout_sec))
         hooks = {"request": [credentials_stay_home(config.base_url, ["Authorization"])]}
         self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport, event_hooks=hooks)
+        self.server = server  # the embedded server's process, whose death explains a lost connection
+        self.window = windows.ModelWindow(self._http, config, server.spec.n_ctx if server else 0)
         self._model = config.model
         self._call_ids = itertools.count(1)  # ids for tool calls the server gave none
 
@@ -132,6 +143,8 @@ class ChatClient:
                 "stream": False,
                 "options": {"temperature": 0, "top_p": 1, "num_predict": max_tokens},
             }
+            if self.window.tokens:  # Ollama cuts a longer prompt silently: it runs with the window fitted to
+                body["options"]["num_ctx"] = self.window.tokens
             if schema is not None and self.formats:
                 body["format"] = schema
             return body
@@ -175,9 +188,15 @@ class ChatClient:
 
     # --- sending ---------------------------------------------------------------------
     def complete(
-        self, messages: list[dict[str, str]], response_format: dict[str, Any] | None, *, input_chars: int
+        self,
+        messages: list[dict[str, str]],
+        response_format: dict[str, Any] | None,
+        *,
+        input_chars: int,
+        max_tokens: int | None = None,
     ) -> ChatReply:
-        max_tokens = self.config.max_tokens(input_chars)
+        """One answer; ``max_tokens`` overrides the configured answer budget (doctor asks for one token)."""
+        max_tokens, window = self._answer_budget(messages, max_tokens or self.config.max_tokens(input_chars))
         output.event(
             "LLM_REQUEST_SENT",
             provider=self.config.provider.value,
@@ -185,6 +204,7 @@ class ChatClient:
             input_chars=input_chars,
             token_budget=max_tokens,
             response_format=self._format_name(response_format),
+            **window,
         )
         started = time.monotonic()
         with output.progress(f"waiting for {self.model()}"):  # a spinner on a TTY only
@@ -203,8 +223,8 @@ class ChatClient:
                     next=self._format_name(response_format),
                 )
                 response = self._send_with_retries(self._payload(messages, response_format, max_tokens))
-        _raise_for_status(response)
-        reply = self._reply(response, time.monotonic() - started)
+        self._raise_for_status(response)
+        reply = replace(self._reply(response, time.monotonic() - started), max_tokens=max_tokens)
         output.event(
             "LLM_RESPONSE_OK",
             chars=len(reply.text),
@@ -212,6 +232,16 @@ class ChatClient:
             finish_reason=reply.finish_reason,
         )
         return reply
+
+    def _answer_budget(self, messages: list[dict[str, str]], wanted: int) -> tuple[int, dict[str, int]]:
+        """The answer budget the prompt leaves of a known window, and the numbers for the event."""
+        if not self.window.tokens:
+            return wanted, {}
+        prompt = self.window.count_messages(messages)
+        room = self.window.tokens - prompt
+        if room < min(wanted, windows.MIN_ANSWER_TOKENS):
+            raise windows.too_small(prompt, min(wanted, windows.MIN_ANSWER_TOKENS), self.window.get())
+        return min(wanted, room), {"prompt_tokens": prompt, "window_tokens": self.window.tokens}
 
     def _format_name(self, response_format: dict[str, Any] | None) -> str:
         return self.formats[0] if response_format is not None and self.formats else "none"
@@ -233,15 +263,29 @@ class ChatClient:
 
         url = chat_url(self.config)
         policy = RetryPolicy(self.config.retries, self.config.backoff_sec)
+        dropped: list[str] = []  # connections the server closed while answering
 
         def on_retry(attempt: int, delay: float) -> None:
             output.event("LLM_RETRY", attempt=attempt + 1, delay_sec=round(delay, 3))
+
+        def send() -> httpx.Response:
+            try:
+                return self._http.post(url, json=payload)
+            except httpx.TimeoutException:
+                raise
+            except httpx.TransportError as exc:
+                died = self.server.death() if self.server else None
+                if died is not None:  # retrying a dead process only hides why it died
+                    raise died from None
+                if not isinstance(exc, httpx.ConnectError):
+                    dropped.append(f"{type(exc).__name__}: {exc}")
+                raise
 
         try:
             # A model that did not answer in timeout_sec will not answer faster on a retry.
             return send_with_retries(
                 policy,
-                lambda: self._http.post(url, json=payload),
+                send,
                 on_retry=on_retry,
                 retry_response=lambda r: retryable_status(r.status_code) and not refused(r),
                 no_retry=(httpx.TimeoutException,),
@@ -253,8 +297,19 @@ class ChatClient:
                 f"no answer from {url} within {self.config.timeout_sec:g} s",
                 hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.",
             ) from None
+        except httpx.ConnectError as exc:
+            if dropped:  # it closed a request mid-answer, then stopped listening: it died
+                raise lost_server(url, dropped[0]) from None
+            raise PapayuError("ERR_LLM_CONNECT", f"{url}: {type(exc).__name__}: {exc}") from None
         except httpx.TransportError as exc:
             raise PapayuError("ERR_LLM_CONNECT", f"{url}: {type(exc).__name__}: {exc}") from None
+
+    def _raise_for_status(self, response: httpx.Response) -> None:
+        if response.status_code == 400:
+            told = windows.server_rejection(_body_excerpt(response))
+            if told is not None:
+                raise windows.rejected(str(response.request.url), *told, self.config)
+        _raise_for_status(response)
 
     def _unexpected_shape(self, response: httpx.Response) -> PapayuError:
         return PapayuError(
@@ -327,7 +382,7 @@ class ChatClient:
                 "ERR_LLM_NO_TOOLS",
                 f"{response.request.url} refused tool calling ({response.status_code}): {_body_excerpt(response)}",
             )
-        _raise_for_status(response)
+        self._raise_for_status(response)
         turn = self._tool_turn(response, time.monotonic() - started)
         output.event(
             "LLM_RESPONSE_OK",
@@ -389,6 +444,17 @@ class ChatClient:
         if not isinstance(call_id, str) or not call_id:
             call_id = f"call_{next(self._call_ids)}"
         return ToolCall(id=call_id, name=name if isinstance(name, str) else "", arguments=arguments)
+
+
+def lost_server(url: str, dropped: str) -> PapayuError:
+    """A server papayu did not start closed a request while answering and then refused connections."""
+    return PapayuError(
+        "ERR_LLM_SERVER_DIED",
+        f"{url} closed the connection in the middle of an answer ({dropped}) and now refuses connections: "
+        "the server died (crashed or was killed)",
+        hint="Read the server's own log for why (a crash, or the out-of-memory killer), restart it, then retry; "
+        "a server that dies on large requests wants a smaller context (-c / num_ctx) or more memory.",
+    )
 
 
 def require_tools(config: LLMConfig) -> None:

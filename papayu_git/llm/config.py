@@ -49,6 +49,7 @@ class LLMConfig:
     retries: int = 3
     backoff_sec: float = 1.0
     max_tokens_cap: int = 0  # 0: no cap beyond the 16384/4096 rule above
+    context_tokens: int = 0  # the model's window when the server does not say (llm/window.py); 0: ask it
 
     def with_base_url(self, base_url: str) -> LLMConfig:
         """The same settings for papayu's own embedded server at ``base_url``: no key goes there."""
@@ -153,4 +154,5 @@ def load_config(cwd: str | None = None) -> LLMConfig:
         retries=max(0, settings.get_int("llm_retries", cwd)),
         backoff_sec=_float("llm_backoff_sec", cwd),
         max_tokens_cap=max(0, settings.get_int("llm_max_tokens", cwd)),
+        context_tokens=max(0, settings.get_int("llm_context_tokens", cwd)),
     )

@@ -1,0 +1,76 @@
+"""Blame the environment, not the plan: failures whose cause is what the check could not see
+or reach, each with the setting that fixes it (docs/DESIGN.md, "The check's environment")."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from papayu_git.git import run_git
+
+if TYPE_CHECKING:
+    from papayu_git.check.sandbox import Sandbox
+
+_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)'?")
+_NODE_MODULE = re.compile(r"Cannot find (?:module|package) '([^']+)'")
+_COMMAND = re.compile(
+    r"(?:^|\n)(?:/bin/)?(?:sh|bash)(?::\s*\d+)?:\s*(?:line \d+:\s*)?([\w.+/-]+): (?:command )?not found"
+)
+_REFUSED = re.compile(r"ECONNREFUSED|Connection refused|connection to server at .* failed", re.IGNORECASE)
+_DNS = re.compile(
+    r"Temporary failure in name resolution|Name or service not known|getaddrinfo|EAI_AGAIN|ENOTFOUND"
+    r"|Could not resolve host|nodename nor servname|Network is unreachable|ENETUNREACH",
+)
+_MISSING = re.compile(r"(?:No such file or directory|ENOENT)[^\n]*?['\"]([^'\"\n]+)['\"]")
+_READ_ONLY = re.compile(r"Read-only file system[^\n]*?['\"]?(/[^'\"\s]+)?")
+
+
+def environment_causes(text: str, repo_root: Path, sandbox: Sandbox) -> list[str]:
+    """What in a failed check's output points at its environment, said with the fix."""
+    causes: list[str] = []
+    for name in dict.fromkeys(_MODULE.findall(text) + _NODE_MODULE.findall(text)):
+        causes.append(
+            f"module {name!r} was not found in the check's environment: is the project's environment in "
+            "the repository (.venv, node_modules) or on PATH? Others can be listed in papayu.check.envDirs"
+        )
+    for name in dict.fromkeys(_COMMAND.findall(text)):
+        causes.append(
+            f"command {name!r} was not found inside the check: install it system-wide or in the project's "
+            "environment (papayu.check.envDirs); `git papayu doctor --check` shows what the check sees"
+        )
+    if _REFUSED.search(text) and not sandbox.network:
+        causes.append(
+            "a connection was refused: the check has no network; relay local services with "
+            "`git config papayu.check.localPorts 5432` (or papayu.check.network=true)"
+        )
+    if _DNS.search(text) and not sandbox.network:
+        causes.append("a name did not resolve: the check has no network (papayu.check.network=true allows it)")
+    ignored = _ignored(repo_root, [m for m in _MISSING.findall(text)])
+    for rel in ignored:
+        causes.append(
+            f"{rel} is missing in the check: it is an ignored file of your work tree, which the check never "
+            f"sees; give it with `git config papayu.check.include {rel}`"
+        )
+    for path in dict.fromkeys(_READ_ONLY.findall(text)):
+        where = f" ({path})" if path else ""
+        causes.append(f"a write hit a read-only path{where}: the check may write only to the repository, /tmp and HOME")
+    return causes
+
+
+def _ignored(repo_root: Path, named: list[str]) -> list[str]:
+    """The named paths that exist in the user's tree and are ignored by git, relative."""
+    rels = []
+    for name in dict.fromkeys(named):
+        path = Path(name)
+        path = path if path.is_absolute() else repo_root / path
+        try:
+            rel = path.resolve().relative_to(repo_root.resolve())
+        except (OSError, ValueError):
+            continue
+        if str(rel) != "." and (repo_root / rel).exists():
+            rels.append(str(rel))
+    if not rels:
+        return []
+    proc = run_git(["check-ignore", "--", *rels[:50]], cwd=repo_root, check=False)
+    return [line for line in proc.stdout.splitlines() if line]

@@ -1,0 +1,67 @@
+"""Modification times that keep incremental builds correct (docs/DESIGN.md, "The check's
+environment").
+
+The check reuses the user's build state (`target/` and friends, laid over the checkout
+copy-on-write). Build tools compare modification times, so a file of the checkout identical to
+the user's copy gets the user's mtime (its build output is reused) and a file that differs gets
+a fresh one (it is rebuilt). Without the second rule a warm `target/` built from the user's
+uncommitted edits would be newer than the plan's file, and the plan's change would never be
+compiled.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from papayu_git.git import run_git
+
+# Environment directories holding build state judged by modification times.
+BUILD_STATE_DIRS = frozenset({"target", "node_modules", ".tox", ".nox"})
+
+
+def sync(repo_root: Path, work: Path, gitdir: Path) -> int:
+    """Set the checkout's mtimes by the rule above; the number of files changed."""
+    user = _staged(repo_root, [])
+    dirty = set(_names(run_git(["diff-files", "--name-only", "-z"], cwd=repo_root, check=False).stdout))
+    plan = _staged(work, [f"--git-dir={gitdir}", f"--work-tree={work}"])
+    now = time.time()
+    changed = 0
+    for path, oid in plan.items():
+        target = work / path
+        try:
+            current = os.lstat(target)
+        except OSError:
+            continue
+        wanted: float | None = None
+        if user.get(path) == oid and path not in dirty:
+            try:
+                wanted = os.lstat(repo_root / path).st_mtime
+            except OSError:
+                wanted = None
+        if wanted is None:  # differs from the user's copy: newer than any build of it
+            if current.st_mtime >= now - 1:
+                continue
+            wanted = now
+        elif current.st_mtime == wanted:
+            continue
+        os.utime(target, (wanted, wanted), follow_symlinks=False)
+        changed += 1
+    return changed
+
+
+def _staged(cwd: Path, git_args: list[str]) -> dict[str, str]:
+    """{path: blob id} of an index (regular files and symlinks; no submodules)."""
+    proc = run_git([*git_args, "ls-files", "-s", "-z"], cwd=cwd, check=False)
+    out = {}
+    for record in _names(proc.stdout):
+        meta, _, path = record.partition("\t")
+        mode, oid, _stage = meta.split(" ", 2)
+        if mode != "160000":
+            out[path] = oid
+    return out
+
+
+def _names(raw: str) -> list[str]:
+    return [n for n in raw.split("\0") if n]

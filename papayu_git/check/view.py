@@ -1,0 +1,78 @@
+"""One run's view of the machine: the command line and environment the check gets.
+
+Sandboxed, the plan's checkout stands at the repository's own path with the project's
+environment laid over it copy-on-write (environment.py); unsandboxed, the check runs in the
+checkout itself, and whatever in the project's environment points into the user's tree is
+named, since the check may then test the user's code instead of the plan's (docs/DESIGN.md,
+"The check's environment").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from papayu_git.check import environment, mtimes, relay
+from papayu_git.check.environment import Kind, Layout, Mount
+from papayu_git.check.sandbox import bwrap_argv, check_env
+
+if TYPE_CHECKING:
+    from papayu_git.check.sandbox import Sandbox
+    from papayu_git.worktree import CheckCheckout
+
+
+@dataclass
+class CheckView:
+    prefix: list[str]  # bwrap and its options, or nothing
+    env: dict[str, str]
+    wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
+    user_tree_links: list[str] = field(default_factory=list)
+
+    @classmethod
+    def prepare(cls, checkout: CheckCheckout, sandbox: Sandbox, repo_root: Path) -> CheckView:
+        if sandbox.bwrap is None:
+            return cls._unsandboxed(checkout, repo_root)
+        home = Path(os.path.expanduser("~"))
+        (checkout.path / ".git").unlink(missing_ok=True)  # the git dir is mounted there instead
+        layout = Layout(repo_root, checkout.path, checkout.gitdir, _objects_of(checkout.gitdir))
+        env = check_env(str(home), "/tmp", str(repo_root))
+        gitconfig = environment.write_gitconfig(checkout.slot)
+        env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
+        placed = environment.mounts(layout, env)
+        placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
+        if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
+            mtimes.sync(repo_root, checkout.path, checkout.gitdir)
+        wrap: list[str] = []
+        ports = relay.configured_ports(repo_root)
+        if ports and not sandbox.network:
+            inner = relay.start(checkout.slot, ports)
+            placed.append(Mount(Kind.BIND, str(inner), relay.INSIDE))
+            wrap = relay.inner_command(ports)
+        argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network)
+        return cls(argv, env, wrap)
+
+    @classmethod
+    def _unsandboxed(cls, checkout: CheckCheckout, repo_root: Path) -> CheckView:
+        # The same allowlisted environment, with HOME and TMPDIR private to the slot.
+        private = checkout.slot / "tmp"
+        shutil.rmtree(private, ignore_errors=True)
+        (private / "home").mkdir(parents=True)
+        env = check_env(str(private / "home"), str(private), str(repo_root))
+        dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
+        dirs += environment.env_dirs(repo_root, checkout.path)
+        return cls([], env, user_tree_links=environment.links_into(repo_root, sorted(set(dirs))))
+
+    def command_line(self, command: str) -> tuple[list[str], dict[str, str]]:
+        shell = ["/bin/sh", "-c", command]
+        if self.wrap:
+            shell = [*self.wrap, *shell]
+        return ([*self.prefix, "--", *shell] if self.prefix else shell), self.env
+
+
+def _objects_of(gitdir: Path) -> Path:
+    """The user's object store: the first line of the checkout's alternates (worktree.py)."""
+    text = (gitdir / "objects" / "info" / "alternates").read_text(encoding="utf-8")
+    return Path(text.splitlines()[0].strip())
