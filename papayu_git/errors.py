@@ -238,6 +238,12 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "Read the test changes ('git papayu show ID'), then 'git papayu land ID'; --allow-test-edits lands "
         "such plans without asking.",
     ),
+    "ERR_CHECK_ENV_LINKED": ErrorSpec(
+        "the check ran unsandboxed while the project's environment links into your work tree (editable "
+        "installs, workspace symlinks), so it may have tested your code instead of the plan's; kept on papayu/<id>",
+        "Review it ('git papayu show ID') and run 'git papayu land ID'; or make the sandbox work ('git papayu "
+        "doctor'); or set papayu.check.allowUserTreeLinks=true.",
+    ),
     "ERR_SANDBOX_UNAVAILABLE": ErrorSpec(
         "papayu.sandbox=required, but the check cannot be sandboxed here",
         "Run 'git papayu doctor'; install bubblewrap and allow user namespaces, or set papayu.sandbox=auto.",
@@ -294,6 +300,16 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_LLM_TIMEOUT": ErrorSpec("the LLM did not answer in time", "Raise PAPAYU_LLM_TIMEOUT_SEC."),
     "ERR_LLM_CONNECT": ErrorSpec(
         "cannot connect to the LLM server", "Is the server running? Check PAPAYU_LLM_BASE_URL."
+    ),
+    "ERR_LLM_SERVER_DIED": ErrorSpec(
+        "the model server died while papayu used it (killed by a signal, crashed, or closed a request "
+        "mid-answer and stopped listening)",
+        "Read the server's log (the embedded server's is named above, with the signal's fix); then retry.",
+    ),
+    "ERR_LLM_CONTEXT_WINDOW": ErrorSpec(
+        "the request does not fit the model's context window, even with the context cut to its minimum",
+        "Give the model a larger window (PAPAYU_LOCAL_N_CTX, llama-server -c, Ollama num_ctx) and tell papayu "
+        "(PAPAYU_LLM_CONTEXT_TOKENS), or point the goal at fewer files.",
     ),
     "ERR_LLM_INVALID_RESPONSE": ErrorSpec(
         "the model's answer is still invalid after the repair retry",

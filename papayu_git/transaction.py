@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import checked, locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
 from papayu_git.check import resolve_command, run_check
+from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.errors import PapayuError, ValidationFailed
 from papayu_git.git import open_repo, papayu_dir
 from papayu_git.housekeeping import clear_stale, dead_check
@@ -38,7 +39,6 @@ from papayu_git.outcomes import ApplyState, CheckState
 from papayu_git.paths import configured_protected
 from papayu_git.plans import StoredPlan
 from papayu_git.protocol import DELETING_KINDS, ActionKind, Mode, Response
-from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.secrets import safe_text
 from papayu_git.stages import Stopwatch, pause_point
 from papayu_git.testfiles import configured_test_patterns, edited_tests
@@ -253,7 +253,7 @@ class _Run:
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
                 if not self.run_check(commit):
                     return self.rollback(prepared.target, commit, self.check_error())
-                held = self.held_for_no_check() or self.held_for_test_edits()
+                held = self.held_for_no_check() or self.held_for_user_tree_links() or self.held_for_test_edits()
                 if self.options.review or held:
                     output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
                     return self.finish(ApplyState.REVIEW, prepared.target, commit, error=held)
@@ -329,6 +329,30 @@ class _Run:
         self.warn(f"the plan edits tests or how they run: {edited}; NOT landed. {ways[0].upper()}{ways[1:]}")
         return PapayuError(
             "ERR_TEST_EDITS_HELD", "the plan edits tests or how they run: " + edited, path=self.branch, hint=ways
+        )
+
+    def held_for_user_tree_links(self) -> PapayuError | None:
+        """An unsandboxed check whose environment links into the user's tree (editable installs,
+        workspace symlinks) may have tested the user's code, not the plan's: no silent green
+        (docs/DESIGN.md, "The check's environment")."""
+        links = self.check.user_tree_links if self.check else ()
+        if not links or settings.get_bool("check_allow_user_tree_links", str(self.root)):
+            return None
+        ways = (
+            f"review it (git papayu show {self.plan.id}) and land it yourself (git papayu land {self.plan.id}), "
+            "or make the sandbox work here (`git papayu doctor`), or accept such checks with "
+            "`git config papayu.check.allowUserTreeLinks true`"
+        )
+        shown = safe_text("; ".join(links[:3]) + ("; ..." if len(links) > 3 else ""))
+        self.warn(
+            f"the check ran unsandboxed and your environment links into your work tree ({shown}): "
+            f"it may have tested your code, not the plan's; NOT landed. {ways[0].upper()}{ways[1:]}"
+        )
+        return PapayuError(
+            "ERR_CHECK_ENV_LINKED",
+            f"the unsandboxed check may have run your work tree's code, not the plan's: {shown}",
+            path=self.branch,
+            hint=ways,
         )
 
     def reprepare(self, prepared: Prepared) -> Prepared:
@@ -426,6 +450,13 @@ class _Run:
                 "ERR_CHECK_TIMEOUT",
                 f"`{self.check.command}` ran past "
                 f"{settings.get_int('check_timeout_sec', str(self.root))}s and was killed",
+            )
+        if self.check.environment:
+            return PapayuError(
+                "ERR_CHECK_FAILED",
+                f"`{self.check.command}` exited {self.check.exit_code}, and the cause may be the check's "
+                f"environment, not the plan: {self.check.environment[0]}; full output: {self.check.log}",
+                hint="; ".join([*self.check.environment[1:3], "`git papayu doctor --check` runs the check on the tip"]),
             )
         return PapayuError(
             "ERR_CHECK_FAILED", f"`{self.check.command}` exited {self.check.exit_code}; full output: {self.check.log}"

@@ -596,7 +596,40 @@ def precommit_config_item(here: _Here) -> Item:
 # --- the command --------------------------------------------------------------------------------
 
 
-def collect() -> list[Item]:
+def tip_check_item(here: _Here) -> Item:
+    """`--check`: the check on the tip in the sandbox, against the same command run directly."""
+    from papayu_git.check.tip import run_on_tip
+
+    name = "check on the tip"
+    if here.repo is None or here.root is None or here.repo.head_is_unborn:
+        return Item(name, INFO, "not tried: no commit in a repository here")
+    try:
+        report = run_on_tip(here.repo, here.root)
+    except PapayuError as exc:
+        return Item(name, FAIL, f"{exc.code}: {exc.reason}", exc.hint, code=exc.code)
+    if report is None:
+        return Item(name, WARN, "not tried: no check command found", "See the check command item above.")
+    data = report.to_dict()
+    timing = f"{report.seconds:.1f}s"
+    if report.direct_seconds:
+        ratio = report.seconds / report.direct_seconds if report.direct_seconds > 0 else 0.0
+        direct = "passed" if report.direct_passed else "failed"
+        timing += f" vs {report.direct_seconds:.1f}s run directly ({ratio:.2f}x; directly it {direct})"
+    seen = f"; environment: {', '.join(report.env_dirs)}" if report.env_dirs else "; no environment directory"
+    if report.passed:
+        return Item(name, OK, f"passed in the sandbox ({report.sandbox}) in {timing}{seen}", data=data)
+    missing = "; ".join(report.environment) or "nothing recognisable: read the log"
+    return Item(
+        name,
+        FAIL if report.direct_passed else WARN,
+        f"FAILED in the sandbox ({report.sandbox}, exit {report.exit_code}) in {timing}{seen}; missing: {missing}",
+        f"Read {report.log}; plans cannot land while the check fails on the tip for a reason outside the plan.",
+        code="ERR_CHECK_FAILED",
+        data=data,
+    )
+
+
+def collect(check: bool = False) -> list[Item]:
     here = _Here()
     items = [
         git_item(),
@@ -610,6 +643,8 @@ def collect() -> list[Item]:
         check_env_item(here),
         check_command_item(here),
     ]
+    if check:
+        items.append(tip_check_item(here))
     provider = provider_item(here)  # first: the local model's status depends on the provider
     return [*items, local_model_item(here), provider, git_hook_item(here), precommit_config_item(here)]
 
@@ -617,8 +652,8 @@ def collect() -> list[Item]:
 _STATUS_COLOURS = {OK: "green", WARN: "yellow", FAIL: "red", INFO: "cyan"}
 
 
-def run(as_json: bool = False) -> int:
-    checks = mask_data([item.to_dict() for item in collect()])
+def run(as_json: bool = False, check: bool = False) -> int:
+    checks = mask_data([item.to_dict() for item in collect(check)])
     ok = all(c["status"] != FAIL for c in checks)
     if as_json:
         output.emit_json({"ok": ok, "checks": checks})
@@ -642,10 +677,17 @@ def run(as_json: bool = False) -> int:
 
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: {ok, checks: [...]}.")
-def command(as_json: bool) -> None:
+@click.option(
+    "--check",
+    "tip_check",
+    is_flag=True,
+    help="Also run the check on the tip in the sandbox (as a plan's check runs), time it against the same "
+    "command run directly in your tree, and say what it was missing. Runs your tests twice.",
+)
+def command(as_json: bool, tip_check: bool) -> None:
     """Show what papayu can use here, each item actually tried: git, the check's sandbox
     (bwrap, user namespaces, network isolation, git-dir overlay), the check command, the
     embedded model, the LLM provider (keys: set or not, never shown) and the hooks.
     Exit 1 when something papayu needs is broken."""
     with handle_errors(as_json):
-        raise SystemExit(run(as_json))
+        raise SystemExit(run(as_json, tip_check))
