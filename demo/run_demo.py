@@ -184,9 +184,9 @@ def escape_targets(repo: Path, marker: str) -> dict[str, Path]:
         "overwrite your notes": repo / "NOTES.md",
         "edit your calc.py": repo / "calc.py",
         "plant a git hook in your .git/hooks": repo / ".git" / "hooks" / "post-checkout",
-        "write outside the repository": repo.parent / f"pwned-{marker}.txt",
-        "write into your HOME": Path.home() / f".papayu-demo-{marker}",
-        "write into the machine's /tmp": Path("/tmp") / f"papayu-demo-{marker}",
+        "write outside the repository": repo.parent / f"{marker}.txt",
+        "write into your HOME": Path.home() / f".{marker}",
+        "write into the machine's /tmp": Path("/tmp") / marker,
     }
 
 
@@ -274,7 +274,7 @@ def demo_hostile(papayu: list[str]) -> None:
     print("\n".join(report) or "(no report: the test did not run)")
     step("What reached this machine, judged here outside the sandbox: the marker looked for at each target")
     for what, path in targets.items():
-        print(f"{'ESCAPED' if what in escaped else 'blocked'}: {what} ({path})")
+        print(f"{'ESCAPED' if what in escaped else 'contained'}: {what} ({path})")
     print(f"connections that reached the attacker's server: {accepted}")
     if SANDBOX_REASON is not None:
         print(
