@@ -8,6 +8,7 @@ The commit they are moved to is built in memory by `objects.py`.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,16 +103,29 @@ def _move_slot(
         checkout = CheckCheckout(slot / "work", slot / "git", lock, fresh=not _slot_usable(slot))
         if checkout.fresh:
             _create_slot(repo, slot)
-        _restore_slot(repo, slot)
-        pause_point(f"{purpose}_checkout")
-        git_args = [f"--git-dir={checkout.gitdir}", f"--work-tree={checkout.path}"]
-        run_git([*git_args, "checkout", "--detach", "--force", "-q", commit], cwd=checkout.path)
-        run_git([*git_args, "clean", "-q", "-ff", "-d", "-x"], cwd=checkout.path)
+        try:
+            _reset_slot(repo, checkout, commit, purpose)
+        except (PapayuError, OSError):
+            if checkout.fresh:
+                raise
+            # A slot that cannot be reset (a tree a check left that git cannot clean) is made
+            # anew: never a wedged pool.
+            checkout = CheckCheckout(slot / "work", slot / "git", lock, fresh=True)
+            _create_slot(repo, slot)
+            _reset_slot(repo, checkout, commit, purpose)
         atomic.write_json(slot / _SLOT_STATE, {"commit": commit, "by": purpose}, indent=None)
         return checkout
     except BaseException:
         locks.release(lock)
         raise
+
+
+def _reset_slot(repo: pygit2.Repository, checkout: CheckCheckout, commit: str, purpose: str) -> None:
+    _restore_slot(repo, checkout.slot)
+    pause_point(f"{purpose}_checkout")
+    git_args = [f"--git-dir={checkout.gitdir}", f"--work-tree={checkout.path}"]
+    run_git([*git_args, "checkout", "--detach", "--force", "-q", commit], cwd=checkout.path)
+    run_git([*git_args, "clean", "-q", "-ff", "-d", "-x"], cwd=checkout.path)
 
 
 # A slot's rank for a commit: 0 already there, 1 at a parent (_NEAR), 2 elsewhere, 3 to be created.
@@ -246,12 +260,58 @@ def _restore_slot(repo: pygit2.Repository, slot: Path) -> None:
 
 
 def _remove_tree(path: Path) -> None:
-    import shutil  # ~3 ms of imports (bz2, lzma) that a plain apply never needs
+    """Remove ``path`` without recursion and without long paths: a check may leave a tree
+    deeper than PATH_MAX (or Python's recursion limit), which must not wedge the pool. Each
+    directory is opened relative to its parent's descriptor; the stack is ours."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+        return
+    try:
+        top = os.open(path, _DIR_FLAGS)
+    except OSError:
+        return
+    stack: list[tuple[int, str]] = [(top, "")]
+    try:
+        while stack:
+            fd, name = stack[-1]
+            sub = _clear_files(fd)
+            if sub is not None:
+                stack.append((_open_dir(sub, fd), sub))
+                continue
+            os.close(fd)
+            stack.pop()
+            if stack:
+                os.rmdir(name, dir_fd=stack[-1][0])
+        path.rmdir()
+    except OSError:
+        for fd, _ in stack:
+            os.close(fd)
 
-    if path.is_symlink():
-        path.unlink()
-    else:
-        shutil.rmtree(path, ignore_errors=True)
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _open_dir(name: str, parent: int) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except PermissionError:  # a check may leave a directory without permissions
+        os.chmod(name, 0o700, dir_fd=parent, follow_symlinks=False)
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+
+
+def _clear_files(fd: int) -> str | None:
+    """Unlink every non-directory in the directory ``fd``; the name of a subdirectory, if any."""
+    sub = None
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                sub = sub or entry.name
+                continue
+            try:
+                os.unlink(entry.name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+    return sub
 
 
 def remove_idle_checkouts(repo_root: Path, papayu_dir: Path, on_stale: Any = None) -> list[Path]:
