@@ -259,6 +259,7 @@ def apply_json(repo: Path, plan: Path | str, *args: str, env: dict[str, str] | N
     """`papayu apply PLAN --json ARGS` (a subprocess): the JSON result, with the exit code
     under ``_rc`` and stderr under ``_stderr``."""
     proc = papayu("apply", str(plan), "--json", *args, cwd=repo, env=env)
+    assert proc.stdout.strip(), f"no JSON on stdout (exit {proc.returncode}): {proc.stderr[-3000:]}"
     data = json.loads(proc.stdout)
     data["_rc"] = proc.returncode
     data["_stderr"] = proc.stderr

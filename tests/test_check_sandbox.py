@@ -45,7 +45,7 @@ SECRETS = {
 
 # Credential files a hostile test goes for: each planted with a unique value, none may be read.
 CREDENTIALS = {
-    ".gitconfig-extra": "[url \"https://x-token-gitconfig0123@example.com/\"]\n\tinsteadOf = https://example.com/\n",
+    ".gitconfig-extra": '[url "https://x-token-gitconfig0123@example.com/"]\n\tinsteadOf = https://example.com/\n',
     ".bash_history": "export TOKEN=history-secret-0123\n",
     ".zsh_history": "zsh-history-secret-0123\n",
     ".pgpass": "localhost:5432:db:user:pgpass-secret-0123\n",
@@ -366,9 +366,7 @@ def test_nothing_a_check_writes_can_poison_a_later_check(tmp_path: Path) -> None
         # Plan B breaks calc.py: its check fails, nothing lands.
         broken = [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}]
         b = json.loads(
-            papayu(
-                "apply", str(write_plan(tmp_path, broken, name="b.json")), "-y", "--json", cwd=repo, env=env
-            ).stdout
+            papayu("apply", str(write_plan(tmp_path, broken, name="b.json")), "-y", "--json", cwd=repo, env=env).stdout
         )
         assert b["state"] == "rolled_back" and git(repo, "rev-parse", "HEAD") == head
 

@@ -386,7 +386,7 @@ def links_into(repo_root: Path, env_dirs: list[Path]) -> list[str]:
                     continue
                 if root in text:
                     found.append(f"{path.relative_to(repo_root)} points into {repo_root} (editable install)")
-    return found
+    return list(dict.fromkeys(found))
 
 
 def _workspace_links(repo_root: Path, modules: Path) -> list[str]:

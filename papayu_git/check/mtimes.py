@@ -24,8 +24,8 @@ BUILD_STATE_DIRS = frozenset({"target", "node_modules", ".tox", ".nox"})
 def sync(repo_root: Path, work: Path, gitdir: Path) -> int:
     """Set the checkout's mtimes by the rule above; the number of files changed."""
     user = _staged(repo_root, [])
-    dirty = set(_names(run_git(["diff-files", "--name-only", "-z"], cwd=repo_root, check=False).stdout))
     plan = _staged(work, [f"--git-dir={gitdir}", f"--work-tree={work}"])
+    dirty = _really_dirty(repo_root, user, plan)
     now = time.time()
     changed = 0
     for path, oid in plan.items():
@@ -49,6 +49,22 @@ def sync(repo_root: Path, work: Path, gitdir: Path) -> int:
         os.utime(target, (wanted, wanted), follow_symlinks=False)
         changed += 1
     return changed
+
+
+def _really_dirty(repo_root: Path, user: dict[str, str], plan: dict[str, str]) -> set[str]:
+    """Files of the user's tree whose content is not their index's: `git diff-files` by stat,
+    then the content hashed for those the plan has as the index does (a touched file is clean)."""
+    by_stat = _names(run_git(["diff-files", "--name-only", "-z"], cwd=repo_root, check=False).stdout)
+    suspects = [p for p in by_stat if p in plan and user.get(p) == plan[p] and (repo_root / p).is_file()]
+    dirty = set(by_stat) - set(suspects)
+    if suspects:
+        proc = run_git(
+            ["hash-object", "--no-filters", "--stdin-paths"], cwd=repo_root, input="\n".join(suspects) + "\n"
+        )
+        for path, oid in zip(suspects, proc.stdout.split(), strict=False):
+            if oid != user[path]:
+                dirty.add(path)
+    return dirty
 
 
 def _staged(cwd: Path, git_args: list[str]) -> dict[str, str]:

@@ -9,10 +9,12 @@ host's network is reachable: no other port, no other address, no DNS.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -75,12 +77,12 @@ def configured_ports(repo_root: Path) -> list[int]:
     return sorted(set(ports))
 
 
-def start(slot: Path, ports: list[int]) -> Path:
-    """Listen on `<slot>/relay/<port>.sock` for each port (daemon threads, for this process's
-    life); the directory to mount at INSIDE."""
-    where = slot / "relay"
-    shutil.rmtree(where, ignore_errors=True)
-    where.mkdir(parents=True)
+def start(ports: list[int]) -> Path:
+    """Listen on `<private dir>/<port>.sock` for each port (daemon threads, for this process's
+    life); the directory to mount at INSIDE. The directory is a short one of its own (a unix
+    socket's path has at most 107 bytes), private to the user, removed when papayu exits."""
+    where = Path(tempfile.mkdtemp(prefix="papayu-relay-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
     for port in ports:
         server = socket.socket(socket.AF_UNIX)
         server.bind(str(where / f"{port}.sock"))

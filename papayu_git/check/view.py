@@ -48,7 +48,7 @@ class CheckView:
         wrap: list[str] = []
         ports = relay.configured_ports(repo_root)
         if ports and not sandbox.network:
-            inner = relay.start(checkout.slot, ports)
+            inner = relay.start(ports)
             placed.append(Mount(Kind.BIND, str(inner), relay.INSIDE))
             wrap = relay.inner_command(ports)
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network)
