@@ -192,3 +192,12 @@ def test_an_unsandboxed_check_through_an_editable_install_does_not_land(tmp_path
         env={**env, "PAPAYU_CHECK_ALLOW_USER_TREE_LINKS": "1"},
     )
     assert data["state"] == "landed", data
+
+
+@needs_bwrap
+def test_the_checks_processes_are_bounded_and_cannot_raise_the_bounds(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    check = "ulimit -d; ulimit -c; ulimit -d unlimited 2>/dev/null && echo RAISED || echo kept"
+    data = apply_json(repo, _one_file_plan(tmp_path), "--check", check, env={"PAPAYU_CHECK_MEMORY_MB": "700"})
+    lines = Path(data["check"]["log"]).read_text().splitlines()
+    assert lines[-3:] == [str(700 * 1024), "0", "kept"], lines

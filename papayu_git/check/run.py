@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -113,27 +112,6 @@ def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
     return tuple(sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents))
 
 
-def _limits(repo_root: Path) -> Callable[[], None]:
-    """rlimits for the check's processes: data segment and file size bounded, no core dumps."""
-    memory_mb = settings.get_int("check_memory_mb", str(repo_root))
-    if memory_mb <= 0:
-        memory_mb = max(512, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (2 * 1024 * 1024))
-    data = memory_mb * 1024 * 1024
-    fsize = max(settings.get_int("check_tmp_mb", str(repo_root)), 16) * 1024 * 1024
-
-    def apply() -> None:
-        for limit, value in ((resource.RLIMIT_DATA, data), (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_CORE, 0)):
-            _soft, hard = resource.getrlimit(limit)
-            if hard != resource.RLIM_INFINITY:
-                value = min(value, hard)
-            try:
-                resource.setrlimit(limit, (value, value if hard == resource.RLIM_INFINITY else hard))
-            except (ValueError, OSError):
-                pass
-
-    return apply
-
-
 def _run_group(
     argv: list[str], env: dict[str, str], checkout: CheckCheckout, log: Any, timeout_sec: float, repo_root: Path
 ) -> tuple[int | None, bool]:
@@ -145,7 +123,6 @@ def _run_group(
         stderr=subprocess.STDOUT,
         env=env,
         start_new_session=True,
-        preexec_fn=_limits(repo_root),
     )
     assert proc.stdout is not None
     pump = CappedLog(proc.stdout, log, settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from papayu_git.check import environment, mtimes, relay
 from papayu_git.check.environment import Kind, Layout, Mount
+from papayu_git.check.limits import limits_prefix
 from papayu_git.check.sandbox import bwrap_argv, check_env
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 class CheckView:
     prefix: list[str]  # bwrap and its options, or nothing
     env: dict[str, str]
+    limits: str = ""  # shell words bounding the check's processes (run.limits_prefix)
     wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
     user_tree_links: list[str] = field(default_factory=list)
 
@@ -52,7 +54,7 @@ class CheckView:
             placed.append(Mount(Kind.BIND, str(inner), relay.INSIDE))
             wrap = relay.inner_command(ports)
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network)
-        return cls(argv, env, wrap)
+        return cls(argv, env, limits_prefix(repo_root), wrap)
 
     @classmethod
     def _unsandboxed(cls, checkout: CheckCheckout, repo_root: Path) -> CheckView:
@@ -63,10 +65,11 @@ class CheckView:
         env = check_env(str(private / "home"), str(private), str(repo_root))
         dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
         dirs += environment.env_dirs(repo_root, checkout.path)
-        return cls([], env, user_tree_links=environment.links_into(repo_root, sorted(set(dirs))))
+        links = environment.links_into(repo_root, sorted(set(dirs)))
+        return cls([], env, limits_prefix(repo_root), user_tree_links=links)
 
     def command_line(self, command: str) -> tuple[list[str], dict[str, str]]:
-        shell = ["/bin/sh", "-c", command]
+        shell = ["/bin/sh", "-c", self.limits + command]
         if self.wrap:
             shell = [*self.wrap, *shell]
         return ([*self.prefix, "--", *shell] if self.prefix else shell), self.env
