@@ -142,26 +142,30 @@ def measure_sandbox(
                         runs[name].append(elapsed)
             rows.append((label, runs["bwrap"], runs["none"]))
         probes = [timed(lambda: sandbox._probe.__wrapped__(bwrap.bwrap, False)) for _ in range(max(5, repeat // 2))]
-        breakdown = bwrap_breakdown(bwrap.bwrap, checkout, python, repeat)
+        breakdown = bwrap_breakdown(bwrap, repo_path, checkout, python, repeat)
     finally:
         worktree.release_checkout(checkout)
     return rows, probes, breakdown, python
 
 
 def bwrap_breakdown(
-    bwrap: str, checkout: worktree.CheckCheckout, python: str, repeat: int
+    box: sandbox.Sandbox, repo_path: Path, checkout: worktree.CheckCheckout, python: str, repeat: int
 ) -> list[tuple[str, str, list[float]]]:
     """Where bwrap's start-up goes: `sh -c true` with more and more of papayu's command line,
     and `python3 -c pass` without and with it, as plain subprocesses (no run_check around)."""
-    full = sandbox.bwrap_argv(bwrap, workdir=checkout.path, gitdir=checkout.gitdir, readonly=(), network=False)
+    from papayu_git.check.view import CheckView
+
+    assert box.bwrap is not None
+    bwrap = box.bwrap
+    full = CheckView.prepare(checkout, box, repo_path).prefix
     cut = full.index("--overlay-src")
     true, py = ["/bin/sh", "-c", "true"], [python, "-c", "pass"]
     steps = [
         ("sh -c true", "no sandbox", true),
         ("sh -c true", "bwrap --ro-bind / /", [bwrap, "--ro-bind", "/", "/", "--", *true]),
         ("sh -c true", "+ --unshare-all", [bwrap, "--ro-bind", "/", "/", "--unshare-all", "--", *true]),
-        ("sh -c true", "papayu's argv without the git-dir overlay", [*full[:cut], "--", *true]),
-        ("sh -c true", "papayu's argv (+ --overlay-src/--tmp-overlay git dir)", [*full, "--", *true]),
+        ("sh -c true", "papayu's argv without the overlays", [*full[:cut], "--", *true]),
+        ("sh -c true", "papayu's argv (+ the checkout, git dir and environment overlays)", [*full, "--", *true]),
         ("python3 -c pass", "no sandbox", py),
         ("python3 -c pass", "papayu's argv", [*full, "--", *py]),
     ]
