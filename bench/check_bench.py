@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import synthetic  # noqa: E402  (bench/synthetic.py)
 
-from papayu_git import check, worktree
+from papayu_git import check, worktree  # noqa: E402
 from papayu_git.check import sandbox  # noqa: E402
 
 CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache"))
