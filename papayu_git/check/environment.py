@@ -279,6 +279,8 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
         for name in names:
             candidate = repo_root / rel_dir / name
             if not candidate.is_symlink() and candidate.is_dir() and not (work / rel_dir / name).exists():
+                if name == "env" and not (candidate / "pyvenv.cfg").is_file():
+                    continue  # `env/` is a virtualenv only when it says so; otherwise it is the user's
                 found.append(candidate)
     for rel in extra_paths:
         candidate = repo_root / rel
