@@ -1,23 +1,38 @@
-"""The wheel carries the 5 JSON schemas and the man page; schema_hash is sha256 of the installed bytes."""
+"""The wheel carries the 5 JSON schemas and the man page; schema_hash is sha256 of the installed bytes.
+Every library the package imports is a declared dependency, and the wheel installed into a clean
+venv (the user's way: its own pip, the registry, no test extras) runs every command once."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.metadata
 import json
+import os
+import re
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
-from helpers import ROOT
+from helpers import ROOT, git, make_repo, patch_action
+from llm_server import ScriptedLLM, chat, plan_answer
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from test_research import Web, online_env, summary
 
 from papayu_git import schemas
+from papayu_git.cli import LAZY_COMMANDS
 
 SCHEMAS = ["golden_trace", "llm_response_v1", "llm_response_v2", "preferences", "project"]
+# Read before the hermetic fixture moves HOME, so a clean install reuses the downloads of earlier runs.
+PIP_CACHE = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build from a copy of the tracked files, so the checkout gets no build/ or egg-info."""
     src = tmp_path_factory.mktemp("src")
@@ -111,3 +126,180 @@ def test_installed_wheel_carries_the_git_hook_shim(wheel: Path, tmp_path: Path) 
     source, text = stdout.split("\n", 1)
     assert Path(source) == tmp_path / "site" / "papayu_git" / "hook_data" / "pre-commit"
     assert "PAPAYU_PYTHON='/x/python'" in text and "PAPAYU_FILES_RE='(^|/)" in text
+
+
+def distribution_name(requirement: str) -> str:
+    """The normalized project name a requirement line starts with (`lxml_html_clean>=0.4` -> lxml-html-clean)."""
+    match = re.match(r"[A-Za-z0-9._-]+", requirement)
+    assert match, requirement
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower()
+
+
+def imported_libraries(package: Path) -> dict[str, str]:
+    """Top-level name of every module the package imports that is neither ours nor the standard
+    library -> one file importing it (lazy imports inside functions included)."""
+    found: dict[str, str] = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top != "papayu_git" and top not in sys.stdlib_module_names:
+                    found.setdefault(top, str(path.relative_to(package.parent)))
+    return found
+
+
+def test_every_library_the_package_imports_is_a_declared_dependency() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {distribution_name(r) for r in project["dependencies"]}
+    # The embedded model is an extra of its own: llm/local.py imports it only when asked to run it.
+    declared |= {distribution_name(r) for r in project["optional-dependencies"]["local"]}
+    providers = importlib.metadata.packages_distributions()
+    imported = imported_libraries(ROOT / "papayu_git")
+    assert {"click", "pygit2", "mcp", "trafilatura"} <= set(imported)  # the scan sees imports at all
+    undeclared = {
+        module: where
+        for module, where in imported.items()
+        if not {distribution_name(d) for d in providers.get(module, [module])} & declared
+    }
+    assert undeclared == {}, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+@pytest.fixture(scope="session")
+def clean_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed as a user installs it: a new venv with the pip it comes with, the
+    declared dependencies from the registry, no extras. Built once per session."""
+    venv = tmp_path_factory.mktemp("clean-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "PIP_CACHE_DIR": PIP_CACHE},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return venv
+
+
+def clean_env(venv: Path, **extra: str) -> dict[str, str]:
+    """The test's hermetic environment with the clean venv first on PATH and nothing of this checkout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", **extra}
+
+
+def run_clean(venv: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed `papayu ARGS`; fails on a traceback or a bug's exit code (3), whatever the command."""
+    proc = subprocess.run(
+        [str(venv / "bin" / "papayu"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(venv, **(env or {})),
+    )
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 3 and "Traceback" not in said and "ERR_INTERNAL" not in said, (
+        f"papayu {' '.join(args)} exited {proc.returncode}:\n{said[-4000:]}"
+    )
+    return proc
+
+
+CALC = "def add(a, b):\n    return a - b\n"
+FIX = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+CHECK = 'python -c "import calc; assert calc.add(2, 3) == 5"'
+
+
+@pytest.fixture
+def calc_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"calc.py": CALC})
+
+
+@pytest.mark.slow
+def test_clean_install_is_the_wheel_alone(clean_venv: Path, tmp_path: Path) -> None:
+    probe = "import importlib.util, papayu_git; print(papayu_git.__file__, importlib.util.find_spec('pytest'))"
+    proc = subprocess.run(
+        [str(clean_venv / "bin" / "python"), "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=clean_env(clean_venv),
+        timeout=60,
+    )
+    where, pytest_spec = proc.stdout.split()
+    assert Path(where).is_relative_to(clean_venv) and pytest_spec == "None"
+
+
+@pytest.mark.slow
+def test_clean_install_prints_every_help(clean_venv: Path, tmp_path: Path) -> None:
+    assert "Commands:" in run_clean(clean_venv, "--help", cwd=tmp_path).stdout
+    for name in LAZY_COMMANDS:
+        proc = run_clean(clean_venv, name, "--help", cwd=tmp_path)
+        assert proc.returncode == 0 and "Usage:" in proc.stdout, name
+
+
+@pytest.mark.slow
+def test_clean_install_runs_doctor(clean_venv: Path, calc_repo: Path) -> None:
+    proc = run_clean(clean_venv, "doctor", "--json", cwd=calc_repo)
+    assert proc.returncode in (0, 1)  # 1: something here fails a check, reported as an item
+    assert json.loads(proc.stdout)["checks"]
+
+
+@pytest.mark.slow
+def test_clean_install_researches_a_local_page(clean_venv: Path, calc_repo: Path) -> None:
+    web, llm = Web(), ScriptedLLM([])
+    try:
+        web.page("/a", "Calc notes")
+        web.page("/b", "Calc changelog")
+        llm.script = [summary(web)]
+        proc = run_clean(
+            clean_venv, "research", "calc add semantics", "--json", cwd=calc_repo, env=online_env(web, llm)
+        )
+    finally:
+        web.close()
+        llm.close()
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["stats"]["pages_ok"] == 2 and "a + b" in found["answer_md"]
+
+
+@pytest.mark.slow
+def test_clean_install_plans_and_applies_with_a_scripted_model(clean_venv: Path, calc_repo: Path) -> None:
+    apply_answer = {"summary": "add() now adds", "actions": [patch_action("calc.py", CALC.encode(), FIX)]}
+    llm = ScriptedLLM([chat(plan_answer()), chat(apply_answer)])
+    try:
+        planned = run_clean(clean_venv, "plan", "fix add() in calc.py", "--json", cwd=calc_repo, env=llm.env())
+        assert planned.returncode == 0, planned.stderr
+        plan_id = json.loads(planned.stdout)["plan_id"]
+        applied = run_clean(clean_venv, "apply", plan_id, "--check", CHECK, "--json", cwd=calc_repo, env=llm.env())
+    finally:
+        llm.close()
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["state"] == "landed" and len(llm.requests) == 2
+    assert git(calc_repo, "show", "main:calc.py") == CALC.replace("a - b", "a + b")
+
+
+@pytest.mark.slow
+def test_clean_install_answers_an_mcp_handshake(clean_venv: Path, calc_repo: Path) -> None:
+    errlog_path = calc_repo.parent / "mcp-server.log"
+
+    async def handshake() -> tuple[str, list[str], Any]:
+        params = StdioServerParameters(
+            command=str(clean_venv / "bin" / "papayu"), args=["mcp"], cwd=str(calc_repo), env=clean_env(clean_venv)
+        )
+        with errlog_path.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                hello = await session.initialize()
+                tools = (await session.list_tools()).tools
+                listed = await session.call_tool("list_plans", {})
+                return hello.server_info.name, [tool.name for tool in tools], listed
+
+    server, tools, listed = anyio.run(handshake)
+    assert server == "papayu" and {"validate_plan", "apply_plan", "list_plans", "read_file"} <= set(tools)
+    assert not listed.is_error and listed.structured_content["plans"] == []
+    assert "Traceback" not in errlog_path.read_text()

@@ -1,10 +1,17 @@
-"""`git papayu --help` stays fast: building the help imports click only, no heavy library."""
+"""Start-up stays cheap (docs/DESIGN.md, "Start-up and cost"): building any `--help` imports click
+and no heavy library, and the commands that never talk to a model never load the big feature
+stacks, neither at import nor while they run."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+from helpers import git, make_repo, patch_action, write_plan
 
 HEAVY = [
     "pygit2",
@@ -19,30 +26,68 @@ HEAVY = [
     "trafilatura",
 ]
 
+# The model client and planner, research and its page reader, the MCP server, agent mode, the
+# embedded model, and the libraries only they use.
+FEATURE_STACKS = [
+    "papayu_git.llm",
+    "papayu_git.research",
+    "papayu_git.webfetch",
+    "papayu_git.mcp_server",
+    "papayu_git.agent",
+    "papayu_git.agent_tools",
+    "papayu_git.agent_workspace",
+    "httpx",
+    "httpcore",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "pydantic",
+    "trafilatura",
+    "lxml",
+    "llama_cpp",
+]
+
+# Runs the CLI like the console script, then reports what the interpreter loaded on the way.
 PROBE = """
-import contextlib, io, json, sys
+import json, os, sys
 from papayu_git import cli
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    try:
-        cli.main(sys.argv[1:])
-    except SystemExit as exc:
-        code = exc.code
-heavy = sorted({name.split(".")[0] for name in sys.modules} & set(%r))
-print(json.dumps({"code": code, "help": out.getvalue(), "heavy": heavy}))
-""" % (HEAVY,)
+
+def report(code):
+    loaded = set(sys.modules)
+    found = lambda names: sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in loaded))
+    with open(os.environ["STARTUP_PROBE_OUT"], "w") as out:
+        json.dump({"code": code, "heavy": found(%r), "stacks": found(%r)}, out)
+
+try:
+    cli.main(sys.argv[1:])
+except SystemExit as exc:
+    report(exc.code)
+    raise
+report(None)
+""" % (HEAVY, FEATURE_STACKS)
 
 
-def probe(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+def probe(*args: str, cwd: Path | None = None, preamble: str = "") -> dict[str, Any]:
+    """`papayu ARGS` in a fresh interpreter: exit code, stdout, stderr, and the heavy libraries
+    and feature stacks in sys.modules once the command has finished."""
+    out = Path(os.environ["HOME"]) / "startup-probe.json"
+    out.unlink(missing_ok=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", preamble + PROBE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "STARTUP_PROBE_OUT": str(out)},
+    )
+    assert out.exists(), f"papayu {' '.join(args)} did not finish: {proc.stderr[-3000:]}"
+    return {**json.loads(out.read_text()), "stdout": proc.stdout, "stderr": proc.stderr}
 
 
 def test_root_help_imports_no_heavy_library() -> None:
     result = probe("--help")
     assert result["code"] == 0
-    assert "validate" in result["help"] and "Usage:" in result["help"]
+    assert "validate" in result["stdout"] and "Usage:" in result["stdout"]
     assert result["heavy"] == []
 
 
@@ -51,12 +96,62 @@ def test_every_command_help_imports_no_heavy_library() -> None:
 
     for name in LAZY_COMMANDS:
         result = probe(name, "--help")
-        assert result["code"] == 0 and "Usage:" in result["help"], name
+        assert result["code"] == 0 and "Usage:" in result["stdout"], name
         assert result["heavy"] == [], f"`papayu {name} --help` imports {result['heavy']}"
 
 
 def test_the_probe_would_notice_a_heavy_import() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", "import jsonschema\n" + PROBE, "--help"], capture_output=True, text=True, timeout=60
-    )
-    assert json.loads(proc.stdout)["heavy"] == ["jsonschema"]
+    assert probe("--help", preamble="import jsonschema\n")["heavy"] == ["jsonschema"]
+
+
+CALC = "def add(a, b):\n    return a - b\n"
+FIX = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+
+
+def create(tmp_path: Path, name: str) -> str:
+    action = {"kind": "CREATE_FILE", "path": f"{name}.txt", "content": f"{name}\n"}
+    return str(write_plan(tmp_path, [action], f"add {name}", name=f"{name}.json"))
+
+
+def test_commands_that_never_ask_a_model_load_no_feature_stack(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    fix = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix add", name="fix.json"))
+    runs: dict[str, dict[str, Any]] = {}
+
+    def run(*args: str) -> dict[str, Any]:
+        result = probe(*args, cwd=repo)
+        assert result["code"] == 0, f"papayu {' '.join(args)}: {result['stderr'][-2000:]}"
+        runs[" ".join(args)] = result
+        return result
+
+    notes = json.loads(run("apply", create(tmp_path, "notes"), "--check", "true", "--review", "--json")["stdout"])
+    assert notes["state"] == "review" and notes["check"]["passed"]
+    run("land", notes["plan_id"])
+    assert json.loads(run("apply", fix, "--no-check", "--json")["stdout"])["state"] == "landed"
+    assert git(repo, "show", "main:calc.py") == CALC.replace("a - b", "a + b")
+    assert git(repo, "show", "main:notes.txt") == "notes\n"
+    other = json.loads(run("apply", create(tmp_path, "other"), "--no-check", "--review", "--json")["stdout"])
+    assert other["plan_id"] in run("list")["stdout"]
+    assert "other.txt" in run("show", other["plan_id"])["stdout"]
+    run("drop", other["plan_id"])
+    assert git(repo, "branch", "--list", f"papayu/{other['plan_id']}") == ""
+    run("validate", fix)
+    assert other["trace_id"] in run("trace", "list")["stdout"]
+    run("trace", "show", other["trace_id"])
+    run("stats")
+    run("gc")
+    run("hooks", "install")
+    assert (repo / ".git/hooks/pre-commit").is_file()
+    assert "calc.py" in run("context", "add() in calc.py subtracts")["stdout"]
+    run("memory", "show")
+    run("--help")
+
+    loaded = {command: result["stacks"] for command, result in runs.items() if result["stacks"]}
+    assert loaded == {}, f"commands that never ask a model loaded feature stacks: {loaded}"
+
+
+def test_the_probe_would_notice_a_feature_stack(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    result = probe("list", cwd=repo, preamble="import papayu_git.research\n")
+    assert result["code"] == 0
+    assert {"papayu_git.research", "papayu_git.webfetch"} <= set(result["stacks"])

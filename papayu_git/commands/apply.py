@@ -8,6 +8,7 @@ id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without action
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -20,7 +21,6 @@ from papayu_git import output, plans, settings
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
-from papayu_git.llm.rounds import apply_round
 from papayu_git.objects import branch_name
 from papayu_git.outcomes import ApplyState
 from papayu_git.protocol import DELETING_KINDS, NO_CHANGES_PREFIX, parse_json_text, raw_actions
@@ -85,6 +85,10 @@ def response_of(
     data = plan.response
     summary = data.get("summary", "") if isinstance(data, dict) else ""
     if not raw_actions(data) and not str(summary or "").startswith(NO_CHANGES_PREFIX):
+        # The model client and planner load only here: a plan with actions, the common case,
+        # never talks to a model (docs/DESIGN.md, "Start-up and cost").
+        from papayu_git.llm.rounds import apply_round
+
         plan = apply_round(root, plan, protocol, onto, client)
         data = plan.response
     version = protocol or plan.protocol
@@ -121,8 +125,6 @@ def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options
 
 
 def run(source: str | None, options: ApplyOptions, protocol: int | None = None, as_json: bool = False) -> int:
-    import dataclasses
-
     repo, root, pdir = open_checkout()
     plan = load_plan(pdir, repo, source, protocol, options.onto)
     plan, response = response_of(root, plan, protocol, options.onto)
