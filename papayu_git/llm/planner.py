@@ -18,6 +18,7 @@ from papayu_git.context import ContextSession
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir, run_git
 from papayu_git.llm import behaviour
+from papayu_git.llm import window as windows
 from papayu_git.llm.client import ChatClient, scrub_key
 from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
@@ -25,6 +26,9 @@ from papayu_git.memory import apply_memory_patch, build_memory_block, memory_val
 from papayu_git.protocol import Mode, Response
 
 MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
+# In a known window the first message's context takes at most half of what is free: the context
+# rounds and the repair share the other half (docs/DESIGN.md, "The model's window").
+FIRST_SHARE = 2
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,10 @@ def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -
         rounds += 1
         output.info(f"papayu: the model asks for more context (round {rounds} of {MAX_ROUNDS})")
         blocks = _timed_context(cycle, cycle.session.fulfil, list(response.context_requests))
-        text = _timed_context(cycle, cycle.session.render, blocks)
+        room = windows.room(conv.client.window, conv.messages, context_round_message("", rounds, MAX_ROUNDS))
+        text = _timed_context(cycle, cycle.session.render, blocks, room.budget() if room else None)
+        if room:
+            room.check(text)
         message = context_round_message(text, rounds, MAX_ROUNDS)
         cycle.messages.append(message)
         conv.read_files = dict(cycle.session.files_shown)
@@ -305,15 +312,13 @@ def _plan_cycle(
     repo_root: Path, request: PlanRequest, client: ChatClient, cycle: _Cycle, base_commit: str, branch: str
 ) -> PlanOutcome:
     blocks = _timed_context(cycle, cycle.session.base_context, request.goal, request.log_text)
-    context_text = _timed_context(cycle, cycle.session.render, blocks)
     budget = ask_budget(repo_root)
-    decision = behaviour.decide(request.goal, request.log_text, context_text)
-    if request.online_context:
-        context_text = f"{context_text}\n\n{request.online_context}"
+    system = system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget)
+    context_text, decision = _first_context(cycle, request, client, blocks, system, budget)
     round_mode = request.prompt_mode.round
     conv = Conversation(
         client,
-        system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget),
+        system,
         protocol=request.protocol,
         mode=round_mode,
         read_files=dict(cycle.session.files_shown),
@@ -351,6 +356,24 @@ def _plan_cycle(
     pdir = papayu_dir(open_repo(repo_root))
     plan, path = _store(pdir, plan, client, _trace(plan, request, cycle, client, response, flags, pdir))
     return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags))
+
+
+def _first_context(
+    cycle: _Cycle, request: PlanRequest, client: ChatClient, blocks: list[Any], system: str, budget: int
+) -> tuple[str, behaviour.BehaviourDecision]:
+    """The first message's context, fitted to the model's window when it is known, and the
+    behaviour decision taken on what the model will see."""
+    note = behaviour.decide(request.goal, request.log_text, "").note(budget)  # about as long as the final one
+    room = windows.room(
+        client.window, [{"role": "system", "content": system}], user_message(request.goal, request.online_context, note)
+    )
+    text = _timed_context(cycle, cycle.session.render, blocks, room.budget(FIRST_SHARE) if room else None)
+    if room:
+        room.check(text)
+    decision = behaviour.decide(request.goal, request.log_text, text)
+    if request.online_context:
+        text = f"{text}\n\n{request.online_context}"
+    return text, decision
 
 
 def _store(
@@ -391,7 +414,13 @@ def request_fields(client: ChatClient, mode: str, log: CallLog, prompt_mode: str
         "repairs": log.repairs,
         "latency_ms": round(log.model_sec * 1000),
         "usage": log.usage,
+        **_window_fields(client),
     }
+
+
+def _window_fields(client: ChatClient) -> dict[str, Any]:
+    window = client.window.known
+    return {"context_window": window.tokens, "context_window_source": window.source} if window else {}
 
 
 def _trace(

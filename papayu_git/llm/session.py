@@ -17,7 +17,7 @@ def open_client(repo_root: Path | None = None, config: LLMConfig | None = None) 
     cwd = str(repo_root) if repo_root else None
     config = config or load_config(cwd)
     if config.provider is Provider.LOCAL:
-        with running_server(cwd) as base_url, ChatClient(config.with_base_url(base_url)) as client:
+        with running_server(cwd) as server, ChatClient(config.with_base_url(server.base_url), server=server) as client:
             yield client
         return
     with ChatClient(config) as client:

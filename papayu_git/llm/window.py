@@ -11,10 +11,11 @@ for the client's life; a failing one only means "unknown" or "estimated".
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from papayu_git.context.diet import TokenBudget
 from papayu_git.errors import PapayuError
 from papayu_git.llm.config import LLMConfig, Provider
 
@@ -77,6 +78,11 @@ class ModelWindow:
     @property
     def tokens(self) -> int:
         return self.get().tokens
+
+    @property
+    def known(self) -> ContextWindow | None:
+        """The window if the server was already asked (for traces: never asks)."""
+        return self._window
 
     def answer_reserve(self) -> int:
         """Tokens kept free for the answer when a request is fitted (0 when the window is unknown)."""
@@ -148,6 +154,38 @@ def _props_n_ctx(props: Any) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return 0
+
+
+@dataclass(frozen=True)
+class Room:
+    """What one context may take of the window: the rest of the request and the answer's reserve
+    stay free (docs/DESIGN.md, "The model's window")."""
+
+    window: ModelWindow
+    fixed: int  # the request's tokens without the context
+    reserve: int  # kept for the answer
+
+    @property
+    def free(self) -> int:
+        return self.window.tokens - self.reserve - self.fixed
+
+    def budget(self, share: int = 1) -> TokenBudget:
+        return TokenBudget(max(self.free // share, 0), self.window.count)
+
+    def check(self, context: str) -> None:
+        """ERR_LLM_CONTEXT_WINDOW when the context, cut as far as the diet goes, still does not fit."""
+        used = self.window.count(context)
+        if used > self.free:
+            raise too_small(self.fixed + used, self.reserve, self.window.get())
+
+
+def room(window: ModelWindow, messages: Sequence[dict[str, Any]], skeleton: str) -> Room | None:
+    """The room for a context that goes into ``skeleton``, the next user message, after ``messages``;
+    None when the window is unknown (nothing is fitted)."""
+    if not window.tokens:
+        return None
+    fixed = window.count_messages([*messages, {"role": "user", "content": skeleton}])
+    return Room(window, fixed, window.answer_reserve())
 
 
 def too_small(prompt: int, answer: int, window: ContextWindow) -> PapayuError:
