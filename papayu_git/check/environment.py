@@ -85,6 +85,18 @@ HOME_CACHES = (
     ".bun/bin",
     ".sdkman/candidates",
 )
+# Package caches named by the environment (sandbox.ENV_ALLOWLIST passes the names): the whole
+# directory, or of a tool's home that also holds credentials (cargo's credentials.toml) only
+# its download caches.
+ENV_CACHES = {
+    "GOMODCACHE": ("",),
+    "GOCACHE": ("",),
+    "UV_CACHE_DIR": ("",),
+    "PIP_CACHE_DIR": ("",),
+    "npm_config_cache": ("",),
+    "CARGO_HOME": ("registry", "git"),
+    "GOPATH": ("pkg/mod",),
+}
 # Ignored directories of the repository that hold its environment, at any depth next to a
 # manifest. Never build outputs that would carry the user's code into the plan's run.
 ENV_DIR_NAMES = ("node_modules", ".venv", "venv", "env", ".tox", ".nox", "target", ".pixi", ".yarn")
@@ -250,10 +262,10 @@ def _venv_interpreters(venv: Path, home: Path) -> list[Path]:
 
 def _caches(home: Path, env: dict[str, str]) -> list[Mount]:
     paths = [home / rel for rel in HOME_CACHES]
-    for name in ("GOMODCACHE", "GOCACHE", "UV_CACHE_DIR", "PIP_CACHE_DIR", "npm_config_cache", "CARGO_HOME"):
-        value = env.get(name, "")
-        if value and os.path.isabs(value) and name != "CARGO_HOME":
-            paths.append(Path(value))
+    for name, subdirs in ENV_CACHES.items():
+        value = env.get(name, "").split(os.pathsep)[0]  # GOPATH may be a list: the first holds pkg/mod
+        if value and os.path.isabs(value):
+            paths += [Path(value) / sub for sub in subdirs]
     out = []
     seen = set()
     for path in paths:

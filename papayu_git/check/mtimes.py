@@ -40,10 +40,8 @@ def sync(repo_root: Path, work: Path, gitdir: Path) -> int:
                 wanted = os.lstat(repo_root / path).st_mtime
             except OSError:
                 wanted = None
-        if wanted is None:  # differs from the user's copy: newer than any build of it
-            if current.st_mtime >= now - 1:
-                continue
-            wanted = now
+        if wanted is None:  # differs from the user's copy: newer than any build of it, so "now"
+            wanted = now  # even when written a moment ago (the user may have built since)
         elif current.st_mtime == wanted:
             continue
         os.utime(target, (wanted, wanted), follow_symlinks=False)

@@ -50,6 +50,9 @@ ENV_ALLOWLIST = frozenset(
         "PYTHONPATH",
         "PYTHONHASHSEED",
         "PYTHONDONTWRITEBYTECODE",
+        "UV_CACHE_DIR",  # package caches elsewhere than HOME: environment.ENV_CACHES mounts them
+        "PIP_CACHE_DIR",
+        "npm_config_cache",
         "PYENV_ROOT",
         "PYENV_VERSION",
         "NODE_PATH",
