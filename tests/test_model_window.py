@@ -177,3 +177,16 @@ def test_ollama_runs_with_the_window_papayu_fits_to(
     assert body["options"]["num_ctx"] == num_ctx
     estimated = sum(len((m["content"] or "").encode()) // 3 + 8 for m in body["messages"])
     assert estimated + body["options"]["num_predict"] <= num_ctx
+
+
+def test_a_repair_that_no_longer_fits_the_window_is_refused_before_sending(click_repo: Path, llm: ScriptedLLM) -> None:
+    seen: list[tuple[int, int]] = []
+    llama_cpp_server(llm)
+    rambling = "the model talks on and on " * 1200  # no JSON: papayu asks for a repair
+    llm.script = [llama_cpp_chat(seen, rambling), llama_cpp_chat(seen, plan_answer())]
+    proc, out = plan(click_repo, llm)
+    assert proc.returncode == 1
+    error = out["errors"][0]
+    assert error["code"] == "ERR_LLM_CONTEXT_WINDOW", error
+    assert "as the conversation stands" in error["reason"] and f"window is {N_CTX} tokens" in error["reason"]
+    assert len(seen) == 1  # the repair was never sent to be refused

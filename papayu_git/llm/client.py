@@ -240,7 +240,7 @@ class ChatClient:
         prompt = self.window.count_messages(messages)
         room = self.window.tokens - prompt
         if room < min(wanted, windows.MIN_ANSWER_TOKENS):
-            raise windows.too_small(prompt, min(wanted, windows.MIN_ANSWER_TOKENS), self.window.get())
+            raise windows.too_small(prompt, min(wanted, windows.MIN_ANSWER_TOKENS), self.window.get(), cut=False)
         return min(wanted, room), {"prompt_tokens": prompt, "window_tokens": self.window.tokens}
 
     def _format_name(self, response_format: dict[str, Any] | None) -> str:

@@ -188,11 +188,13 @@ def room(window: ModelWindow, messages: Sequence[dict[str, Any]], skeleton: str)
     return Room(window, fixed, window.answer_reserve())
 
 
-def too_small(prompt: int, answer: int, window: ContextWindow) -> PapayuError:
+def too_small(prompt: int, answer: int, window: ContextWindow, *, cut: bool = True) -> PapayuError:
+    """``cut``: the context is at the diet's floor; else the conversation grew (a repair) past the window."""
+    how = " with the context cut to its minimum" if cut else " as the conversation stands"
     return PapayuError(
         "ERR_LLM_CONTEXT_WINDOW",
-        f"the request needs {prompt + answer} tokens ({prompt} prompt, {answer} for the answer) with the "
-        f"context cut to its minimum, but the model's window is {window.tokens} tokens ({window.source})",
+        f"the request needs {prompt + answer} tokens ({prompt} prompt, {answer} for the answer){how}, "
+        f"but the model's window is {window.tokens} tokens ({window.source})",
     )
 
 
