@@ -130,6 +130,15 @@ SETTINGS: list[Setting] = [
         "root, e.g. .env.test); their values are masked in everything papayu prints or stores",
     ),
     Setting(
+        "check_junit",
+        "PAPAYU_CHECK_JUNIT",
+        "papayu.check.junit",
+        "",
+        "JUnit XML files the check writes (comma-separated globs from the root, e.g. "
+        "build/test-results/*.xml): read for a verdict per test, besides what papayu asks pytest, node "
+        "--test, jest, vitest, cargo test and go test for",
+    ),
+    Setting(
         "check_local_ports",
         "PAPAYU_CHECK_LOCAL_PORTS",
         "papayu.check.localPorts",

@@ -1,0 +1,516 @@
+"""Per-test results of a check run (papayu_git/check/results/): the real runners (pytest, node
+--test, cargo test, go test) run on small projects with passing, failing and skipped tests, through
+`instrument`, and `read_results` must name every test by a stable id with its outcome. jest and
+vitest need the npm registry: their real run is below, skipped unless JS_RUNNERS_NODE_MODULES
+names a node_modules holding both (their report formats are also read from samples)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write
+
+from papayu_git.check.results import EXIT_CODE_ONLY, Outcome, go_plain_text, instrument, junit_patterns, read_results
+from papayu_git.check.results.outcome import TestResults
+from papayu_git.errors import PapayuError
+
+P, F, S, E = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR
+# The toolchains live under the real HOME; the hermetic fixture replaces HOME per test, so they
+# are found now, at import. go shares the machine's build cache (a cold one costs ~20 s).
+REAL_HOME = Path(os.path.expanduser("~"))
+TOOL_ENV = {
+    "CARGO_HOME": os.environ.get("CARGO_HOME", str(REAL_HOME / ".cargo")),
+    "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", str(REAL_HOME / ".rustup")),
+    "GOCACHE": os.environ.get("GOCACHE", str(REAL_HOME / ".cache" / "go-build")),
+    "GOTOOLCHAIN": "local",
+    "GOFLAGS": "-mod=mod",
+    "CARGO_NET_OFFLINE": "true",
+}
+TOOL_PATH = os.pathsep.join([str(REAL_HOME / ".cargo" / "bin"), "/usr/local/go/bin", os.environ.get("PATH", "")])
+
+
+def which(tool: str) -> str | None:
+    return shutil.which(tool, path=TOOL_PATH)
+
+
+def run_check(project: Path, command: str, junit_globs: tuple[str, ...] = ()) -> tuple[int, str, TestResults]:
+    """``command`` as the check runs it (/bin/sh -c, output and errors in one log), instrumented."""
+    report = project.parent / "report"
+    report.mkdir(exist_ok=True)
+    line, extra = instrument(command, str(report), junit_globs=junit_globs)
+    env = {"PATH": TOOL_PATH, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "NO_COLOR": "1", **TOOL_ENV, **extra}
+    proc = subprocess.run(
+        ["/bin/sh", "-c", line], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300
+    )
+    log = proc.stdout.decode("utf-8", "replace")
+    return proc.returncode, log, read_results(report, log, junit_globs, root=str(project))
+
+
+PYTEST_PROJECT = {
+    "tests/__init__.py": "",
+    "tests/test_calc.py": """\
+import unittest
+
+import pytest
+
+
+def test_add():
+    assert 1 + 1 == 2
+
+
+def test_sub():
+    assert 1 - 1 == 2, "one minus one"
+
+
+@pytest.mark.skip(reason="not today")
+def test_skip():
+    pass
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert n == 1
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture broke")
+
+
+def test_setup_error(broken):
+    pass
+
+
+class TestGroup:
+    class TestInner:
+        def test_nested(self):
+            pass
+
+
+class TestUnit(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(1, 1)
+
+    def test_bad(self):
+        self.assertEqual(1, 2)
+
+    @unittest.skip("later")
+    def test_later(self):
+        pass
+""",
+}
+
+
+def make_project(path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        write(path, rel, text)
+    return path
+
+
+def test_pytest_results_use_pytest_node_ids_for_functions_classes_and_unittest_cases(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "py", PYTEST_PROJECT)
+    code, log, results = run_check(project, f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    assert code == 1 and results.source == "pytest junit"
+    t = "tests/test_calc.py::"
+    assert results.outcomes == {
+        t + "test_add": P,
+        t + "test_sub": F,
+        t + "test_skip": S,
+        t + "test_param[1]": P,
+        t + "test_param[2]": F,
+        t + "test_setup_error": E,
+        t + "TestGroup::TestInner::test_nested": P,
+        t + "TestUnit::test_ok": P,
+        t + "TestUnit::test_bad": F,
+        t + "TestUnit::test_later": S,
+    }
+    assert "one minus one" in results.failures[t + "test_sub"]
+    assert "fixture broke" in results.failures[t + "test_setup_error"]
+    assert set(results.failures) == {
+        t + "test_sub",
+        t + "test_param[2]",
+        t + "test_setup_error",
+        t + "TestUnit::test_bad",
+    }
+    assert "3 failed, 4 passed, 2 skipped, 1 error" in log  # pytest's own output is kept
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    assert set(results.outcomes) == {line for line in collected if "::" in line}  # pytest's own ids
+
+
+def test_papayu_keeps_the_projects_pytest_addopts_and_a_failing_message_is_clipped(tmp_path: Path) -> None:
+    project = make_project(
+        tmp_path / "py", {"test_long.py": "def test_long():\n    raise AssertionError('x' * 5000)\n"}
+    )
+    line, extra = instrument("pytest", "/r", env={"PYTEST_ADDOPTS": "-x --strict-markers"})
+    assert line == "pytest" and extra["PYTEST_ADDOPTS"].startswith("-x --strict-markers --junitxml=/r/pytest.xml")
+    code, _, results = run_check(project, f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    assert code == 1 and results.outcomes == {"test_long.py::test_long": F}
+    message = results.failures["test_long.py::test_long"]
+    assert len(message) == 2000 and message.startswith("AssertionError: xxx") and message.endswith("x…")
+
+
+UNITTEST_FILE = """\
+import unittest
+
+
+class TestCalc(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(1, 1)
+
+    def test_bad(self):
+        self.assertEqual(1, 2)
+
+    @unittest.skip("later")
+    def test_later(self):
+        pass
+"""
+
+
+def test_plain_unittest_says_its_verdict_is_the_exit_code_only(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "ut", {"test_calc.py": UNITTEST_FILE})
+    code, log, results = run_check(project, f"{sys.executable} -m unittest -v")
+    assert code == 1 and "FAILED (failures=1, skipped=1)" in log and "test_ok (test_calc.TestCalc" in log
+    assert results == TestResults(EXIT_CODE_ONLY) and results.exit_code_only
+
+
+NODE_TESTS = {
+    "test/calc.test.js": """\
+const test = require('node:test');
+const assert = require('node:assert');
+test('adds', () => { assert.strictEqual(1 + 1, 2); });
+test('subtracts', () => { assert.strictEqual(1 - 1, 2); });
+test('later', { skip: true }, () => {});
+test('some day', { todo: true }, () => {});
+test.describe('suite', () => {
+  test.it('inner ok', () => {});
+  test.it('inner bad', () => { throw new Error('boom'); });
+});
+test('parent', async (t) => {
+  await t.test('child ok', () => {});
+});
+""",
+    "test/broken.test.js": "this is ( not javascript\n",
+}
+NODE_OUTCOMES = {
+    "adds": P,
+    "subtracts": F,
+    "later": S,
+    "some day": S,
+    "suite > inner ok": P,
+    "suite > inner bad": F,
+    "parent > child ok": P,
+    "test/broken.test.js": F,  # the file did not load: node names it absolutely, made relative
+}
+
+
+def node_major() -> int:
+    node = which("node")
+    if node is None:
+        return 0
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    match = re.match(r"v(\d+)", version)
+    return int(match[1]) if match else 0
+
+
+needs_node20 = pytest.mark.skipif(node_major() < 20, reason="node >= 20 (built-in junit reporter) not installed")
+
+
+@needs_node20
+def test_node_test_writes_junit_beside_its_spec_output(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "node", NODE_TESTS)
+    code, log, results = run_check(project, "node --test test/")
+    assert code == 1 and results.source == "node junit"
+    assert results.outcomes == NODE_OUTCOMES
+    assert "boom" in results.failures["suite > inner bad"]
+    assert "Expected values to be strictly equal" in results.failures["subtracts"]
+    assert "✖ subtracts" in log  # the spec reporter still prints to the log
+
+
+@needs_node20
+def test_node_tap_in_the_log_gives_the_same_ids_as_its_junit(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "node", NODE_TESTS)
+    code, log, results = run_check(project, "node --test --test-reporter=tap test/")  # the user's reporter: left alone
+    assert code == 1 and results.source == "tap" and log.startswith("TAP version")
+    assert results.outcomes == NODE_OUTCOMES
+    assert "boom" in results.failures["suite > inner bad"]
+
+
+CARGO_PROJECT = {
+    "Cargo.toml": '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n',
+    "src/lib.rs": """\
+/// ```
+/// assert_eq!(calc::add(1, 1), 2);
+/// ```
+pub fn add(a: i32, b: i32) -> i32 { a + b }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test] fn adds() { assert_eq!(add(1, 1), 2); }
+    #[test] fn subtracts() { assert_eq!(add(1, -1), 2, "one minus one"); }
+    #[test] #[ignore] fn slow() {}
+    #[test] #[ignore = "flaky on CI"] fn flaky() {}
+    #[test] #[should_panic] fn panics() { panic!("expected"); }
+}
+""",
+    "src/main.rs": "fn main() {}\n#[cfg(test)]\nmod tests { #[test] fn in_main() {} }\n",
+    "tests/integration.rs": '#[test] fn works() {}\n#[test] fn broke() { panic!("integration broke"); }\n',
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(which("cargo") is None, reason="cargo not installed")
+def test_cargo_test_results_come_from_libtest_lines_with_the_binary_hash_dropped(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "rs", CARGO_PROJECT)
+    code, log, results = run_check(project, "cargo test --no-fail-fast")
+    assert code == 101 and results.source == "cargo libtest"
+    assert re.search(r"target/debug/deps/calc-[0-9a-f]{16}\)", log)
+    assert results.outcomes == {
+        "calc::tests::adds": P,
+        "calc::tests::subtracts": F,
+        "calc::tests::slow": S,
+        "calc::tests::flaky": S,
+        "calc::tests::panics": P,
+        "calc@src/main.rs::tests::in_main": P,  # the binary shares the library's name
+        "integration::works": P,
+        "integration::broke": F,
+        "calc (doc)::src/lib.rs - add (line 1)": P,
+    }
+    assert "one minus one" in results.failures["calc::tests::subtracts"]
+    assert "integration broke" in results.failures["integration::broke"]
+    assert "failures:" not in results.failures["integration::broke"].splitlines()
+
+
+GO_PROJECT = {
+    "go.mod": "module example.com/calc\n\ngo 1.21\n",
+    "calc/calc.go": "package calc\n\nfunc Add(a, b int) int { return a + b }\n",
+    "calc/calc_test.go": """\
+package calc
+
+import "testing"
+
+func TestAdd(t *testing.T) { if Add(1, 1) != 2 { t.Fatal("bad") } }
+func TestSub(t *testing.T) { t.Errorf("want %d got %d", 2, Add(1, -1)) }
+func TestSkip(t *testing.T) { t.Skip("not today") }
+func TestTable(t *testing.T) {
+	t.Run("one", func(t *testing.T) {})
+	t.Run("two", func(t *testing.T) { t.Error("two failed") })
+}
+""",
+    "broken/b.go": 'package broken\n\nfunc X() int { return "s" }\n',
+    "broken/b_test.go": 'package broken\n\nimport "testing"\n\nfunc TestX(t *testing.T) {}\n',
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(which("go") is None, reason="go not installed")
+def test_go_test_becomes_go_test_json_and_a_package_that_does_not_build_is_one_error(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "go", GO_PROJECT)
+    assert instrument("go vet ./... && go test ./...", "/r")[0] == "go vet ./... && go test -json ./..."
+    assert instrument("go test -json -v ./...", "/r")[0] == "go test -json -v ./..."
+    code, log, results = run_check(project, "go test ./...")
+    assert code == 1 and results.source == "go test -json"
+    pkg = "example.com/calc/calc."
+    assert results.outcomes == {
+        pkg + "TestAdd": P,
+        pkg + "TestSub": F,
+        pkg + "TestSkip": S,
+        pkg + "TestTable": F,
+        pkg + "TestTable/one": P,
+        pkg + "TestTable/two": F,
+        "example.com/calc/broken": E,
+    }
+    assert "want 2 got 0" in results.failures[pkg + "TestSub"]
+    assert "cannot use" in results.failures["example.com/calc/broken"]
+    assert "--- FAIL: TestSub" in go_plain_text(log) and '"Action"' not in go_plain_text(log)
+
+
+def test_junit_files_the_project_writes_are_copied_out_when_the_check_exits_and_its_status_kept(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "py", PYTEST_PROJECT)
+    command = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=build/test-results/unit.xml; exit 3"
+    code, _, results = run_check(project, command, junit_globs=("build/test-results/*.xml", "none/*.xml"))
+    assert code == 3
+    assert (project.parent / "report/junit/build/test-results/unit.xml").is_file()
+    assert not (project.parent / "report/pytest.xml").exists()  # the project's own --junitxml wins
+    assert results.source == "junit:build/test-results/unit.xml"
+    # xunit2 (pytest's default) names no file: the classname and the name
+    assert results.outcomes["tests.test_calc.TestUnit::test_bad"] == F
+    assert results.outcomes["tests.test_calc::test_param[1]"] == P
+    assert len(results.outcomes) == 10
+
+
+def test_junit_setting_takes_globs_from_the_root_only(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPAYU_CHECK_JUNIT", " build/*.xml, reports/unit-[0-9].xml ,")
+    assert junit_patterns(repo) == ["build/*.xml", "reports/unit-[0-9].xml"]
+    for bad in ("../up.xml", "/etc/x.xml", "a b.xml", "x;rm -rf ~.xml", "$(id).xml"):
+        monkeypatch.setenv("PAPAYU_CHECK_JUNIT", bad)
+        with pytest.raises(PapayuError) as caught:
+            junit_patterns(repo)
+        assert caught.value.code == "ERR_CONFIG_INVALID" and caught.value.path == "papayu.check.junit"
+
+
+def test_output_papayu_cannot_read_gives_an_exit_code_only_verdict(tmp_path: Path) -> None:
+    project = tmp_path / "odd"
+    project.mkdir()
+    code, _, results = run_check(project, "echo 'test a ... ok'; echo 'ok 1 - looks like TAP'; exit 1")
+    assert code == 1 and results == TestResults(EXIT_CODE_ONLY)
+    code, _, results = run_check(project, "printf '<testsuites><testcase name=\"x\"' > ../report/pytest.xml; exit 1")
+    assert results.exit_code_only and results.outcomes == {}
+    assert len(results.unreadable) == 1 and results.unreadable[0].startswith("pytest junit: not JUnit XML")
+
+
+def test_a_report_the_check_planted_as_a_link_or_fifo_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.xml"  # valid JUnit a hostile check would like papayu to show
+    secret.write_text('<testsuite><testcase name="t"><failure message="SECRET-VALUE"/></testcase></testsuite>')
+    outside = tmp_path / "outside"
+    (outside / "build").mkdir(parents=True)
+    shutil.copy(secret, outside / "build" / "unit.xml")
+    report = tmp_path / "report"
+    (report / "junit").mkdir(parents=True)
+    (report / "pytest.xml").symlink_to(secret)
+    os.mkfifo(report / "node.xml")
+    (report / "junit" / "build").symlink_to(outside / "build")  # a linked directory on the way
+    results = read_results(report, "", ["build/*.xml"])
+    assert results.exit_code_only and "SECRET" not in json.dumps(results.to_dict())
+    assert [u.split(":")[0] for u in results.unreadable] == ["pytest junit", "node junit"]
+
+
+def test_entities_in_a_report_are_not_expanded(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-VALUE")
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "pytest.xml").write_text(
+        f'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY s SYSTEM "file://{secret}"><!ENTITY i "INNER">]>'
+        '<testsuite><testcase classname="t" name="x"><failure message="m">&s;&i;</failure></testcase></testsuite>'
+    )
+    results = read_results(report, "")
+    assert results.outcomes == {"t::x": F}
+    assert "SECRET" not in results.failures["t::x"] and "INNER" not in results.failures["t::x"]
+
+
+def test_instrument_leaves_runners_it_would_break_alone() -> None:
+    assert instrument("pytest --junitxml=out.xml", "/r")[1] == {}
+    assert instrument("pytest -p no:junitxml", "/r")[1] == {}
+    assert instrument("node --test --test-reporter=dot", "/r")[0] == "node --test --test-reporter=dot"
+    assert instrument("npm run jest", "/r")[0] == "npm run jest"  # --json would go to npm
+    assert instrument("npx jest --json", "/r")[0] == "npx jest --json"
+    assert instrument("vitest run --reporter=verbose", "/r")[0] == "vitest run --reporter=verbose"
+    assert instrument("cargo test --workspace", "/r")[0] == "cargo test --workspace"
+    assert instrument("go test -v ./... 2>&1 | go-junit-report", "/r")[0] == "go test -v ./... 2>&1 | go-junit-report"
+    assert instrument("node --test | tap-spec", "/r")[0] == "node --test | tap-spec"
+    assert instrument("go test ./... || exit 1", "/r")[0] == "go test -json ./... || exit 1"
+    assert instrument("node --test && vitest run", "/r")[0].endswith(
+        "vitest run --reporter=default --reporter=junit --outputFile.junit=/r/vitest.xml"
+    )
+    assert instrument("npx jest --ci", "/r d")[0] == "npx jest --json --outputFile='/r d/jest.json' --ci"
+    line = instrument("node --experimental-vm-modules --test t/", "/r")[0]
+    assert line.startswith(
+        "node --experimental-vm-modules --test --test-reporter=spec --test-reporter-destination=stdout"
+    )
+    assert line.endswith("--test-reporter=junit --test-reporter-destination=/r/node.xml t/")
+
+
+# Samples of the reports jest 30.5.2 (`--json --outputFile`) and vitest 4.1.12 (junit) wrote for
+# a file with a describe() block holding a passing, a failing, a skipped and a todo test.
+JEST_SAMPLE = {
+    "testResults": [
+        {
+            "name": "/work/js/src/calc.test.js",
+            "status": "failed",
+            "message": "",
+            "assertionResults": [
+                {"ancestorTitles": ["calc"], "title": "adds", "status": "passed", "failureMessages": []},
+                {
+                    "ancestorTitles": ["calc"],
+                    "title": "subtracts",
+                    "status": "failed",
+                    "failureMessages": ["Error: expect(received).toBe(expected) // Object.is equality\n\nExpected: 2"],
+                },
+                {"ancestorTitles": ["calc"], "title": "skipped one", "status": "pending", "failureMessages": []},
+                {"ancestorTitles": ["calc"], "title": "todo one", "status": "todo", "failureMessages": []},
+                {"ancestorTitles": [], "title": "top level", "status": "passed", "failureMessages": []},
+            ],
+        },
+        {
+            "name": "/work/js/src/broken.test.js",
+            "status": "failed",
+            "message": "SyntaxError: x",
+            "assertionResults": [],
+        },
+    ]
+}
+VITEST_SAMPLE = """<?xml version="1.0" encoding="UTF-8" ?>
+<testsuites name="vitest tests" tests="5" failures="1" errors="0" time="0.006751887">
+    <testsuite name="src/calc.test.mjs" tests="5" failures="1" errors="0" skipped="2" time="0.006751887">
+        <testcase classname="src/calc.test.mjs" name="calc &gt; adds" time="0.001181764"></testcase>
+        <testcase classname="src/calc.test.mjs" name="calc &gt; subtracts" time="0.004429645">
+            <failure message="expected +0 to be 2 // Object.is equality" type="AssertionError">AssertionError</failure>
+        </testcase>
+        <testcase classname="src/calc.test.mjs" name="calc &gt; skipped one" time="0"><skipped/></testcase>
+        <testcase classname="src/calc.test.mjs" name="calc &gt; todo one" time="0"><skipped/></testcase>
+        <testcase classname="src/calc.test.mjs" name="top level" time="0.000190307"></testcase>
+    </testsuite>
+</testsuites>
+"""
+JS_OUTCOMES = {"calc > adds": P, "calc > subtracts": F, "calc > skipped one": S, "calc > todo one": S, "top level": P}
+
+
+def test_jest_json_and_vitest_junit_samples_give_file_and_title_ids(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "jest.json").write_text(json.dumps(JEST_SAMPLE))
+    (report / "vitest.xml").write_text(VITEST_SAMPLE)
+    results = read_results(report, "", root="/work/js")
+    assert results.source == "jest json + vitest junit"
+    expected = {f"src/calc.test.js > {k}": v for k, v in JS_OUTCOMES.items()}
+    expected |= {f"src/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
+    assert results.outcomes == {**expected, "src/broken.test.js": E}
+    assert "Object.is equality" in results.failures["src/calc.test.js > calc > subtracts"]
+    assert results.failures["src/broken.test.js"] == "SyntaxError: x"
+
+
+JS_MODULES = os.environ.get("JS_RUNNERS_NODE_MODULES", "")
+
+
+@pytest.mark.skipif(
+    not (JS_MODULES and Path(JS_MODULES, ".bin/jest").exists() and Path(JS_MODULES, ".bin/vitest").exists()),
+    reason="jest and vitest come from the npm registry: set JS_RUNNERS_NODE_MODULES to a node_modules holding both",
+)
+def test_real_jest_and_vitest_write_reports_papayu_reads(tmp_path: Path) -> None:
+    js = """describe('calc', () => {
+  test('adds', () => { expect(1 + 1).toBe(2); });
+  test('subtracts', () => { expect(1 - 1).toBe(2); });
+  test.skip('skipped one', () => {});
+  test.todo('todo one');
+});
+test('top level', () => {});
+"""
+    project = make_project(
+        tmp_path / "js",
+        {
+            "package.json": '{"name": "js", "private": true}',
+            "src/calc.test.js": js,
+            "vt/calc.test.mjs": "import { describe, test, expect } from 'vitest';\n" + js,
+        },
+    )
+    (project / "node_modules").symlink_to(JS_MODULES)
+    code, _, results = run_check(project, "npx jest src")
+    assert code == 1 and results.source == "jest json"
+    assert results.outcomes == {f"src/calc.test.js > {k}": v for k, v in JS_OUTCOMES.items()}
+    shutil.rmtree(project.parent / "report")
+    code, log, results = run_check(project, "npx vitest run vt")
+    assert code == 1 and results.source == "vitest junit" and "subtracts" in log
+    assert results.outcomes == {f"vt/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
