@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import settings
 from papayu_git.check import CheckCommand, CheckResult, run_check
+from papayu_git.check.sandbox import resolve
 from papayu_git.context import logs, search
 from papayu_git.context.basetree import Blob
 from papayu_git.context.files import file_block, repo_relative
 from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
 from papayu_git.housekeeping import dead_check
 from papayu_git.paths import is_protected, pattern_regex
-from papayu_git.check.sandbox import resolve
 from papayu_git.secrets import mask, mask_data
 from papayu_git.worktree import acquire_checkout, release_checkout
 

@@ -149,7 +149,9 @@ def _env_secret_values() -> list[str]:
 def masker(extra_values: Collection[str] = ()) -> Callable[[str], str]:
     """A ``mask`` bound to the current environment's secret values (read once: for many strings)
     and to ``extra_values`` (the values of files the check was given, say)."""
-    values = sorted({*_env_secret_values(), *(v for v in extra_values if len(v) >= _ENV_MIN_LEN)}, key=len, reverse=True)
+    values = sorted(
+        {*_env_secret_values(), *(v for v in extra_values if len(v) >= _ENV_MIN_LEN)}, key=len, reverse=True
+    )
     env_pattern = re.compile("|".join(map(re.escape, values))) if values else None
 
     def apply(text: str) -> str:
