@@ -92,9 +92,7 @@ def acquire_checkout(
         time.sleep(0.05)
 
 
-def _move_slot(
-    repo: pygit2.Repository, slot: Path, lock: Path, commit: str, purpose: str
-) -> CheckCheckout:
+def _move_slot(repo: pygit2.Repository, slot: Path, lock: Path, commit: str, purpose: str) -> CheckCheckout:
     """The locked ``slot`` moved to ``commit`` (created first when not usable); the lock is
     released on any failure. The slot's state file is removed first and written last, so a
     slot whose move was interrupted (kill -9) claims no commit."""
@@ -176,9 +174,7 @@ def _prewarm_preparing(pool: Path, wanted: set[str]) -> bool:
     return False
 
 
-def prewarm_slot(
-    repo: pygit2.Repository, papayu_dir: Path, commit: str, *, on_stale: Any, until: float
-) -> Path | None:
+def prewarm_slot(repo: pygit2.Repository, papayu_dir: Path, commit: str, *, on_stale: Any, until: float) -> Path | None:
     """Move a free slot to ``commit`` ahead of the check (prewarm.py) and release it; None when
     a free slot is already there. The index is then refreshed once a second has passed: files
     written in the same second as the index are "racily clean" to git, which would otherwise
@@ -187,9 +183,7 @@ def prewarm_slot(
     for index, rank in _slot_order(pool, commit, {commit}) if pool.is_dir() else []:
         if rank == 0 and locks.read_lock(pool / f"{SLOT_PREFIX}{index}.lock") is None:
             return None
-    checkout = acquire_checkout(
-        repo, papayu_dir, commit, on_stale=on_stale, purpose="prewarm", until=until
-    )
+    checkout = acquire_checkout(repo, papayu_dir, commit, on_stale=on_stale, purpose="prewarm", until=until)
     try:
         try:
             written = (checkout.gitdir / "index").stat().st_mtime
