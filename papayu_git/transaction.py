@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import checked, locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
-from papayu_git.check import resolve_command, run_check
-from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.errors import PapayuError, ValidationFailed
 from papayu_git.git import open_repo, papayu_dir
 from papayu_git.housekeeping import clear_stale, dead_check
@@ -367,6 +365,11 @@ class _Run:
         self.command = self.sandbox = None
         if self.options.no_check:
             return
+        # The check package is imported where a check is resolved: `land`, `drop`, `show` and
+        # `apply --no-check` never pay for it (docs/DESIGN.md, "Start-up and cost").
+        from papayu_git.check import resolve_command
+        from papayu_git.check.sandbox import resolve as resolve_sandbox
+
         self.command = resolve_command(self.root, base, self.options.check)
         if self.command is None:
             return
@@ -412,6 +415,7 @@ class _Run:
         )
 
     def run_check(self, commit: str) -> bool:
+        from papayu_git.check import run_check  # see resolve_check
         if self.command is None or self.sandbox is None:
             return True
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papayu_git.check import environment, mtimes, relay
+from papayu_git.check import environment, mtimes
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
 from papayu_git.check.sandbox import bwrap_argv, check_env
@@ -48,6 +48,8 @@ class CheckView:
         if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
             mtimes.sync(repo_root, checkout.path, checkout.gitdir)
         wrap: list[str] = []
+        from papayu_git.check import relay  # sockets and threads: only when ports are relayed
+
         ports = relay.configured_ports(repo_root)
         if ports and not sandbox.network:
             inner = relay.start(ports)
