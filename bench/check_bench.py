@@ -157,7 +157,7 @@ def bwrap_breakdown(
 
     assert box.bwrap is not None
     bwrap = box.bwrap
-    full = CheckView.prepare(checkout, box, repo_path).prefix
+    full = CheckView.prepare(checkout, box, repo_path, checkout.slot / "report").prefix
     cut = full.index("--overlay-src")
     true, py = ["/bin/sh", "-c", "true"], [python, "-c", "pass"]
     steps = [

@@ -213,7 +213,7 @@ def _slot_usable(slot: Path) -> bool:
 
 
 def _create_slot(repo: pygit2.Repository, slot: Path) -> None:
-    _remove_tree(slot)
+    remove_tree(slot)
     (slot / "work").mkdir(parents=True)
     gitdir = slot / "git"
     run_git(["init", "-q", "--bare", "--template=", str(gitdir)], cwd=slot)
@@ -253,7 +253,7 @@ def _restore_slot(repo: pygit2.Repository, slot: Path) -> None:
     write_gitfile(slot / "work", gitdir)
 
 
-def _remove_tree(path: Path) -> None:
+def remove_tree(path: Path) -> None:
     """Remove ``path`` without recursion and without long paths: a check may leave a tree
     deeper than PATH_MAX (or Python's recursion limit), which must not wedge the pool. Each
     directory is opened relative to its parent's descriptor; the stack is ours."""
@@ -318,7 +318,7 @@ def remove_idle_checkouts(repo_root: Path, papayu_dir: Path, on_stale: Any = Non
         if not locks.try_acquire(lock, on_stale=on_stale, kind="checkout", path=str(slot)):
             continue
         try:
-            _remove_tree(slot)
+            remove_tree(slot)
             removed.append(slot)
         finally:
             locks.release(lock)
@@ -333,8 +333,8 @@ def _remove_legacy_worktrees(repo_root: Path, papayu_dir: Path) -> list[Path]:
     removed = []
     for path in sorted(p for p in legacy.iterdir() if p.is_dir()):
         run_git(["worktree", "remove", "-f", "-f", str(path)], cwd=repo_root, check=False)
-        _remove_tree(path)
+        remove_tree(path)
         removed.append(path)
-    _remove_tree(legacy)
+    remove_tree(legacy)
     run_git(["worktree", "prune"], cwd=repo_root, check=False)
     return removed

@@ -17,7 +17,7 @@ import pytest
 from helpers import apply_json, git, make_repo, write_plan
 
 from papayu_git.check import mtimes, sandbox
-from papayu_git.worktree import _remove_tree
+from papayu_git.worktree import remove_tree
 
 needs_bwrap = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
@@ -172,7 +172,7 @@ def test_a_tree_deeper_than_path_max_is_removed(tmp_path: Path) -> None:
         os.close(fd)
         fd = inner
     os.close(fd)
-    _remove_tree(top)
+    remove_tree(top)
     assert not top.exists()
 
 

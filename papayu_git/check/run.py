@@ -17,17 +17,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, settings
 from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.environment import included_values
+from papayu_git.check.results import TestResults, go_plain_text, instrument, junit_patterns, read_results, summary
 from papayu_git.check.view import CheckView
 from papayu_git.output import printable
 from papayu_git.secrets import masker
 from papayu_git.stages import pause_point
+from papayu_git.worktree import remove_tree
 
 if TYPE_CHECKING:
     from papayu_git.check.command import CheckCommand
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from papayu_git.worktree import CheckCheckout
 
 TAIL_LINES = 40
+LOG_READ_CHARS = 64 * 1024 * 1024  # the log is capped (papayu.check.outputMB); this is a backstop
 
 
 @dataclass(frozen=True)
@@ -50,13 +53,16 @@ class CheckResult:
     commit: str = ""  # the commit the check ran on (what `land ID` may land)
     environment: tuple[str, ...] = ()  # causes of a failure in the check's environment, not the plan
     user_tree_links: tuple[str, ...] = ()  # unsandboxed: the environment reaches the user's tree
+    tests: TestResults | None = None  # per test, as the runners reported (results/)
 
     @property
     def passed(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "passed": self.passed}
+        data = {**asdict(self), "passed": self.passed}
+        data["tests"] = summary(self.tests) if self.tests is not None else None
+        return data
 
 
 def run_check(
@@ -75,20 +81,30 @@ def run_check(
     start = time.monotonic()
     exit_code: int | None = 0
     timed_out = False
-    view = CheckView.prepare(checkout, sandbox, repo_root)
+    report = _fresh_dir(checkout.slot / "report")
+    view = CheckView.prepare(checkout, sandbox, repo_root, report)
+    junit_globs = junit_patterns(repo_root)
     with open(log_path, "wb") as log:
         log.write(
             f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n".encode()
         )
-        for command in (check.command, *extra_commands):
+        for index, command in enumerate((check.command, *extra_commands)):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()
             remaining = timeout_sec - (time.monotonic() - start)
-            argv, env = view.command_line(command)
+            # The check writes its per-test results where papayu reads them back (results/).
+            run, extra = (
+                instrument(command, view.report, junit_globs=junit_globs, env=view.env) if index == 0 else (command, {})
+            )
+            argv, env = view.command_line(run, extra)
             exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), repo_root)
             if exit_code != 0 or timed_out:
                 break
-    tail = _masked_tail(log_path, masker(included_values(repo_root)))
+    mask = masker(included_values(repo_root))
+    tail = _masked_tail(log_path, mask)
+    tests = _results(report, log_path, junit_globs, view.root, mask)
+    if "go test -json" in tests.source:
+        tail = go_plain_text(tail)
     return CheckResult(
         check.command,
         check.source,
@@ -101,7 +117,28 @@ def run_check(
         commit,
         environment=tuple(environment_causes(tail, repo_root, sandbox)) if exit_code != 0 or timed_out else (),
         user_tree_links=tuple(view.user_tree_links),
+        tests=tests,
     )
+
+
+def _fresh_dir(path: Path) -> Path:
+    if path.exists() or path.is_symlink():
+        remove_tree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _results(
+    report: Path, log_path: Path, junit_globs: list[str], root: str, mask: Callable[[str], str]
+) -> TestResults:
+    """The run's per-test results, their messages masked like the log."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as log:
+            text = log.read(LOG_READ_CHARS)
+    except OSError:
+        text = ""
+    results = read_results(report, text, junit_globs, root=root)
+    return replace(results, failures={k: mask(v) for k, v in results.failures.items()})
 
 
 def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:

@@ -25,18 +25,24 @@ if TYPE_CHECKING:
     from papayu_git.worktree import CheckCheckout
 
 
+REPORT_INSIDE = "/run/papayu-report"
+
+
 @dataclass
 class CheckView:
     prefix: list[str]  # bwrap and its options, or nothing
     env: dict[str, str]
     limits: str = ""  # shell words bounding the check's processes (run.limits_prefix)
+    report: str = ""  # where the runners write their results, as the check sees it
+    root: str = ""  # the check's working directory, as the check sees it
     wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
     user_tree_links: list[str] = field(default_factory=list)
 
     @classmethod
-    def prepare(cls, checkout: CheckCheckout, sandbox: Sandbox, repo_root: Path) -> CheckView:
+    def prepare(cls, checkout: CheckCheckout, sandbox: Sandbox, repo_root: Path, report: Path) -> CheckView:
+        """``report``: a fresh host directory the runners' result files go to (results/)."""
         if sandbox.bwrap is None:
-            return cls._unsandboxed(checkout, repo_root)
+            return cls._unsandboxed(checkout, repo_root, report)
         home = Path(os.path.expanduser("~"))
         (checkout.path / ".git").unlink(missing_ok=True)  # the git dir is mounted there instead
         layout = Layout(repo_root, checkout.path, checkout.gitdir, _objects_of(checkout.gitdir))
@@ -45,6 +51,7 @@ class CheckView:
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
         placed = environment.mounts(layout, env)
         placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
+        placed.append(Mount(Kind.BIND, str(report), REPORT_INSIDE))
         if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
             mtimes.sync(repo_root, checkout.path, checkout.gitdir)
         wrap: list[str] = []
@@ -56,10 +63,10 @@ class CheckView:
             placed.append(Mount(Kind.BIND, str(inner), relay.INSIDE))
             wrap = relay.inner_command(ports)
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network)
-        return cls(argv, env, limits_prefix(repo_root), wrap)
+        return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap)
 
     @classmethod
-    def _unsandboxed(cls, checkout: CheckCheckout, repo_root: Path) -> CheckView:
+    def _unsandboxed(cls, checkout: CheckCheckout, repo_root: Path, report: Path) -> CheckView:
         # The same allowlisted environment, with HOME and TMPDIR private to the slot.
         private = checkout.slot / "tmp"
         shutil.rmtree(private, ignore_errors=True)
@@ -68,13 +75,13 @@ class CheckView:
         dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
         dirs += environment.env_dirs(repo_root, checkout.path)
         links = environment.links_into(repo_root, sorted(set(dirs)))
-        return cls([], env, limits_prefix(repo_root), user_tree_links=links)
+        return cls([], env, limits_prefix(repo_root), str(report), str(checkout.path), user_tree_links=links)
 
-    def command_line(self, command: str) -> tuple[list[str], dict[str, str]]:
+    def command_line(self, command: str, extra_env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
         shell = ["/bin/sh", "-c", self.limits + command]
         if self.wrap:
             shell = [*self.wrap, *shell]
-        return ([*self.prefix, "--", *shell] if self.prefix else shell), self.env
+        return ([*self.prefix, "--", *shell] if self.prefix else shell), {**self.env, **(extra_env or {})}
 
 
 def _objects_of(gitdir: Path) -> Path:

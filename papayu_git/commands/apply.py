@@ -179,8 +179,19 @@ def report(result: ApplyResult, as_json: bool) -> None:
         state = "passed" if result.check["passed"] else "FAILED"
         output.info(
             f"check `{safe_text(result.check['command'])}` ({result.check['source']}): {state} "
-            f"in {result.check['duration_sec']:.1f}s; log: {result.check['log']}"
+            f"in {result.check['duration_sec']:.1f}s{tests_said(result.check.get('tests'))}; log: {result.check['log']}"
         )
+
+
+def tests_said(tests: dict[str, Any] | None) -> str:
+    """ ", 41 passed, 1 failed (pytest junit)" or ", verdict by exit code only"."""
+    if not tests:
+        return ""
+    counts = {k: v for k, v in tests.get("counts", {}).items() if v}
+    if not counts:
+        return "; verdict by exit code only (no per-test results could be read)"
+    said = ", ".join(f"{n} {name}" for name, n in counts.items())
+    return f"; {said} ({tests.get('source')})"
 
 
 def _report_rollback(result: ApplyResult) -> None:

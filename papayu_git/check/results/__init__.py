@@ -11,7 +11,7 @@ its source is "exit code only" (plain `python -m unittest`, a runner papayu does
 
 from papayu_git.check.results.gotest import go_plain_text
 from papayu_git.check.results.instrument import instrument, junit_patterns
-from papayu_git.check.results.outcome import EXIT_CODE_ONLY, Outcome, TestResults
+from papayu_git.check.results.outcome import EXIT_CODE_ONLY, Outcome, TestResults, summary
 from papayu_git.check.results.read import read_results
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "instrument",
     "junit_patterns",
     "read_results",
+    "summary",
 ]

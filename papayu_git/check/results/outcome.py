@@ -56,6 +56,25 @@ class TestResults:
         }
 
 
+SUMMARY_IDS = 50
+
+
+def summary(results: TestResults) -> dict[str, Any]:
+    """What a check result says about its tests in JSON, traces and records: the counts and the
+    failing ids (the first SUMMARY_IDS), not every test."""
+    counts = {str(o): 0 for o in Outcome}
+    for outcome in results.outcomes.values():
+        counts[str(outcome)] += 1
+    failing = sorted(k for k, v in results.outcomes.items() if v in (Outcome.FAILED, Outcome.ERROR))
+    return {
+        "source": results.source,
+        "counts": counts,
+        "failing": failing[:SUMMARY_IDS],
+        "failing_total": len(failing),
+        "unreadable": list(results.unreadable),
+    }
+
+
 def clip(text: str, limit: int = MESSAGE_CHARS) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
