@@ -1,0 +1,195 @@
+"""The base run: the check on the tip a plan is built on, once per (tip tree, check command,
+environment), shared by every plan on that tip and by concurrent applies (docs/DESIGN.md, "A
+verdict per test").
+
+The result lives in `.git/papayu/base/<key>.json`. Whoever computes it holds
+`locks/base-<key>.lock`; anyone else needing the same key waits for the file (or for the lock
+to go stale, then computes it itself): one base run, never two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from papayu_git import atomic, locks, settings
+from papayu_git.check.command import CheckCommand
+from papayu_git.check.environment import ENV_DIR_NAMES, included, manifest_dirs
+from papayu_git.check.results import Outcome, TestResults
+from papayu_git.check.run import run_check
+from papayu_git.check.sandbox import check_env
+from papayu_git.housekeeping import dead_check
+from papayu_git.objects import commit_of
+from papayu_git.worktree import acquire_checkout, release_checkout
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from papayu_git.check.sandbox import Sandbox
+
+BASE_DIR = "base"
+INSTALL_STAMPS = ("lib/python*/site-packages", "Lib/site-packages", ".package-lock.json", ".modules.yaml")
+WAIT_POLL_SEC = 0.2
+
+
+@dataclass(frozen=True)
+class BaseRun:
+    key: str
+    commit: str
+    results: TestResults
+    exit_code: int | None
+    timed_out: bool
+    duration_sec: float
+    log: str
+    cached: bool = False  # read from the cache, not run by this call
+
+    @property
+    def green(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "commit": self.commit,
+            "tests": self.results.to_dict(),
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "duration_sec": self.duration_sec,
+            "log": self.log,
+        }
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> BaseRun:
+        tests = data["tests"]
+        results = TestResults(
+            str(tests["source"]),
+            {str(k): Outcome(v) for k, v in tests["outcomes"].items()},
+            {str(k): str(v) for k, v in tests.get("failures", {}).items()},
+            tuple(tests.get("unreadable", ())),
+        )
+        return cls(
+            str(data["key"]),
+            str(data["commit"]),
+            results,
+            data["exit_code"],
+            bool(data["timed_out"]),
+            float(data["duration_sec"]),
+            str(data["log"]),
+            cached=True,
+        )
+
+
+def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, command: str, sandbox: Sandbox) -> str:
+    """What a base run's result depends on: the tip's tree (not the commit: a rebased message
+    changes nothing), the command, and the environment the check gets."""
+    tree = str(commit_of(repo, commit).tree_id)
+    digest = hashlib.sha256()
+    for part in (tree, command, sandbox.level, environment_fingerprint(repo_root)):
+        digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def environment_fingerprint(repo_root: Path) -> str:
+    """The check's variables, the settings that shape its view, and the state of the project's
+    environment directories and included files (their mtimes and those of their entries: an
+    install or a build changes them)."""
+    root = str(repo_root)
+    parts = [json.dumps(sorted(check_env("", "", root).items()))]
+    for name in ("check_env_dirs", "check_include", "check_local_ports", "check_network", "check_junit"):
+        parts.append(f"{name}={settings.get(name, root)}")
+    dirs = {repo_root / rel / name for rel in manifest_dirs(repo_root) for name in ENV_DIR_NAMES}
+    for path in sorted(dirs | set(included(repo_root))):
+        parts.append(f"{path}:{_stamp(path)}")
+        for deeper in INSTALL_STAMPS:  # where an install shows (pip into site-packages, npm's lock)
+            parts += [f"{p}:{_stamp(p)}" for p in sorted(path.glob(deeper))[:8]]
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _stamp(path: Path) -> str:
+    try:
+        stat = path.stat()
+    except OSError:
+        return "-"
+    stamps = [str(stat.st_mtime_ns)]
+    if path.is_dir():
+        try:
+            with os.scandir(path) as entries:
+                for entry in sorted(entries, key=lambda e: e.name)[:1000]:
+                    try:
+                        stamps.append(f"{entry.name}={entry.stat(follow_symlinks=False).st_mtime_ns}")
+                    except OSError:
+                        continue
+        except OSError:
+            pass
+    return hashlib.sha256(",".join(stamps).encode()).hexdigest()[:16]
+
+
+def cached(pdir: Path, key: str) -> BaseRun | None:
+    try:
+        return BaseRun.from_record(json.loads((pdir / BASE_DIR / f"{key}.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def base_run(
+    repo: pygit2.Repository,
+    pdir: Path,
+    commit: str,
+    check: CheckCommand,
+    sandbox: Sandbox,
+    repo_root: Path,
+    *,
+    timeout_sec: float,
+    fresh: bool = False,
+) -> BaseRun:
+    """The base run for ``commit``: cached, or computed now (waiting for whoever is computing
+    it). ``fresh``: run it again whatever the cache says (the flake re-run), not stored."""
+    key = base_key(repo, repo_root, commit, check.command, sandbox)
+    lock = locks.locks_dir(pdir) / f"base-{key[:24]}.lock"
+    while True:
+        found = None if fresh else cached(pdir, key)
+        if found is not None:
+            return found
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        if locks.try_acquire(lock, kind="base", key=key):
+            break
+        time.sleep(WAIT_POLL_SEC)  # someone else computes it: wait for the file
+    try:
+        found = None if fresh else cached(pdir, key)
+        if found is not None:
+            return found
+        run = _run(repo, pdir, commit, check, sandbox, repo_root, key, timeout_sec, fresh)
+        if not fresh:
+            atomic.write_json(pdir / BASE_DIR / f"{key}.json", run.to_record(), indent=None)
+        return run
+    finally:
+        locks.release(lock)
+
+
+def _run(
+    repo: pygit2.Repository,
+    pdir: Path,
+    commit: str,
+    check: CheckCommand,
+    sandbox: Sandbox,
+    repo_root: Path,
+    key: str,
+    timeout_sec: float,
+    fresh: bool,
+) -> BaseRun:
+    (pdir / BASE_DIR).mkdir(parents=True, exist_ok=True)
+    checkout = acquire_checkout(repo, pdir, commit, plan_id="base", on_stale=dead_check)
+    try:
+        log = pdir / "checks" / f"base-{key[:16]}{'-rerun' if fresh else ''}.log"
+        result = run_check(check, checkout, log, timeout_sec=timeout_sec, sandbox=sandbox, repo_root=repo_root)
+    finally:
+        release_checkout(checkout)
+    assert result.tests is not None
+    return BaseRun(
+        key, commit, result.tests, result.exit_code, result.timed_out, result.duration_sec, result.log, cached=False
+    )
