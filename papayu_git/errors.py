@@ -228,6 +228,23 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the check command failed; nothing landed",
         "Read the output tail; keep the branch with --keep-failed to inspect it.",
     ),
+    "ERR_CHECK_REGRESSION": ErrorSpec(
+        "a test that passed on the tip fails or is missing when the tip's tests run on the plan's code "
+        "(or that run crashed or left no results); nothing landed",
+        "Make the tests named above pass again without changing them: the tip's tests judge the plan. "
+        "Their output is in the check log; --keep-failed keeps the branch to inspect it.",
+    ),
+    "ERR_CHECK_NEW_TESTS_FAIL": ErrorSpec(
+        "tests fail in the plan's own tree that did not fail on the tip: its new tests, tests in files "
+        "approved with --allow-test-edits, or tip tests its test changes break; nothing landed",
+        "Fix the code or the new tests so the tests named above pass; their output is in the check log.",
+    ),
+    "ERR_CHECK_FIXES_NOTHING": ErrorSpec(
+        "the tip's check was already red and the plan fixes none of its failing tests (and breaks none); "
+        "kept on papayu/<id> for review",
+        "Review it ('git papayu show ID') and land it with 'git papayu land ID --force' if it helps anyway; "
+        "or aim the plan at the failing tests named above.",
+    ),
     "ERR_NO_CHECK": ErrorSpec(
         "no check command was found, so nothing landed automatically; the commit is kept on papayu/<id>",
         "Review it with 'git papayu show ID' and land it with 'git papayu land ID --force'; or set a check "

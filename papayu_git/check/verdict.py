@@ -1,0 +1,297 @@
+"""Whether a plan lands, from the per-test results of up to three runs of the check.
+
+The base run is the check on the tip the plan is built on. The regression run is the tip's tests
+on the plan's code (the plan's tree with the test files restored to the tip's): it decides
+regressions, so the plan cannot write its judge. The plan's own run (its tree as is) happens only
+when the plan adds or changes test files: its new tests, and the tests in files approved with
+--allow-test-edits, are judged by it alone. Pure: the runs come in as values, and the one
+further run it may need, the base again for the tests that failed on the plan, through
+``rerun_base``.
+
+Rules beyond the issue's text, each decided here once:
+- SKIPPED is neither a pass nor a failure. A test that passed on the base and is skipped or
+  absent in the regression run is missing; one that failed on the base and did not pass is
+  already failing (skipping it fixes nothing).
+- A test that fails in the regression run and did not run to a failure on the base (absent or
+  skipped there) is newly failing: it did not fail on the tip, it fails on the plan's code. That
+  holds on a red base whose run stopped early too (pytest stops at a collection error): what the
+  tip did not show failing is not excused.
+- A test that failed on the base and is absent from a green regression run (exit 0, readable, no
+  test failing) is fixed: a collection error's test is gone once the module imports.
+- A run that exits nonzero with no test failing crashed or stopped early; in the regression run
+  that holds the plan back unless the base run did the same. A base like that is red with no
+  failing test, and a plan whose regression run then exits 0 fixes it.
+- A readable base with an unreadable regression or own run (no per-test results: an os._exit,
+  a report the plan's code garbled) does not land; only an unreadable base falls back to the
+  exit code, as the check did before per-test results.
+- A timed-out regression or own run is ERR_CHECK_TIMEOUT: its results are partial.
+- The own run also judges the tip's tests that pass in the regression run and fail in the plan's
+  tree as is: the plan's test changes (a conftest, a new file patching at import) broke them,
+  and the landed tip would be red.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from papayu_git.check.results.outcome import Outcome, TestResults
+
+FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
+MAX_NAMES = 20  # names per line of the report; the rest are counted
+# How runners join a file to the test inside it: pytest "path::name", node/vitest "path > name".
+FILE_SEPARATORS = ("::", " > ")
+REGRESSION = "the regression run (the tip's tests on the plan's code)"
+OWN = "the plan's own run (its tree as is)"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the check."""
+
+    results: TestResults
+    exit_code: int | None  # None: timed out
+
+    @property
+    def passed_all(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_code is None
+
+    @property
+    def failing(self) -> frozenset[str]:
+        return frozenset(t for t, o in self.results.outcomes.items() if o in FAILING)
+
+    @property
+    def crashed(self) -> bool:
+        """Red with no test failing: a crash, an early exit, an error outside any test."""
+        return not self.passed_all and not self.failing
+
+    def how_it_ended(self) -> str:
+        return "timed out" if self.exit_code is None else f"exited {self.exit_code}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    lands: bool
+    review: bool  # stop at review (kept for a human) instead of rolling back
+    code: str | None  # None when it lands
+    exit_code_only: bool
+    passed: int = 0  # passing in the regression run (approved test files: in the own run)
+    fixed: tuple[str, ...] = ()  # failed on the base, pass on the plan (or are gone from its green run)
+    broken: tuple[str, ...] = ()  # did not fail on the base, fail in the regression run, not flaky
+    missing: tuple[str, ...] = ()  # passed on the base, absent or skipped in the regression run
+    already_failing: tuple[str, ...] = ()  # failed on the base, do not pass on the plan
+    flaky: tuple[str, ...] = ()  # failed on the plan, passed on the base, failed when the base ran again
+    new_failing: tuple[str, ...] = ()  # fail in the own run and not on the base, not judged by the regression run
+    new_passing: int = 0  # only in the own run (new tests, new ones in approved files), passing
+    notes: tuple[str, ...] = ()  # what the runs as a whole said: crashes, timeouts, unreadable results
+
+    def trailer(self) -> str:
+        """The commit trailer's value: "passed 41, fixed 1, already failing 2", then what else is not 0."""
+        if self.exit_code_only:
+            return "exit code only"
+        parts = [f"passed {self.passed}", f"fixed {len(self.fixed)}", f"already failing {len(self.already_failing)}"]
+        optional = (
+            ("new", self.new_passing),
+            ("flaky", len(self.flaky)),
+            ("newly failing", len(self.broken)),
+            ("missing", len(self.missing)),
+            ("new failing", len(self.new_failing)),
+        )
+        return ", ".join(parts + [f"{name} {n}" for name, n in optional if n])
+
+    def lines(self) -> list[str]:
+        """Every test the verdict turned on, by name, for a human."""
+        named = (
+            ("newly failing", self.broken),
+            ("missing", self.missing),
+            ("failing in the plan's own run", self.new_failing),
+            ("fixed", self.fixed),
+            ("already failing on the tip", self.already_failing),
+            ("flaky (failed on the tip too when re-run)", self.flaky),
+        )
+        return [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update({k: list(v) for k, v in data.items() if isinstance(v, tuple)})
+        return {**data, "trailer": self.trailer(), "lines": self.lines()}
+
+
+def _names(ids: Iterable[str], limit: int = MAX_NAMES) -> str:
+    ids = list(ids)
+    more = f" ... and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more
+
+
+def judge(
+    base: Run,
+    regression: Run,
+    own: Run | None,
+    *,
+    approved_edits: Collection[str] = (),
+    rerun_base: Callable[[list[str]], Run] | None = None,
+) -> Verdict:
+    """Land iff no test that passed on the base fails or is missing in the regression run, the
+    plan's new tests pass, and the base was green or the plan fixes a test that failed on it.
+    ``approved_edits``: files (or test ids) approved with --allow-test-edits; their tests are
+    judged by ``own``. ``rerun_base`` runs the base again for the given ids; called at most once."""
+    if base.results.exit_code_only:
+        return _by_exit_code(regression, own)
+    approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()
+    tally = _Tally()
+    tally.compare(base, regression, approved)
+    tally.rerun(rerun_base)
+    if own is not None:
+        tally.judge_own(base, regression, own, approved)
+    tally.notes += _run_notes(base, regression, own)
+    return tally.verdict(base, regression, own)
+
+
+@dataclass
+class _Tally:
+    passed: int = 0
+    fixed: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+    suspects: list[str] = field(default_factory=list)  # passed on the base, failed on the plan
+    missing: list[str] = field(default_factory=list)
+    already_failing: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    new_failing: list[str] = field(default_factory=list)
+    new_passing: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def compare(self, base: Run, regression: Run, approved: frozenset[str]) -> None:
+        before, after = base.results.outcomes, regression.results.outcomes
+        green = _green(regression)
+        for test in sorted((before.keys() | after.keys()) - approved):
+            was, now = before.get(test), after.get(test)
+            if now == Outcome.PASSED:
+                self.passed += 1
+                if was in FAILING:
+                    self.fixed.append(test)
+            elif now in FAILING:
+                if was in FAILING:
+                    self.already_failing.append(test)
+                else:
+                    (self.suspects if was == Outcome.PASSED else self.broken).append(test)
+            elif was == Outcome.PASSED:
+                self.missing.append(test)
+            elif was in FAILING:
+                (self.fixed if green and now is None else self.already_failing).append(test)
+
+    def rerun(self, rerun_base: Callable[[list[str]], Run] | None) -> None:
+        """Flakes never help the plan: a test that failed on it is run again on the base, never on
+        the plan, and is flaky only if it fails on the base too."""
+        if not self.suspects:
+            return
+        again = rerun_base(list(self.suspects)) if rerun_base is not None else None
+        failing_again = again.failing if again is not None else frozenset()
+        self.flaky = [t for t in self.suspects if t in failing_again]
+        self.broken = sorted(self.broken + [t for t in self.suspects if t not in failing_again])
+
+    def judge_own(self, base: Run, regression: Run, own: Run, approved: frozenset[str]) -> None:
+        before, tips, plans = base.results.outcomes, regression.results.outcomes, own.results.outcomes
+        for test in sorted(plans.keys() | (approved & before.keys())):
+            was, now = before.get(test), plans.get(test)
+            if test in approved or (was is None and test not in tips):
+                self._judge_owned(test, was, now)
+            elif now in FAILING and was not in FAILING and tips.get(test) not in FAILING:
+                self.new_failing.append(test)  # the plan's test changes broke a tip test
+        self.fixed.sort()
+        self.already_failing.sort()
+
+    def _judge_owned(self, test: str, was: Outcome | None, now: Outcome | None) -> None:
+        """A new test, or one in a file approved for editing: the plan's own run is its judge."""
+        if now == Outcome.PASSED:
+            if was is None:
+                self.new_passing += 1
+            else:
+                self.passed += 1
+                if was in FAILING:
+                    self.fixed.append(test)
+        elif was in FAILING:
+            self.already_failing.append(test)
+        elif now in FAILING:
+            self.new_failing.append(test)
+
+    def verdict(self, base: Run, regression: Run, own: Run | None) -> Verdict:
+        base_red = not base.passed_all or bool(base.failing)
+        # A base red with no test failing (a crash, an error outside the tests) is fixed by a green run.
+        run_fixed = base_red and not base.failing and _green(regression)
+        review, code = False, None
+        if regression.timed_out or (own is not None and own.timed_out):
+            code = "ERR_CHECK_TIMEOUT"
+        elif self.broken or self.missing or _regression_failed(base, regression):
+            code = "ERR_CHECK_REGRESSION"
+        elif self.new_failing or (own is not None and _own_failed(base, own)):
+            code = "ERR_CHECK_NEW_TESTS_FAIL"
+        elif base_red and not self.fixed and not run_fixed:
+            review, code = True, "ERR_CHECK_FIXES_NOTHING"
+            self.notes.append("the tip was already red and the plan fixes none of its failing tests")
+        return Verdict(
+            lands=code is None,
+            review=review,
+            code=code,
+            exit_code_only=False,
+            passed=self.passed,
+            fixed=tuple(self.fixed),
+            broken=tuple(self.broken),
+            missing=tuple(self.missing),
+            already_failing=tuple(self.already_failing),
+            flaky=tuple(self.flaky),
+            new_failing=tuple(self.new_failing),
+            new_passing=self.new_passing,
+            notes=tuple(self.notes),
+        )
+
+
+def _approved(edits: Collection[str], *runs: Run | None) -> frozenset[str]:
+    """The test ids of every run that are, or sit in, a file approved for editing."""
+    ids = {t for run in runs if run is not None for t in run.results.outcomes}
+    prefixes = tuple(e + sep for e in edits for sep in FILE_SEPARATORS)
+    return frozenset(t for t in ids if t in edits or (prefixes and t.startswith(prefixes)))
+
+
+def _green(run: Run) -> bool:
+    return run.passed_all and not run.failing and not run.results.exit_code_only
+
+
+def _regression_failed(base: Run, regression: Run) -> bool:
+    return regression.results.exit_code_only or (regression.crashed and not base.crashed)
+
+
+def _own_failed(base: Run, own: Run) -> bool:
+    return own.results.exit_code_only or (own.crashed and not base.crashed)
+
+
+def _run_notes(base: Run, regression: Run, own: Run | None) -> list[str]:
+    notes = []
+    if base.crashed:
+        notes.append(f"the run on the tip {base.how_it_ended()} with no test failing")
+    for name, run in ((REGRESSION, regression), (OWN, own)):
+        if run is None:
+            continue
+        if run.timed_out:
+            notes.append(f"{name} timed out")
+        elif run.results.exit_code_only:
+            notes.append(f"{name} {run.how_it_ended()} and left no readable per-test results: crashed or stopped early")
+        elif run.crashed:
+            notes.append(f"{name} {run.how_it_ended()} with no test failing: crashed or stopped early")
+    return notes
+
+
+def _by_exit_code(regression: Run, own: Run | None) -> Verdict:
+    """The base's results are unreadable: the check's exit code decides, as before per-test results."""
+    runs = [(REGRESSION, regression)] + ([(OWN, own)] if own is not None else [])
+    notes = ["the verdict is exit-code only: the check's per-test results could not be read"]
+    notes += [f"{name} {run.how_it_ended()}" for name, run in runs]
+    failed = [run for _, run in runs if not run.passed_all]
+    code = None
+    if failed:
+        code = "ERR_CHECK_TIMEOUT" if any(run.timed_out for run in failed) else "ERR_CHECK_FAILED"
+    return Verdict(lands=not failed, review=False, code=code, exit_code_only=True, notes=tuple(notes))
