@@ -7,7 +7,9 @@ unless --allow-test-edits (transaction.py). New test files are fine.
 So is a plan that changes how tests run, new files included: a `conftest.py` hook can deselect
 every test, `addopts = "-k nothing"` in pytest's config runs none, `"test": "exit 0"` in
 package.json passes always. Dedicated runner configs count whenever they change; shared files
-(pyproject.toml, setup.cfg, package.json) only when their tests' part changes.
+(pyproject.toml, setup.cfg, package.json) only when their tests' part changes. So does code Python
+runs before any test: a `*.pth` file or a `sitecustomize.py` (site.py runs them at interpreter
+start), or a new top-level `pytest`/`unittest` module that replaces the runner itself.
 
 Patterns are gitignore-like (paths.py: case-folded, '**' is any number of segments, a pattern
 without '/' matches a name at any depth, '!' re-allows, the last match wins), and a pattern
@@ -54,6 +56,19 @@ HARNESS_PATTERNS: tuple[str, ...] = (
 )  # fmt: skip
 _PACKAGE_TEST_KEYS = ("jest", "mocha", "ava", "vitest", "c8", "nyc")
 
+# A top-level module in any of its forms (package, source, bytecode, extension), at the root or in src/.
+_MODULE_FORMS = ("/", ".py", ".py[cd]", ".so", ".*.so", ".*.pyd")
+
+
+def _top_level_modules(*names: str) -> tuple[str, ...]:
+    return tuple(f"/{root}{name}{form}" for root in ("", "src/") for name in names for form in _MODULE_FORMS)
+
+
+# Run by site.py at interpreter start, before any runner: every *.pth line, then these modules.
+STARTUP_HOOK_PATTERNS: tuple[str, ...] = (*_top_level_modules("sitecustomize", "usercustomize"), "*.pth")
+# Found on sys.path before the installed runner, a project module of the same name replaces it.
+RUNNER_MODULE_PATTERNS: tuple[str, ...] = _top_level_modules("unittest", "pytest", "_pytest", "nose2", "py")
+
 
 def _pyproject_tests(data: bytes) -> object:
     tool = tomllib.loads(data.decode("utf-8")).get("tool", {})
@@ -98,6 +113,34 @@ def changes_how_tests_run(path: str, old: bytes | None, new: bytes | None) -> bo
         return True  # unreadable either side: a human decides
 
 
+def shadows_runner(path: str, tip: GitTree) -> bool:
+    """True when ``path`` is a startup hook, or lies in a top-level module named like a test runner
+    that the tip does not have (or in a plain directory of that name, made a package by its new
+    ``__init__``). A runner's own repository (pytest's src/_pytest) edits its code, not a shadow."""
+    if _matches(path, compile_patterns(STARTUP_HOOK_PATTERNS)):
+        return True
+    if not _matches(path, compile_patterns(RUNNER_MODULE_PATTERNS)):
+        return False
+    parts = path.split("/")
+    depth = 2 if parts[0].casefold() == "src" and len(parts) > 1 else 1
+    if tip.entry_kind("/".join(parts[:depth])) is None:
+        return True
+    return len(parts) == depth + 1 and parts[depth].startswith("__init__.") and tip.entry_kind(path) is None
+
+
+def judges_plan(path: str, tip: GitTree, plan: GitTree, compiled_tests: Sequence[str]) -> bool:
+    """True when ``path``, which differs between ``tip`` and ``plan``, is part of what judges the
+    plan: a test file (``compiled_tests``, from compile_patterns), a runner config (a shared one
+    when its tests' part differs), a startup hook or a shadow of the runner."""
+    if _matches(path, compiled_tests) or _matches(path, compile_patterns(HARNESS_PATTERNS)):
+        return True
+    if shadows_runner(path, tip):
+        return True
+    if path.rsplit("/", 1)[-1] not in _SHARED_CONFIGS:
+        return False  # the blobs of every other changed file stay unread
+    return changes_how_tests_run(path, tip.read_blob(path), plan.read_blob(path))
+
+
 def _expand(pattern: str) -> str | None:
     """One user or built-in pattern as a paths.py pattern that also covers what lies below it."""
     negate = pattern.startswith("!")
@@ -139,13 +182,13 @@ def configured_test_patterns(repo_root: str | Path | None) -> tuple[tuple[str, .
 
 def edited_tests(base: GitTree, changes: TreeChanges, patterns: Sequence[str]) -> list[str]:
     """Existing test files (in ``base``) that ``changes`` modify (new bytes) or delete, and files
-    whose change (creation included) changes how tests run; sorted."""
+    whose change (creation included) changes how tests run or shadows the runner; sorted."""
     compiled = compile_patterns(patterns)
     edited: set[str] = set()
     harness: set[str] = set()
     for path, data in changes.writes.items():
         old = base.read_blob(path)
-        if changes_how_tests_run(path, old, data):
+        if changes_how_tests_run(path, old, data) or (old != data and shadows_runner(path, base)):
             harness.add(path)
         if old is None and base.entry_kind(path) is None:
             continue  # a new file
@@ -155,6 +198,6 @@ def edited_tests(base: GitTree, changes: TreeChanges, patterns: Sequence[str]) -
     for directory in changes.delete_dirs:
         deleted.update(base.files_under(directory))
     edited.update(deleted)
-    harness.update(p for p in deleted if changes_how_tests_run(p, base.read_blob(p), None))
+    harness.update(p for p in deleted if changes_how_tests_run(p, base.read_blob(p), None) or shadows_runner(p, base))
     tests = {p for p in edited if compiled and _matches(p, compiled)}
     return sorted(tests | harness)
