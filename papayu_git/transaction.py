@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from papayu_git import checked, locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
 from papayu_git.errors import PapayuError, ValidationFailed
 from papayu_git.git import open_repo, papayu_dir
-from papayu_git.housekeeping import clear_stale, dead_check
+from papayu_git.housekeeping import clear_stale
 from papayu_git.landing import Target, land, resolve_target
 from papayu_git.objects import (
     GitTree,
@@ -42,12 +42,12 @@ from papayu_git.stages import Stopwatch, pause_point
 from papayu_git.testfiles import configured_test_patterns, edited_tests
 from papayu_git.traces import trace_id_for_apply
 from papayu_git.validate import validate_response
-from papayu_git.worktree import acquire_checkout, release_checkout
 
 if TYPE_CHECKING:
     import pygit2
 
     from papayu_git.check import CheckCommand, CheckResult
+    from papayu_git.check.gate import Gate
     from papayu_git.check.sandbox import Sandbox
 
 MAX_REBASE_ATTEMPTS = 20
@@ -228,6 +228,7 @@ class _Run:
         self.trace_id = trace_id
         self.watch = Stopwatch()
         self.check: CheckResult | None = None
+        self.gate: Gate | None = None
         self.warnings: list[str] = []
         self.proposed: tuple[str, ...] = ()
         self.test_edits: tuple[str, ...] = ()
@@ -249,9 +250,16 @@ class _Run:
         try:
             pause_point("after_commit")
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
-                if not self.run_check(commit):
+                checked = self.run_check(commit)
+                commit = self.with_verdict(commit)
+                if not checked:
                     return self.rollback(prepared.target, commit, self.check_error())
-                held = self.held_for_no_check() or self.held_for_user_tree_links() or self.held_for_test_edits()
+                held = (
+                    self.held_for_no_check()
+                    or self.held_for_verdict()
+                    or self.held_for_user_tree_links()
+                    or self.held_for_test_edits()
+                )
                 if self.options.review or held:
                     output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
                     return self.finish(ApplyState.REVIEW, prepared.target, commit, error=held)
@@ -391,7 +399,7 @@ class _Run:
         if self.command is None or self.sandbox is None:
             return [("Papayu-Check", "none found")]
         return [
-            ("Papayu-Check", self.command.command),
+            ("Papayu-Check-Command", self.command.command),
             ("Papayu-Check-Source", self.command.source),
             ("Papayu-Sandbox", self.sandbox.level),
         ]
@@ -415,40 +423,89 @@ class _Run:
         )
 
     def run_check(self, commit: str) -> bool:
-        from papayu_git.check import run_check  # see resolve_check
+        """The gate's runs and verdict (check/gate.py); True when the plan may land or waits for
+        review (a red tip the plan neither fixes nor breaks)."""
+        from papayu_git.check.gate import GateRequest, run_gate  # see resolve_check
+
         if self.command is None or self.sandbox is None:
             return True
+        request = GateRequest(
+            self.repo,
+            self.pdir,
+            self.root,
+            self.plan.id,
+            self.tip,
+            commit,
+            self.command,
+            self.sandbox,
+            settings.get_int("check_timeout_sec", str(self.root)),
+            self.plan_commands() if self.options.run_proposed else (),
+            self.approved_test_edits(commit),
+        )
+        with self.watch.stage("check"), output.progress(f"check: {self.command.command}"):  # masked by progress
+            self.gate = run_gate(request)
+        self.check = self.gate.check
+        if not self.gate.lands and self.only_edited_tests_broke():
+            # Passed but for the tests the plan edits: landing it is the human's approval of those
+            # edits, as --allow-test-edits would have been (held_for_test_edits holds it).
+            self.check = replace(self.check, lands=True)
+        return self.check.passed or self.gate.review
 
-        with self.watch.stage("check"):
-            checkout = acquire_checkout(
-                self.repo,
-                self.pdir,
-                commit,
-                plan_id=self.plan.id,
-                on_stale=dead_check,
-            )
-            try:
-                proposed = self.plan_commands() if self.options.run_proposed else ()
-                with output.progress(f"check: {self.command.command}"):  # masked by progress
-                    self.check = run_check(
-                        self.command,
-                        checkout,
-                        self.pdir / "checks" / f"{self.plan.id}.log",
-                        timeout_sec=settings.get_int("check_timeout_sec", str(self.root)),
-                        sandbox=self.sandbox,
-                        repo_root=self.root,
-                        commit=commit,
-                        extra_commands=proposed,
-                    )
-            finally:
-                release_checkout(checkout)
-        return self.check.passed
+    def approved_test_edits(self, commit: str) -> tuple[str, ...]:
+        """Test files the user let the plan edit (--allow-test-edits): judged by the plan's own
+        run only. A deleted test file is never among them: its tests still judge the plan's code."""
+        if not self.options.allow_test_edits:
+            return ()
+        tree = GitTree(self.repo, commit_of(self.repo, commit).tree)
+        return tuple(p for p in self.test_edits if tree.entry_kind(p) == "file")
+
+    def only_edited_tests_broke(self) -> bool:
+        """Unapproved test edits whose tip versions are all that fails on the plan's code: a change
+        of behaviour the plan meant, maybe. A human decides (held_for_test_edits), the gate does not
+        roll it back."""
+        verdict = self.gate.verdict if self.gate else None
+        if verdict is None or self.options.allow_test_edits or not self.test_edits:
+            return False
+        from papayu_git.check.verdict import FILE_SEPARATORS
+
+        failing = [*verdict.broken, *verdict.missing]
+        edited = tuple(p + sep for p in self.test_edits for sep in FILE_SEPARATORS)
+        return verdict.code == "ERR_CHECK_REGRESSION" and bool(failing) and all(t.startswith(edited) for t in failing)
+
+    def with_verdict(self, commit: str) -> str:
+        """The checked commit with the verdict as its `Papayu-Check` trailer: the same tree and
+        parent (what was checked), the branch moved to it, the record naming it."""
+        verdict = self.gate.verdict if self.gate else None
+        if verdict is None or self.check is None:
+            return commit
+        old = commit_of(self.repo, commit)
+        trailer = commit_message("", self.plan.id, "", trailers=[("Papayu-Check", verdict.trailer())]).splitlines()[-1]
+        amended = create_commit(
+            self.repo, old.tree_id, old.parent_ids[0], old.message.rstrip("\n") + "\n" + trailer + "\n"
+        )
+        set_branch(self.repo, self.plan.id, amended)
+        self.check = replace(self.check, commit=amended)
+        return amended
+
+    def held_for_verdict(self) -> PapayuError | None:
+        """A red tip the plan neither fixes nor breaks: a human decides (check/verdict.py)."""
+        verdict = self.gate.verdict if self.gate else None
+        if verdict is None or not verdict.review:
+            return None
+        ways = f"review it (git papayu show {self.plan.id}); land it anyway with git papayu land {self.plan.id} --force"
+        said = "; ".join(verdict.lines()[:3])
+        self.warn(f"the tip's check is red and the plan fixes none of its failures; NOT landed. {said}. {ways}")
+        return PapayuError(verdict.code or "ERR_CHECK_FIXES_NOTHING", said, path=self.branch, hint=ways)
 
     def plan_commands(self) -> tuple[str, ...]:
         return tuple(c for c in self.proposed if isinstance(c, str))
 
     def check_error(self) -> PapayuError:
         assert self.check is not None
+        verdict = self.gate.verdict if self.gate else None
+        if verdict is not None and verdict.code not in (None, "ERR_CHECK_FAILED"):
+            said = "; ".join(verdict.lines()) or verdict.trailer()
+            return PapayuError(verdict.code or "ERR_CHECK_FAILED", f"{said}; full output: {self.check.log}")
         if self.check.timed_out:
             return PapayuError(
                 "ERR_CHECK_TIMEOUT",

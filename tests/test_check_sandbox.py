@@ -214,7 +214,8 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     data = json.loads(proc.stdout)
     assert proc.returncode == 0 and data["state"] == "review" and data["check"]["passed"], data
     assert data["check"]["sandbox"] == "bwrap"
-    log = Path(data["check"]["log"]).read_text()
+    # The planted test is new: it runs in the plan's own run (the regression run has the tip's tests).
+    log = Path(data["check"]["own_log"]).read_text()
     line = next(line for line in log.splitlines() if line.startswith("ATTACK_REPORT "))
     report = json.loads(line.removeprefix("ATTACK_REPORT "))
     # Judged on the host: nothing of the user's changed: tree, index, refs, hooks, config, stash;
@@ -272,7 +273,7 @@ def test_an_ordinary_unittest_check_passes_sandboxed_and_says_so(tmp_path: Path)
     assert "return a + b" in (repo / "calc.py").read_text()
     message = git(repo, "log", "-1", "--format=%B")
     assert "Papayu-Check-Source: git config papayu.checkCommand" in message
-    assert "Papayu-Sandbox: bwrap" in message and f"Papayu-Check: {sys.executable} -m unittest -q" in message
+    assert "Papayu-Sandbox: bwrap" in message and f"Papayu-Check-Command: {sys.executable} -m unittest -q" in message
 
 
 def test_a_plan_cannot_choose_its_own_check_through_project_json(tmp_path: Path) -> None:
@@ -330,9 +331,11 @@ def test_deleting_the_tests_and_their_config_does_not_dodge_the_check(tmp_path: 
         "apply", str(plan), "-y", "--allow-test-edits", "--json", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"}
     )
     data = json.loads(proc.stdout)
-    # Detection ran on the tip (pytest); on the result pytest collects nothing: exit 5, red.
+    # Detection ran on the tip (pytest); the tip's tests and config, put back for the regression
+    # run, fail on the plan's code: a deleted test file still judges the code it tested.
     assert data["check"]["source"] == "detected" and "pytest" in data["check"]["command"]
-    assert data["state"] == "rolled_back" and data["check"]["exit_code"] == 5, data
+    assert data["state"] == "rolled_back" and data["error"]["code"] == "ERR_CHECK_REGRESSION", data
+    assert "test_calc.py::test_add" in data["error"]["reason"]
     assert git(repo, "rev-parse", "HEAD") == head and (repo / "test_calc.py").exists()
 
 

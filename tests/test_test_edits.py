@@ -376,9 +376,11 @@ def test_a_new_conftest_that_deselects_every_test_is_held(calc_repo: Path, tmp_p
     )
     code, data, stderr = apply_json(calc_repo, plan, "--check", CHECK, "-y")
     assert code == 1, stderr
-    assert data["state"] == "review" and data["test_edits"] == ["tests/conftest.py"]
-    assert data["error"]["code"] == "ERR_TEST_EDITS_HELD" and (calc_repo / "calc.py").read_text() == CALC
-    assert data["check"]["passed"]  # the danger: the broken code passes its check
+    assert data["test_edits"] == ["tests/conftest.py"] and (calc_repo / "calc.py").read_text() == CALC
+    # The broken code passes in the plan's own tree; the tip's tests without the new conftest
+    # (the regression run) judge it: rolled back, naming the test it breaks.
+    assert data["state"] == "rolled_back" and data["error"]["code"] == "ERR_CHECK_REGRESSION", data
+    assert "tests/test_calc.py::test_add" in data["error"]["reason"]
 
 
 PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"

@@ -54,9 +54,14 @@ class CheckResult:
     environment: tuple[str, ...] = ()  # causes of a failure in the check's environment, not the plan
     user_tree_links: tuple[str, ...] = ()  # unsandboxed: the environment reaches the user's tree
     tests: TestResults | None = None  # per test, as the runners reported (results/)
+    verdict: dict[str, Any] | None = None  # the gate's per-test verdict (gate.py), when it judged
+    lands: bool | None = None  # the gate's decision; None: the exit code decides
+    own_log: str = ""  # the log of the plan's own run (its tree as is), when there was one
 
     @property
     def passed(self) -> bool:
+        if self.lands is not None:
+            return self.lands
         return self.exit_code == 0 and not self.timed_out
 
     def to_dict(self) -> dict[str, Any]:

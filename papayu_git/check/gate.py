@@ -1,0 +1,137 @@
+"""The gate: the runs a plan's verdict needs, and the verdict (docs/DESIGN.md, "A verdict per
+test").
+
+The regression run checks the tip's tests on the plan's code (judge_tree.py: the plan's tree with
+its test files and runner configs as on the tip), so the plan cannot write its own judge; the
+plan's own run (its tree as is) happens only when the plan changes what judges it; the base run
+(base.py: the tip, cached) is what both are compared with, per test (verdict.py). A plan that
+touches no test costs one run once the base is cached, two when it does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from papayu_git.check.base import BaseRun, base_run
+from papayu_git.check.judge_tree import tip_tests_commit
+from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
+from papayu_git.check.run import CheckResult, run_check
+from papayu_git.check.verdict import Run, Verdict, judge
+from papayu_git.housekeeping import dead_check
+from papayu_git.worktree import acquire_checkout, release_checkout
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from papayu_git.check.command import CheckCommand
+    from papayu_git.check.sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class Gate:
+    check: CheckResult  # the regression run (the only run when the plan changes no test), verdict inside
+    own: CheckResult | None  # the plan's own run
+    base: BaseRun | None
+    verdict: Verdict | None  # None: no per-test results anywhere (the exit code decided)
+
+    @property
+    def lands(self) -> bool:
+        return self.check.passed
+
+    @property
+    def review(self) -> bool:
+        return self.verdict is not None and self.verdict.review
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    repo: pygit2.Repository
+    pdir: Path
+    root: Path
+    plan_id: str
+    tip: str  # the commit the plan is built on
+    commit: str  # the plan's commit
+    command: CheckCommand
+    sandbox: Sandbox
+    timeout_sec: float
+    extra_commands: tuple[str, ...] = ()  # consented proposed commands: after the plan's own tree's check
+    approved_edits: tuple[str, ...] = ()  # test files the user approved the plan to edit
+
+
+def run_gate(request: GateRequest) -> Gate:
+    judge_commit = tip_tests_commit(request.repo, request.tip, request.commit, request.root)
+    own = None
+    if judge_commit is None:
+        regression = _run(request, request.commit, f"{request.plan_id}.log", request.extra_commands)
+    else:
+        regression = _run(request, judge_commit, f"{request.plan_id}.log", ())
+        own = _run(request, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
+    base = base_run(
+        request.repo,
+        request.pdir,
+        request.tip,
+        request.command,
+        request.sandbox,
+        request.root,
+        timeout_sec=request.timeout_sec,
+    )
+
+    def rerun_base(ids: list[str]) -> Run:
+        again = base_run(
+            request.repo,
+            request.pdir,
+            request.tip,
+            request.command,
+            request.sandbox,
+            request.root,
+            timeout_sec=request.timeout_sec,
+            fresh=True,
+        )
+        return _as_run(again.results, None if again.timed_out else again.exit_code)
+
+    verdict = judge(
+        _as_run(base.results, None if base.timed_out else base.exit_code),
+        _as_run(regression.tests, None if regression.timed_out else regression.exit_code),
+        _as_run(own.tests, None if own.timed_out else own.exit_code) if own is not None else None,
+        approved_edits=request.approved_edits,
+        rerun_base=rerun_base,
+    )
+    # What is recorded as "the check" of the plan's commit: the regression run with the verdict.
+    checked = replace(
+        regression,
+        commit=request.commit,
+        verdict=verdict.to_dict(),
+        lands=verdict.lands,
+        own_log=own.log if own is not None else "",
+    )
+    return Gate(checked, own, base, verdict)
+
+
+def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...]) -> CheckResult:
+    checkout = acquire_checkout(request.repo, request.pdir, commit, plan_id=request.plan_id, on_stale=dead_check)
+    try:
+        return run_check(
+            request.command,
+            checkout,
+            request.pdir / "checks" / log,
+            timeout_sec=request.timeout_sec,
+            sandbox=request.sandbox,
+            repo_root=request.root,
+            commit=commit,
+            extra_commands=extra,
+        )
+    finally:
+        release_checkout(checkout)
+
+
+# pytest's "no tests were collected": a tree without tests is not a red one (a plan may add the first).
+NO_TESTS_COLLECTED = 5
+
+
+def _as_run(results: TestResults | None, exit_code: int | None) -> Run:
+    results = results if results is not None else TestResults(EXIT_CODE_ONLY)
+    if exit_code == NO_TESTS_COLLECTED and not results.exit_code_only and not results.outcomes:
+        exit_code = 0
+    return Run(results, exit_code)
