@@ -15,7 +15,8 @@ submodules, .gitattributes edits) goes to `git merge --ff-only`, which decides a
 the files it would overwrite. A merge, rebase, cherry-pick or revert in progress on the
 branch is refused up front (ERR_OPERATION_IN_PROGRESS; the checked commit is kept). A plain
 merge refreshes the stat data of every file in the index: ~65 ms of a 50k-file
-repository's ~95 ms, for a 10-file change (bench/apply_bench.py).
+repository's ~95 ms, for a 10-file change (bench/apply_bench.py). Every git command here runs
+with the user's hooks off unless land_hooks.py allows them (papayu.land.runHooks).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 from papayu_git import locks
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_git, run_to_completion, scrubbed_env
+from papayu_git.land_hooks import HookPolicy, hook_policy, may_have_hook, say_skipped
 from papayu_git.objects import changed_paths, commit_of
 from papayu_git.stages import pause_point
 
@@ -126,12 +128,14 @@ def land(repo: pygit2.Repository, papayu_dir: Path, target: Target, commit: str,
         ensure_at(repo, target)
         workdir = checked_out_in(repo, target.ref)
         refuse_during_operations(repo, target, workdir)
+        hooks = hook_policy(repo, workdir, commit_of(repo, target.tip).tree, commit_of(repo, commit).tree)
         if workdir is not None:
-            if not _apply_fast_forward(repo, workdir, commit, target, plan_id):
-                fast_forward(workdir, commit, target)
+            if not _apply_fast_forward(repo, workdir, commit, target, plan_id, hooks):
+                fast_forward(workdir, commit, target, hooks)
+            say_skipped(repo, workdir, "post-merge", hooks)
             return "fast-forward"
         proc = run_git(
-            ["update-ref", "-m", f"papayu: land {plan_id}", target.ref, commit, target.tip],
+            [*hooks.git_args, "update-ref", "-m", f"papayu: land {plan_id}", target.ref, commit, target.tip],
             cwd=repo.path,
             check=False,
             env=_c_locale(),
@@ -167,19 +171,21 @@ def _c_locale() -> dict[str, str]:
 # whose stat data no longer matches the index (touched, copied) is refused too, though clean:
 # git merge, which refreshes the index, then lands it.
 _APPLY_FF = r"""
-old=$1 new=$2 ref=$3 msg=$4 hook=$5; shift 5
+old=$1 new=$2 ref=$3 msg=$4 nohooks=$5 post_merge=$6; shift 6
+# $nohooks (land_hooks.NO_HOOKS, or empty), unquoted: apply (post-index-change), update-ref
+# (reference-transaction) and maintenance (pre-auto-gc) run hooks too.
 # A staged change (even of a mode only) of a touched path is the user's: leave it to git merge.
-GIT_LITERAL_PATHSPECS=1 git diff-index --cached --quiet "$old" -- "$@" || exit 10
+GIT_LITERAL_PATHSPECS=1 git $nohooks diff-index --cached --quiet "$old" -- "$@" || exit 10
 patch() {
-    git diff-tree -p --binary --full-index --no-renames --no-ext-diff --no-textconv \
+    git $nohooks diff-tree -p --binary --full-index --no-renames --no-ext-diff --no-textconv \
         --unified=999999999 "$old" "$new" |
-    git apply --index --whitespace=nowarn --no-ignore-whitespace "$@"
+    git $nohooks apply --index --whitespace=nowarn --no-ignore-whitespace "$@"
 }
 patch || exit 10
 if printf 'update %s %s %s\nupdate ORIG_HEAD %s\n' "$ref" "$new" "$old" "$old" |
-        git update-ref -m "$msg" --stdin; then
-    [ "$hook" = no ] || git hook run --ignore-missing post-merge -- 0 >&2
-    git maintenance run --auto --quiet >&2  # as git merge and git commit do (loose objects)
+        git $nohooks update-ref -m "$msg" --stdin; then
+    [ "$post_merge" = no ] || git hook run --ignore-missing post-merge -- 0 >&2
+    git $nohooks maintenance run --auto --quiet >&2  # as git merge and git commit do (loose objects)
     exit 0
 fi
 patch -R && exit 11
@@ -223,7 +229,9 @@ def _in_progress(reason: str, target: Target) -> PapayuError:
     return PapayuError("ERR_OPERATION_IN_PROGRESS", reason, path=target.ref)
 
 
-def _apply_fast_forward(repo: pygit2.Repository, workdir: Path, commit: str, target: Target, plan_id: str) -> bool:
+def _apply_fast_forward(
+    repo: pygit2.Repository, workdir: Path, commit: str, target: Target, plan_id: str, hooks: HookPolicy
+) -> bool:
     """The fast path; False (nothing changed) when `git merge --ff-only` must decide instead."""
     new = commit_of(repo, commit)
     paths = changed_paths(repo, commit_of(repo, target.tip).tree, new.tree)
@@ -245,7 +253,8 @@ def _apply_fast_forward(repo: pygit2.Repository, workdir: Path, commit: str, tar
                 commit,
                 target.ref,
                 f"papayu: land {plan_id}",
-                "yes" if _may_have_post_merge(repo) else "no",
+                " ".join(hooks.git_args),  # split again by the shell: no spaces inside an argument
+                "yes" if hooks.run and may_have_hook(repo, "post-merge") else "no",
                 *paths,
             ],
             cwd=workdir,
@@ -263,16 +272,6 @@ def _apply_fast_forward(repo: pygit2.Repository, workdir: Path, commit: str, tar
         path=target.ref,
         hint=f"The plan's commit is {commit}: compare 'git status' with 'git diff {target.tip[:12]} {commit[:12]}'.",
     )
-
-
-def _may_have_post_merge(repo: pygit2.Repository) -> bool:
-    """Whether `git hook run post-merge` (as `git merge` runs it) can find a hook: skips a git
-    process in the common case. With core.hooksPath set, git resolves it."""
-    try:
-        repo.config["core.hooksPath"]
-    except KeyError:
-        return (common_dir(repo) / "hooks" / "post-merge").exists()
-    return True
 
 
 def _plain_worktree(workdir: Path, paths: list[str], old_tree: pygit2.Tree) -> bool:
@@ -307,11 +306,11 @@ def _plain_worktree(workdir: Path, paths: list[str], old_tree: pygit2.Tree) -> b
 _LISTED = re.compile(r"^\t(.+)$", re.M)
 
 
-def fast_forward(workdir: Path, commit: str, target: Target) -> None:
+def fast_forward(workdir: Path, commit: str, target: Target, hooks: HookPolicy) -> None:
     env = _c_locale()
     env["GIT_MERGE_AUTOEDIT"] = "no"
     # --no-overwrite-ignore: an ignored file of the user's at a path the plan creates is data, not debris.
-    args = ["merge", "--ff-only", "--no-overwrite-ignore", "--no-stat", "-q", commit]
+    args = [*hooks.git_args, "merge", "--ff-only", "--no-overwrite-ignore", "--no-stat", "-q", commit]
     proc = run_git(args, cwd=workdir, check=False, env=env, uninterruptible=True)
     if proc.returncode == 0:
         return

@@ -98,6 +98,14 @@ SETTINGS: list[Setting] = [
         "process (writes only under .git/papayu/); false: the check prepares it when it starts",
     ),
     Setting(
+        "prewarm_base",
+        "PAPAYU_PREWARM_BASE",
+        "papayu.prewarmBase",
+        "true",
+        "while the model thinks, the prewarm also runs the check on the tip (sandboxed, cached per tip): "
+        "the base each plan's tests are compared with; false: the first apply on a tip runs it",
+    ),
+    Setting(
         "sandbox",
         "PAPAYU_SANDBOX",
         "papayu.sandbox",
@@ -182,6 +190,15 @@ SETTINGS: list[Setting] = [
         "papayu.check.env",
         "",
         "extra environment variable names passed to the check (comma-separated; credentials never are)",
+    ),
+    Setting(
+        "land_run_hooks",
+        "PAPAYU_LAND_RUN_HOOKS",
+        "papayu.land.runHooks",
+        "false",
+        "run your git hooks (post-merge; pre-push for `pr`) when papayu lands or pushes a plan's commit, "
+        "except when it changes a file a hook may run or read (`.husky/`, `.githooks/`, the in-tree "
+        "core.hooksPath, lefthook/pre-commit configs, package.json's hook keys); off: skipped, and said",
     ),
     Setting("trace", "PAPAYU_TRACE", "papayu.trace", "1", "write traces to .git/papayu/traces/"),
     Setting(
@@ -350,6 +367,36 @@ SETTINGS: list[Setting] = [
         "30",
         "`land --when-green`: seconds between polls of the forge's checks",
     ),
+    # What an MCP client (a model) may ask for; the operator decides (docs/DESIGN.md, "MCP server").
+    Setting(
+        "mcp_allow_check",
+        "PAPAYU_MCP_ALLOW_CHECK",
+        "papayu.mcp.allowCheck",
+        "false",
+        "MCP apply_plan accepts `check` from the client; off: refused, the check resolves as the CLI's does "
+        "without --check",
+    ),
+    Setting(
+        "mcp_allow_no_check",
+        "PAPAYU_MCP_ALLOW_NO_CHECK",
+        "papayu.mcp.allowNoCheck",
+        "false",
+        "MCP apply_plan accepts `no_check`, and land_plan lands a plan no check passed on",
+    ),
+    Setting(
+        "mcp_allow_test_edits",
+        "PAPAYU_MCP_ALLOW_TEST_EDITS",
+        "papayu.mcp.allowTestEdits",
+        "false",
+        "MCP apply_plan accepts `allow_test_edits`, and land_plan lands a plan that edits existing tests",
+    ),
+    Setting(
+        "mcp_allow_deletions",
+        "PAPAYU_MCP_ALLOW_DELETIONS",
+        "papayu.mcp.allowDeletions",
+        "false",
+        "MCP apply_plan accepts `allow_deletions`, and land_plan lands a plan that deletes files",
+    ),
     # Online research (README "Online research"; docs/DESIGN.md, "Online research").
     Setting(
         "online_research",
@@ -427,6 +474,12 @@ def _git_config(cwd: str) -> dict[str, str]:
     return values
 
 
+def forget_cached_config() -> None:
+    """Read git config afresh on the next lookup: a long-running process (the MCP server) must see
+    the operator's changes, above all one that takes a permission back."""
+    _git_config.cache_clear()
+
+
 def _config_key(cwd: str) -> str:
     """One `git config --list` per repository: `repo/`, `repo` and `repo/.git` share it."""
     path = cwd.rstrip("/") or "/"
@@ -441,6 +494,10 @@ def git_config_items(prefix: str, cwd: str | None = None) -> dict[str, str]:
     """Every `git config` value whose (lower-cased) key starts with ``prefix``, e.g. "papayu.logs."."""
     prefix = prefix.lower()
     return {k[len(prefix) :]: v for k, v in _git_config(cwd or os.getcwd()).items() if k.startswith(prefix)}
+
+
+def by_name(name: str) -> Setting:
+    return _BY_NAME[name]
 
 
 def get(name: str, cwd: str | None = None) -> str:

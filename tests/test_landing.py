@@ -96,6 +96,8 @@ def test_line_ending_conversion_lands_clean(tmp_path: Path, setup: tuple[str, ..
 
 @pytest.mark.parametrize("hooks_path", [None, "my-hooks"])
 def test_post_merge_hook_runs_like_after_git_merge(repo: Path, tmp_path: Path, hooks_path: str | None) -> None:
+    """When the user opted in (papayu.land.runHooks; tests/test_land_hooks.py: off by default)."""
+    git(repo, "config", "papayu.land.runHooks", "true")
     hook = repo / ".git/hooks/post-merge"
     if hooks_path:
         git(repo, "config", "core.hooksPath", hooks_path)

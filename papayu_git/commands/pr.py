@@ -21,7 +21,8 @@ from papayu_git.errors import PapayuError
 from papayu_git.forge import TOKEN_ENV, compare_url, open_pull_request, resolve_forge, wait_until_green
 from papayu_git.git import run_git, scrubbed_env
 from papayu_git.housekeeping import open_checkout
-from papayu_git.objects import branch_name, generated_branches
+from papayu_git.land_hooks import hook_policy, say_skipped
+from papayu_git.objects import branch_name, commit_of, generated_branches
 from papayu_git.secrets import mask, safe_text
 
 if TYPE_CHECKING:
@@ -91,13 +92,19 @@ def pick_remote(gen: Generated, remote: str | None) -> str:
 
 
 def push(gen: Generated, remote: str) -> None:
+    """Hooks (pre-push) only as landing allows them: a work tree on papayu/<id> (checked out for
+    review) holds the plan's own hook files (land_hooks.py)."""
     ref = f"refs/heads/{gen.branch}"
     env = scrubbed_env({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    commit = commit_of(gen.repo, gen.sha)
+    hooks = hook_policy(gen.repo, gen.root, commit.parents[0].tree, commit.tree)
+    args = [*hooks.git_args, "push", "--porcelain", remote, f"{ref}:{ref}"]
     with output.progress(f"pushing {gen.branch} to {remote}"):
-        proc = run_git(["push", "--porcelain", remote, f"{ref}:{ref}"], cwd=gen.root, check=False, env=env)
+        proc = run_git(args, cwd=gen.root, check=False, env=env)
     if proc.returncode != 0:
         detail = mask((proc.stderr + proc.stdout).strip()[-1500:])
         raise PapayuError("ERR_PUSH_FAILED", f"git push {remote} {gen.branch} failed: {detail}", path=remote)
+    say_skipped(gen.repo, gen.root, "pre-push", hooks)
 
 
 def title_of(gen: Generated) -> str:
