@@ -143,6 +143,11 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "an APPLY response has no actions and its summary does not start with NO_CHANGES:",
         "Return the actions, or actions: [] with a summary starting with 'NO_CHANGES:'.",
     ),
+    "ERR_NO_CHANGES_WITH_ACTIONS": ErrorSpec(
+        "the summary says NO_CHANGES but the response carries actions",
+        "Either return the actions with a summary of what they change, or actions: [] with a summary "
+        "starting with 'NO_CHANGES:'; never both.",
+    ),
     "ERR_UPDATE_WITHOUT_BASE": ErrorSpec(
         "UPDATE_FILE for a file that was not read in PLAN",
         "Request the file with context_requests (read_file) first, then update it.",
@@ -290,6 +295,12 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_DELETE_NOT_CONFIRMED": ErrorSpec(
         "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."
+    ),
+    "ERR_MCP_NOT_ALLOWED": ErrorSpec(
+        "the MCP client asked for something only the operator may allow (a check command, no check, "
+        "test edits, deletions), or to land a plan held for one of them",
+        "Leave the argument out; the operator can allow it with the setting named above, or a human "
+        "reviews and lands the plan with the CLI ('git papayu show ID', 'git papayu land ID').",
     ),
     "ERR_PLAN_NOT_FOUND": ErrorSpec("no stored plan with that id", "Run 'git papayu list' to see plan ids."),
     "ERR_PLAN_ID_INVALID": ErrorSpec(

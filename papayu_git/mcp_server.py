@@ -8,9 +8,12 @@ process group and rolls the transaction back, exactly as on Ctrl-C. The read too
 (read_file, list_files, search_in_repo) are the agent's (agent_tools.Tools, the context
 rules) over the tip of the current branch, run in a worker thread.
 
-Nothing here asks a question: a plan that deletes files needs `allow_deletions: true`
-(else ERR_DELETE_NOT_CONFIRMED), one that edits existing tests `allow_test_edits: true`
-(else it stops at review with ERR_TEST_EDITS_HELD), as in the CLI without a terminal.
+Nothing here asks a question, and the client (a model) decides nothing a human decides on a
+terminal (mcp_policy.py): the check resolves as the CLI's does without --check; `check`,
+`no_check`, `allow_test_edits` and `allow_deletions` are refused (ERR_MCP_NOT_ALLOWED) unless the
+operator allowed each in config. A plan that deletes files is then refused
+(ERR_DELETE_NOT_CONFIRMED), one that edits existing tests stops at review (ERR_TEST_EDITS_HELD),
+as in the CLI without a terminal, and land_plan refuses such plans: a human lands them.
 """
 
 from __future__ import annotations
@@ -31,14 +34,16 @@ from pydantic import Field
 
 from papayu_git import __version__, plans
 from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
+from papayu_git.mcp_policy import land_refusals, refused_arguments
 from papayu_git.secrets import mask, mask_data
 
 HEARTBEAT_SEC = 1.0
 TERMINATE_GRACE_SEC = 30.0  # the CLI rolls back within this after SIGTERM, else SIGKILL
-_MCP_HINTS = {  # the CLI's hints name its flags; over MCP the arguments are named instead
-    "ERR_DELETE_NOT_CONFIRMED": "Pass allow_deletions: true to apply_plan (the MCP server never asks).",
-    "ERR_TEST_EDITS_HELD": "Read the test changes (show_plan), then land_plan; or apply again with "
-    "allow_test_edits: true.",
+_MCP_HINTS = {  # the CLI's hints name its flags; over MCP the arguments and the operator's settings
+    "ERR_DELETE_NOT_CONFIRMED": "A human applies a plan that deletes files with the CLI; or the operator "
+    "allows deletions over MCP (git config papayu.mcp.allowDeletions true) and you pass allow_deletions: true.",
+    "ERR_TEST_EDITS_HELD": "A human reads the test changes and lands the plan with the CLI ('git papayu land "
+    "ID'); land_plan refuses it unless the operator set papayu.mcp.allowTestEdits.",
     "ERR_BRANCH_MOVED": "Apply the plan again, or pass rebase: true to re-apply on the new tip.",
 }
 
@@ -161,6 +166,10 @@ class PapayuTools:
         allow_test_edits: bool = False,
         allow_deletions: bool = False,
     ) -> CallToolResult:
+        asked = {"check": bool(check), "no_check": no_check, "allow_test_edits": allow_test_edits}
+        refused = refused_arguments(self.root, {**asked, "allow_deletions": allow_deletions})
+        if refused:
+            return failed(*refused)
         args = ["apply", "-", "--json"]
         args += [f"--check={check}"] if check else []  # one token: a value starting with '-' stays a value
         args += [f"--onto={onto}"] if onto else []
@@ -179,7 +188,12 @@ class PapayuTools:
         return tool_result(apply_summary(data), not data.get("ok", False))
 
     async def land_plan(self, plan_id: str) -> CallToolResult:
-        return await self._by_id("land", plan_id, apply_summary)
+        try:
+            plans.check_id(plan_id, path="plan_id")
+            refused = await anyio.to_thread.run_sync(land_refusals, self.root, plan_id)
+        except PapayuError as exc:
+            return failed(exc)
+        return failed(*refused) if refused else await self._by_id("land", plan_id, apply_summary)
 
     async def drop_plan(self, plan_id: str) -> CallToolResult:
         return await self._by_id("drop", plan_id, lambda d: d)
@@ -307,30 +321,48 @@ def build_server(root: Path) -> MCPServer[Any]:
         plan: Plan,
         ctx: Context[Any, Any],
         check: Annotated[
-            str | None, Field(description="Check command (default: the configured or detected one).")
+            str | None,
+            Field(
+                description="Check command instead of the configured or detected one; refused unless the "
+                "operator set papayu.mcp.allowCheck."
+            ),
         ] = None,
-        no_check: Annotated[bool, Field(description="Land without running a check.")] = False,
+        no_check: Annotated[
+            bool,
+            Field(description="Land without running a check; refused unless the operator set papayu.mcp.allowNoCheck."),
+        ] = False,
         review: Annotated[bool, Field(description="Stop after the commit and check; keep papayu/<id>.")] = False,
         keep_failed: Annotated[bool, Field(description="Keep papayu/<id> when the check fails.")] = False,
         onto: Annotated[str | None, Field(description="Land on this branch instead of the current one.")] = None,
         rebase: Annotated[bool, Field(description="If the branch moved, re-apply on its new tip.")] = False,
         allow_test_edits: Annotated[
-            bool, Field(description="Land plans that modify or delete existing tests (else: review).")
+            bool,
+            Field(
+                description="Land plans that modify or delete existing tests (else: review); refused unless "
+                "the operator set papayu.mcp.allowTestEdits."
+            ),
         ] = False,
         allow_deletions: Annotated[
-            bool, Field(description="Allow the plan to delete files (else ERR_DELETE_NOT_CONFIRMED).")
+            bool,
+            Field(
+                description="Allow the plan to delete files (else ERR_DELETE_NOT_CONFIRMED); refused unless "
+                "the operator set papayu.mcp.allowDeletions."
+            ),
         ] = False,
     ) -> CallToolResult:
         """Apply a plan (a model response or a plan record): commit it on papayu/<id>, run the check in a
         sandboxed worktree, land it on the branch if the check passes, else roll back. `review` stops
-        after the check; `no_check` lands without one; `rebase` re-applies on a branch that moved meanwhile. Deleting files needs allow_deletions; a plan
-        editing existing tests stops at review unless allow_test_edits. Progress every second."""
+        after the check; `rebase` re-applies on a branch that moved meanwhile. The check is the
+        configured or detected one. A plan deleting files is refused and one editing existing tests
+        stops at review: a human decides those, unless the operator allowed the arguments that let
+        you decide (check, no_check, allow_test_edits, allow_deletions). Progress every second."""
         return await tools.apply_plan(
             plan, ctx, check, no_check, review, keep_failed, onto, rebase, allow_test_edits, allow_deletions
         )
 
     async def land_plan(plan_id: PlanId) -> CallToolResult:
-        """Land a reviewed plan: fast-forward its branch to papayu/<id> (only the commit whose check passed)."""
+        """Land a reviewed plan: fast-forward its branch to papayu/<id> (only the commit whose check passed).
+        A plan that edits tests, deletes files or has no passed check is the operator's or a human's to land."""
         return await tools.land_plan(plan_id)
 
     async def drop_plan(plan_id: PlanId) -> CallToolResult:

@@ -134,15 +134,15 @@ def test_validate_plan(repo: Path) -> None:
 
 
 def test_apply_lands_then_list_and_show(repo: Path) -> None:
+    git(repo, "config", "papayu.checkCommand", "sleep 2.5")  # the operator's check, never the client's
+
     async def body(session: ClientSession) -> Any:
         beats: list[float] = []
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             beats.append(value)
 
-        result: Any = await session.call_tool(
-            "apply_plan", {"plan": create("a.txt"), "check": "sleep 2.5"}, progress_callback=progress
-        )
+        result: Any = await session.call_tool("apply_plan", {"plan": create("a.txt")}, progress_callback=progress)
         applied = result.structured_content
         return (
             result.is_error,
@@ -155,7 +155,7 @@ def test_apply_lands_then_list_and_show(repo: Path) -> None:
     is_error, applied, beats, listed, shown = serve(repo, body)
     assert not is_error and applied["state"] == "landed", applied
     assert applied["check"]["command"] == "sleep 2.5" and applied["check"]["passed"] is True
-    assert applied["check"]["source"] == "--check" and "sandbox" in applied
+    assert applied["check"]["source"] == "git config papayu.checkCommand" and "sandbox" in applied
     assert len(beats) >= 2  # a heartbeat every second while the check runs
     assert (repo / "a.txt").read_text() == "new\n"
     assert git(repo, "rev-parse", "HEAD").strip() == applied["commit"]
@@ -166,10 +166,11 @@ def test_apply_lands_then_list_and_show(repo: Path) -> None:
 
 
 def test_a_red_check_rolls_back(repo: Path) -> None:
+    git(repo, "config", "papayu.checkCommand", "echo broken; exit 3")
     before = snapshot(repo)
 
     async def body(session: ClientSession) -> Any:
-        return await call(session, "apply_plan", plan=create("a.txt"), check="echo broken; exit 3")
+        return await call(session, "apply_plan", plan=create("a.txt"))
 
     is_error, data = serve(repo, body)
     assert is_error and data["state"] == "rolled_back" and codes(data) == ["ERR_CHECK_FAILED"]
@@ -179,10 +180,12 @@ def test_a_red_check_rolls_back(repo: Path) -> None:
 
 
 def test_review_then_land_and_drop(repo: Path) -> None:
+    git(repo, "config", "papayu.checkCommand", "true")
+
     async def body(session: ClientSession) -> Any:
-        reviewed = await call(session, "apply_plan", plan=create("a.txt"), check="true", review=True)
+        reviewed = await call(session, "apply_plan", plan=create("a.txt"), review=True)
         landed = await call(session, "land_plan", plan_id=reviewed[1]["plan_id"])
-        kept = await call(session, "apply_plan", plan=create("b.txt", TOKEN), check="true", review=True)
+        kept = await call(session, "apply_plan", plan=create("b.txt", TOKEN), review=True)
         shown = await call(session, "show_plan", plan_id=kept[1]["plan_id"])
         dropped = await call(session, "drop_plan", plan_id=kept[1]["plan_id"])
         return reviewed, landed, kept, shown, dropped
@@ -219,7 +222,10 @@ def test_bad_plans_and_plan_ids(repo: Path) -> None:
 
 
 def test_deletions_and_test_edits_need_explicit_arguments(tmp_path: Path) -> None:
+    """Once the operator allows deletions (tests/test_mcp_operator.py: refused otherwise)."""
     repo = make_repo(tmp_path / "repo", {"old.txt": "old\n", "tests/test_a.py": "def test_a():\n    pass\n"})
+    git(repo, "config", "papayu.checkCommand", "true")
+    git(repo, "config", "papayu.mcp.allowDeletions", "true")
     delete = {"actions": [{"kind": "DELETE_FILE", "path": "old.txt"}], "summary": "remove old.txt"}
     edit = {
         "actions": [{"kind": "DELETE_FILE", "path": "tests/test_a.py"}],
@@ -228,9 +234,9 @@ def test_deletions_and_test_edits_need_explicit_arguments(tmp_path: Path) -> Non
 
     async def body(session: ClientSession) -> Any:
         return (
-            await call(session, "apply_plan", plan=delete, check="true"),
-            await call(session, "apply_plan", plan=delete, check="true", allow_deletions=True),
-            await call(session, "apply_plan", plan=edit, check="true", allow_deletions=True),
+            await call(session, "apply_plan", plan=delete),
+            await call(session, "apply_plan", plan=delete, allow_deletions=True),
+            await call(session, "apply_plan", plan=edit, allow_deletions=True),
         )
 
     refused, deleted, held = serve(repo, body)
@@ -242,9 +248,10 @@ def test_deletions_and_test_edits_need_explicit_arguments(tmp_path: Path) -> Non
 
 
 def test_cancelling_apply_kills_the_check_and_lands_nothing(repo: Path) -> None:
-    before = snapshot(repo)
     marker = f"7{os.getpid()}.75"
     check = f"sleep 7''{marker[1:]}"  # quoted: only the check's own process carries the marker
+    git(repo, "config", "papayu.checkCommand", check)
+    before = snapshot(repo)
 
     async def body(session: ClientSession) -> Any:
         outcome: list[Any] = []
@@ -259,7 +266,7 @@ def test_cancelling_apply_kills_the_check_and_lands_nothing(repo: Path) -> None:
 
             async with anyio.create_task_group() as group:
                 group.start_soon(watch)
-                outcome.append(await session.call_tool("apply_plan", {"plan": create("a.txt"), "check": check}))
+                outcome.append(await session.call_tool("apply_plan", {"plan": create("a.txt")}))
         survivors = await anyio.to_thread.run_sync(lambda: wait_gone(marker, timeout=30))
         await anyio.sleep(0.5)  # let the CLI finish its rollback
         return outcome, survivors, await call(session, "list_plans")
@@ -275,12 +282,13 @@ def test_cancelling_apply_kills_the_check_and_lands_nothing(repo: Path) -> None:
 def test_concurrent_applies(repo: Path) -> None:
     """Parallel calls take the CLI's locks: without rebase one lands and the others are refused
     (ERR_BRANCH_MOVED, nothing half-done); with rebase every one lands."""
+    git(repo, "config", "papayu.checkCommand", "sleep 1")
 
     async def body(session: ClientSession) -> Any:
         results: dict[str, Any] = {}
 
         async def apply(name: str, rebase: bool) -> None:
-            results[name] = await call(session, "apply_plan", plan=create(name), check="sleep 1", rebase=rebase)
+            results[name] = await call(session, "apply_plan", plan=create(name), rebase=rebase)
 
         for names, rebase in ((("a.txt", "b.txt", "c.txt"), False), (("d.txt", "e.txt", "f.txt"), True)):
             async with anyio.create_task_group() as group:

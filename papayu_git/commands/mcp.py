@@ -25,9 +25,13 @@ def command(repo: str | None) -> None:
     show_plan, read_file, list_files, search_in_repo.
 
     \b
-    Every CLI guarantee holds: sandboxed check, no landing without a passing check
-    unless no_check, secrets masked. Nothing asks: deletions need allow_deletions,
-    test edits allow_test_edits. Cancelling apply_plan kills the check and rolls back.
+    Every CLI guarantee holds: sandboxed check, no landing without a passing check,
+    secrets masked. The client (a model) does not approve its own plan: the check
+    is the configured or detected one, and its check, no_check, allow_test_edits
+    and allow_deletions arguments are refused unless you allow each
+    (papayu.mcp.allowCheck, .allowNoCheck, .allowTestEdits, .allowDeletions);
+    land_plan refuses a plan that needed one of them. Cancelling apply_plan kills
+    the check and rolls back.
     """
     with handle_errors():
         from papayu_git.mcp_server import serve
