@@ -27,6 +27,7 @@ from papayu_git.llm.tools import agent_tools
 from papayu_git.paths import configured_protected
 from papayu_git.protocol import NO_CHANGES_PREFIX
 from papayu_git.secrets import mask, mask_data, safe_text
+from papayu_git.validate import says_no_changes
 
 if TYPE_CHECKING:
     import pygit2
@@ -184,6 +185,10 @@ def _finish(
     questions = [q.strip() for q in _QUESTION.findall(summary)][: max(budget, 0)]
     changes = [(workspace.status(p), p) for p in sorted(workspace.overlay)]
     asked = bool(questions) and not decision.act and budget > 0
+    if workspace.overlay and says_no_changes(summary):  # the transaction would land what it disowns
+        refused = _plan(plan_id, trace_id, goal, target, first, {})
+        _record(pdir, refused, tools, log, client, started, end="error", error="ERR_NO_CHANGES_WITH_ACTIONS")
+        raise _no_changes_with_changes(workspace, plan_id)
     if not workspace.overlay and not summary.startswith(NO_CHANGES_PREFIX):
         summary = f"{NO_CHANGES_PREFIX} {summary}"
     response, files = workspace.response(summary)
@@ -194,6 +199,18 @@ def _finish(
     end = "questions" if asked else "final"
     _record(pdir, plan, tools, log, client, started, end=end, flags=flags)
     return AgentRun(plan, None if asked else response, end, changes, flags, questions if asked else [], warnings)
+
+
+def _no_changes_with_changes(workspace: Workspace, plan_id: str) -> PapayuError:
+    changed = sorted(workspace.overlay)
+    listed = safe_text(", ".join(changed[:5])) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return PapayuError(
+        "ERR_NO_CHANGES_WITH_ACTIONS",
+        f"the model ended with 'NO_CHANGES' after changing {listed}; nothing was committed (plan {plan_id})",
+        path="summary",
+        hint="Run the agent again: its final message must describe the change it made, or say NO_CHANGES "
+        "after making none.",
+    )
 
 
 def _plan(

@@ -2,7 +2,7 @@
 "The protocol and its validation").
 
 Schema first (structure), then the semantic rules: paths, protected paths,
-conflicts, content, limits, PATCH_FILE shape, the NO_CHANGES rule and memory_patch.
+conflicts, content, limits, PATCH_FILE shape, the NO_CHANGES rules and memory_patch.
 All problems are collected; the first one gives the exit code.
 """
 
@@ -41,6 +41,14 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _HUNK_HEADER = re.compile(r"^@@[^\n]*@@", re.M)
 _CHANGE_LINE = re.compile(r"^(?:[+](?!\+\+ )|-(?!-- ))", re.M)
 _NON_PRINTABLE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
+# A summary that says nothing changes, however it is spelled ('NO_CHANGES', ' no_changes: ...').
+_SAYS_NO_CHANGES = re.compile(r"\s*NO_CHANGES\b", re.I)
+
+
+def says_no_changes(summary: object) -> bool:
+    """Whether ``summary`` claims that nothing needs to change: such an answer must carry no
+    actions (ERR_NO_CHANGES_WITH_ACTIONS), whatever the round."""
+    return isinstance(summary, str) and _SAYS_NO_CHANGES.match(summary) is not None
 
 
 class TreeView(Protocol):
@@ -468,6 +476,15 @@ def validate_response(
             PapayuError(
                 "ERR_EMPTY_APPLY",
                 f"APPLY without actions needs a summary starting with '{NO_CHANGES_PREFIX}'",
+                path="summary",
+            )
+        )
+    # Two answers in one: a reader trusts the summary, the transaction would land the actions.
+    if items and says_no_changes(summary):
+        errors.append(
+            PapayuError(
+                "ERR_NO_CHANGES_WITH_ACTIONS",
+                f"the summary starts with NO_CHANGES but the response carries {len(items)} action(s)",
                 path="summary",
             )
         )
