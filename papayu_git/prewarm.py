@@ -83,7 +83,8 @@ def prepare(repo_root: Path, onto: str | None, explicit_check: bool, *, timeout_
             tip = resolve_target(repo, onto).tip
         except PapayuError:
             tip = str(repo.head.target)  # detached HEAD: `apply --onto` will build on its own tip
-        if not explicit_check and resolve_command(repo_root, GitTree(repo, repo[tip].tree), None) is None:
+        command = None if explicit_check else resolve_command(repo_root, GitTree(repo, repo[tip].tree), None)
+        if not explicit_check and command is None:
             return "no check"
         slot = prewarm_slot(
             repo,
@@ -92,9 +93,25 @@ def prepare(repo_root: Path, onto: str | None, explicit_check: bool, *, timeout_
             on_stale=dead_check,
             until=time.time() + timeout_sec,
         )
-        return f"prepared {slot.name}" if slot else "already prepared"
+        said = f"prepared {slot.name}" if slot else "already prepared"
+        if command is not None and settings.get_bool("prewarm_base", str(repo_root)):
+            said += "; " + _base(repo, pdir, tip, command, repo_root, timeout_sec)
+        return said
     finally:
         locks.release(lock)
+
+
+def _base(repo: Any, pdir: Path, tip: str, command: Any, repo_root: Path, timeout_sec: float) -> str:
+    """The base run of the tip (the check on it, sandboxed as any check), cached for the plans
+    built on it (check/base.py): computed while the model thinks."""
+    from papayu_git.check.base import base_run
+    from papayu_git.check.sandbox import resolve as resolve_sandbox
+
+    box = resolve_sandbox(str(repo_root))
+    if not box.sandboxed:
+        return "base not run (no sandbox: only a check papayu was asked for runs unsandboxed)"
+    run = base_run(repo, pdir, tip, command, box, repo_root, timeout_sec=timeout_sec)
+    return f"base {'cached' if run.cached else 'computed'} ({run.results.source})"
 
 
 class _GiveUp(BaseException):

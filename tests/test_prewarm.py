@@ -35,6 +35,7 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     files.update({f"pkg/m{i:03d}.py": f"X = {i}\n" for i in range(50)})
     path = make_repo(tmp_path / "repo", files)
     git(path, "config", "papayu.checkCommand", "true")
+    git(path, "config", "papayu.prewarmBase", "false")  # the slot alone here; the base run: its own test
     yield path
     _kill_prewarms(path)  # nothing of ours outlives the test
 
@@ -179,6 +180,24 @@ def test_fix_no_check_prepares_nothing(repo: Path, llm: ScriptedLLM) -> None:
     assert not pool(repo).exists()
 
 
+def test_the_prewarm_computes_the_base_run_the_apply_then_reuses(repo: Path, tmp_path: Path) -> None:
+    from papayu_git.check import sandbox
+
+    if sandbox.unavailable_reason() is not None:
+        pytest.skip(f"bwrap does not work here: {sandbox.unavailable_reason()}")
+    git(repo, "config", "papayu.prewarmBase", "true")
+    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    out = run_prewarm(repo).communicate(timeout=120)[0].strip()
+    assert out == "prepared slot-0; base computed (pytest junit)", out
+    fixed = "def add(a, b):\n    return a + b\n"
+    plan = write_plan(tmp_path, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": fixed}])
+    env = {"PAPAYU_PROTOCOL_VERSION": "1"}
+    data = json.loads(papayu("apply", str(plan), "--json", "-y", cwd=repo, env=env).stdout)
+    assert data["state"] == "landed", data
+    assert data["check"]["verdict"]["trailer"] == "passed 1, fixed 1, already failing 0", data
+    assert len(list((repo / ".git/papayu/checks").glob("base-*.log"))) == 1  # the prewarm's, not a second
+
+
 def test_nothing_prepared_without_a_check_or_a_commit(tmp_path: Path) -> None:
     bare = make_repo(tmp_path / "nocheck", {"notes.txt": "n\n"})  # nothing detected, nothing configured
     assert run_prewarm(bare).communicate(timeout=60)[0].strip() == "no check"
@@ -235,7 +254,11 @@ def test_the_check_prefers_the_slot_prepared_at_its_parent(repo: Path, tmp_path:
     proc = papayu("apply", str(plan), "--check", "true", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert state(pool(repo) / "slot-0") == {"commit": old, "by": "check"}  # not taken
-    assert state(pool(repo) / "slot-1") == {"commit": head(repo), "by": "check"}
+    # slot-1 holds the checked commit; what landed is that commit with the verdict's trailer added.
+    held = state(pool(repo) / "slot-1")
+    assert held["by"] == "check" and git(repo, "rev-parse", f"{held['commit']}^{{tree}}") == git(
+        repo, "rev-parse", "HEAD^{tree}"
+    )
 
 
 def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Path) -> None:
@@ -266,8 +289,8 @@ def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Pat
     assert (repo / "new.txt").read_text() == "n\n"
     assert (repo / "untracked.txt").read_text() == "mine\n" and (repo / "debug.log").read_text() == "ignored\n"
     # The dead prewarm's own lock goes at the next start or command; it never blocks one. (The
-    # slot holds the landed commit, the new tip: nothing to prepare.)
-    assert run_prewarm(repo).communicate(timeout=60)[0].strip() == "already prepared"
+    # slot holds the checked commit: the new tip is that commit with the verdict's trailer.)
+    assert run_prewarm(repo).communicate(timeout=60)[0].strip() in ("already prepared", "prepared slot-0")
     assert papayu("gc", cwd=repo).returncode == 0
     assert list((repo / ".git/papayu/locks").glob("*.lock")) == [] and list(pool(repo).glob("*.lock")) == []
 

@@ -61,13 +61,8 @@ class GateRequest:
 
 
 def run_gate(request: GateRequest) -> Gate:
-    judge_commit = tip_tests_commit(request.repo, request.tip, request.commit, request.root)
-    own = None
-    if judge_commit is None:
-        regression = _run(request, request.commit, f"{request.plan_id}.log", request.extra_commands)
-    else:
-        regression = _run(request, judge_commit, f"{request.plan_id}.log", ())
-        own = _run(request, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
+    # The base first: usually cached, or being computed by the prewarm (waited for), and then
+    # its checkout is free for the plan's runs (a slot at the tip: only the plan's files move).
     base = base_run(
         request.repo,
         request.pdir,
@@ -77,6 +72,13 @@ def run_gate(request: GateRequest) -> Gate:
         request.root,
         timeout_sec=request.timeout_sec,
     )
+    judge_commit = tip_tests_commit(request.repo, request.tip, request.commit, request.root)
+    own = None
+    if judge_commit is None:
+        regression = _run(request, request.commit, f"{request.plan_id}.log", request.extra_commands)
+    else:
+        regression = _run(request, judge_commit, f"{request.plan_id}.log", ())
+        own = _run(request, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
 
     def rerun_base(ids: list[str]) -> Run:
         again = base_run(

@@ -181,6 +181,12 @@ def report(result: ApplyResult, as_json: bool) -> None:
             f"check `{safe_text(result.check['command'])}` ({result.check['source']}): {state} "
             f"in {result.check['duration_sec']:.1f}s{tests_said(result.check.get('tests'))}; log: {result.check['log']}"
         )
+        verdict = result.check.get("verdict")
+        if verdict:
+            output.info(f"verdict against the tip: {verdict.get('trailer', '')}")
+            if result.state == ApplyState.LANDED:  # a refusal already named every test in its error
+                for line in verdict.get("lines", []):
+                    output.info(f"  {safe_text(line)}")
 
 
 def tests_said(tests: dict[str, Any] | None) -> str:
