@@ -23,11 +23,12 @@ from typing import Any
 from papayu_git import output, plans, settings, traces
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir
-from papayu_git.llm.client import ChatClient, scrub_key
+from papayu_git.llm.client import ChatClient
 from papayu_git.llm.conversation import CallLog, Conversation, InvalidAnswer
 from papayu_git.llm.planner import ask_budget, memory_block, request_fields
 from papayu_git.llm.prompts import PromptMode, apply_round_message, fallback_message, system_prompt
 from papayu_git.protocol import Mode, Response
+from papayu_git.secrets import scrub_api_key
 from papayu_git.transaction import preflight
 
 FALLBACK_REPAIR_FIRST = frozenset({"ERR_PATCH_APPLY_FAILED", "ERR_V2_UPDATE_EXISTING_FORBIDDEN"})
@@ -192,7 +193,7 @@ def run_apply_round(repo_root: Path, plan: plans.StoredPlan, client: ChatClient,
             "apply_warnings": list(log.notes),
         },
     )
-    updated = plans.StoredPlan.from_json(scrub_key(updated.to_json(), client.config.api_key))
+    updated = plans.StoredPlan.from_json(scrub_api_key(updated.to_json(), client.config.api_key))
     plans.save(pdir, updated)
     trace(protocol=protocol, mode="apply", validated_json=response.data, validation_outcome="ok", error_code=None)
     timings = {

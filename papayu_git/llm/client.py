@@ -472,14 +472,6 @@ def require_tools(config: LLMConfig) -> None:
         )
 
 
-def scrub_key(data: Any, key: str) -> Any:
-    """The API key never reaches disk: remove it from anything about to be stored (a model may
-    echo it back, or it may sit in a file shown as context)."""
-    if not key or key not in json.dumps(data, ensure_ascii=False):
-        return data
-    return json.loads(json.dumps(data, ensure_ascii=False).replace(key, "***"))
-
-
 def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     """llama-cpp-python's `gemma` chat format drops system messages; Gemma has no system role,
     so the instructions go in front of the first user turn (as Gemma's own template does)."""

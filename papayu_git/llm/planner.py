@@ -19,11 +19,12 @@ from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir, run_git
 from papayu_git.llm import behaviour
 from papayu_git.llm import window as windows
-from papayu_git.llm.client import ChatClient, scrub_key
+from papayu_git.llm.client import ChatClient
 from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
 from papayu_git.memory import apply_memory_patch, build_memory_block, memory_value
 from papayu_git.protocol import Mode, Response
+from papayu_git.secrets import scrub_api_key
 
 MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
 # In a known window the first message's context takes at most half of what is free: the context
@@ -380,7 +381,7 @@ def _store(
     pdir: Path, plan: plans.StoredPlan, client: ChatClient, trace: dict[str, Any]
 ) -> tuple[plans.StoredPlan, Path]:
     """Save the plan (API key scrubbed) and its trace."""
-    plan = plans.StoredPlan.from_json(scrub_key(plan.to_json(), client.config.api_key))
+    plan = plans.StoredPlan.from_json(scrub_api_key(plan.to_json(), client.config.api_key))
     path = plans.save(pdir, plan)
     traces.write_trace(pdir, plan.trace_id, trace)
     return plan, path
