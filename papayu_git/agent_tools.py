@@ -339,6 +339,12 @@ def _run_text(tool: str, result: CheckResult) -> str:
     else:
         state = "PASSED" if result.passed else f"FAILED (exit {result.exit_code})"
     head = f"{tool}: `{result.command}` {state} in {result.duration_sec:.1f}s (sandbox: {result.sandbox})"
+    tests = result.to_dict().get("tests") or {}
+    counts = {k: v for k, v in (tests.get("counts") or {}).items() if v}
+    if counts:  # per test, as the runner reported (check/results)
+        head += "\ntests: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+        if tests.get("failing"):
+            head += "\nfailing: " + ", ".join(tests["failing"][:20])
     return mask(f"{head}\n--- output (tail) ---\n{result.tail}")
 
 
