@@ -1,0 +1,456 @@
+"""The per-test verdict end to end: real repositories, real runners (pytest, unittest, `node
+--test`, cargo), the real CLI (`apply PLAN -y --json`), the real sandbox.
+
+Every runner's repository starts red: add() and sub() are wrong on the tip, mul() is right. On
+that tip a plan that fixes nothing stops at review, one that fixes add() and breaks mul() rolls
+back naming mul, and one that fixes add() lands naming add as fixed and sub as already failing
+(one base run for the three). The next tip is made green, and a plan breaking it rolls back.
+Then what only Python shows: deleted test files, plans that write their own judge, a check
+with no per-test output (plain `python -m unittest`), and a flaky test.
+
+A runner is skipped only when it is absent here, and the skip says which.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import apply_json, git, make_repo, papayu_dir, write_plan
+
+from papayu_git.check import sandbox
+
+# Read at import, before the hermetic fixture points HOME at a temp directory: where rustup
+# keeps its toolchains on this machine (a user's shell finds them through their real HOME).
+REAL_HOME = Path(os.path.expanduser("~"))
+
+pytestmark = pytest.mark.skipif(
+    sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
+)
+
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+# Each function right, and how the tip (or a plan) gets it wrong; the tests call add(2, 3),
+# mul(2, 3) and sub(5, 3).
+RIGHT = {"add": "a + b", "mul": "a * b", "sub": "a - b"}
+WRONG = {"add": "a - b", "mul": "a + b", "sub": "b - a"}
+EXPECTED = {"add": ("2, 3", 5), "mul": ("2, 3", 6), "sub": ("5, 3", 2)}
+TIP_BUGS = frozenset({"add", "sub"})
+PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
+
+
+# --- the projects, one per runner ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Project:
+    """A repository of one runner: its files but the code, the code with some functions wrong,
+    the check, and the runner's id of each test."""
+
+    check: str
+    code_path: str
+    code: Callable[[frozenset[str], str], str]  # (wrong functions, a comment) -> the code file
+    files: dict[str, str]
+    ids: dict[str, str]
+    env: dict[str, str]
+
+
+def _py_code(wrong: frozenset[str], note: str = "") -> str:
+    comment = f"# {note}\n\n" if note else ""
+    return comment + "\n\n".join(
+        f"def {name}(a, b):\n    return {(WRONG if name in wrong else RIGHT)[name]}\n" for name in RIGHT
+    )
+
+
+def _js_code(wrong: frozenset[str], note: str = "") -> str:
+    comment = f"// {note}\n" if note else ""
+    return comment + "".join(
+        f"exports.{name} = (a, b) => {(WRONG if name in wrong else RIGHT)[name]};\n" for name in RIGHT
+    )
+
+
+def _rs_code(wrong: frozenset[str], note: str = "") -> str:
+    comment = f"// {note}\n" if note else ""
+    return comment + "\n".join(
+        f"pub fn {name}(a: i32, b: i32) -> i32 {{\n    {(WRONG if name in wrong else RIGHT)[name]}\n}}\n"
+        for name in RIGHT
+    )
+
+
+def _pytest_project() -> Project:
+    tests = "from calc import add, mul, sub\n" + "".join(
+        f"\n\ndef test_{name}():\n    assert {name}({args}) == {want}\n" for name, (args, want) in EXPECTED.items()
+    )
+    return Project(
+        check=f"{PYTEST} tests",
+        code_path="calc.py",
+        code=_py_code,
+        files={"tests/test_calc.py": tests, "pyproject.toml": PYPROJECT},
+        ids={name: f"tests/test_calc.py::test_{name}" for name in RIGHT},
+        env={},
+    )
+
+
+UNITTEST_TESTS = (
+    "import unittest\n\nfrom calc import add, mul, sub\n\n\nclass CalcTest(unittest.TestCase):\n"
+    + "".join(
+        f"    def test_{name}(self):\n        self.assertEqual({name}({args}), {want})\n\n"
+        for name, (args, want) in EXPECTED.items()
+    )
+)
+
+
+def _unittest_under_pytest_project() -> Project:
+    """unittest's TestCase classes, run by pytest: per-test results like pytest's own."""
+    return Project(
+        check=f"{PYTEST} tests",
+        code_path="calc.py",
+        code=_py_code,
+        files={"tests/test_calc.py": UNITTEST_TESTS, "pyproject.toml": PYPROJECT},
+        ids={name: f"tests/test_calc.py::CalcTest::test_{name}" for name in RIGHT},
+        env={},
+    )
+
+
+@functools.cache
+def _node_names_files() -> bool:
+    """Whether this node's JUnit reporter names each test's file (newer nodes do; then the ids
+    are "file > name", else the name alone)."""
+    with tempfile.TemporaryDirectory() as name:
+        scratch = Path(name)
+        (scratch / "probe.test.js").write_text("require('node:test')('probe', () => {});\n")
+        proc = subprocess.run(
+            ["node", "--test", "--test-reporter=junit"], cwd=scratch, capture_output=True, text=True, timeout=60
+        )
+    return 'file="' in proc.stdout
+
+
+def _node_project() -> Project:
+    tests = "const test = require('node:test');\nconst assert = require('node:assert');\n"
+    tests += "const { add, mul, sub } = require('../calc');\n\n" + "".join(
+        f"test('{name}', () => {{\n  assert.strictEqual({name}({args}), {want});\n}});\n"
+        for name, (args, want) in EXPECTED.items()
+    )
+    prefix = "test/calc.test.js > " if _node_names_files() else ""
+    return Project(
+        # `npm test` around it would not be instrumented: the check names `node --test` itself.
+        check="node --test",
+        code_path="calc.js",
+        code=_js_code,
+        files={
+            "test/calc.test.js": tests,
+            "package.json": '{"name": "calc", "version": "1.0.0", "scripts": {"test": "node --test"}}\n',
+        },
+        ids={name: f"{prefix}{name}" for name in RIGHT},
+        env={},
+    )
+
+
+def _rust_env() -> dict[str, str]:
+    """Where rustup and cargo live: the user's, as their shell would find them."""
+    env = {}
+    for name, default in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
+        value = os.environ.get(name) or str(REAL_HOME / default)
+        if Path(value).is_dir():
+            env[name] = value
+    return env
+
+
+def _cargo_project() -> Project:
+    tests = "".join(
+        f"#[test]\nfn {name}() {{\n    assert_eq!(calc::{name}({args}), {want});\n}}\n\n"
+        for name, (args, want) in EXPECTED.items()
+    )
+    return Project(
+        check="cargo test --offline",
+        code_path="src/lib.rs",
+        code=_rs_code,
+        files={
+            ".gitignore": "/target\n",
+            # No dependencies and no Cargo.lock: cargo writes it, offline, in the check's checkout.
+            "Cargo.toml": '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n',
+            "tests/arith.rs": tests,
+        },
+        ids={name: f"arith::{name}" for name in RIGHT},
+        env=_rust_env(),
+    )
+
+
+def _absent(tool: str, env: dict[str, str] | None = None) -> str | None:
+    if shutil.which(tool) is None:
+        return f"runner absent here: {tool} not found"
+    proc = subprocess.run([tool, "--version"], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    return None if proc.returncode == 0 else f"runner absent here: {tool} --version failed: {proc.stderr.strip()}"
+
+
+PROJECTS: dict[str, tuple[Callable[[], Project], str | None]] = {
+    "pytest": (_pytest_project, None),
+    "unittest-under-pytest": (_unittest_under_pytest_project, None),
+    "node --test": (_node_project, _absent("node")),
+    "cargo": (_cargo_project, _absent("cargo", _rust_env())),
+}
+
+
+# --- applying plans ---------------------------------------------------------------------------
+
+
+def _update(path: str, content: str) -> dict[str, str]:
+    return {"kind": "UPDATE_FILE", "path": path, "content": content}
+
+
+def _apply(repo: Path, name: str, actions: list[dict[str, str]], *args: str, env: dict[str, str]) -> dict[str, Any]:
+    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
+    return apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1", **env})
+
+
+def _head(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def _message(repo: Path, rev: str = "HEAD") -> str:
+    return git(repo, "log", "-1", "--format=%B", rev)
+
+
+def _trailer(repo: Path, rev: str = "HEAD") -> str:
+    found = [line for line in _message(repo, rev).splitlines() if line.startswith("Papayu-Check: ")]
+    assert len(found) == 1, _message(repo, rev)
+    return found[0]
+
+
+def _why(data: dict[str, Any]) -> str:
+    """What to show when an assertion on an apply fails: the result and the check's logs."""
+    check = data.get("check") or {}
+    logs = [Path(p).read_text(errors="replace")[-3000:] for p in (check.get("log"), check.get("own_log")) if p]
+    return f"{data}\n\n" + "\n---\n".join(logs)
+
+
+def _base_logs(repo: Path) -> list[Path]:
+    """The logs of the base runs computed (the flake re-runs, `-rerun`, are not base runs)."""
+    return sorted(p for p in (papayu_dir(repo) / "checks").glob("base-*.log") if not p.stem.endswith("-rerun"))
+
+
+def _base_records(repo: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in (papayu_dir(repo) / "base").glob("*.json")}
+
+
+def _not_landed(repo: Path, data: dict[str, Any], head: str, state: str, code: str) -> None:
+    assert (data["state"], data["error"]["code"], data["_rc"]) == (state, code, 1), _why(data)
+    assert not data["ok"] and _head(repo) == head and git(repo, "status", "--porcelain") == ""
+
+
+# --- every runner: fixed, broken, fixes nothing, green broken, one base per tip ----------------
+
+
+@pytest.mark.parametrize("runner", list(PROJECTS))
+def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> None:
+    make, absent = PROJECTS[runner]
+    if absent:
+        pytest.skip(absent)
+    project = make()
+    repo = make_repo(tmp_path / "repo", {**project.files, project.code_path: project.code(TIP_BUGS, "")})
+    git(repo, "config", "papayu.checkCommand", project.check)
+    ids, env = project.ids, project.env
+    tip = _head(repo)
+
+    # A red tip (add, sub) and a plan that fixes neither: a human decides, the branch is kept.
+    nothing = _apply(repo, "nothing", [_update(project.code_path, project.code(TIP_BUGS, "tidy"))], env=env)
+    _not_landed(repo, nothing, tip, "review", "ERR_CHECK_FIXES_NOTHING")
+    verdict = nothing["check"]["verdict"]
+    assert verdict["already_failing"] == sorted([ids["add"], ids["sub"]]) and verdict["passed"] == 1, _why(nothing)
+    assert f"already failing on the tip: {', '.join(sorted([ids['add'], ids['sub']]))}" in verdict["lines"]
+    assert git(repo, "rev-parse", f"papayu/{nothing['plan_id']}").strip() == nothing["commit"]
+    [base_log] = _base_logs(repo)
+    base_records = _base_records(repo)
+    assert len(base_records) == 1
+
+    # Fixes add and breaks mul: rolled back, naming mul (re-run on the tip, where it passes).
+    trade = _apply(repo, "trade", [_update(project.code_path, project.code(frozenset({"mul", "sub"}), ""))], env=env)
+    _not_landed(repo, trade, tip, "rolled_back", "ERR_CHECK_REGRESSION")
+    verdict = trade["check"]["verdict"]
+    assert (verdict["broken"], verdict["fixed"], verdict["flaky"]) == ([ids["mul"]], [ids["add"]], []), _why(trade)
+    assert f"newly failing: {ids['mul']}" in trade["error"]["reason"], trade["error"]
+    assert f"fixed: {ids['add']}" in verdict["lines"]
+    assert base_log.with_name(base_log.stem + "-rerun.log").is_file()  # the flake re-run, on the tip
+
+    # Fixes add: lands, naming add fixed and sub already failing.
+    fix = _apply(repo, "fix-add", [_update(project.code_path, project.code(frozenset({"sub"}), ""))], env=env)
+    assert (fix["state"], fix["_rc"]) == ("landed", 0), _why(fix)
+    assert _head(repo) == fix["commit"] != tip
+    assert _trailer(repo) == "Papayu-Check: passed 2, fixed 1, already failing 1"
+    verdict = fix["check"]["verdict"]
+    assert verdict["lines"] == [f"fixed: {ids['add']}", f"already failing on the tip: {ids['sub']}"], _why(fix)
+    assert fix["check"]["tests"]["failing"] == [ids["sub"]]
+
+    # Three plans on one tip, one base run: its log and its record were written once.
+    assert _base_logs(repo) == [base_log] and _base_records(repo) == base_records
+
+    # A new tip, a new base run; fixing sub makes it green.
+    green = _apply(repo, "fix-sub", [_update(project.code_path, project.code(frozenset(), ""))], env=env)
+    assert green["state"] == "landed", _why(green)
+    assert _trailer(repo) == "Papayu-Check: passed 3, fixed 1, already failing 0"
+    assert len(_base_logs(repo)) == 2
+
+    # A green tip broken: rolled back, naming the broken test.
+    head = _head(repo)
+    broken = _apply(repo, "break-mul", [_update(project.code_path, project.code(frozenset({"mul"}), ""))], env=env)
+    _not_landed(repo, broken, head, "rolled_back", "ERR_CHECK_REGRESSION")
+    assert broken["check"]["verdict"]["broken"] == [ids["mul"]], _why(broken)
+    assert f"newly failing: {ids['mul']}" in broken["error"]["reason"]
+    assert (repo / project.code_path).read_text() == project.code(frozenset(), "")
+    assert len(_base_logs(repo)) == 3  # the third tip's
+    assert not git(repo, "branch", "--list", f"papayu/{broken['plan_id']}")
+
+
+# --- Python: deleted tests, plans writing their own judge, exit code only, flakes --------------
+
+CALC = _py_code(frozenset())
+BROKEN_MUL = _py_code(frozenset({"mul"}))
+BROKEN_ADD = _py_code(frozenset({"add"}))
+
+
+def _green_python_repo(tmp_path: Path, **extra: str) -> Path:
+    """A green tip: add, mul and sub right, one test file each."""
+    tests = {
+        f"tests/test_{name}.py": f"from calc import {name}\n\n\ndef test_{name}():\n    assert {name}({args}) == {want}\n"
+        for name, (args, want) in EXPECTED.items()
+    }
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **tests, **extra})
+    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    return repo
+
+
+DELETE_MUL_TESTS = {"kind": "DELETE_FILE", "path": "tests/test_mul.py"}
+
+
+@pytest.mark.parametrize(
+    ("breaks", "flags", "state", "code"),
+    [
+        # -y alone: deleting a test file is a test edit, held for a human. The tip's test_mul, put
+        # back for the regression run, fails on the broken mul() (the verdict and the kept
+        # commit's trailer say so), yet that is held too, not rolled back: the transaction lets a
+        # human approve failures confined to the files a plan edits, deleted ones included.
+        (True, (), "review", "ERR_TEST_EDITS_HELD"),
+        (False, (), "review", "ERR_TEST_EDITS_HELD"),
+        # Approved: a deleted file's tests still judge the plan's code, so breaking them rolls back...
+        (True, ("--allow-test-edits",), "rolled_back", "ERR_CHECK_REGRESSION"),
+        # ...and deleting tests that still pass on the plan's code lands.
+        (False, ("--allow-test-edits",), "landed", None),
+    ],
+    ids=["held-broken", "held-clean", "allowed-broken", "allowed-clean"],
+)
+def test_a_plan_deleting_a_passing_test_file(
+    tmp_path: Path, breaks: bool, flags: tuple[str, ...], state: str, code: str | None
+) -> None:
+    repo = _green_python_repo(tmp_path)
+    head = _head(repo)
+    actions = [DELETE_MUL_TESTS, _update("calc.py", BROKEN_MUL if breaks else CALC + "# tidy\n")]
+    data = _apply(repo, "delete-tests", actions, *flags, env={})
+    verdict = data["check"]["verdict"]
+    assert data["test_edits"] == ["tests/test_mul.py"], _why(data)
+    assert verdict["broken"] == (["tests/test_mul.py::test_mul"] if breaks else []), _why(data)
+    assert verdict["passed"] == (2 if breaks else 3)
+    if code is None:
+        assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+        assert not (repo / "tests/test_mul.py").exists()
+        assert _trailer(repo) == "Papayu-Check: passed 3, fixed 0, already failing 0"
+        return
+    _not_landed(repo, data, head, state, code)
+    assert (repo / "tests/test_mul.py").is_file() and (repo / "calc.py").read_text() == CALC
+    if code == "ERR_CHECK_REGRESSION":
+        assert "newly failing: tests/test_mul.py::test_mul" in data["error"]["reason"], data["error"]
+    else:  # kept for the human, its verdict in the kept commit's trailer
+        passed = (
+            "passed 2, fixed 0, already failing 0, newly failing 1"
+            if breaks
+            else "passed 3, fixed 0, already failing 0"
+        )
+        assert _trailer(repo, f"papayu/{data['plan_id']}") == f"Papayu-Check: {passed}"
+
+
+CHEATS = {
+    # Exits before any test runs: the plan's own run is green, and says nothing per test.
+    "exit-at-import": (
+        {"tests/test_0_smoke.py": "import os\n\nos._exit(0)\n"},
+        "the plan's own run (its tree as is) exited 0 and left no readable per-test results: crashed or stopped early",
+    ),
+    # Puts the right add() back when pytest imports it: the plan's own run passes every test.
+    "patch-back-at-import": ({"tests/test_aaa.py": "import calc\n\ncalc.add = lambda a, b: a + b\n"}, "3 passed"),
+}
+
+
+@pytest.mark.parametrize("cheat", list(CHEATS))
+def test_a_new_test_file_cannot_land_broken_code(tmp_path: Path, cheat: str) -> None:
+    repo = _green_python_repo(tmp_path)
+    head = _head(repo)
+    created, fooled = CHEATS[cheat]
+    actions = [_update("calc.py", BROKEN_ADD)]
+    actions += [{"kind": "CREATE_FILE", "path": path, "content": text} for path, text in created.items()]
+    data = _apply(repo, cheat, actions, env={})
+    _not_landed(repo, data, head, "rolled_back", "ERR_CHECK_REGRESSION")
+    # The plan's own run was fooled; the regression run, without the plan's new file, was not.
+    own = Path(data["check"]["own_log"]).read_text()
+    assert fooled in own or fooled in data["check"]["verdict"]["lines"], (own, _why(data))
+    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], _why(data)
+    assert "newly failing: tests/test_add.py::test_add" in data["error"]["reason"]
+    assert not any((repo / path).exists() for path in created) and (repo / "calc.py").read_text() == CALC
+
+
+def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        "calc.py": _py_code(TIP_BUGS),
+        "tests/__init__.py": "",
+        "tests/test_calc.py": UNITTEST_TESTS,
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest")  # plain: writes no report
+    head = _head(repo)
+
+    # Fixes add, sub still fails: red is red, rolled back (per test it would have landed).
+    one = _apply(repo, "fix-add", [_update("calc.py", _py_code(frozenset({"sub"})))], env={})
+    _not_landed(repo, one, head, "rolled_back", "ERR_CHECK_FAILED")
+    assert one["check"]["tests"]["source"] == "exit code only", _why(one)
+    verdict = one["check"]["verdict"]
+    assert verdict["exit_code_only"] and verdict["trailer"] == "exit code only" and not verdict["fixed"]
+    assert verdict["lines"][0] == "the verdict is exit-code only: the check's per-test results could not be read"
+    assert "FAILED (failures=1)" in Path(one["check"]["log"]).read_text()
+
+    both = _apply(repo, "fix-both", [_update("calc.py", CALC)], env={})
+    assert (both["state"], both["_rc"], both["check"]["tests"]["source"]) == ("landed", 0, "exit code only"), _why(both)
+    assert _trailer(repo) == "Papayu-Check: exit code only"
+
+
+def test_a_test_failing_on_the_plan_and_on_the_tip_re_run_is_flaky_and_does_not_block(tmp_path: Path) -> None:
+    # A test that depends on the world outside the repository: it fails once a file shows up in
+    # the pip cache (mounted into the check, and no part of the base run's key). It passes when
+    # the tip's base run is cached, then the file shows up: it fails on the plan, and again when
+    # the tip is re-run. Not the plan's doing.
+    cache = tmp_path / "pip-cache"
+    cache.mkdir()
+    world = (
+        "import os\n\n\ndef test_the_world_is_quiet():\n"
+        "    assert not os.path.exists(os.path.join(os.environ['PIP_CACHE_DIR'], 'storm'))\n"
+    )
+    repo = _green_python_repo(tmp_path, **{"tests/test_world.py": world})
+    env = {"PIP_CACHE_DIR": str(cache)}
+    first = _apply(repo, "first", [_update("calc.py", CALC + "# one\n")], "--review", env=env)
+    assert first["state"] == "review" and first["check"]["verdict"]["passed"] == 4, _why(first)
+    [base_log] = _base_logs(repo)
+
+    (cache / "storm").write_text("now\n")
+    second = _apply(repo, "second", [_update("calc.py", CALC + "# two\n")], env=env)
+    assert (second["state"], second["_rc"]) == ("landed", 0), _why(second)
+    verdict = second["check"]["verdict"]
+    assert (verdict["flaky"], verdict["broken"]) == (["tests/test_world.py::test_the_world_is_quiet"], []), _why(second)
+    assert "flaky (failed on the tip too when re-run): tests/test_world.py::test_the_world_is_quiet" in verdict["lines"]
+    assert _trailer(repo) == "Papayu-Check: passed 3, fixed 0, already failing 0, flaky 1"
+    assert _base_logs(repo) == [base_log]  # the cached base, then one re-run on the tip
+    rerun = base_log.with_name(base_log.stem + "-rerun.log").read_text()
+    assert "FAILED tests/test_world.py::test_the_world_is_quiet" in rerun and "1 failed, 3 passed" in rerun, rerun
