@@ -4,7 +4,8 @@
 `.git/papayu/cache/`), fetches a few result pages through `webfetch` (the SSRF rules live there),
 3 at a time with an early stop once there is enough text, and has the model summarize them into
 `{answer_md, sources: [{url, title}], confidence}`. Sources the model names that were not fetched
-are dropped. A research is stored masked as `.git/papayu/research/<id>.json`; its
+are dropped. The search and each page end by `online_timeout_sec` in all, and the search and the
+fetches together by `online_deadline_sec` (webfetch.Cutoff: a slow server cannot stretch them). A research is stored masked as `.git/papayu/research/<id>.json`; its
 `context_block` is what a later planning call reads, marked as untrusted outside text.
 """
 
@@ -25,7 +26,7 @@ from papayu_git import atomic, output, settings
 from papayu_git.errors import PapayuError
 from papayu_git.net import RetryPolicy, credentials_stay_home, may_carry_credentials, send_with_retries
 from papayu_git.secrets import mask, mask_data
-from papayu_git.webfetch import Page, Resolver, fetch, parse_allow_hosts, trace_url
+from papayu_git.webfetch import Cutoff, Page, Resolver, fetch, parse_allow_hosts, trace_url
 
 if TYPE_CHECKING:
     import httpx
@@ -81,7 +82,8 @@ class OnlineConfig:
     max_sources: int
     max_pages: int
     page_max_bytes: int
-    timeout_sec: float
+    timeout_sec: float  # one search, one page: in all
+    deadline_sec: float  # the search and every fetch of one research together
     allow_hosts: frozenset[str]
 
     @classmethod
@@ -99,6 +101,7 @@ class OnlineConfig:
             max_pages=clamp("online_max_pages", 1, 10),
             page_max_bytes=clamp("online_page_max_bytes", 1024, 50_000_000),
             timeout_sec=float(clamp("online_timeout_sec", 1, 600)),
+            deadline_sec=float(clamp("online_deadline_sec", 1, 3600)),
             allow_hosts=parse_allow_hosts(settings.get("online_allow_hosts", cwd)),
         )
 
@@ -279,7 +282,7 @@ def _normalize(raw: Any, limit: int) -> list[dict[str, str]]:
     return results
 
 
-def _send(http: httpx.Client, build: Any, what: str) -> Any:
+def _send(http: httpx.Client, build: Any, what: str, cutoff: Cutoff) -> Any:
     import httpx
 
     def on_retry(attempt: int, delay: float) -> None:
@@ -288,6 +291,8 @@ def _send(http: httpx.Client, build: Any, what: str) -> Any:
     try:
         response = send_with_retries(SEARCH_RETRY, build, on_retry=on_retry)
     except httpx.HTTPError as exc:
+        if cutoff.fired or cutoff.remaining() <= 0.001:
+            raise PapayuError("ERR_SEARCH_FAILED", f"{what}: deadline: no answer in time") from None
         raise PapayuError("ERR_SEARCH_FAILED", f"{what}: {type(exc).__name__}") from None
     if response.status_code != 200:
         raise PapayuError("ERR_SEARCH_FAILED", f"{what} answered HTTP {response.status_code}")
@@ -297,40 +302,48 @@ def _send(http: httpx.Client, build: Any, what: str) -> Any:
         raise PapayuError("ERR_SEARCH_FAILED", f"{what} did not answer JSON") from None
 
 
-def _search_live(query: str, cfg: OnlineConfig) -> list[dict[str, str]]:
+def _search_live(query: str, cfg: OnlineConfig, deadline: float) -> list[dict[str, str]]:
     import httpx  # lazy: `--help` must not pay for it
 
-    timeout = httpx.Timeout(cfg.timeout_sec)
-    if cfg.provider == "tavily":
-        if not cfg.api_key:
-            raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_TAVILY_API_KEY is not set")
-        if not may_carry_credentials(cfg.tavily_url):
-            raise PapayuError("ERR_SEARCH_FAILED", "the Tavily key would cross plain http to another machine")
-        hooks = {"request": [credentials_stay_home(cfg.tavily_url, ["Authorization"])]}
-        headers = {"Authorization": f"Bearer {cfg.api_key}"}
-        with httpx.Client(timeout=timeout, headers=headers, event_hooks=hooks) as http:
-            body = {"query": query, "max_results": cfg.max_sources, "search_depth": "basic"}
-            data = _send(http, lambda: http.post(cfg.tavily_url, json=body), trace_url(cfg.tavily_url))
-    elif cfg.provider == "searxng":
-        if not cfg.searxng_url:
-            raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_SEARXNG_URL is not set")
-        url = cfg.searxng_url.rstrip("/")
-        url = url if url.endswith("/search") else url + "/search"
-        with httpx.Client(timeout=timeout) as http:
-            params = {"q": query, "format": "json"}
-            data = _send(http, lambda: http.get(url, params=params), trace_url(url))
-    else:
-        raise PapayuError("ERR_SEARCH_FAILED", f"unknown PAPAYU_SEARCH_PROVIDER {cfg.provider!r} (tavily, searxng)")
+    with Cutoff(min(deadline, time.monotonic() + cfg.timeout_sec)) as cutoff:
+
+        def limits() -> dict[str, Any]:  # per request: what is left before the cutoff, and its trace
+            return {"timeout": httpx.Timeout(cutoff.remaining()), "extensions": {"trace": cutoff.trace}}
+
+        if cfg.provider == "tavily":
+            if not cfg.api_key:
+                raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_TAVILY_API_KEY is not set")
+            if not may_carry_credentials(cfg.tavily_url):
+                raise PapayuError("ERR_SEARCH_FAILED", "the Tavily key would cross plain http to another machine")
+            hooks = {"request": [credentials_stay_home(cfg.tavily_url, ["Authorization"])]}
+            headers = {"Authorization": f"Bearer {cfg.api_key}"}
+            with httpx.Client(headers=headers, event_hooks=hooks) as http:
+                body = {"query": query, "max_results": cfg.max_sources, "search_depth": "basic"}
+                data = _send(
+                    http, lambda: http.post(cfg.tavily_url, json=body, **limits()), trace_url(cfg.tavily_url), cutoff
+                )
+        elif cfg.provider == "searxng":
+            if not cfg.searxng_url:
+                raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_SEARXNG_URL is not set")
+            url = cfg.searxng_url.rstrip("/")
+            url = url if url.endswith("/search") else url + "/search"
+            with httpx.Client() as http:
+                params = {"q": query, "format": "json"}
+                data = _send(http, lambda: http.get(url, params=params, **limits()), trace_url(url), cutoff)
+        else:
+            raise PapayuError("ERR_SEARCH_FAILED", f"unknown PAPAYU_SEARCH_PROVIDER {cfg.provider!r} (tavily, searxng)")
     return _normalize(data.get("results") if isinstance(data, dict) else None, cfg.max_sources)
 
 
-def search(query: str, cfg: OnlineConfig, pdir: Path) -> tuple[list[dict[str, str]], bool]:
+def search(
+    query: str, cfg: OnlineConfig, pdir: Path, deadline: float | None = None
+) -> tuple[list[dict[str, str]], bool]:
     """(results, cache_hit): up to max_sources {url, title, snippet}."""
     path = _cache_file(pdir, cfg, query)
     cached = _cached(path)
     if cached is not None:
         return cached, True
-    results = _search_live(query, cfg)
+    results = _search_live(query, cfg, time.monotonic() + cfg.deadline_sec if deadline is None else deadline)
     if not results:
         raise PapayuError("ERR_SEARCH_FAILED", f"no usable results for {query!r}")
     _store_cache(path, query, results)
@@ -341,9 +354,15 @@ def search(query: str, cfg: OnlineConfig, pdir: Path) -> tuple[list[dict[str, st
 
 
 def fetch_pages(
-    results: list[dict[str, str]], cfg: OnlineConfig, resolver: Resolver = socket.getaddrinfo
+    results: list[dict[str, str]],
+    cfg: OnlineConfig,
+    resolver: Resolver = socket.getaddrinfo,
+    deadline: float | None = None,
 ) -> tuple[list[Page], list[dict[str, str]], bool]:
-    """(pages, failures, early_stop): FETCH_PARALLEL at a time, until max_pages pages or enough text."""
+    """(pages, failures, early_stop): FETCH_PARALLEL at a time, until max_pages pages, enough text
+    or ``deadline`` (time.monotonic(); default: online_deadline_sec from now), which also cuts the
+    fetches under way."""
+    deadline = time.monotonic() + cfg.deadline_sec if deadline is None else deadline
     pages: list[Page] = []
     failures: list[dict[str, str]] = []
     urls = [r["url"] for r in results]
@@ -356,13 +375,14 @@ def fetch_pages(
                 timeout_sec=cfg.timeout_sec,
                 allow_hosts=cfg.allow_hosts,
                 resolver=resolver,
+                deadline=deadline,
             )
         except PapayuError as exc:
             return exc
 
     index = 0
     with ThreadPoolExecutor(max_workers=FETCH_PARALLEL) as pool:
-        while index < len(urls) and len(pages) < cfg.max_pages:
+        while index < len(urls) and len(pages) < cfg.max_pages and time.monotonic() < deadline:
             batch = urls[index : index + min(FETCH_PARALLEL, cfg.max_pages - len(pages))]
             index += len(batch)
             for url, got in zip(batch, pool.map(one, batch), strict=True):
@@ -453,10 +473,12 @@ def run(
         raise PapayuError("ERR_SEARCH_FAILED", "empty query")
     stats = {} if stats is None else stats
     output.event("ONLINE_RESEARCH", provider=cfg.provider, reason=reason or "command")
-    results, stats["cache_hit"] = search(query, cfg, pdir)
+    deadline = time.monotonic() + cfg.deadline_sec
+    results, stats["cache_hit"] = search(query, cfg, pdir, deadline)
     stats["results"] = len(results)
-    pages, failures, stats["early_stop"] = fetch_pages(results, cfg, resolver)
+    pages, failures, stats["early_stop"] = fetch_pages(results, cfg, resolver, deadline)
     stats.update(pages_ok=len(pages), pages_failed=len(failures), failures=failures)
+    stats["deadline_passed"] = time.monotonic() >= deadline
     if not pages:
         raise PapayuError("ERR_SEARCH_FAILED", f"none of the {len(results)} result pages could be read")
     summary_client = client

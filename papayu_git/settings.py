@@ -445,7 +445,20 @@ SETTINGS: list[Setting] = [
         "a larger page is refused (read as a stream, stopped at the cap)",
     ),
     Setting(
-        "online_timeout_sec", "PAPAYU_ONLINE_TIMEOUT_SEC", "papayu.online.timeoutSec", "20", "search and fetch timeout"
+        "online_timeout_sec",
+        "PAPAYU_ONLINE_TIMEOUT_SEC",
+        "papayu.online.timeoutSec",
+        "20",
+        "seconds one search or one page fetch may take in all (connecting, redirects and a page that arrives "
+        "slowly included)",
+    ),
+    Setting(
+        "online_deadline_sec",
+        "PAPAYU_ONLINE_DEADLINE_SEC",
+        "papayu.online.deadlineSec",
+        "60",
+        "seconds the search and the page fetches of one research may take together (the summary is the "
+        "model's call, under its own timeout)",
     ),
     Setting(
         "online_allow_hosts",

@@ -7,7 +7,11 @@ check runs after DNS resolution, and the connection goes to the very IP that was
 URL's host stays in the Host header and in TLS's SNI and certificate check), so a name that
 resolves differently a moment later (DNS rebinding) cannot slip past it. Redirects are followed
 by hand, at most MAX_REDIRECTS, each one checked again. Only text content types are read, and
-reading stops at the byte cap. PAPAYU_ONLINE_ALLOW_HOSTS exempts named host[:port] from the
+reading stops at the byte cap. An IPv6 address that carries an IPv4 one to its destination
+(IPv4-mapped, 6to4, Teredo, NAT64) is judged by that IPv4 address too: 2002:7f00:1:: is 127.0.0.1.
+A fetch ends by its deadline whatever the server does: httpx's timeouts bound each read, so a page
+that sends a byte a second would hold the fetch for hours; at the deadline papayu shuts the
+connection's socket down (Cutoff). PAPAYU_ONLINE_ALLOW_HOSTS exempts named host[:port] from the
 address rule only (intranet docs, tests on 127.0.0.1); every other rule still holds.
 """
 
@@ -15,7 +19,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable, Collection
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -61,11 +67,31 @@ def _port_or_none(parts: Any) -> int | None:
         return None
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def _carried(ip: ipaddress.IPv6Address) -> Iterator[tuple[str, ipaddress.IPv4Address]]:
+    """The IPv4 addresses a packet to ``ip`` ends up at, and how: 6to4 (2002::/16), Teredo
+    (2001::/32: its server and its client), NAT64's well-known prefix."""
+    if ip.sixtofour is not None:
+        yield "6to4", ip.sixtofour
+    if ip.teredo is not None:
+        server, client = ip.teredo
+        yield "Teredo", server
+        yield "Teredo", client
+    if ip in _NAT64:
+        yield "NAT64", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+
+
 def address_problem(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
     """Why papayu will not connect to ``ip`` ('' when it may)."""
-    mapped = getattr(ip, "ipv4_mapped", None)
-    if mapped is not None:
-        return address_problem(mapped)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return address_problem(ip.ipv4_mapped)
+        for how, inner in _carried(ip):
+            problem = address_problem(inner)
+            if problem:
+                return f"{how} address {ip} carrying {problem}"
     for attr, what in (
         ("is_unspecified", "unspecified"),
         ("is_loopback", "loopback"),
@@ -157,6 +183,52 @@ def readable_text(data: bytes, media_type: str, charset: str | None) -> str:
         return data.decode("utf-8", errors="replace").strip()
 
 
+class Cutoff:
+    """Ends the requests it traces at a monotonic ``deadline`` by shutting their sockets down: a
+    read blocked in another thread returns at once. Pass ``trace`` as httpx's "trace" extension
+    (httpcore reports each new connection's stream through it)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.fired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Cutoff:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._timer.cancel()
+
+    def remaining(self) -> float:
+        return max(0.001, self.deadline - time.monotonic())
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        sock = info["return_value"].get_extra_info("socket")
+        with self._lock:
+            self._sockets.append(sock)
+            if self.fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:  # the plain socket's shutdown: an SSLSocket's own would drop its SSL object under a reader
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass  # closed already, or a socket TLS took over (the TLS one is shut down too)
+
+
 def fetch(
     url: str,
     *,
@@ -165,39 +237,64 @@ def fetch(
     allow_hosts: Collection[str] = (),
     resolver: Resolver = socket.getaddrinfo,
     transport: Any = None,
+    deadline: float | None = None,
 ) -> Page:
-    """GET ``url`` under every rule of this module. Any refusal, and any transport failure (reason
-    "unreachable: …"), is ERR_FETCH_BLOCKED naming the URL as a trace keeps it."""
+    """GET ``url`` under every rule of this module, in at most ``timeout_sec`` in all (redirects
+    included) and never past ``deadline`` (time.monotonic()). Any refusal, and any transport
+    failure (reason "unreachable: …"), is ERR_FETCH_BLOCKED naming the URL as a trace keeps it."""
     import httpx  # lazy: `--help` must not pay for it
 
+    started = time.monotonic()
+    end = started + timeout_sec if deadline is None else min(started + timeout_sec, deadline)
     current = url
     # trust_env=False: no proxy from the environment (the connection must go to the checked address)
     # and no ~/.netrc credentials for whatever host a web page names.
-    client = httpx.Client(
-        timeout=httpx.Timeout(timeout_sec), follow_redirects=False, transport=transport, trust_env=False
+    client = httpx.Client(follow_redirects=False, transport=transport, trust_env=False)
+    with client as http, Cutoff(end) as cutoff:
+        try:
+            for _ in range(MAX_REDIRECTS + 1):
+                ip = check_url(current, allow_hosts, resolver)
+                response = http.send(_request(http, current, ip, cutoff), stream=True)
+                try:
+                    if response.status_code not in REDIRECTS:
+                        return _read(url, current, response, max_bytes)
+                    location = response.headers.get("location")
+                    if not location:
+                        raise blocked(f"redirect {response.status_code} without a Location", current)
+                    current = urljoin(current, location.strip())
+                finally:
+                    response.close()
+        except httpx.HTTPError as exc:
+            if cutoff.fired or time.monotonic() >= end:
+                took = time.monotonic() - started
+                limit = end - started
+                raise blocked(f"deadline: no complete page after {took:.1f} s (limit {limit:.1f} s)", current) from None
+            raise blocked(f"unreachable: {type(exc).__name__}", current) from None
+    raise blocked(f"more than {MAX_REDIRECTS} redirects", url)
+
+
+def _request(http: Any, url: str, ip: str, cutoff: Cutoff) -> Any:
+    """The GET of ``url`` sent to the checked ``ip``, its host in the Host header and TLS's SNI;
+    each timeout no longer than what is left before the cutoff."""
+    import httpx
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    ip_host = f"[{ip}]" if ":" in ip else ip
+    port = f":{parts.port}" if _port_or_none(parts) else ""
+    target = urlunsplit((parts.scheme, ip_host + port, parts.path or "/", parts.query, ""))
+    headers = {
+        "Host": (f"[{host}]" if ":" in host else host) + port,
+        "Accept": ", ".join(sorted(TEXT_TYPES)),
+        "User-Agent": "papayu-git",
+    }
+    return http.build_request(
+        "GET",
+        target,
+        headers=headers,
+        timeout=httpx.Timeout(cutoff.remaining()),
+        extensions={"sni_hostname": host, "trace": cutoff.trace},
     )
-    with client as http:
-        for _ in range(MAX_REDIRECTS + 1):
-            ip = check_url(current, allow_hosts, resolver)
-            parts = urlsplit(current)
-            host = parts.hostname or ""
-            ip_host = f"[{ip}]" if ":" in ip else ip
-            port = f":{parts.port}" if _port_or_none(parts) else ""
-            target = urlunsplit((parts.scheme, ip_host + port, parts.path or "/", parts.query, ""))
-            host_header = (f"[{host}]" if ":" in host else host) + port
-            headers = {"Host": host_header, "Accept": ", ".join(sorted(TEXT_TYPES)), "User-Agent": "papayu-git"}
-            try:
-                with http.stream("GET", target, headers=headers, extensions={"sni_hostname": host}) as response:
-                    if response.status_code in REDIRECTS:
-                        location = response.headers.get("location")
-                        if not location:
-                            raise blocked(f"redirect {response.status_code} without a Location", current)
-                        current = urljoin(current, location.strip())
-                        continue
-                    return _read(url, current, response, max_bytes)
-            except httpx.HTTPError as exc:
-                raise blocked(f"unreachable: {type(exc).__name__}", current) from None
-        raise blocked(f"more than {MAX_REDIRECTS} redirects", url)
 
 
 def _read(url: str, current: str, response: Any, max_bytes: int) -> Page:
