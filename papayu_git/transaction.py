@@ -468,9 +468,17 @@ class _Run:
             return False
         from papayu_git.check.verdict import FILE_SEPARATORS
 
+        # Only files the plan still has: a deleted test file's tests judge the plan's code.
+        assert self.check is not None
+        tree = GitTree(self.repo, commit_of(self.repo, self.check.commit).tree)
+        kept = [p for p in self.test_edits if tree.entry_kind(p) == "file"]
         failing = [*verdict.broken, *verdict.missing]
-        edited = tuple(p + sep for p in self.test_edits for sep in FILE_SEPARATORS)
-        return verdict.code == "ERR_CHECK_REGRESSION" and bool(failing) and all(t.startswith(edited) for t in failing)
+        edited = tuple(p + sep for p in kept for sep in FILE_SEPARATORS)
+        return (
+            verdict.code == "ERR_CHECK_REGRESSION"
+            and bool(failing and edited)
+            and all(t.startswith(edited) for t in failing)
+        )
 
     def with_verdict(self, commit: str) -> str:
         """The checked commit with the verdict as its `Papayu-Check` trailer: the same tree and

@@ -333,11 +333,10 @@ DELETE_MUL_TESTS = {"kind": "DELETE_FILE", "path": "tests/test_mul.py"}
 @pytest.mark.parametrize(
     ("breaks", "flags", "state", "code"),
     [
-        # -y alone: deleting a test file is a test edit, held for a human. The tip's test_mul, put
-        # back for the regression run, fails on the broken mul() (the verdict and the kept
-        # commit's trailer say so), yet that is held too, not rolled back: the transaction lets a
-        # human approve failures confined to the files a plan edits, deleted ones included.
-        (True, (), "review", "ERR_TEST_EDITS_HELD"),
+        # -y alone: the tip's test_mul, put back for the regression run, fails on the broken mul():
+        # a deleted test file still judges the code it tested, so that rolls back.
+        (True, (), "rolled_back", "ERR_CHECK_REGRESSION"),
+        # Deleting tests that still pass is a test edit: held for a human.
         (False, (), "review", "ERR_TEST_EDITS_HELD"),
         # Approved: a deleted file's tests still judge the plan's code, so breaking them rolls back...
         (True, ("--allow-test-edits",), "rolled_back", "ERR_CHECK_REGRESSION"),
