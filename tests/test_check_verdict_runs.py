@@ -268,8 +268,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     assert f"already failing on the tip: {', '.join(sorted([ids['add'], ids['sub']]))}" in verdict["lines"]
     assert git(repo, "rev-parse", f"papayu/{nothing['plan_id']}").strip() == nothing["commit"]
     [base_log] = _base_logs(repo)
-    base_records = _base_records(repo)
-    assert len(base_records) == 1
+    base_records = _base_records(repo)  # the tip's, and each plan's run kept as its tree's base
 
     # Fixes add and breaks mul: rolled back, naming mul (re-run on the tip, where it passes).
     trade = _apply(repo, "trade", [_update(project.code_path, project.code(frozenset({"mul", "sub"}), ""))], env=env)
@@ -290,13 +289,15 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     assert fix["check"]["tests"]["failing"] == [ids["sub"]]
 
     # Three plans on one tip, one base run: its log and its record were written once.
-    assert _base_logs(repo) == [base_log] and _base_records(repo) == base_records
+    now = _base_records(repo)
+    assert _base_logs(repo) == [base_log] and all(now.get(k) == v for k, v in base_records.items())
 
-    # A new tip, a new base run; fixing sub makes it green.
+    # A new tip: the landed plan's run, on exactly that tree, is its base (no base run); fixing
+    # sub makes it green.
     green = _apply(repo, "fix-sub", [_update(project.code_path, project.code(frozenset(), ""))], env=env)
     assert green["state"] == "landed", _why(green)
     assert _trailer(repo) == "Papayu-Check: passed 3, fixed 1, already failing 0"
-    assert len(_base_logs(repo)) == 2
+    assert _base_logs(repo) == [base_log]
 
     # A green tip broken: rolled back, naming the broken test.
     head = _head(repo)
@@ -305,7 +306,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     assert broken["check"]["verdict"]["broken"] == [ids["mul"]], _why(broken)
     assert f"newly failing: {ids['mul']}" in broken["error"]["reason"]
     assert (repo / project.code_path).read_text() == project.code(frozenset(), "")
-    assert len(_base_logs(repo)) == 3  # the third tip's
+    assert _base_logs(repo) == [base_log]  # five plans, three tips, one base run
     assert not git(repo, "branch", "--list", f"papayu/{broken['plan_id']}")
 
 

@@ -171,6 +171,20 @@ def base_run(
         locks.release(lock)
 
 
+def remember(
+    repo: pygit2.Repository, pdir: Path, commit: str, check: CheckCommand, sandbox: Sandbox, repo_root: Path, run: Any
+) -> None:
+    """A plan's run that is exactly what a base run of its commit would be (the plan changes no
+    test or runner config, nothing else ran after the check): kept as that commit's base, so the
+    next plan on the tip it lands as needs no base run of its own. ``run``: a CheckResult."""
+    if run.tests is None or run.timed_out:
+        return
+    key = base_key(repo, repo_root, commit, check.command, sandbox)
+    record = BaseRun(key, commit, run.tests, run.exit_code, run.timed_out, run.duration_sec, run.log)
+    if cached(pdir, key) is None:
+        atomic.write_json(pdir / BASE_DIR / f"{key}.json", record.to_record(), indent=None)
+
+
 def _run(
     repo: pygit2.Repository,
     pdir: Path,

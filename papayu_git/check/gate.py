@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papayu_git.check.base import BaseRun, base_run
+from papayu_git.check.base import BaseRun, base_run, remember
 from papayu_git.check.judge_tree import tip_tests_commit
 from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
 from papayu_git.check.run import CheckResult, run_check
@@ -76,6 +76,10 @@ def run_gate(request: GateRequest) -> Gate:
     own = None
     if judge_commit is None:
         regression = _run(request, request.commit, f"{request.plan_id}.log", request.extra_commands)
+        if not request.extra_commands:  # the tip's tests on this tree: the base of the tip it may become
+            remember(
+                request.repo, request.pdir, request.commit, request.command, request.sandbox, request.root, regression
+            )
     else:
         regression = _run(request, judge_commit, f"{request.plan_id}.log", ())
         own = _run(request, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
