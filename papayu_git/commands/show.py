@@ -27,7 +27,9 @@ def plan_diff(repo: pygit2.Repository, plan_id: str, recorded_commit: str | None
     if not commit or commit not in repo:
         return ""
     parent = str(commit_of(repo, commit).parents[0].id)
-    return str(run_git(["diff", "--stat", "--patch", "--color=never", parent, commit], cwd=repo.workdir).stdout)
+    # No external diff driver or textconv: attributes a plan may have written never run a program.
+    args = ["diff", "--no-ext-diff", "--no-textconv", "--stat", "--patch", "--color=never", parent, commit]
+    return str(run_git(args, cwd=repo.workdir).stdout)
 
 
 def render_diff(diff: str, colour: bool) -> str:
@@ -94,6 +96,11 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(
             output.colour("edits tests or how they run: " + safe_text(", ".join(outcome["test_edits"])), "yellow")
         )
+    verdict = (outcome.get("check") or {}).get("verdict")
+    if isinstance(verdict, dict):  # check/verdict.py: per test, against the tip
+        output.result(f"check: {safe_text(verdict.get('trailer', ''))}")
+        for line in verdict.get("lines") or []:
+            output.result(f"  {safe_text(line)}")
     output.result("")
 
 
