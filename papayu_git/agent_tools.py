@@ -4,7 +4,10 @@ Every refusal or failure is a result (`ERR_CODE: reason` + hint), never an excep
 reads it and tries something else. Reads follow the context rules (paths.check_path, protected
 paths refused, secrets masked); list and search leave out .gitignore'd files; long results are
 cut at --max-tool-output with a note saying so. Commands run only in a pooled, sandboxed checkout
-of a commit of the workspace, never in the user's working tree.
+of a commit of the workspace, never in the user's working tree. Every result is masked with the
+values of the files that hold the repository's secrets too (secret_files): a test the model writes
+can print a tracked protected file, base64-encoded or not. With papayu.agent.testOutput=names,
+run_tests and run say only pass or fail and which tests failed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import settings
 from papayu_git.check import CheckCommand, CheckResult, run_check
+from papayu_git.check.results import EXIT_CODE_ONLY, summary
 from papayu_git.check.sandbox import resolve
 from papayu_git.context import logs, search
 from papayu_git.context.basetree import Blob
@@ -27,6 +31,7 @@ from papayu_git.context.files import file_block, repo_relative
 from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
 from papayu_git.housekeeping import dead_check
 from papayu_git.paths import is_protected, pattern_regex
+from papayu_git.secret_files import repository_masker
 from papayu_git.secrets import mask, mask_data
 from papayu_git.worktree import acquire_checkout, release_checkout
 
@@ -97,6 +102,8 @@ class Tools:
         self._session: ContextSession | None = None
         self._check: tuple[CheckCommand | None, str] | None = None
         self._ignored: dict[str, bool] = {}
+        self._mask: Callable[[str], str] | None = None
+        self.output_names_only = settings.get("agent_test_output", str(root)).strip().lower() == "names"
         self.handlers: dict[str, Callable[[dict[str, Any]], str]] = {
             "list_files": self.list_files,
             "read_file": self.read_file,
@@ -123,11 +130,17 @@ class Tools:
             text, code = failure(exc), exc.code
         except OSError as exc:  # a file or process the tool needed: the model hears of it, the run goes on
             text, code = failure(PapayuError("ERR_INTERNAL", f"{type(exc).__name__}: {exc}")), "ERR_INTERNAL"
-        shown, truncated = self.limit(text)
+        shown, truncated = self.limit(self.mask(text))
         self.steps.append(
             Step(turn, name, args, code is None, code, len(text), truncated, (time.perf_counter() - started) * 1000)
         )
         return shown
+
+    def mask(self, text: str) -> str:
+        """``text`` masked for the model and the stored conversation, file values included (read once)."""
+        if self._mask is None:
+            self._mask = repository_masker(self.root)
+        return self._mask(text)
 
     def limit(self, text: str) -> tuple[str, bool]:
         if len(text) <= self.max_output:
@@ -277,7 +290,7 @@ class Tools:
         result = self._run(command, "tests", args.get("timeout_sec"))
         self.evidence.tests_ran = True
         self.evidence.tests_passed = self.evidence.tests_passed or result.passed
-        return note + _run_text("run_tests", result)
+        return note + _run_text("run_tests", result, self.output_names_only)
 
     def run(self, args: dict[str, Any]) -> str:
         if not self.options.run_proposed:
@@ -285,7 +298,7 @@ class Tools:
         command = CheckCommand(self._in_dir(args["command"], args.get("cwd")), "the model (--run-proposed)")
         result = self._run(command, "run", args.get("timeout_sec"))
         self.evidence.ran = self.evidence.ran or result.passed
-        return _run_text("run", result)
+        return _run_text("run", result, self.output_names_only)
 
     def _in_dir(self, command: str, cwd: str | None) -> str:
         if not cwd or not cwd.strip(" /."):
@@ -333,19 +346,36 @@ class Tools:
             release_checkout(checkout)
 
 
-def _run_text(tool: str, result: CheckResult) -> str:
+def _run_text(tool: str, result: CheckResult, names_only: bool = False) -> str:
     if result.timed_out:
         state = "TIMED OUT"
     else:
         state = "PASSED" if result.passed else f"FAILED (exit {result.exit_code})"
     head = f"{tool}: `{result.command}` {state} in {result.duration_sec:.1f}s (sandbox: {result.sandbox})"
-    tests = result.to_dict().get("tests") or {}
-    counts = {k: v for k, v in (tests.get("counts") or {}).items() if v}
-    if counts:  # per test, as the runner reported (check/results)
-        head += "\ntests: " + ", ".join(f"{n} {k}" for k, n in counts.items())
-        if tests.get("failing"):
-            head += "\nfailing: " + ", ".join(tests["failing"][:20])
+    if names_only:
+        return mask(f"{head}\n--- tests (papayu.agent.testOutput=names: the output is not shown) ---\n{_tests(result)}")
     return mask(f"{head}\n--- output (tail) ---\n{result.tail}")
+
+
+# Lines that name a failed test in runners' plain output: pytest's summary, go test, cargo, TAP.
+_FAILED_LINE = re.compile(
+    r"^(?:(?:FAILED|ERROR) (\S+)|\s*--- FAIL: (\S+)|test (\S+) \.\.\. FAILED|not ok \d+ (?:- )?(.+?))\s*(?:$| - )", re.M
+)
+
+
+def _tests(result: CheckResult) -> str:
+    """Pass/fail counts and the failing tests' names: from the per-test results where the runner
+    reported them, else from the lines of the tail that name a failed test."""
+    tests = result.tests
+    if tests is not None and not tests.exit_code_only:
+        data = summary(tests)
+        counts = ", ".join(f"{n} {outcome}" for outcome, n in data["counts"].items() if n)
+        more = data["failing_total"] - len(data["failing"])
+        failing = ", ".join(data["failing"]) + (f" and {more} more" if more else "")
+        return f"{counts or 'no tests reported'}\nfailing: {failing or 'none'}"
+    names = [next(g for g in m.groups() if g) for m in _FAILED_LINE.finditer(result.tail)]
+    found = ", ".join(dict.fromkeys(names)) or ("none named" if not result.passed else "none")
+    return f"({EXIT_CODE_ONLY}: no per-test report)\nfailing: {found}"
 
 
 def failure(error: PapayuError, more: int = 0) -> str:

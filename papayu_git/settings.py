@@ -399,6 +399,15 @@ SETTINGS: list[Setting] = [
     ),
     # Online research (README "Online research"; docs/DESIGN.md, "Online research").
     Setting(
+        "agent_test_output",
+        "PAPAYU_AGENT_TEST_OUTPUT",
+        "papayu.agent.testOutput",
+        "full",
+        "what agent mode's run_tests and run tell the model: full (the output's tail, secrets and the "
+        "values of the repository's protected and included files masked, base64 and hex too) or names "
+        "(pass or fail, counts and the failing tests' names only)",
+    ),
+    Setting(
         "online_research",
         "PAPAYU_ONLINE_RESEARCH",
         "papayu.online.research",

@@ -70,7 +70,7 @@ def _seconds(work: Callable[[str], object], text: str) -> float:
     return time.perf_counter() - started
 
 
-def _assert_linear(work: Callable[[str], object], needle: str, run: str) -> list[tuple[float, float]]:
+def assert_linear(work: Callable[[str], object], needle: str, run: str) -> list[tuple[float, float]]:
     """1 MB under a second, 2 MB under three times that (a second measure of each before that
     fails: the machine is shared). Returns the (1 MB, 2 MB) seconds of each shape."""
     timings = []
@@ -96,17 +96,17 @@ def test_every_pattern_has_hostile_inputs() -> None:
 def test_each_pattern_is_linear_on_runs_next_to_its_needles(name: str) -> None:
     pattern = _patterns()[name]
     for needle, run in HOSTILE[name]:
-        _assert_linear(lambda text: sum(1 for _ in pattern.finditer(text)), needle, run)
+        assert_linear(lambda text: sum(1 for _ in pattern.finditer(text)), needle, run)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("needle", "run"), MASK_HOSTILE, ids=[repr(p[0]) for p in MASK_HOSTILE])
 def test_mask_is_linear_on_hostile_text(needle: str, run: str) -> None:
-    _assert_linear(mask, needle, run)
+    assert_linear(mask, needle, run)
 
 
 def test_the_literal_values_masker_is_linear_with_hundreds_of_values() -> None:
     values = [f"value-{n:04d}-{'q' * (n % 17)}" for n in range(400)]
     apply = literal_masker(values)
     for needle in ("value-0001-", values[7]):
-        _assert_linear(apply, needle, "q")
+        assert_linear(apply, needle, "q")
