@@ -207,3 +207,24 @@ def test_the_checks_processes_are_bounded_and_cannot_raise_the_bounds(tmp_path: 
     data = apply_json(repo, _one_file_plan(tmp_path), "--check", check, env={"PAPAYU_CHECK_MEMORY_MB": "700"})
     lines = Path(data["check"]["log"]).read_text().splitlines()
     assert lines[-3:] == [str(700 * 1024), "0", "kept"], lines
+
+
+@needs_bwrap
+def test_no_namespace_no_keyring_no_ptrace_inside_the_check(tmp_path: Path) -> None:
+    probe = (
+        "import ctypes, errno, os, platform\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = {'x86_64': {'keyctl': 250, 'ptrace': 101, 'bpf': 321}, 'aarch64': {'keyctl': 219, 'ptrace': 117,"
+        " 'bpf': 280}}[platform.machine()]\n"
+        "for name, number in nr.items():\n"
+        "    rc = libc.syscall(number, 0, 0, 0, 0, 0)\n"
+        "    print(name, rc, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))\n"
+    )
+    repo = make_repo(tmp_path / "repo", {"probe.py": probe})
+    check = f"unshare -U true || echo userns-refused; unshare -m true || echo mount-ns-refused; {PY} probe.py"
+    data = apply_json(repo, _one_file_plan(tmp_path), "--check", check)
+    log = Path(data["check"]["log"]).read_text()
+    assert data["state"] == "landed", log  # an ordinary check still passes
+    assert "userns-refused" in log and "mount-ns-refused" in log
+    for name in ("keyctl", "ptrace", "bpf"):
+        assert f"{name} -1 EPERM" in log, log

@@ -102,9 +102,11 @@ def run_check(
                 instrument(command, view.report, junit_globs=junit_globs, env=view.env) if index == 0 else (command, {})
             )
             argv, env = view.command_line(run, extra)
-            exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), repo_root)
+            cap = settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024
+            exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), view.pass_fds, cap)
             if exit_code != 0 or timed_out:
                 break
+    view.close()
     mask = masker(included_values(repo_root))
     tail = _masked_tail(log_path, mask)
     tests = _results(report, log_path, junit_globs, view.root, mask)
@@ -155,7 +157,13 @@ def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
 
 
 def _run_group(
-    argv: list[str], env: dict[str, str], checkout: CheckCheckout, log: Any, timeout_sec: float, repo_root: Path
+    argv: list[str],
+    env: dict[str, str],
+    checkout: CheckCheckout,
+    log: Any,
+    timeout_sec: float,
+    fds: tuple[int, ...],
+    cap: int,
 ) -> tuple[int | None, bool]:
     proc = subprocess.Popen(
         argv,
@@ -165,9 +173,10 @@ def _run_group(
         stderr=subprocess.STDOUT,
         env=env,
         start_new_session=True,
+        pass_fds=fds,
     )
     assert proc.stdout is not None
-    pump = CappedLog(proc.stdout, log, settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024)
+    pump = CappedLog(proc.stdout, log, cap)
     # Whoever finds this slot's lock stale (papayu was killed) kills the group: see kill_orphans.
     locks.update(checkout.lock, check_pgid=proc.pid, check_start=locks.process_start_time(proc.pid))
     try:

@@ -181,13 +181,20 @@ def _probe(bwrap: str, network: bool) -> str | None:
     return None
 
 
-def bwrap_argv(bwrap: str, mounts: list[Mount], *, chdir: str | None, network: bool) -> list[str]:
+def bwrap_argv(
+    bwrap: str, mounts: list[Mount], *, chdir: str | None, network: bool, seccomp_fd: int | None = None
+) -> list[str]:
     """The bubblewrap command line, without the command itself: an empty root with only
     ``mounts`` (environment.mounts: parents first, later ones cover earlier ones), a private
     size-limited /tmp and an empty HOME, no network, no capabilities, an own pid namespace."""
     home = os.path.expanduser("~")
     tmp_mb = max(settings.get_int("check_tmp_mb"), 16)
     argv = [bwrap, "--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session"]
+    # No user namespace of its own inside (nested sandboxes, unprivileged mounts), and the usual
+    # container syscall denylist (seccomp.py) when there is a program for this machine.
+    argv += ["--unshare-user", "--disable-userns"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     if os.geteuid() == 0:
         argv += ["--cap-drop", "ALL"]
     argv += ["--dev", "/dev", "--proc", "/proc", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papayu_git.check import environment, mtimes
+from papayu_git.check import environment, mtimes, seccomp
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
 from papayu_git.check.sandbox import bwrap_argv, check_env
@@ -37,6 +37,19 @@ class CheckView:
     root: str = ""  # the check's working directory, as the check sees it
     wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
     user_tree_links: list[str] = field(default_factory=list)
+    seccomp_fd: int | None = None  # the filter bwrap reads (passed to it, rewound for each command)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        if self.seccomp_fd is None:
+            return ()
+        os.lseek(self.seccomp_fd, 0, os.SEEK_SET)  # each bwrap reads it from the start
+        return (self.seccomp_fd,)
+
+    def close(self) -> None:
+        if self.seccomp_fd is not None:
+            os.close(self.seccomp_fd)
+            self.seccomp_fd = None
 
     @classmethod
     def prepare(cls, checkout: CheckCheckout, sandbox: Sandbox, repo_root: Path, report: Path) -> CheckView:
@@ -62,8 +75,9 @@ class CheckView:
             inner = relay.start(ports)
             placed.append(Mount(Kind.BIND, str(inner), relay.INSIDE))
             wrap = relay.inner_command(ports)
-        argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network)
-        return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap)
+        fd = seccomp.program_fd()
+        argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network, seccomp_fd=fd)
+        return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, seccomp_fd=fd)
 
     @classmethod
     def _unsandboxed(cls, checkout: CheckCheckout, repo_root: Path, report: Path) -> CheckView:
