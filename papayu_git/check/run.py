@@ -23,10 +23,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, settings
 from papayu_git.check.diagnose import environment_causes
-from papayu_git.check.environment import included_values
 from papayu_git.check.results import TestResults, go_plain_text, instrument, junit_patterns, read_results, summary
 from papayu_git.check.view import CheckView
 from papayu_git.output import printable
+from papayu_git.secret_files import repository_masker
 from papayu_git.secrets import masker
 from papayu_git.stages import pause_point
 from papayu_git.worktree import remove_tree
@@ -107,7 +107,7 @@ def run_check(
             if exit_code != 0 or timed_out:
                 break
     view.close()
-    mask = masker(included_values(repo_root))
+    mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tail = _masked_tail(log_path, mask)
     tests = _results(report, log_path, junit_globs, view.root, mask)
     if "go test -json" in tests.source:
