@@ -373,3 +373,18 @@ def __getattr__(name: str) -> Any:
         if name in names:
             return getattr(import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Read when helpers is imported, before the hermetic fixture points HOME at a temp directory.
+REAL_HOME = Path(os.path.expanduser("~"))
+
+
+def rust_env() -> dict[str, str]:
+    """Where rustup and cargo live: the user's, as their shell would find them (the tests run
+    with a temporary HOME, where rustup would find no toolchain)."""
+    env = {}
+    for name, default in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
+        value = os.environ.get(name) or str(REAL_HOME / default)
+        if Path(value).is_dir():
+            env[name] = value
+    return env

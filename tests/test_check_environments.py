@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import apply_json, git, make_repo, write_plan
+from helpers import apply_json, git, make_repo, rust_env, write_plan
 
 from papayu_git.check import sandbox
 
 # Read at import, before the hermetic fixture points HOME at a temp directory: where rustup
 # keeps its toolchains on this machine (a user's shell finds them through their real HOME).
-REAL_HOME = Path(os.path.expanduser("~"))
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
@@ -346,20 +345,10 @@ def test_npm_workspaces_link_to_the_plans_packages(tmp_path: Path) -> None:
 # --- cargo: a workspace with a warm target/ -----------------------------------------------------
 
 
-def _rust_env() -> dict[str, str]:
-    """Where rustup and cargo live: the user's, as their shell would find them."""
-    env = {}
-    for name, default in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
-        value = os.environ.get(name) or str(REAL_HOME / default)
-        if Path(value).is_dir():
-            env[name] = value
-    return env
-
-
 def _cargo_works() -> str | None:
     if shutil.which("cargo") is None:
         return "toolchain absent here: cargo not found"
-    proc = subprocess.run(["cargo", "--version"], capture_output=True, text=True, env={**os.environ, **_rust_env()})
+    proc = subprocess.run(["cargo", "--version"], capture_output=True, text=True, env={**os.environ, **rust_env()})
     return None if proc.returncode == 0 else f"toolchain absent here: cargo --version failed: {proc.stderr.strip()}"
 
 
@@ -408,7 +397,7 @@ def _cargo_repo(tmp_path: Path, env: dict[str, str]) -> Path:
 
 @needs_cargo
 def test_a_cargo_workspace_reuses_the_warm_target_and_rebuilds_what_the_plan_changed(tmp_path: Path) -> None:
-    env = _rust_env()
+    env = rust_env()
     repo = _cargo_repo(tmp_path, env)
     # The user's own build: every crate and test binary in target/, for the committed code.
     _run(["cargo", "test", "--no-run", "--offline"], repo, env)
@@ -431,7 +420,7 @@ def test_a_cargo_workspace_reuses_the_warm_target_and_rebuilds_what_the_plan_cha
 
 @needs_cargo
 def test_a_users_uncommitted_build_in_target_cannot_pass_a_buggy_plan(tmp_path: Path) -> None:
-    env = _rust_env()
+    env = rust_env()
     repo = _cargo_repo(tmp_path, env)
     # A first plan puts the pool's checkout in place; the next plan reuses it, and git rewrites
     # only the files that differ: its calc/src/lib.rs stays older than the user's build below

@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import apply_json, git, make_repo, papayu_dir, write_plan
+from helpers import apply_json, git, make_repo, papayu_dir, rust_env, write_plan
 
 from papayu_git.check import sandbox
 
 # Read at import, before the hermetic fixture points HOME at a temp directory: where rustup
 # keeps its toolchains on this machine (a user's shell finds them through their real HOME).
-REAL_HOME = Path(os.path.expanduser("~"))
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
@@ -154,16 +153,6 @@ def _node_project() -> Project:
     )
 
 
-def _rust_env() -> dict[str, str]:
-    """Where rustup and cargo live: the user's, as their shell would find them."""
-    env = {}
-    for name, default in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
-        value = os.environ.get(name) or str(REAL_HOME / default)
-        if Path(value).is_dir():
-            env[name] = value
-    return env
-
-
 def _cargo_project() -> Project:
     tests = "".join(
         f"#[test]\nfn {name}() {{\n    assert_eq!(calc::{name}({args}), {want});\n}}\n\n"
@@ -180,7 +169,7 @@ def _cargo_project() -> Project:
             "tests/arith.rs": tests,
         },
         ids={name: f"arith::{name}" for name in RIGHT},
-        env=_rust_env(),
+        env=rust_env(),
     )
 
 
@@ -195,7 +184,7 @@ PROJECTS: dict[str, tuple[Callable[[], Project], str | None]] = {
     "pytest": (_pytest_project, None),
     "unittest-under-pytest": (_unittest_under_pytest_project, None),
     "node --test": (_node_project, _absent("node")),
-    "cargo": (_cargo_project, _absent("cargo", _rust_env())),
+    "cargo": (_cargo_project, _absent("cargo", rust_env())),
 }
 
 

@@ -63,15 +63,19 @@ class GateRequest:
 def run_gate(request: GateRequest) -> Gate:
     # The base first: usually cached, or being computed by the prewarm (waited for), and then
     # its checkout is free for the plan's runs (a slot at the tip: only the plan's files move).
-    base = base_run(
-        request.repo,
-        request.pdir,
-        request.tip,
-        request.command,
-        request.sandbox,
-        request.root,
-        timeout_sec=request.timeout_sec,
-    )
+    def tip_run(fresh: bool = False) -> BaseRun:
+        return base_run(
+            request.repo,
+            request.pdir,
+            request.tip,
+            request.command,
+            request.sandbox,
+            request.root,
+            timeout_sec=request.timeout_sec,
+            fresh=fresh,
+        )
+
+    base = tip_run()
     judge_commit = tip_tests_commit(request.repo, request.tip, request.commit, request.root)
     own = None
     if judge_commit is None:
@@ -85,16 +89,7 @@ def run_gate(request: GateRequest) -> Gate:
         own = _run(request, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
 
     def rerun_base(ids: list[str]) -> Run:
-        again = base_run(
-            request.repo,
-            request.pdir,
-            request.tip,
-            request.command,
-            request.sandbox,
-            request.root,
-            timeout_sec=request.timeout_sec,
-            fresh=True,
-        )
+        again = tip_run(fresh=True)
         return _as_run(again.results, None if again.timed_out else again.exit_code)
 
     verdict = judge(
