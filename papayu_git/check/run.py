@@ -26,7 +26,6 @@ from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.results import TestResults, go_plain_text, instrument, junit_patterns, read_results, summary
 from papayu_git.check.view import CheckView
 from papayu_git.output import printable
-from papayu_git.secret_files import repository_masker
 from papayu_git.secrets import masker
 from papayu_git.stages import pause_point
 from papayu_git.worktree import remove_tree
@@ -107,6 +106,9 @@ def run_check(
             if exit_code != 0 or timed_out:
                 break
     view.close()
+    # Here, not at the top: secret_files reads check.environment, whose package imports this module.
+    from papayu_git.secret_files import repository_masker
+
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tail = _masked_tail(log_path, mask)
     tests = _results(report, log_path, junit_globs, view.root, mask)
