@@ -120,15 +120,21 @@ def demo_apply(papayu: list[str]) -> None:
     assert sh(*shlex.split(CHECK), cwd=repo, check=False).returncode != 0
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
 
-    step("A WRONG plan (a * b) is committed and checked in an isolated checkout; the check fails -> rolled back")
+    step(
+        "A WRONG plan (a * b) is committed and checked per test against the tip: test_add failed there "
+        "and still fails, the plan fixes nothing -> NOT landed, kept for review"
+    )
     (WORK / "wrong.json").write_text(json.dumps(patch_plan("return a * b", "use multiplication")))
-    proc = sh(*papayu, "apply", str(WORK / "wrong.json"), cwd=repo, check=False)
-    assert proc.returncode == 1, "the wrong plan must be rolled back"
-    step("Your branch, working tree and untracked files are unchanged")
+    proc = sh(*papayu, "apply", str(WORK / "wrong.json"), "--json", cwd=repo, check=False)
+    wrong = json.loads(proc.stdout)
+    assert proc.returncode == 1 and wrong["state"] == "review", "the wrong plan must not land"
+    assert wrong["error"]["code"] == "ERR_CHECK_FIXES_NOTHING"
+    step("Your branch, working tree and untracked files are unchanged; drop the kept plan")
     sh("git", "log", "--oneline", cwd=repo)
     sh("git", "status", "--short", cwd=repo)
     assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() == head
     assert (repo / "calc.py").read_text() == BUGGY and (repo / "NOTES.md").exists()
+    sh(*papayu, "drop", wrong["plan_id"], cwd=repo)
     assert not sh("git", "branch", "--list", "papayu/*", cwd=repo).stdout.strip()
 
     step("The fix plan (a + b) passes the check in its checkout -> main is fast-forwarded")
@@ -151,14 +157,20 @@ def show_check_sandbox(repo: Path, apply_stderr: str) -> None:
     said = [line for line in apply_stderr.splitlines() if line.startswith("check: ")]
     print("papayu said:  " + (said[0] if said else "(no check line)"))
     trailers = sh(
-        "git", "log", "-1", "--format=%(trailers:key=Papayu-Check,key=Papayu-Check-Source,key=Papayu-Sandbox)", cwd=repo
+        "git",
+        "log",
+        "-1",
+        "--format=%(trailers:key=Papayu-Check,key=Papayu-Check-Command,key=Papayu-Check-Source,key=Papayu-Sandbox)",
+        cwd=repo,
     ).stdout
     assert said and "Papayu-Check-Source: git config papayu.checkCommand" in trailers
+    assert "Papayu-Check: passed 1, fixed 1, already failing 0" in trailers  # the verdict, per test
     if SANDBOX_REASON is None:
         assert said[0].endswith("sandbox: bwrap)") and "Papayu-Sandbox: bwrap" in trailers
         print(
-            "-> the check ran under bubblewrap: read-only /, writable only its own checkout and a private "
-            "/tmp and HOME, no network, no API keys in its environment"
+            "-> the check ran under bubblewrap: the plan's tree at the repository's own path, the system and "
+            "toolchains read-only, the project's environment copy-on-write, nothing else of yours, no network, "
+            "no API keys in its environment"
         )
     else:
         assert "Papayu-Sandbox: none" in trailers
@@ -445,7 +457,7 @@ STEPS = {
     "local_model": demo_local_model,
 }
 SUMMARY = (
-    "bad plans rejected, the wrong fix rolled back, the right fix landed after a {check} check, the hostile "
+    "bad plans rejected, the wrong fix kept from landing (it fixes nothing the tip fails), the right fix landed after a {check} check, the hostile "
     "plan's escapes {escapes}, a scripted agent run landed after its check, and the local model's attempt "
     "ended cleanly"
 )
