@@ -97,3 +97,21 @@ def test_hostile_step_passes_from_a_clone_under_tmp_with_a_space(tmp_path: Path)
     for _, _, path in verdicts:  # whatever the attack created beside the repository, in HOME or /tmp is gone
         if "papayu-demo-escape-" in Path(path).name:
             assert not Path(path).exists(), path
+
+
+def test_apply_step_passes_from_a_clone(tmp_path: Path) -> None:
+    """The demo's core story on its own: the wrong plan kept from landing, the fix landed with its
+    verdict (the demo asserts each, so a change of papayu's behaviour fails here, not in `make demo`)."""
+    clone = tmp_path / "clone"
+    python = clone_with_python(clone)
+    proc = subprocess.run(
+        [str(python), str(clone / "demo" / "run_demo.py"), "apply"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(clone), "VIRTUAL_ENV": sys.prefix},
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out, out[-4000:]
+    assert "Papayu-Check: passed 1, fixed 1, already failing 0" in proc.stdout
