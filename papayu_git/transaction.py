@@ -425,10 +425,10 @@ class _Run:
     def run_check(self, commit: str) -> bool:
         """The gate's runs and verdict (check/gate.py); True when the plan may land or waits for
         review (a red tip the plan neither fixes nor breaks)."""
-        from papayu_git.check.gate import GateRequest, run_gate  # see resolve_check
-
         if self.command is None or self.sandbox is None:
             return True
+        from papayu_git.check.gate import GateRequest, run_gate  # see resolve_check
+
         request = GateRequest(
             self.repo,
             self.pdir,
