@@ -185,15 +185,60 @@ def find_record(directory: Path, id_or_prefix: str, code: str, what: str) -> Pat
     raise PapayuError(code, f"no {what} {id_or_prefix!r}", path=str(directory))
 
 
+_NEWEST = re.compile(r"@(?:~(\d{1,4}))?")
+_HASH_PREFIX = re.compile(r"[0-9a-f]{1,6}")
+
+
 def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
-    if not is_id_prefix(id_or_prefix):
+    """The stored plan an id names, the way people type it: the whole id, a unique prefix of it,
+    a unique prefix of its hash part (`a1b2`), `@` for the newest plan and `@~N` for the one N
+    before it. Ambiguous: the candidates are named; unknown: the closest ids are offered."""
+    value = id_or_prefix.strip()
+    ids = stored_ids(papayu_dir)
+    newest = _NEWEST.fullmatch(value)
+    if newest:
+        back = int(newest.group(1) or 0)
+        if back >= len(ids):
+            raise PapayuError(
+                "ERR_PLAN_NOT_FOUND",
+                f"{value!r}: there are {len(ids)} stored plan(s)",
+                hint="`@` is the newest plan, `@~1` the one before; run 'git papayu list'.",
+            )
+        return ids[-1 - back]
+    if not (is_id_prefix(value) or _HASH_PREFIX.fullmatch(value)):
         raise PapayuError(
             "ERR_PLAN_NOT_FOUND",
-            f"invalid plan id {id_or_prefix[:80]!r}",
-            hint="A plan id looks like 20260101-120000-a1b2c3 (or a prefix of one); run 'git papayu list'.",
+            f"invalid plan id {value[:80]!r}",
+            hint="A plan id looks like 20260101-120000-a1b2c3; a prefix, its last part (a1b2) or @ / @~1 "
+            "work too; run 'git papayu list'.",
         )
-    found = find_record(plans_dir(papayu_dir), id_or_prefix, "ERR_PLAN_NOT_FOUND", "plan").stem
-    return check_id(found, path=str(plans_dir(papayu_dir) / f"{found}.json"))
+    matches = [i for i in ids if i.startswith(value)] if is_id_prefix(value) else []
+    if not matches and _HASH_PREFIX.fullmatch(value):
+        matches = [i for i in ids if i[16:].startswith(value)]
+    if len(matches) == 1:
+        return check_id(matches[0], path=str(plans_dir(papayu_dir) / f"{matches[0]}.json"))
+    if matches:
+        shown = ", ".join(matches[-5:])
+        raise PapayuError(
+            "ERR_PLAN_NOT_FOUND",
+            f"plan id {value!r} is ambiguous: {len(matches)} plans match ({shown})",
+            hint="Give more characters of the id.",
+        )
+    import difflib  # only on this error path
+
+    close = difflib.get_close_matches(value, ids, n=3, cutoff=0.5) or difflib.get_close_matches(
+        value, [i[16:] for i in ids], n=3, cutoff=0.5
+    )
+    said = f"; did you mean {', '.join(close)}?" if close else ""
+    raise PapayuError(
+        "ERR_PLAN_NOT_FOUND", f"no plan {value!r}{said}", path=str(plans_dir(papayu_dir)), hint="Run 'git papayu list'."
+    )
+
+
+def stored_ids(papayu_dir: Path) -> list[str]:
+    """The ids of the stored plans, oldest first (ids sort by time)."""
+    directory = plans_dir(papayu_dir)
+    return sorted(p.stem for p in directory.glob("*.json") if is_id(p.stem)) if directory.is_dir() else []
 
 
 def read_record(path: Path) -> StoredPlan:

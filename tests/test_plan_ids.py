@@ -1,0 +1,52 @@
+"""Plan ids as people type them: a prefix, the hash part, `@` and `@~N`; ambiguous ids name the
+candidates, unknown ones offer the closest (real CLI, real repository)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import make_repo, papayu, write_plan
+
+
+def _three_plans(tmp_path: Path) -> tuple[Path, list[str]]:
+    repo = make_repo(tmp_path / "repo")
+    ids = []
+    for i in range(3):
+        plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": f"f{i}.txt", "content": "x\n"}], name=f"p{i}.json")
+        data = json.loads(papayu("apply", str(plan), "--review", "--check", "true", "--json", cwd=repo).stdout)
+        ids.append(data["plan_id"])
+    return repo, sorted(ids)
+
+
+def _shown(repo: Path, ref: str) -> str:
+    proc = papayu("show", ref, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()[0]
+
+
+def test_newest_hash_part_and_prefix_name_a_plan(tmp_path: Path) -> None:
+    repo, ids = _three_plans(tmp_path)
+    assert ids[-1] in _shown(repo, "@")
+    assert ids[-2] in _shown(repo, "@~1") and ids[0] in _shown(repo, "@~2")
+    for plan_id in ids:
+        assert plan_id in _shown(repo, plan_id[16:])  # the whole hash part
+        unique = next(
+            plan_id[16 : 16 + n] for n in range(1, 7) if sum(i[16:].startswith(plan_id[16 : 16 + n]) for i in ids) == 1
+        )
+        assert plan_id in _shown(repo, unique)
+    drop = papayu("drop", "@", cwd=repo)
+    assert drop.returncode == 0 and ids[-1] in drop.stdout + drop.stderr
+
+
+def test_ambiguous_names_candidates_and_unknown_offers_the_closest(tmp_path: Path) -> None:
+    repo, ids = _three_plans(tmp_path)
+    date = ids[0][:8]  # every plan shares it
+    proc = papayu("show", date, cwd=repo)
+    assert proc.returncode != 0 and "ERR_PLAN_NOT_FOUND" in proc.stderr and "ambiguous" in proc.stderr
+    assert all(i in proc.stderr for i in ids)
+    typo = ids[1][:-1] + ("0" if ids[1][-1] != "0" else "1")  # one character off
+    proc = papayu("show", typo, cwd=repo)
+    assert proc.returncode != 0 and "did you mean" in proc.stderr and ids[1] in proc.stderr
+    proc = papayu("show", "@~9", cwd=repo)
+    assert proc.returncode != 0 and "there are 3 stored plan(s)" in proc.stderr
