@@ -50,3 +50,24 @@ def test_ambiguous_names_candidates_and_unknown_offers_the_closest(tmp_path: Pat
     assert proc.returncode != 0 and "did you mean" in proc.stderr and ids[1] in proc.stderr
     proc = papayu("show", "@~9", cwd=repo)
     assert proc.returncode != 0 and "there are 3 stored plan(s)" in proc.stderr
+
+
+def test_list_has_a_header_and_rechecks_landings_against_the_branch(tmp_path: Path) -> None:
+    from helpers import git
+
+    repo = make_repo(tmp_path / "repo")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
+    data = json.loads(papayu("apply", str(plan), "-y", "--check", "true", "--json", cwd=repo).stdout)
+    assert data["state"] == "landed", data
+
+    def state() -> str:
+        lines = papayu("list", cwd=repo).stdout.splitlines()
+        assert lines[0].split() == ["ID", "STATE", "TARGET", "SUMMARY"]
+        row = next(line for line in lines if line.startswith(data["plan_id"]))
+        return row[len(data["plan_id"]) :].strip().split("  ")[0]
+
+    assert state() == "landed"
+    git(repo, "revert", "--no-edit", "HEAD")
+    assert state() == "landed (reverted)"
+    git(repo, "reset", "-q", "--hard", "HEAD~2")
+    assert state() == "landed (not on branch)"

@@ -15,14 +15,36 @@ from papayu_git.protocol import raw_actions
 from papayu_git.secrets import safe_text
 
 
-def _state(plan: Any, has_branch: bool) -> str:
+def _state(plan: Any, has_branch: bool, repo: Any = None) -> str:
     outcome = plan.extra.get("apply") or {}
     state = outcome.get("state")
+    if state == ApplyState.LANDED and repo is not None:
+        return _landed_now(repo, outcome)
     if state:
         return f"{state} (branch kept)" if has_branch and state == ApplyState.ROLLED_BACK else state
     if has_branch:
         return "committed"
     return "ready" if raw_actions(plan.response) else "planned"
+
+
+def _landed_now(repo: Any, outcome: dict[str, Any]) -> str:
+    """A landing re-checked against its branch today: still there, reverted (a `git revert` of it
+    on the branch since), or no longer on the branch (reset away)."""
+    commit, target = outcome.get("commit"), outcome.get("target")
+    try:
+        tip = repo.references[f"refs/heads/{target}"].target
+        landed = repo[commit].id
+    except (KeyError, ValueError, TypeError):
+        return "landed"
+    if tip != landed and not repo.descendant_of(tip, landed):
+        return "landed (not on branch)"
+    short = str(landed)[:12]
+    for entry in repo.walk(tip):  # a revert of it since? (only the commits after it are read)
+        if entry.id == landed:
+            break
+        if f"This reverts commit {landed}" in entry.message or f"This reverts commit {short}" in entry.message:
+            return "landed (reverted)"
+    return "landed"
 
 
 def rows() -> list[dict[str, Any]]:
@@ -34,7 +56,7 @@ def rows() -> list[dict[str, Any]]:
         out.append(
             {
                 "id": plan.id,
-                "state": _state(plan, plan.id in branches),
+                "state": _state(plan, plan.id in branches, repo),
                 "branch": branch_name(plan.id) if plan.id in branches else "",
                 "target": (plan.extra.get("apply") or {}).get("target") or plan.branch,
                 "summary": (summary or plan.goal).splitlines()[0] if (summary or plan.goal) else "",
@@ -54,10 +76,15 @@ def run(as_json: bool = False) -> int:
     if not table:
         output.result("no plans yet (git papayu plan GOAL, or git papayu apply FILE)")
 
-    for row in table:  # the summary is the model's; masked before it is cut (a cut token no longer matches)
-        row = {k: safe_text(v) for k, v in row.items()}
+    shown = [{k: safe_text(v) for k, v in row.items()} for row in table]  # the summary is the model's
+    width = max([len("STATE"), *(len(r["state"]) for r in shown)])
+    target = max([len("TARGET"), *(len(r["target"] or "-") for r in shown)])
+    if shown:
+        output.result(f"{'ID':<22}  {'STATE':<{width}}  {'TARGET':<{target}}  SUMMARY")
+    for row in shown:  # masked before it is cut (a cut token no longer matches)
         branch = f"  [{row['branch']}]" if row["branch"] else ""
-        output.result(f"{row['id']}  {row['state']:<12} {row['target'] or '-':<12} {row['summary'][:60]}{branch}")
+        summary = row["summary"][:60]
+        output.result(f"{row['id']:<22}  {row['state']:<{width}}  {row['target'] or '-':<{target}}  {summary}{branch}")
     return 0
 
 
