@@ -190,8 +190,8 @@ _HASH_PREFIX = re.compile(r"[0-9a-f]{1,6}")
 
 
 def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
-    """The stored plan an id names, the way people type it: the whole id, a unique prefix of it,
-    a unique prefix of its hash part (`a1b2`), `@` for the newest plan and `@~N` for the one N
+    """The stored plan an id names, the way people type it: the whole id, a unique prefix of its
+    hash part (`a1b2`), a unique prefix of it, `@` for the newest plan and `@~N` for the one N
     before it. Ambiguous: the candidates are named; unknown: the closest ids are offered."""
     value = id_or_prefix.strip()
     ids = stored_ids(papayu_dir)
@@ -212,9 +212,11 @@ def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
             hint="A plan id looks like 20260101-120000-a1b2c3; a prefix, its last part (a1b2) or @ / @~1 "
             "work too; run 'git papayu list'.",
         )
-    matches = [i for i in ids if i.startswith(value)] if is_id_prefix(value) else []
-    if not matches and _HASH_PREFIX.fullmatch(value):
-        matches = [i for i in ids if i[16:].startswith(value)]
+    # Up to six hex characters are first read as the hash part (what people copy from a branch
+    # name); a date prefix is longer, or matches no hash.
+    matches = [i for i in ids if i[16:].startswith(value)] if _HASH_PREFIX.fullmatch(value) else []
+    if not matches and is_id_prefix(value):
+        matches = [i for i in ids if i.startswith(value)]
     if len(matches) == 1:
         return check_id(matches[0], path=str(plans_dir(papayu_dir) / f"{matches[0]}.json"))
     if matches:

@@ -540,6 +540,9 @@ class _Run:
 
     def rollback(self, target: Target, commit: str | None, error: PapayuError, *, keep: bool = False) -> ApplyResult:
         keep = keep or self.options.keep_failed
+        if self.options.keep_failed and commit and "--keep-failed" in error.hint:  # say where it is instead
+            kept = f"{self.branch} is kept: git papayu show {self.plan.id}; git papayu drop {self.plan.id} removes it"
+            error = PapayuError(error.code, error.reason, path=error.path, hint=kept)
         if not keep:
             self.delete_branch()
         output.event("APPLY_ROLLBACK", plan_id=self.plan.id, reason=error.code, branch_kept=keep)

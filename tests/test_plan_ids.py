@@ -71,3 +71,23 @@ def test_list_has_a_header_and_rechecks_landings_against_the_branch(tmp_path: Pa
     assert state() == "landed (reverted)"
     git(repo, "reset", "-q", "--hard", "HEAD~2")
     assert state() == "landed (not on branch)"
+
+
+def test_trace_list_has_a_header_and_landing_names_what_landed(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
+    proc = papayu("apply", str(plan), "-y", "--check", "true", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert " new.txt | 1 +" in proc.stdout and "undo: git reset --keep ORIG_HEAD" in proc.stdout  # the diffstat
+    lines = papayu("trace", "list", cwd=repo).stdout.splitlines()
+    assert lines[0].split() == ["AT", "TRACE", "COMMAND", "MODE", "PROTO", "OUTCOME", "NOTES"] and len(lines) == 2
+
+
+def test_keep_failed_says_where_the_branch_is(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
+    data = json.loads(papayu("apply", str(plan), "-y", "--check", "false", "--keep-failed", "--json", cwd=repo).stdout)
+    assert data["state"] == "rolled_back" and data["branch_kept"]
+    assert (
+        "--keep-failed" not in data["error"]["hint"] and f"git papayu show {data['plan_id']}" in data["error"]["hint"]
+    )

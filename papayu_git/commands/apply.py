@@ -20,6 +20,7 @@ import click
 from papayu_git import output, plans, settings
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
+from papayu_git.git import run_git
 from papayu_git.housekeeping import open_checkout
 from papayu_git.objects import branch_name
 from papayu_git.outcomes import ApplyState
@@ -162,6 +163,7 @@ def report(result: ApplyResult, as_json: bool) -> None:
     short = (result.commit or "")[:12]
     if result.state == ApplyState.LANDED:
         output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
+        output.result(_diffstat(result.commit or ""))
         if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
             output.result("  undo: git reset --keep ORIG_HEAD")
     elif result.state == ApplyState.REVIEW:
@@ -184,9 +186,16 @@ def report(result: ApplyResult, as_json: bool) -> None:
         verdict = result.check.get("verdict")
         if verdict:
             output.info(f"verdict against the tip: {verdict.get('trailer', '')}")
-            if result.state == ApplyState.LANDED:  # a refusal already named every test in its error
+            # A refusal already named every test in its error; exit-code only has none to name.
+            if result.state == ApplyState.LANDED and not verdict.get("exit_code_only"):
                 for line in verdict.get("lines", []):
                     output.info(f"  {safe_text(line)}")
+
+
+def _diffstat(commit: str) -> str:
+    """What landed, as `git show --stat` would say it (paths escaped: they are the model's)."""
+    proc = run_git(["diff", "--no-ext-diff", "--no-textconv", "--stat", f"{commit}^", commit], check=False)
+    return safe_text(proc.stdout.rstrip("\n"), multiline=True) if proc.returncode == 0 else ""
 
 
 def tests_said(tests: dict[str, Any] | None) -> str:

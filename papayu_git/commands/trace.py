@@ -42,21 +42,31 @@ def run_list(last: int | None, as_json: bool) -> int:
         return 0
     if not rows:
         output.info("no traces yet (traces are written by plan/apply; PAPAYU_TRACE=0 turns them off)")
-    for row in rows:
-        fields = [
+        return 0
+    table = [
+        [
             str(row["created_at"] or "")[:19],
             str(row["trace_id"]),
             row["command"] or "-",
             row["mode"] or "-",
             f"v{row['protocol']}" if row["protocol"] else "-",
             row["outcome"] or "-",
-            row["error_code"] or "",
+            " ".join(
+                x
+                for x in (
+                    row["error_code"] or "",
+                    f"check={row['check']}" if row["check"] else "",
+                    "fallback" * row["fallback"],
+                )
+                if x
+            ),
         ]
-        if row["check"]:
-            fields.append(f"check={row['check']}")
-        if row["fallback"]:
-            fields.append("fallback")
-        output.result("  ".join(fields).rstrip())
+        for row in rows
+    ]
+    header = ["AT", "TRACE", "COMMAND", "MODE", "PROTO", "OUTCOME", "NOTES"]
+    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
+    for fields in [header, *table]:
+        output.result("  ".join(f.ljust(w) for f, w in zip(fields, widths, strict=True)).rstrip())
     return 0
 
 
