@@ -378,3 +378,22 @@ def test_vague_goal_without_logs_asks_within_the_budget(calc_repo: Path, llm: Sc
     assert "ORCHESTRATOR NOTE: ask at most 1 question(s)" in llm.last_user(0)
     assert "logs or a stack trace" in llm.last_user(0)
     assert json.loads(proc.stdout)["questions"] == ["Which command fails, and what does it print?"]
+
+
+def test_a_local_openai_url_without_a_model_uses_the_only_model_it_serves(tmp_path: Path) -> None:
+    from llm_server import plan_answer
+
+    repo = make_repo(tmp_path / "repo")
+    server = ScriptedLLM([chat(json.dumps(plan_answer()))])
+    try:
+        # PAPAYU_LLM_PROVIDER=openai and a local URL: not gpt-4o-mini, but what the server serves.
+        env = {**server.env(PAPAYU_LLM_PROVIDER="openai"), "PAPAYU_LLM_MODEL": ""}
+        proc = papayu("plan", "add a note", cwd=repo, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert server.requests[0]["model"] == "discovered-model"
+        # Several models: papayu does not guess; the error lists them.
+        server.extras["/v1/models"] = Reply(200, {"data": [{"id": "small"}, {"id": "large"}]})
+        proc = papayu("plan", "add a note", cwd=repo, env=env)
+        assert proc.returncode != 0 and "ERR_LLM_CONFIG" in proc.stderr and "small, large" in proc.stderr
+    finally:
+        server.close()

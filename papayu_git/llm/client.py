@@ -177,14 +177,21 @@ class ChatClient:
     def _discover_model(self) -> str:
         url = chat_url(self.config).removesuffix("/chat/completions") + "/models"
         try:
-            data = self._http.get(url).json()
-            return str(data["data"][0]["id"])
+            served = [str(m["id"]) for m in self._http.get(url).json()["data"]]
         except Exception as exc:  # any failure here is a configuration problem to explain
             raise PapayuError(
                 "ERR_LLM_CONFIG",
                 f"no PAPAYU_LLM_MODEL and {url} lists no model ({exc})",
                 hint="Set PAPAYU_LLM_MODEL to a model the server serves.",
             ) from None
+        if len(served) != 1:  # the only one is the one; among several, papayu does not guess
+            listed = ", ".join(served[:20]) or "none"
+            raise PapayuError(
+                "ERR_LLM_CONFIG",
+                f"no PAPAYU_LLM_MODEL, and {url} serves {len(served)} models: {listed}",
+                hint="Set PAPAYU_LLM_MODEL (or git config papayu.llm.model) to one of them.",
+            )
+        return served[0]
 
     # --- sending ---------------------------------------------------------------------
     def complete(

@@ -125,7 +125,9 @@ def load_config(cwd: str | None = None) -> LLMConfig:
     provider = _provider(settings.get("llm_provider", cwd), base_url)
     model = settings.get("llm_model", cwd).strip()
     if provider is Provider.OPENAI:
-        base_url, model = base_url or OPENAI_BASE_URL, model or OPENAI_DEFAULT_MODEL
+        # OpenAI's own default model only for OpenAI; another server is asked what it serves.
+        own = not base_url or base_url == OPENAI_BASE_URL
+        base_url, model = base_url or OPENAI_BASE_URL, model or (OPENAI_DEFAULT_MODEL if own else "")
     elif provider is Provider.OLLAMA:
         base_url = base_url or OLLAMA_BASE_URL
     elif provider is Provider.LOCAL:
