@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "land": ("papayu_git.commands.land", "Fast-forward your branch with a reviewed papayu/<id>."),
     "drop": ("papayu_git.commands.drop", "Delete a generated branch papayu/<id>."),
+    "undo": ("papayu_git.commands.undo", "Take a landing back while nothing came after it."),
     "list": ("papayu_git.commands.list", "Stored plans and generated branches with their state."),
     "show": ("papayu_git.commands.show", "A plan with its diff (coloured on a terminal)."),
     "gc": ("papayu_git.commands.gc", "Remove stale worktrees, locks and old generated branches."),

@@ -229,6 +229,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "a merge, rebase, cherry-pick or revert is in progress on the target branch",
         "Finish or abort it (e.g. 'git merge --abort', 'git rebase --abort'), then run 'git papayu land ID'.",
     ),
+    "ERR_PLAN_NOT_LANDED": ErrorSpec(
+        "undo was asked for a plan that did not land",
+        "See 'git papayu show ID' for its state; a kept branch is dropped with 'git papayu drop ID'.",
+    ),
     "ERR_CHECK_FAILED": ErrorSpec(
         "the check command failed; nothing landed",
         "Read the output tail; keep the branch with --keep-failed to inspect it.",

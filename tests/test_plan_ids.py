@@ -91,3 +91,28 @@ def test_keep_failed_says_where_the_branch_is(tmp_path: Path) -> None:
     assert (
         "--keep-failed" not in data["error"]["hint"] and f"git papayu show {data['plan_id']}" in data["error"]["hint"]
     )
+
+
+def test_undo_takes_a_landing_back_only_while_nothing_came_after(tmp_path: Path) -> None:
+    from helpers import git
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / "mine.txt").write_text("uncommitted\n")  # kept by the undo, like git reset --keep
+    before = git(repo, "rev-parse", "HEAD").strip()
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
+    data = json.loads(papayu("apply", str(plan), "-y", "--check", "true", "--json", cwd=repo).stdout)
+    assert data["state"] == "landed"
+    proc = papayu("undo", cwd=repo)  # @: the newest plan
+    assert proc.returncode == 0, proc.stderr
+    assert git(repo, "rev-parse", "HEAD").strip() == before and not (repo / "new.txt").exists()
+    assert (repo / "mine.txt").read_text() == "uncommitted\n"
+    again = papayu("undo", data["plan_id"], cwd=repo)
+    assert again.returncode != 0 and "ERR_PLAN_NOT_LANDED" in again.stderr and "undone already" in again.stderr
+    # Landed, then something came after: refused, naming the revert to run instead.
+    data = json.loads(papayu("apply", str(plan), "-y", "--check", "true", "--json", cwd=repo).stdout)
+    (repo / "later.txt").write_text("l\n")
+    git(repo, "add", "later.txt")
+    git(repo, "commit", "-qm", "later")
+    refused = papayu("undo", data["plan_id"], cwd=repo)
+    assert refused.returncode != 0 and "ERR_BRANCH_MOVED" in refused.stderr and "git revert" in refused.stderr
+    assert (repo / "later.txt").exists() and (repo / "new.txt").exists()

@@ -165,7 +165,7 @@ def report(result: ApplyResult, as_json: bool) -> None:
         output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
         output.result(_diffstat(result.commit or ""))
         if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
-            output.result("  undo: git reset --keep ORIG_HEAD")
+            output.result(f"  undo: git reset --keep ORIG_HEAD   (or: git papayu undo {result.plan_id})")
     elif result.state == ApplyState.REVIEW:
         if result.error:
             output.error(f"{result.error['code']}: {safe_text(result.error['reason'], multiline=True)}")

@@ -1,0 +1,66 @@
+"""`git papayu undo [ID]`: take a landing back, only while nothing came after it."""
+
+from __future__ import annotations
+
+import click
+
+from papayu_git import output, plans
+from papayu_git.commands.drop import resolve_generated
+from papayu_git.error_handler import handle_errors
+from papayu_git.errors import PapayuError
+from papayu_git.git import run_git
+from papayu_git.housekeeping import open_checkout
+from papayu_git.landing import branch_tip, checked_out_in
+from papayu_git.objects import commit_of
+from papayu_git.outcomes import ApplyState
+from papayu_git.transaction import update_outcome
+
+# Hooks and fsmonitor stay off: the commit being taken back is the plan's (docs/DESIGN.md, "Landing").
+_NO_HOOKS = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+
+
+def run(plan_id: str, as_json: bool = False) -> int:
+    repo, _root, pdir = open_checkout()
+    resolved = resolve_generated(repo, pdir, plan_id)
+    outcome = plans.load(pdir, resolved).extra.get("apply") or {}
+    commit, target = outcome.get("commit"), outcome.get("target")
+    if outcome.get("state") != ApplyState.LANDED or not commit or not target:
+        raise PapayuError(
+            "ERR_PLAN_NOT_LANDED",
+            f"plan {resolved} is {outcome.get('state') or 'not applied'}, not landed: nothing to undo",
+            hint=f"See `git papayu show {resolved}`.",
+        )
+    ref = f"refs/heads/{target}"
+    tip = branch_tip(repo, ref)
+    if outcome.get("undone_to") and tip == outcome["undone_to"]:
+        raise PapayuError("ERR_PLAN_NOT_LANDED", f"plan {resolved} was undone already ({target} is at {str(tip)[:12]})")
+    if tip != commit:  # a later commit, a reset or a revert: undoing now would lose or repeat work
+        raise PapayuError(
+            "ERR_BRANCH_MOVED",
+            f"{target} is at {str(tip)[:12]}, not at the landed {commit[:12]}: something came after the landing",
+            path=target,
+            hint=f"Revert it instead: git revert {commit[:12]}",
+        )
+    parent = str(commit_of(repo, commit).parent_ids[0])
+    worktree = checked_out_in(repo, ref)
+    if worktree is not None:  # like the undo papayu prints: your uncommitted changes are kept
+        run_git([*_NO_HOOKS, "reset", "--keep", "-q", parent], cwd=worktree)
+    else:
+        run_git([*_NO_HOOKS, "update-ref", "-m", f"papayu undo {resolved}", ref, parent, commit], cwd=repo.path)
+    update_outcome(pdir, resolved, undone_to=parent)
+    if as_json:
+        output.emit_json({"ok": True, "plan_id": resolved, "branch": target, "from": commit, "to": parent})
+    else:
+        output.result(f"undid plan {resolved}: {target} back at {parent[:12]} (was {commit[:12]})")
+    return 0
+
+
+@click.command("undo")
+@click.argument("plan_id", metavar="[ID]", default="@")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def command(plan_id: str, as_json: bool) -> None:
+    """Take back the landing of plan ID (default @, the newest plan): its branch goes back to the
+    commit before it (`git reset --keep` where it is checked out: uncommitted changes are kept).
+    Refused (ERR_BRANCH_MOVED) when anything came after the landing; then `git revert` it."""
+    with handle_errors(as_json):
+        raise SystemExit(run(plan_id, as_json))
