@@ -120,7 +120,8 @@ def _needs(*tools: str) -> pytest.MarkDecorator:
 
 # --- Python: a venv with an editable install ----------------------------------------------------
 
-PYPROJECT = """\
+# One project file for the venv and the uv setups; only how pytest is asked for differs.
+PYPROJECT_HEAD = """\
 [build-system]
 requires = ["setuptools>=64"]
 build-backend = "setuptools.build_meta"
@@ -128,13 +129,9 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "calc"
 version = "0.1"
-
-[project.optional-dependencies]
-test = ["pytest"]
-
-[tool.pytest.ini_options]
-addopts = "-s"
 """
+PYTEST_SECTION = '\n[tool.pytest.ini_options]\naddopts = "-s"\n'
+PYPROJECT = PYPROJECT_HEAD + '\n[project.optional-dependencies]\ntest = ["pytest"]\n' + PYTEST_SECTION
 
 # Passes under pytest and unittest alike; says where calc came from and which version it is,
 # and writes into the environment it runs in (the write must stay inside the check).
@@ -212,22 +209,7 @@ def test_a_venv_with_an_editable_install_tests_the_plans_code(tmp_path: Path, la
 
 # --- Python: a uv project, offline from its cache -----------------------------------------------
 
-UV_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "calc"
-version = "0.1"
-requires-python = ">=3.9"
-
-[dependency-groups]
-dev = ["pytest"]
-
-[tool.pytest.ini_options]
-addopts = "-s"
-"""
+UV_PYPROJECT = PYPROJECT_HEAD + 'requires-python = ">=3.9"\n\n[dependency-groups]\ndev = ["pytest"]\n' + PYTEST_SECTION
 
 
 @pytest.mark.slow

@@ -53,6 +53,19 @@ def run_check(project: Path, command: str, junit_globs: tuple[str, ...] = ()) ->
     return proc.returncode, log, read_results(report, log, junit_globs, root=str(project))
 
 
+# One TestCase body for the unittest fixtures: a pass, a failure, a skip.
+UNITTEST_CASES = """\
+    def test_ok(self):
+        self.assertEqual(1, 1)
+
+    def test_bad(self):
+        self.assertEqual(1, 2)
+
+    @unittest.skip("later")
+    def test_later(self):
+        pass
+"""
+
 PYTEST_PROJECT = {
     "tests/__init__.py": "",
     "tests/test_calc.py": """\
@@ -95,16 +108,8 @@ class TestGroup:
 
 
 class TestUnit(unittest.TestCase):
-    def test_ok(self):
-        self.assertEqual(1, 1)
-
-    def test_bad(self):
-        self.assertEqual(1, 2)
-
-    @unittest.skip("later")
-    def test_later(self):
-        pass
-""",
+"""
+    + UNITTEST_CASES,
 }
 
 
@@ -161,21 +166,7 @@ def test_papayu_keeps_the_projects_pytest_addopts_and_a_failing_message_is_clipp
     assert len(message) == 2000 and message.startswith("AssertionError: xxx") and message.endswith("x…")
 
 
-UNITTEST_FILE = """\
-import unittest
-
-
-class TestCalc(unittest.TestCase):
-    def test_ok(self):
-        self.assertEqual(1, 1)
-
-    def test_bad(self):
-        self.assertEqual(1, 2)
-
-    @unittest.skip("later")
-    def test_later(self):
-        pass
-"""
+UNITTEST_FILE = "import unittest\n\n\nclass TestCalc(unittest.TestCase):\n" + UNITTEST_CASES
 
 
 def test_plain_unittest_says_its_verdict_is_the_exit_code_only(tmp_path: Path) -> None:

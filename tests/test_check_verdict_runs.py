@@ -84,17 +84,25 @@ def _rs_code(wrong: frozenset[str], note: str = "") -> str:
     )
 
 
-def _pytest_project() -> Project:
-    tests = "from calc import add, mul, sub\n" + "".join(
-        f"\n\ndef test_{name}():\n    assert {name}({args}) == {want}\n" for name, (args, want) in EXPECTED.items()
-    )
+def _python_project(tests: str, case_class: str = "") -> Project:
+    """calc.py with its tests in tests/test_calc.py, run by pytest (per-test results)."""
+    prefix = f"tests/test_calc.py::{case_class + '::' if case_class else ''}"
     return Project(
         check=f"{PYTEST} tests",
         code_path="calc.py",
         code=_py_code,
         files={"tests/test_calc.py": tests, "pyproject.toml": PYPROJECT},
-        ids={name: f"tests/test_calc.py::test_{name}" for name in RIGHT},
+        ids={name: f"{prefix}test_{name}" for name in RIGHT},
         env={},
+    )
+
+
+def _pytest_project() -> Project:
+    return _python_project(
+        "from calc import add, mul, sub\n"
+        + "".join(
+            f"\n\ndef test_{name}():\n    assert {name}({args}) == {want}\n" for name, (args, want) in EXPECTED.items()
+        )
     )
 
 
@@ -109,14 +117,7 @@ UNITTEST_TESTS = (
 
 def _unittest_under_pytest_project() -> Project:
     """unittest's TestCase classes, run by pytest: per-test results like pytest's own."""
-    return Project(
-        check=f"{PYTEST} tests",
-        code_path="calc.py",
-        code=_py_code,
-        files={"tests/test_calc.py": UNITTEST_TESTS, "pyproject.toml": PYPROJECT},
-        ids={name: f"tests/test_calc.py::CalcTest::test_{name}" for name in RIGHT},
-        env={},
-    )
+    return _python_project(UNITTEST_TESTS, "CalcTest")
 
 
 @functools.cache

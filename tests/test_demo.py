@@ -70,18 +70,23 @@ def test_escape_targets_lie_outside_the_sandbox_view_and_name_the_marker(tmp_pat
     assert all(marker in p.name for p in new_files if ".git" not in p.parts)
 
 
-def test_hostile_step_passes_from_a_clone_under_tmp_with_a_space(tmp_path: Path) -> None:
-    clone = tmp_path / "a clone with space"
+def run_step(clone: Path, step: str) -> subprocess.CompletedProcess[str]:
+    """`run_demo.py STEP` from a copy of the repository at ``clone``."""
     python = clone_with_python(clone)
-    proc = subprocess.run(
-        [str(python), str(clone / "demo" / "run_demo.py"), "hostile"],
+    return subprocess.run(
+        [str(python), str(clone / "demo" / "run_demo.py"), step],
         cwd=clone,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
         # The clone's interpreter uses this venv's packages: the check must see them too.
         env={**os.environ, "PYTHONPATH": str(clone), "VIRTUAL_ENV": sys.prefix},
     )
+
+
+def test_hostile_step_passes_from_a_clone_under_tmp_with_a_space(tmp_path: Path) -> None:
+    clone = tmp_path / "a clone with space"
+    proc = run_step(clone, "hostile")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "Traceback" not in out and "demo finished: hostile" in out
@@ -102,16 +107,7 @@ def test_hostile_step_passes_from_a_clone_under_tmp_with_a_space(tmp_path: Path)
 def test_apply_step_passes_from_a_clone(tmp_path: Path) -> None:
     """The demo's core story on its own: the wrong plan kept from landing, the fix landed with its
     verdict (the demo asserts each, so a change of papayu's behaviour fails here, not in `make demo`)."""
-    clone = tmp_path / "clone"
-    python = clone_with_python(clone)
-    proc = subprocess.run(
-        [str(python), str(clone / "demo" / "run_demo.py"), "apply"],
-        cwd=clone,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": str(clone), "VIRTUAL_ENV": sys.prefix},
-    )
+    proc = run_step(tmp_path / "clone", "apply")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out[-4000:]
     assert "Papayu-Check: passed 1, fixed 1, already failing 0" in proc.stdout

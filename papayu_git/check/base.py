@@ -64,6 +64,11 @@ class BaseRun:
         }
 
     @classmethod
+    def of(cls, key: str, commit: str, run: Any) -> BaseRun:
+        """The base a check run (a CheckResult with per-test results) makes of ``commit``."""
+        return cls(key, commit, run.tests, run.exit_code, run.timed_out, run.duration_sec, run.log)
+
+    @classmethod
     def from_record(cls, data: dict[str, Any]) -> BaseRun:
         tests = data["tests"]
         results = TestResults(
@@ -163,7 +168,14 @@ def base_run(
         found = None if fresh else cached(pdir, key)
         if found is not None:
             return found
-        run = _run(repo, pdir, commit, check, sandbox, repo_root, key, timeout_sec, fresh)
+        (pdir / BASE_DIR).mkdir(parents=True, exist_ok=True)
+        checkout = acquire_checkout(repo, pdir, commit, plan_id="base", on_stale=dead_check)
+        try:
+            log = pdir / "checks" / f"base-{key[:16]}{'-rerun' if fresh else ''}.log"
+            result = run_check(check, checkout, log, timeout_sec=timeout_sec, sandbox=sandbox, repo_root=repo_root)
+        finally:
+            release_checkout(checkout)
+        run = BaseRun.of(key, commit, result)
         if not fresh:
             atomic.write_json(pdir / BASE_DIR / f"{key}.json", run.to_record(), indent=None)
         return run
@@ -180,30 +192,5 @@ def remember(
     if run.tests is None or run.timed_out:
         return
     key = base_key(repo, repo_root, commit, check.command, sandbox)
-    record = BaseRun(key, commit, run.tests, run.exit_code, run.timed_out, run.duration_sec, run.log)
     if cached(pdir, key) is None:
-        atomic.write_json(pdir / BASE_DIR / f"{key}.json", record.to_record(), indent=None)
-
-
-def _run(
-    repo: pygit2.Repository,
-    pdir: Path,
-    commit: str,
-    check: CheckCommand,
-    sandbox: Sandbox,
-    repo_root: Path,
-    key: str,
-    timeout_sec: float,
-    fresh: bool,
-) -> BaseRun:
-    (pdir / BASE_DIR).mkdir(parents=True, exist_ok=True)
-    checkout = acquire_checkout(repo, pdir, commit, plan_id="base", on_stale=dead_check)
-    try:
-        log = pdir / "checks" / f"base-{key[:16]}{'-rerun' if fresh else ''}.log"
-        result = run_check(check, checkout, log, timeout_sec=timeout_sec, sandbox=sandbox, repo_root=repo_root)
-    finally:
-        release_checkout(checkout)
-    assert result.tests is not None
-    return BaseRun(
-        key, commit, result.tests, result.exit_code, result.timed_out, result.duration_sec, result.log, cached=False
-    )
+        atomic.write_json(pdir / BASE_DIR / f"{key}.json", BaseRun.of(key, commit, run).to_record(), indent=None)

@@ -23,7 +23,9 @@ from papayu_git.errors import PapayuError
 
 INSIDE = "/run/papayu-relay"
 
-# Runs inside the sandbox: listen on every port, fork a server, return once listening.
+# Runs inside the sandbox: listen on every port, fork a server, return once listening. Written
+# out whole, beside the host side's own pipe, because papayu's package need not be visible in the
+# sandbox (an editable install's source is not mounted): only the interpreter is.
 _INNER = r"""
 import os, socket, sys, threading
 ports = [int(p) for p in sys.argv[1:]]
