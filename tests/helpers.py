@@ -237,22 +237,31 @@ def run_papayu_bg(args: list[str], cwd: Path, env: dict[str, str] | None = None)
 
 
 def wait_for_marker(proc: subprocess.Popen[str], marker: str = "PAPAYU_PAUSED", timeout: float = 60) -> str:
-    """Read stderr lines until the pause marker appears."""
+    """Read stderr until a line with the marker appears. Straight from the descriptor: a buffered
+    readline after select() would leave a second line that came in the same chunk (the marker,
+    right after the check line) in Python's buffer, where select() never sees it. What came
+    after the marker is kept on ``proc`` for the next call."""
     assert proc.stderr is not None
+    fd = proc.stderr.fileno()
     deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.5)
-        if ready:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                break
-            seen.append(line)
+    text: str = getattr(proc, "_after_marker", "")
+    while True:
+        lines = text.split("\n")
+        for index, line in enumerate(lines[:-1]):  # complete lines only
             if marker in line:
-                return line
+                proc._after_marker = "\n".join(lines[index + 1 :])  # type: ignore[attr-defined]
+                return line + "\n"
+        if time.monotonic() >= deadline:
+            break
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk and proc.poll() is not None:
+                break
+            text += chunk.decode("utf-8", "replace")
         elif proc.poll() is not None:
             break
-    raise AssertionError(f"no {marker} from papayu; stderr so far: {''.join(seen)}")
+    raise AssertionError(f"no {marker} from papayu; stderr so far: {text}")
 
 
 def apply_json(repo: Path, plan: Path | str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
