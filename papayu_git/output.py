@@ -79,9 +79,61 @@ def colour(text: str, name: str, stream: TextIO | None = None) -> str:
     return f"\033[{_COLOURS[name]}m{text}\033[0m"
 
 
+_paging: list[str] | None = None  # result lines held for the pager (see paged)
+
+
 def result(text: str = "") -> None:
     """A line of the command's result (stdout)."""
+    if _paging is not None:
+        _paging.append(_OWN_OR_CONTROL.sub(_own_or_escaped, text))
+        return
     _write(text, sys.stdout)
+
+
+def pager_command() -> str | None:
+    """The pager git would use: GIT_PAGER, core.pager, PAGER, else less; none when it is
+    empty or `cat`, or when stdout is not a terminal."""
+    if not is_tty(sys.stdout):
+        return None
+    command = os.environ.get("GIT_PAGER")
+    if command is None:
+        import subprocess
+
+        found = subprocess.run(["git", "config", "core.pager"], capture_output=True, text=True)
+        command = found.stdout.strip() if found.returncode == 0 else os.environ.get("PAGER", "less")
+    return None if command.strip() in ("", "cat") else command
+
+
+@contextmanager
+def paged() -> Iterator[None]:
+    """Results printed inside go through the user's pager on a terminal (with git's LESS=FRX
+    default, so a short text is printed and the pager quits); elsewhere they print as usual."""
+    global _paging
+    command = pager_command()
+    if command is None or _paging is not None:
+        yield
+        return
+    lines: list[str] = []
+    _paging = lines
+    try:
+        yield
+    finally:
+        _paging = None
+        _page("\n".join(lines) + "\n", command)
+
+
+def _page(text: str, command: str) -> None:
+    import subprocess
+
+    env = {**os.environ, "LESS": os.environ.get("LESS", "FRX"), "LV": os.environ.get("LV", "-c")}
+    sys.stdout.flush()
+    try:
+        proc = subprocess.run(command, shell=True, input=text.encode(), env=env, check=False)
+    except OSError:
+        proc = None
+    if proc is None or proc.returncode == 127:  # no such pager: print it plainly
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def info(text: str) -> None:

@@ -70,9 +70,10 @@ def run(plan_id: str, as_json: bool = False) -> int:
     if as_json:
         output.emit_json({"ok": True, "plan": plan.to_json() if plan else None, "diff": diff}, verbatim=("diff",))
         return 0
-    if plan is not None:
-        _print_plan(plan, outcome)
-    output.result(render_diff(diff, colour) if diff else "(no commit yet: apply the plan to see its diff)")
+    with output.paged():
+        if plan is not None:
+            _print_plan(plan, outcome)
+        output.result(render_diff(diff, colour) if diff else "(no commit yet: apply the plan to see its diff)")
     return 0
 
 

@@ -65,8 +65,9 @@ def run_list(last: int | None, as_json: bool) -> int:
     ]
     header = ["AT", "TRACE", "COMMAND", "MODE", "PROTO", "OUTCOME", "NOTES"]
     widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
-    for fields in [header, *table]:
-        output.result("  ".join(f.ljust(w) for f, w in zip(fields, widths, strict=True)).rstrip())
+    with output.paged():
+        for fields in [header, *table]:
+            output.result("  ".join(f.ljust(w) for f, w in zip(fields, widths, strict=True)).rstrip())
     return 0
 
 
@@ -76,8 +77,9 @@ def run_show(trace_id: str, as_json: bool) -> int:
         output.emit_json(trace)
         return 0
     row = summary_row(trace)
-    output.result(" ".join(f"{k}={v}" for k, v in row.items() if v not in (None, "", False)))
-    output.result(json.dumps(trace, ensure_ascii=False, indent=2))
+    with output.paged():
+        output.result(" ".join(f"{k}={v}" for k, v in row.items() if v not in (None, "", False)))
+        output.result(json.dumps(trace, ensure_ascii=False, indent=2))
     return 0
 
 
