@@ -1,9 +1,11 @@
-"""Generated documentation: the README tables and the man page come from the code.
+"""Generated documentation: the reference tables, the README's key settings and the man page.
 
-`python -m papayu_git.docs --write` rewrites the marked regions of README.md
-(`<!-- NAME:BEGIN -->` … `<!-- NAME:END -->`) and `man/git-papayu.1` (which git shows for
-`git papayu --help`); `--check` exits 1 when either is out of date. tests/test_docs.py
-runs the check, so adding an error code, a setting or a command means regenerating.
+`python -m papayu_git.docs --write` rewrites the marked regions (`<!-- NAME:BEGIN -->` …
+`<!-- NAME:END -->`) of docs/REFERENCE.md (every error code, limit, setting and memory key) and
+README.md (the key settings), and `man/git-papayu.1` (which git shows for `git papayu --help`);
+`--check` exits 1 when any of them is out of date. Given paths, only those documents are rendered,
+by the regions their file name holds. tests/test_docs.py runs the check, so adding an error code,
+a setting or a command means regenerating.
 """
 
 from __future__ import annotations
@@ -26,7 +28,24 @@ from papayu_git.validate import MAX_ACTIONS, MAX_FILE_BYTES, MAX_TOTAL_BYTES, PS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+REFERENCE = ROOT / "docs" / "REFERENCE.md"
 MAN_PAGE = ROOT / "man" / "git-papayu.1"
+
+# The settings a user of the README meets first; the rest are in the reference.
+KEY_SETTINGS = (
+    "llm_provider",
+    "llm_base_url",
+    "llm_model",
+    "llm_api_key",
+    "llm_timeout_sec",
+    "llm_max_tokens",
+    "check_command",
+    "check_timeout_sec",
+    "sandbox",
+    "protected_paths",
+    "trace",
+    "log",
+)
 
 
 class Limit(NamedTuple):
@@ -78,6 +97,16 @@ def settings_table() -> str:
     return markdown_table()
 
 
+def key_settings_table() -> str:
+    by_name = {s.name: s for s in SETTINGS}
+    rows = ["| env var | git config | default | meaning |", "|---|---|---|---|"]
+    for name in KEY_SETTINGS:
+        s = by_name[name]
+        default = f"`{s.default}`" if s.default else ""
+        rows.append(f"| `{s.env or '-'}` | `{s.git_key or '-'}` | {default} | {_cell(s.meaning)} |")
+    return "\n".join(rows)
+
+
 def memory_table() -> str:
     rows = ["| key | type | file | git config override |", "|---|---|---|---|"]
     for key, kind in MEMORY_WHITELIST.items():
@@ -91,6 +120,12 @@ REGIONS: dict[str, Callable[[], str]] = {
     "LIMITS-TABLE": limits_table,
     "SETTINGS-TABLE": settings_table,
     "MEMORY-TABLE": memory_table,
+    "KEY-SETTINGS": key_settings_table,
+}
+# Which regions each generated document holds, by file name.
+DOCUMENTS: dict[str, tuple[str, ...]] = {
+    REFERENCE.name: ("ERROR-TABLE", "LIMITS-TABLE", "SETTINGS-TABLE", "MEMORY-TABLE"),
+    README.name: ("KEY-SETTINGS",),
 }
 
 
@@ -98,16 +133,23 @@ def _framed(body: str, match: re.Match[str]) -> str:
     return match.group(1) + body + "\n" + match.group(2)
 
 
-def render_readme(text: str) -> str:
-    """README text with every marked region replaced by its generated table."""
-    for name, make in REGIONS.items():
+def render(text: str, regions: tuple[str, ...], document: str = "the document") -> str:
+    """``text`` with each of ``regions`` replaced by its generated table."""
+    for name in regions:
         pattern = re.compile(rf"(<!-- {name}:BEGIN -->\n).*?(<!-- {name}:END -->)", re.S)
         if not pattern.search(text):
-            raise ValueError(f"README has no <!-- {name}:BEGIN --> ... <!-- {name}:END --> region")
-        body = make()
+            raise ValueError(f"{document} has no <!-- {name}:BEGIN --> ... <!-- {name}:END --> region")
         # A function, not a replacement string: the table may hold backslashes re.sub would expand.
-        text = pattern.sub(functools.partial(_framed, body), text)
+        text = pattern.sub(functools.partial(_framed, REGIONS[name]()), text)
     return text
+
+
+def render_reference(text: str) -> str:
+    return render(text, DOCUMENTS[REFERENCE.name], REFERENCE.name)
+
+
+def render_readme(text: str) -> str:
+    return render(text, DOCUMENTS[README.name], README.name)
 
 
 def _roff(text: str) -> str:
@@ -164,19 +206,27 @@ def man_page() -> str:
                 f"\\fB{_roff(setting.env)}\\fR",
                 _roff(f"{setting.meaning}{git_key}; default '{setting.default}'"),
             ]
-    out += [".SH SEE ALSO", _roff("README.md of papayu-git: error codes, limits and settings tables."), ""]
+    out += [".SH SEE ALSO", _roff("docs/REFERENCE.md of papayu-git: error codes, limits and settings tables."), ""]
     return "\n".join(out)
 
 
-def _outputs(readme: Path) -> dict[Path, str]:
-    return {readme: render_readme(readme.read_text(encoding="utf-8")), MAN_PAGE: man_page()}
+def _outputs(paths: list[Path]) -> dict[Path, str]:
+    """Each document rendered by the regions its name holds; no paths: the repository's own, and
+    the man page."""
+    outputs = {}
+    for path in paths or [REFERENCE, README]:
+        if path.name not in DOCUMENTS:
+            raise SystemExit(f"{path}: not a generated document (one of {', '.join(DOCUMENTS)})")
+        outputs[path] = render(path.read_text(encoding="utf-8"), DOCUMENTS[path.name], str(path))
+    if not paths:
+        outputs[MAN_PAGE] = man_page()
+    return outputs
 
 
 def main(argv: list[str]) -> int:
     write = "--write" in argv
-    paths = [Path(a) for a in argv if not a.startswith("--")]
     stale = []
-    for path, text in _outputs(paths[0] if paths else README).items():
+    for path, text in _outputs([Path(a) for a in argv if not a.startswith("--")]).items():
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current == text:
             continue

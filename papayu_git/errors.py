@@ -15,7 +15,7 @@ class ErrorSpec(NamedTuple):
     hint: str
 
 
-# code -> (meaning, repair hint). The README table is generated from this dict.
+# code -> (meaning, repair hint). The table in docs/REFERENCE.md is generated from this dict.
 ERROR_CODES: dict[str, ErrorSpec] = {
     # --- input / JSON ------------------------------------------------------------
     "ERR_INPUT_TOO_LARGE": ErrorSpec(
@@ -52,7 +52,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_WRONG_FILE_KIND": ErrorSpec(
         "the file is valid JSON of another kind than the hook (or --kind) expects",
-        "Move the file where files of its kind live (README: pre-commit hooks), or fix its content.",
+        "Move the file where files of its kind live (docs/FEATURES.md: pre-commit hooks), or fix its content.",
     ),
     "ERR_FILE_NOT_FOUND": ErrorSpec(
         "the file does not exist or cannot be read", "Check the path; run 'git papayu list' to see stored plans."
@@ -200,7 +200,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_GOLDEN_INVALID": ErrorSpec("the golden trace does not match its schema", "See schemas/golden_trace.json."),
     "ERR_GOLDEN_MISMATCH": ErrorSpec(
         "replaying the golden trace gives a different outcome than recorded",
-        "Fix the regression, or regenerate the golden trace (README: golden update policy).",
+        "Fix the regression, or regenerate the golden trace (docs/CONTRIBUTING.md: golden update policy).",
     ),
     "ERR_TRACE_NOT_FOUND": ErrorSpec("no readable trace with that id", "Run 'git papayu trace list' to see trace ids."),
     # --- git / transaction ------------------------------------------------------

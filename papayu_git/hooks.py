@@ -166,7 +166,7 @@ def read_hook(path: Path) -> str:
 def _refuse(hook: Path, text: str) -> PapayuError:
     owner = "pre-commit (the tool)" if PRE_COMMIT_TOOL_MARKER in text else "another tool or you"
     hint = (
-        "Add the papayu hooks to .pre-commit-config.yaml instead (README: pre-commit), or pass "
+        "Add the papayu hooks to .pre-commit-config.yaml instead (docs/FEATURES.md: pre-commit hooks), or pass "
         "--chain to run that hook first, or --force to replace it (kept as a backup)."
         if owner.startswith("pre-commit")
         else f"Pass --chain to keep it (moved to {SHIM_NAME}{CHAINED_SUFFIX}, run before papayu's checks) "

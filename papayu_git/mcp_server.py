@@ -244,7 +244,7 @@ class PapayuTools:
 
 
 def apply_summary(data: dict[str, Any]) -> dict[str, Any]:
-    """The transaction's result (ApplyResult.to_dict) in the shape the README documents."""
+    """The transaction's result (ApplyResult.to_dict) in the shape docs/FEATURES.md documents ("MCP server")."""
     check = data.get("check") or None
     return {
         "ok": bool(data.get("ok")),

@@ -69,7 +69,7 @@ def credentials_stay_home(trusted_url: str, headers: Iterable[str]) -> Callable[
 
 # --- retries ------------------------------------------------------------------------------
 
-MAX_RETRY_AFTER_SEC = 30.0  # no wait is longer, whatever a server's Retry-After asks (README: providers)
+MAX_RETRY_AFTER_SEC = 30.0  # no wait is longer, whatever a server's Retry-After asks (docs/PROTOCOL.md)
 
 
 def retry_after_sec(value: str | None, now: float | None = None) -> float | None:

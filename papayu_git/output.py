@@ -3,7 +3,7 @@
 Nothing printed here carries a terminal control sequence papayu did not write itself:
 text from the model, a check or a file goes through ``printable`` (via
 ``secrets.safe_text``, which also masks), and every line is filtered once more on its
-way out, keeping only papayu's own colours (README, "Masking secrets").
+way out, keeping only papayu's own colours (docs/FEATURES.md, "Masking secrets").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ it for every string of a JSON-like value; ``safe_text`` masks and then escapes t
 terminal control characters (output.printable). Every writer of text that may carry
 model output, check output, environment data or a URL goes through one of them:
 traces, events, error messages, stored plans, `--json` output, the check log, commit
-messages and pull requests (README, "Masking secrets"). File contents carried by a
+messages and pull requests (docs/FEATURES.md, "Masking secrets"). File contents carried by a
 plan's actions are the user's code and are written as they are. The patterns are
 deliberately greedy: a masked non-secret costs little, a leaked key costs a rotation.
 They are also linear: check output and model text are hostile and can be megabytes,

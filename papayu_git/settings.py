@@ -1,7 +1,7 @@
 """The one table of settings (docs/ARCHITECTURE.md, "Conventions"): env var, git config key, default, meaning.
 
 Lookup order: environment variable, then `git config` of the repository, then the
-default. The README table is generated from SETTINGS (`python -m papayu_git.settings`).
+default. The table in docs/REFERENCE.md is generated from SETTINGS (`python -m papayu_git.docs --write`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ SETTINGS: list[Setting] = [
         "papayu.rebaseStale",
         "true",
         "an edit whose base changed at the tip since the plan lands by a 3-way merge from the version the "
-        "model saw when that merges cleanly (README 'Stale plans'); false: refused with ERR_BASE_MISMATCH",
+        "model saw when that merges cleanly (docs/TRANSACTION.md, stale plans); false: refused with ERR_BASE_MISMATCH",
     ),
     Setting(
         "rebase_stale_depth",
@@ -397,7 +397,7 @@ SETTINGS: list[Setting] = [
         "false",
         "MCP apply_plan accepts `allow_deletions`, and land_plan lands a plan that deletes files",
     ),
-    # Online research (README "Online research"; docs/DESIGN.md, "Online research").
+    # Online research (docs/FEATURES.md and docs/DESIGN.md, "Online research").
     Setting(
         "agent_test_output",
         "PAPAYU_AGENT_TEST_OUTPUT",

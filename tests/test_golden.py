@@ -59,7 +59,10 @@ def test_regeneration_reproduces_the_committed_golden(name: str, tmp_path: Path)
     scenario = next(s for s in SCENARIOS if s.name == name)
     out = run_scenario_cli(scenario, tmp_path / "work", tmp_path / "out")
     fresh, committed = json.loads(out.read_text()), json.loads((ROOT / "tests" / "golden" / f"{name}.json").read_text())
-    stale = "golden traces are stale: run `.venv/bin/python tests/golden/regenerate.py` (README: golden update policy)"
+    stale = (
+        "golden traces are stale: run `.venv/bin/python tests/golden/regenerate.py`"
+        " (docs/CONTRIBUTING.md: golden update policy)"
+    )
     assert fresh["result"] == committed["result"], stale
     assert fresh["protocol"] == committed["protocol"], stale + " — the response schema changed"
     assert fresh["request"]["mode"] == committed["request"]["mode"]

@@ -27,7 +27,7 @@ CALC = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 CHECK = 'python -c "import calc; assert calc.add(2, 3) == 5"'
 GOAL = "fix the failing test tests/test_calc.py: add() must return a + b"
-# A small answer budget keeps each call around a minute on 2 busy cores (README: the local model).
+# A small answer budget keeps each call around a minute on 2 busy cores (docs/FEATURES.md: the local model).
 MODEL_ENV = {"PAPAYU_LLM_MAX_TOKENS": "400", "PAPAYU_LLM_TIMEOUT_SEC": "900"}
 CLEAR_ERRORS = {"ERR_LLM_INVALID_RESPONSE", "ERR_CONTEXT_ROUNDS_EXCEEDED", "ERR_LLM_TIMEOUT"}
 

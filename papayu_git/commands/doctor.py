@@ -606,7 +606,7 @@ def precommit_config_item(here: _Here) -> Item:
             name,
             INFO,
             ".pre-commit-config.yaml references no papayu hook",
-            "Optional: add papayu's hooks (README: pre-commit).",
+            "Optional: add papayu's hooks (docs/FEATURES.md: pre-commit hooks).",
             data={"hooks": []},
         )
     return Item(name, OK, f".pre-commit-config.yaml uses {', '.join(ids)}", data={"hooks": ids})

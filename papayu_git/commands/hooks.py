@@ -36,7 +36,7 @@ def command() -> None:
     """Git hooks of papayu-git.
 
     Users of the pre-commit tool add the hooks of .pre-commit-hooks.yaml to their
-    .pre-commit-config.yaml instead (README: pre-commit).
+    .pre-commit-config.yaml instead (docs/FEATURES.md: pre-commit hooks).
     """
 
 

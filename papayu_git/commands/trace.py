@@ -137,6 +137,6 @@ def show_command(trace_id: str, as_json: bool) -> None:
 def golden_command(trace_id: str, out: str | None, as_json: bool) -> None:
     """Convert trace ID to a golden trace (upstream format: protocol, request, context,
     result) on stdout or into OUT. Exit 1 when the golden trace does not replay through
-    the validator (README: golden update policy)."""
+    the validator (docs/CONTRIBUTING.md: golden update policy)."""
     with handle_errors(as_json):
         raise SystemExit(run_golden(trace_id, out, as_json))

@@ -116,7 +116,7 @@ def _expected_kind(detected: str, kinds: tuple[str, ...], report: FileReport) ->
         PapayuError(
             "ERR_WRONG_FILE_KIND",
             f"this is a {detected} file; expected {' or '.join(kinds)}",
-            hint="Move the file where files of its kind live (README: pre-commit hooks), or fix its content.",
+            hint="Move the file where files of its kind live (docs/FEATURES.md: pre-commit hooks), or fix its content.",
         )
     )
     return None

@@ -1,4 +1,4 @@
-"""Regenerate tests/golden/v1 and v2 from real papayu traces (README: golden update policy).
+"""Regenerate tests/golden/v1 and v2 from real papayu traces (docs/CONTRIBUTING.md: golden update policy).
 
     .venv/bin/python tests/golden/regenerate.py [OUT_DIR] [--driver=validation]   # default: tests/golden
 
@@ -307,7 +307,7 @@ def generate(out_dir: Path, driver: str = "cli") -> list[Path]:
 def main(argv: list[str]) -> int:
     from papayu_git import schemas
 
-    schemas.main(["--write"])  # a changed schema also needs its generated validator (README: Contributing)
+    schemas.main(["--write"])  # a changed schema also needs its generated validator (docs/CONTRIBUTING.md)
     driver = "validation" if "--driver=validation" in argv else "cli"
     paths = [a for a in argv if not a.startswith("--")]
     out_dir = Path(paths[0]) if paths else ROOT / "tests" / "golden"

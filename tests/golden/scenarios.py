@@ -1,4 +1,4 @@
-"""Golden scenarios of papayu-git (README: golden update policy).
+"""Golden scenarios of papayu-git (docs/CONTRIBUTING.md: golden update policy).
 
 Each scenario is a small real repository, a goal, and what a scripted model answers in
 the PLAN and APPLY rounds. Answers are functions of ``shown`` (path -> sha256 of every
