@@ -60,6 +60,7 @@ class _Log:
     turns: int = 0
     model_sec: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
+    turn_usage: list[dict[str, Any]] = field(default_factory=list)  # one per turn, {} when none was reported
     finish: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)  # the conversation, as sent
 
@@ -81,6 +82,7 @@ class _Log:
         self.turns += 1
         self.model_sec += float(getattr(turn, "model_sec", 0.0) or 0.0)
         self.finish.append(str(getattr(turn, "finish_reason", "")))
+        self.turn_usage.append(dict(getattr(turn, "usage", None) or {}))
         for key, value in (getattr(turn, "usage", None) or {}).items():
             if isinstance(value, int) and not isinstance(value, bool):
                 self.usage[key] = self.usage.get(key, 0) + value
@@ -282,7 +284,7 @@ def _record(
             "model": client.model(),
             "calls": log.turns,
             "latency_ms": round(log.model_sec * 1000),
-            "usage": log.usage,
+            "usage": log.turn_usage,  # per call, as plan and apply rounds record it (stats reads it)
         },
         agent=agent,
         plan_files=dict(plan.files),

@@ -59,7 +59,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "memory": ("papayu_git.commands.memory", "Engineering memory: show | set KEY VALUE | unset KEY."),
     "trace": ("papayu_git.commands.trace", "Traces: list | show ID | golden ID [OUT]."),
-    "stats": ("papayu_git.commands.stats", "Protocol metrics from traces and the v2 graduation criteria."),
+    "stats": (
+        "papayu_git.commands.stats",
+        "Protocol metrics from traces, the v2 graduation criteria, tokens per model and their cost.",
+    ),
     "research": (
         "papayu_git.commands.research",
         "Search the web for QUERY, read a few pages safely, summarize them with sources (opt-in).",

@@ -312,6 +312,14 @@ SETTINGS: list[Setting] = [
         "most clarifying questions per answer, 0..2 (memory user.ask_budget wins when set)",
     ),
     Setting(
+        "llm_price",
+        "PAPAYU_LLM_PRICE",
+        "papayu.llm.price",
+        "",
+        "PROMPT,COMPLETION in USD per million tokens, e.g. 2.50,10: `stats` estimates what the model calls "
+        "cost; git config papayu.llm.price.<provider> prices one provider (it wins); empty: no estimate",
+    ),
+    Setting(
         "local_model_path",
         "PAPAYU_LOCAL_MODEL",
         "papayu.local.model",

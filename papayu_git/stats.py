@@ -11,8 +11,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, NamedTuple
 
+from papayu_git.errors import PapayuError
 from papayu_git.golden import trace_mode
 from papayu_git.outcomes import CHECK_RAN, CheckState
 
@@ -196,9 +199,141 @@ def online_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WINDOW) -> dict[str, Any]:
+class Price(NamedTuple):
+    """USD per million tokens."""
+
+    prompt: Decimal
+    completion: Decimal
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> Decimal:
+        return (prompt_tokens * self.prompt + completion_tokens * self.completion) / 1_000_000
+
+
+def parse_price(value: str, key: str) -> Price | None:
+    """``PROMPT,COMPLETION`` (USD per million tokens) as set under ``key``; None when empty."""
+    if not value.strip():
+        return None
+    parts = value.split(",")
+    try:
+        numbers = [Decimal(part.strip()) for part in parts]
+    except InvalidOperation:
+        numbers = []
+    if len(numbers) != 2 or not all(n.is_finite() and n >= 0 for n in numbers):
+        raise PapayuError(
+            "ERR_CONFIG_INVALID",
+            f"{key} is {value!r}, not PROMPT,COMPLETION",
+            path=key,
+            hint=f"Set {key} to two prices in USD per million tokens, prompt then completion (e.g. 2.50,10), "
+            "or unset it for no estimate.",
+        )
+    return Price(numbers[0], numbers[1])
+
+
+class Prices(NamedTuple):
+    """The configured prices: ``default`` for every provider, ``by_provider`` wins over it."""
+
+    default: Price | None = None
+    by_provider: Mapping[str, Price] = {}
+
+    def of(self, provider: str) -> Price | None:
+        return self.by_provider.get(provider, self.default)
+
+
+NO_PRICES = Prices()
+
+
+@dataclass
+class _Tally:
+    calls: int = 0
+    usage_unknown: int = 0  # calls whose server reported no token counts: not counted as 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: _Tally) -> None:
+        self.calls += other.calls
+        self.usage_unknown += other.usage_unknown
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+    def cost(self, price: Price | None) -> Decimal | None:
+        return price.cost(self.prompt_tokens, self.completion_tokens) if price else None
+
+    def row(self, price: Price | None) -> dict[str, Any]:
+        cost = self.cost(price)
+        return {
+            **vars(self),
+            "price": {"prompt": float(price.prompt), "completion": float(price.completion)} if price else None,
+            "cost_usd": float(cost) if cost is not None else None,
+        }
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _tokens(entry: Any) -> tuple[int, int] | None:
+    """(prompt, completion) of one call, None when the server did not report both."""
+    if not isinstance(entry, dict):
+        return None
+    prompt, completion = _count(entry.get("prompt_tokens")), _count(entry.get("completion_tokens"))
+    return None if prompt is None or completion is None else (prompt, completion)
+
+
+def _call_tally(request: Mapping[str, Any]) -> _Tally:
+    """The model calls of one trace's ``request``, whose `usage` has an entry per call: the
+    server's token counts, {} or nulls when it reported none."""
+    usage, calls = request.get("usage"), _count(request.get("calls")) or 0
+    if not isinstance(usage, (list, dict)):  # a trace written before usage was recorded
+        return _Tally(calls=calls, usage_unknown=calls)
+    tally = _Tally()
+    for entry in usage if isinstance(usage, list) else [usage]:
+        tokens = _tokens(entry)
+        tally.calls += 1
+        if tokens is None:
+            tally.usage_unknown += 1
+        else:
+            tally.prompt_tokens += tokens[0]
+            tally.completion_tokens += tokens[1]
+    if isinstance(usage, dict) and calls > 1:  # an older agent trace: one sum over its turns
+        tally.calls, tally.usage_unknown = calls, calls if tally.usage_unknown else 0
+    return tally
+
+
+def usage_metrics(traces: Sequence[Mapping[str, Any]], prices: Prices = NO_PRICES) -> dict[str, Any]:
+    """Prompt and completion tokens of every model call the traces record, per provider and model,
+    and the estimated cost where the provider has a price (docs/DESIGN.md, "Traces")."""
+    by_model: dict[tuple[str, str], _Tally] = {}
+    for trace in traces:
+        request = trace.get("request")
+        if not isinstance(request, dict):
+            continue
+        tally = _call_tally(request)
+        if tally.calls:
+            key = (str(request.get("provider") or "unknown"), str(request.get("model") or "unknown"))
+            by_model.setdefault(key, _Tally()).add(tally)
+    by_provider: dict[str, _Tally] = {}
+    for (provider, _model), tally in by_model.items():
+        by_provider.setdefault(provider, _Tally()).add(tally)
+    total = _Tally()
+    for tally in by_provider.values():
+        total.add(tally)
+    priced = sorted(p for p in by_provider if prices.of(p))
+    cost = sum((by_provider[p].cost(prices.of(p)) or Decimal(0) for p in priced), Decimal(0))
+    return {
+        **vars(total),
+        "cost_usd": float(cost) if priced else None,
+        "priced_providers": priced,
+        "unpriced_providers": sorted(set(by_provider) - set(priced)),
+        "by_provider": [{"provider": p, **t.row(prices.of(p))} for p, t in sorted(by_provider.items())],
+        "by_model": [{"provider": p, "model": m, **t.row(prices.of(p))} for (p, m), t in sorted(by_model.items())],
+    }
+
+
+def compute_stats(
+    traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WINDOW, prices: Prices = NO_PRICES
+) -> dict[str, Any]:
     """Metrics over the last ``last`` APPLY traces (oldest first in ``traces``); model latency over
-    those applies and the plan rounds of the same plans."""
+    those applies and the plan rounds of the same plans; token usage over every trace."""
     applies = [t for t in traces if trace_mode(t) == "apply" and not _is_agent(t)][-last:]
     plan_ids = {t.get("plan_id") for t in applies} - {None, ""}
     rounds = [t for t in traces if trace_mode(t) == "plan" and t.get("plan_id") in plan_ids] + list(applies)
@@ -214,4 +349,5 @@ def compute_stats(traces: Sequence[Mapping[str, Any]], last: int = GRADUATION_WI
         "graduation": graduation(applies, metrics),
         "agent": agent_metrics(traces),
         "online": online_metrics(traces),
+        "usage": usage_metrics(traces, prices),
     }

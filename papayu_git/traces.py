@@ -14,7 +14,8 @@ round's trace (trace_id_for_apply), so `stats` counts one trace as one APPLY. La
     papayu_version            the papayu that wrote it
     config_snapshot           {setting name: value} of settings.SETTINGS (never API keys)
     schema_version, schema_hash   protocol of the validated answer; sha256 of its schema file
-    request                   {mode, provider, model, input_chars, token_budget, strict_json, latency_ms}
+    request                   {mode, provider, model, input_chars, token_budget, strict_json, latency_ms,
+                              calls, usage: one entry per model call, the server's token counts or {}}
     context_stats, cache_stats    ContextSession counters (upstream's key names)
     plan_files                {path: sha256} shown to the model in PLAN
     validated_json            the validated (or rejected) model answer

@@ -280,6 +280,9 @@ def _replan(
     cycle.online["online_replan"] = True  # stats counts the attempt once: on the first trace
     cycle.messages, cycle.refused_requests, cycle.online_query = [], 0, ""
     cycle.trace_id = ""
+    # A trace of its own, with its own calls (the first trace keeps the first cycle's, stats adds
+    # both up); the times go on adding up for the plan's timings.
+    cycle.log = CallLog(cycle.log.model_sec, cycle.log.validation_sec, cycle.log.preflight_sec)
     request = replace(request, online_context=found.context_block())
     try:
         outcome = _plan_cycle(repo_root, request, client, cycle, base_commit, branch)
