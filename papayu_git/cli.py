@@ -29,6 +29,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "undo": ("papayu_git.commands.undo", "Take a landing back while nothing came after it."),
     "list": ("papayu_git.commands.list", "Stored plans and generated branches with their state."),
     "show": ("papayu_git.commands.show", "A plan with its diff (coloured on a terminal)."),
+    "diff": ("papayu_git.commands.diff", "Only the diff of a plan's commit (or --stat), through your pager."),
     "gc": ("papayu_git.commands.gc", "Remove stale worktrees, locks and old generated branches."),
     "doctor": (
         "papayu_git.commands.doctor",

@@ -133,6 +133,7 @@ def test_commands_that_never_ask_a_model_load_no_feature_stack(tmp_path: Path) -
     other = json.loads(run("apply", create(tmp_path, "other"), "--no-check", "--review", "--json")["stdout"])
     assert other["plan_id"] in run("list")["stdout"]
     assert "other.txt" in run("show", other["plan_id"])["stdout"]
+    assert "+other" in run("diff", other["plan_id"])["stdout"]
     run("drop", other["plan_id"])
     assert git(repo, "branch", "--list", f"papayu/{other['plan_id']}") == ""
     run("validate", fix)

@@ -20,15 +20,23 @@ if TYPE_CHECKING:
     import pygit2
 
 
-def plan_diff(repo: pygit2.Repository, plan_id: str, recorded_commit: str | None) -> str:
-    """`git diff` of papayu/<id> (or of the recorded commit once landed) against its parent,
-    uncoloured: the files are the model's (see render_diff)."""
+def plan_commit(repo: pygit2.Repository, plan_id: str, recorded_commit: str | None) -> str | None:
+    """papayu/<id>, or the recorded commit once landed; None before the plan has a commit."""
     commit = generated_branches(repo).get(plan_id) or recorded_commit
-    if not commit or commit not in repo:
+    return commit if commit and commit in repo else None
+
+
+def plan_diff(
+    repo: pygit2.Repository, plan_id: str, recorded_commit: str | None, formats: tuple[str, ...] = ("--stat", "--patch")
+) -> str:
+    """`git diff` of the plan's commit (plan_commit) against its parent in ``formats``,
+    uncoloured: the files are the model's (see render_diff)."""
+    commit = plan_commit(repo, plan_id, recorded_commit)
+    if commit is None:
         return ""
     parent = str(commit_of(repo, commit).parents[0].id)
     # No external diff driver or textconv: attributes a plan may have written never run a program.
-    args = ["diff", "--no-ext-diff", "--no-textconv", "--stat", "--patch", "--color=never", parent, commit]
+    args = ["diff", "--no-ext-diff", "--no-textconv", *formats, "--color=never", parent, commit]
     return str(run_git(args, cwd=repo.workdir).stdout)
 
 
