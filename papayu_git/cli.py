@@ -40,7 +40,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "Show the context a plan would send to the model (debug; nothing is sent).",
     ),
     "plan": ("papayu_git.commands.plan", "Ask the model for a plan for GOAL and store it (nothing is applied)."),
-    "fix": ("papayu_git.commands.fix", "Plan GOAL, then apply it after confirmation (takes apply's options)."),
+    "fix": ("papayu_git.commands.fix", "Plan GOAL, check it, show the diff and land it on your yes."),
+    "retry": ("papayu_git.commands.retry", "Plan again for a plan whose check failed, telling the model how."),
     "agent": (
         "papayu_git.commands.agent",
         "Let the model work on GOAL with tools in a private workspace, then check and land its change.",

@@ -229,6 +229,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "a merge, rebase, cherry-pick or revert is in progress on the target branch",
         "Finish or abort it (e.g. 'git merge --abort', 'git rebase --abort'), then run 'git papayu land ID'.",
     ),
+    "ERR_NOT_RETRYABLE": ErrorSpec(
+        "retry was asked for a plan whose check did not fail",
+        "Only a plan rolled back (or held) by its check can be retried; see 'git papayu show ID' for its state.",
+    ),
     "ERR_PLAN_NOT_LANDED": ErrorSpec(
         "undo was asked for a plan that did not land",
         "See 'git papayu show ID' for its state; a kept branch is dropped with 'git papayu drop ID'.",
@@ -419,6 +423,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     # --- catch-all ---------------------------------------------------------------
     "ERR_USAGE": ErrorSpec("the command line is wrong", "See --help."),
+    "ERR_INTERRUPTED": ErrorSpec(
+        "interrupted (Ctrl-C or a termination signal) before the command finished",
+        "Nothing landed and your branch is as before; run the command again.",
+    ),
     "ERR_INTERNAL": ErrorSpec("an internal bug in papayu", "Please report it with the trace file named above."),
 }
 

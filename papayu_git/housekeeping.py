@@ -25,7 +25,15 @@ if TYPE_CHECKING:
     import pygit2
 
 # A branch kept on purpose (--review, --keep-failed, dirty).
-KEPT_STATES = frozenset({ApplyState.REVIEW, ApplyState.ROLLED_BACK})
+KEPT_STATES = frozenset(
+    {
+        ApplyState.REVIEW,
+        ApplyState.ROLLED_BACK,
+        ApplyState.REFUSED,
+        ApplyState.REFUSED_BRANCH_MOVED,
+        ApplyState.INTERRUPTED,
+    }
+)
 
 
 def clear_stale(repo: pygit2.Repository, pdir: Path) -> list[locks.LockInfo]:

@@ -23,6 +23,9 @@ class ApplyState(StrEnum):
     # Only in the plan record: refused before a commit was written, and a kept branch deleted by `drop`.
     REFUSED = "refused"
     DROPPED = "dropped"
+    # Committed and checked, refused at landing: the branch had moved (without --rebase).
+    REFUSED_BRANCH_MOVED = "refused_branch_moved"
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM during the transaction: rolled back
 
 
 class CheckState(StrEnum):

@@ -38,12 +38,17 @@ class Stopwatch:
 
     def __init__(self) -> None:
         self.timings: dict[str, float] = {}
+        self.failed_in = ""  # the stage an exception left (the innermost), for the error's report
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
+        self.failed_in = ""
         try:
             yield
+        except BaseException:
+            self.failed_in = self.failed_in or name
+            raise
         finally:
             elapsed = time.perf_counter() - start
             self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 6)

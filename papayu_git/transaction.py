@@ -10,7 +10,9 @@ Any failure after the commit exists deletes `papayu/<id>` (unless --keep-failed)
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import checked, locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
 from papayu_git.errors import PapayuError, ValidationFailed
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import open_repo, papayu_dir, run_git
 from papayu_git.housekeeping import clear_stale
 from papayu_git.landing import Target, land, resolve_target
 from papayu_git.objects import (
@@ -26,6 +28,7 @@ from papayu_git.objects import (
     TreeChanges,
     branch_name,
     build_tree,
+    changed_paths,
     commit_message,
     commit_of,
     create_commit,
@@ -64,6 +67,20 @@ class ApplyOptions:
     yes: bool = False
     run_proposed: bool = False
     allow_test_edits: bool = False  # land plans that modify or delete existing tests (testfiles.py)
+    # Asked once, after a check that lets the plan land and before the landing: False keeps the
+    # commit on papayu/<id> for review (`fix` shows the diff and the verdict, then asks).
+    confirm_landing: Callable[[LandingPreview], bool] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class LandingPreview:
+    """What is about to land: the plan's commit on its branch, checked, and the check's record."""
+
+    plan_id: str
+    branch: str
+    commit: str
+    target: str
+    check: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -85,6 +102,8 @@ class ApplyResult:
     check_skipped: bool = False
     test_edits: tuple[str, ...] = ()  # existing tests the plan modifies or deletes
     rebased_from: tuple[dict[str, str], ...] = ()  # stale edits merged onto the tip: {path, base_blob, base_commit}
+    stage: str = ""  # the stage that raised the error or decided the outcome: validate, build_commit, check, land
+    declined: bool = False  # checked and landable, kept because the user said no at the confirmation
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.state != ApplyState.ROLLED_BACK and self.error is None, **dataclasses.asdict(self)}
@@ -247,13 +266,17 @@ class _Run:
         commit = self.commit(prepared)
         if commit is None:
             return self.finish(ApplyState.NO_CHANGES, prepared.target, None)
+        asked = False
         try:
             pause_point("after_commit")
+            dirty = self.dirty_paths(prepared, commit)
+            if dirty is not None:
+                return self.rollback(prepared.target, commit, dirty, state=ApplyState.REFUSED, stage="preflight")
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
                 checked = self.run_check(commit)
                 commit = self.with_verdict(commit)
                 if not checked:
-                    return self.rollback(prepared.target, commit, self.check_error())
+                    return self.rollback(prepared.target, commit, self.check_error(), stage="check")
                 held = (
                     self.held_for_no_check()
                     or self.held_for_verdict()
@@ -262,7 +285,15 @@ class _Run:
                 )
                 if self.options.review or held:
                     output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
-                    return self.finish(ApplyState.REVIEW, prepared.target, commit, error=held)
+                    return self.finish(ApplyState.REVIEW, prepared.target, commit, error=held, stage="check")
+                if not asked and self.options.confirm_landing is not None:
+                    asked = True
+                    preview = LandingPreview(
+                        self.plan.id, self.branch, commit, prepared.target.branch, self.check_record()
+                    )
+                    if not self.options.confirm_landing(preview):
+                        output.event("LANDING_DECLINED", plan_id=self.plan.id, branch=self.branch, commit=commit)
+                        return self.finish(ApplyState.REVIEW, prepared.target, commit, declined=True)
                 try:
                     with self.watch.stage("land"):
                         how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id)
@@ -280,14 +311,56 @@ class _Run:
         except PapayuError as exc:
             # Their hints: stash / finish the merge, then `land ID` the checked commit.
             keep = exc.code in ("ERR_DIRTY_WORKTREE", "ERR_OPERATION_IN_PROGRESS", "ERR_WORKTREE_MISSING")
-            self.rollback(prepared.target, commit, exc, keep=keep)
+            if keep and "'git papayu land ID'" in exc.hint:  # the real id, ready to paste
+                exc.hint = exc.hint.replace("'git papayu land ID'", f"'git papayu land {self.plan.id}'")
+            moved = exc.code == "ERR_BRANCH_MOVED"
+            state = ApplyState.REFUSED_BRANCH_MOVED if moved else ApplyState.ROLLED_BACK
+            self.rollback(prepared.target, commit, exc, keep=keep, state=state, stage=self.watch.failed_in)
+            raise
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (error_handler.Terminated)
+            interrupted = PapayuError("ERR_INTERRUPTED", f"interrupted during the {self.watch.failed_in or 'apply'}")
+            self.rollback(
+                prepared.target, commit, interrupted, state=ApplyState.INTERRUPTED, stage=self.watch.failed_in
+            )
             raise
         except BaseException:
-            self.rollback(prepared.target, commit, PapayuError("ERR_INTERNAL"))
+            self.rollback(prepared.target, commit, PapayuError("ERR_INTERNAL"), stage=self.watch.failed_in)
             raise
         self.delete_branch()
         output.event("APPLY_SUCCESS", plan_id=self.plan.id, branch=prepared.target.branch, commit=commit, landed_by=how)
-        return self.finish(ApplyState.LANDED, prepared.target, commit, landed_by=how)
+        return self.finish(ApplyState.LANDED, prepared.target, commit, landed_by=how, stage="land")
+
+    def dirty_paths(self, prepared: Prepared, commit: str) -> PapayuError | None:
+        """Before the check: uncommitted changes (staged, unstaged or untracked) in the files the
+        plan touches, in the work tree where the target branch is checked out, would stop the
+        landing after the check; say so now, with the commands that get past it. Only when a
+        check will run and the plan is meant to land (without a check the landing comes next)."""
+        if self.command is None or self.options.review:
+            return None
+        from papayu_git.landing import checked_out_in  # lazy: the check's path only
+
+        workdir = checked_out_in(self.repo, prepared.target.ref)
+        if workdir is None:
+            return None
+        tree = commit_of(self.repo, commit).tree
+        paths = changed_paths(self.repo, prepared.base.tree, tree)
+        if paths is None:  # a submodule or a file turned directory: landing's own check decides
+            return None
+        if not paths:
+            return None
+        args = ["--no-optional-locks", "--literal-pathspecs", "status", "--porcelain=v1", "-z", "--no-renames"]
+        out = run_git([*args, "--untracked-files=all", "--", *paths], cwd=workdir, check=False).stdout
+        dirty = sorted({record[3:] for record in out.split("\0") if len(record) > 3})
+        if not dirty:
+            return None
+        quoted = " ".join(shlex.quote(p) for p in dirty)
+        return PapayuError(
+            "ERR_DIRTY_WORKTREE",
+            f"uncommitted changes in files the plan touches: {', '.join(dirty)}; stopped before the check",
+            path=str(workdir),
+            hint=f"commit them, or stash them and apply the plan again: git stash push -u -- {quoted} && "
+            f"git papayu apply {self.plan.id} && git stash pop",
+        )
 
     def commit(self, prepared: Prepared) -> str | None:
         self.test_edits = prepared.test_edits
@@ -538,15 +611,27 @@ class _Run:
     def delete_branch(self) -> None:
         delete_branch(self.repo, self.plan.id)
 
-    def rollback(self, target: Target, commit: str | None, error: PapayuError, *, keep: bool = False) -> ApplyResult:
+    def check_record(self) -> dict[str, Any] | None:
+        return self.check.to_dict() if self.check else None
+
+    def rollback(
+        self,
+        target: Target,
+        commit: str | None,
+        error: PapayuError,
+        *,
+        keep: bool = False,
+        state: ApplyState = ApplyState.ROLLED_BACK,
+        stage: str = "",
+    ) -> ApplyResult:
         keep = keep or self.options.keep_failed
         if self.options.keep_failed and commit and "--keep-failed" in error.hint:  # say where it is instead
             kept = f"{self.branch} is kept: git papayu show {self.plan.id}; git papayu drop {self.plan.id} removes it"
             error = PapayuError(error.code, error.reason, path=error.path, hint=kept)
         if not keep:
             self.delete_branch()
-        output.event("APPLY_ROLLBACK", plan_id=self.plan.id, reason=error.code, branch_kept=keep)
-        return self.finish(ApplyState.ROLLED_BACK, target, commit, error=error, branch_kept=keep)
+        output.event("APPLY_ROLLBACK", plan_id=self.plan.id, reason=error.code, branch_kept=keep, stage=stage)
+        return self.finish(state, target, commit, error=error, branch_kept=keep, stage=stage)
 
     def finish(
         self,
@@ -557,6 +642,8 @@ class _Run:
         landed_by: str = "",
         error: PapayuError | None = None,
         branch_kept: bool = False,
+        stage: str = "",
+        declined: bool = False,
     ) -> ApplyResult:
         result = ApplyResult(
             plan_id=self.plan.id,
@@ -564,7 +651,7 @@ class _Run:
             branch=self.branch,
             commit=commit,
             target=target.branch,
-            check=self.check.to_dict() if self.check else None,
+            check=self.check_record(),
             timings=dict(self.watch.timings),
             error=error.to_dict() if error else None,
             landed_by=landed_by,
@@ -574,6 +661,8 @@ class _Run:
             warnings=tuple(self.warnings),
             test_edits=self.test_edits,
             rebased_from=tuple(b.record() for b in self.rebased_from),
+            stage=stage,
+            declined=declined,
         )
         record_outcome(self.pdir, self.plan, result)
         return result
@@ -592,6 +681,8 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
         "error": result.error,
         "test_edits": list(result.test_edits),
         "check_skipped": result.check_skipped,
+        **({"stage": result.stage} if result.stage else {}),
+        **({"declined": True} if result.declined else {}),
         **({"rebased_from": list(result.rebased_from)} if result.rebased_from else {}),
     }
     plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
@@ -606,6 +697,7 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
         validated_json=plan.response,
         validation_outcome="ok",
         error_code=(result.error or {}).get("code"),
+        **({"error_stage": result.stage} if result.error and result.stage else {}),
         check={
             "command": check.get("command"),
             "source": check.get("source"),

@@ -16,7 +16,16 @@ from papayu_git.schemas import schema_hash
 from papayu_git.transaction import ApplyResult, check_state
 
 HISTORICAL = {
-    ApplyState: ["landed", "rolled_back", "review", "no_changes", "refused", "dropped"],
+    ApplyState: [
+        "landed",
+        "rolled_back",
+        "review",
+        "no_changes",
+        "refused",
+        "dropped",
+        "refused_branch_moved",
+        "interrupted",
+    ],
     CheckState: ["passed", "failed", "timeout", "skipped", "none_found"],
     VerdictState: ["passed", "failed", "timed_out", "not_checked", "changed", "skipped"],
 }

@@ -66,7 +66,16 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         data = {**asdict(self), "passed": self.passed}
         data["tests"] = summary(self.tests) if self.tests is not None else None
+        if self.tests is not None and self.tests.failures:  # what a retry tells the model (retry.py)
+            said = self.verdict or {}
+            first = [t for key in ("broken", "new_failing", "already_failing") for t in said.get(key) or ()]
+            failing = [t for t in dict.fromkeys([*first, *sorted(self.tests.failures)]) if t in self.tests.failures]
+            failing = failing[:FAILURES_KEPT]
+            data["failures"] = {test: self.tests.failures[test] for test in failing}
         return data
+
+
+FAILURES_KEPT = 10  # failing tests whose messages the record keeps (each clipped by the readers)
 
 
 def run_check(

@@ -153,19 +153,31 @@ def exit_code(result: ApplyResult) -> int:
     """0 landed / no changes / a requested review; 1 rolled back, or stopped at review for a
     reason the user must act on (no check found: ERR_NO_CHECK; existing tests edited under -y:
     ERR_TEST_EDITS_HELD)."""
-    return 1 if result.state == ApplyState.ROLLED_BACK or result.error else 0
+    return 1 if result.state in FAILED_STATES or result.error else 0
 
 
-def report(result: ApplyResult, as_json: bool) -> None:
+FAILED_STATES = frozenset(
+    {ApplyState.ROLLED_BACK, ApplyState.REFUSED, ApplyState.REFUSED_BRANCH_MOVED, ApplyState.INTERRUPTED}
+)
+
+
+def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False) -> None:
+    """The outcome for a human (or as JSON); ``diffstat_shown``: the confirmation printed it already."""
     if as_json:
         output.emit_json(result.to_dict())
         return
     short = (result.commit or "")[:12]
     if result.state == ApplyState.LANDED:
         output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
-        output.result(_diffstat(result.commit or ""))
+        if not diffstat_shown:
+            output.result(diffstat(result.commit or ""))
         if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
             output.result(f"  undo: git reset --keep ORIG_HEAD   (or: git papayu undo {result.plan_id})")
+    elif result.state == ApplyState.REVIEW and result.declined:
+        output.result(
+            f"plan {result.plan_id} not landed; kept as {short} on {result.branch}\n"
+            f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
+        )
     elif result.state == ApplyState.REVIEW:
         if result.error:
             output.error(f"{result.error['code']}: {safe_text(result.error['reason'], multiline=True)}")
@@ -178,21 +190,28 @@ def report(result: ApplyResult, as_json: bool) -> None:
     else:
         _report_rollback(result)
     if result.check:
-        state = "passed" if result.check["passed"] else "FAILED"
-        output.info(
-            f"check `{safe_text(result.check['command'])}` ({result.check['source']}): {state} "
-            f"in {result.check['duration_sec']:.1f}s{tests_said(result.check.get('tests'))}; log: {result.check['log']}"
-        )
-        verdict = result.check.get("verdict")
-        if verdict:
-            output.info(f"verdict against the tip: {verdict.get('trailer', '')}")
-            # A refusal already named every test in its error; exit-code only has none to name.
-            if result.state == ApplyState.LANDED and not verdict.get("exit_code_only"):
-                for line in verdict.get("lines", []):
-                    output.info(f"  {safe_text(line)}")
+        # A refusal already named every test in its error.
+        for line in check_lines(result.check, tests_named=result.state == ApplyState.LANDED):
+            output.info(line)
 
 
-def _diffstat(commit: str) -> str:
+def check_lines(check: dict[str, Any], *, tests_named: bool = True) -> list[str]:
+    """The check's run and its verdict against the tip, for a human; ``tests_named``: also every
+    test the verdict turned on (exit-code only has none to name)."""
+    state = "passed" if check["passed"] else "FAILED"
+    lines = [
+        f"check `{safe_text(check['command'])}` ({check['source']}): {state} "
+        f"in {check['duration_sec']:.1f}s{tests_said(check.get('tests'))}; log: {check['log']}"
+    ]
+    verdict = check.get("verdict")
+    if verdict:
+        lines.append(f"verdict against the tip: {verdict.get('trailer', '')}")
+        if tests_named and not verdict.get("exit_code_only"):
+            lines += [f"  {safe_text(line)}" for line in verdict.get("lines", [])]
+    return lines
+
+
+def diffstat(commit: str) -> str:
     """What landed, as `git show --stat` would say it (paths escaped: they are the model's)."""
     proc = run_git(["diff", "--no-ext-diff", "--no-textconv", "--stat", f"{commit}^", commit], check=False)
     return safe_text(proc.stdout.rstrip("\n"), multiline=True) if proc.returncode == 0 else ""
@@ -216,9 +235,25 @@ def _report_rollback(result: ApplyResult) -> None:
         output.info(output.colour("---", "dim", sys.stderr))
     error = result.error or {}
     reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
-    output.error(f"{error.get('code', 'ERR_CHECK_FAILED')}: {reason} ({hint})")
+    where = f" ({STAGES[result.stage]})" if result.stage in STAGES else ""
+    output.error(f"{error.get('code', 'ERR_CHECK_FAILED')}{where}: {reason} ({hint})")
     kept = f"; branch {result.branch} kept" if result.branch_kept else ""
-    output.result(f"rolled back plan {result.plan_id}: {result.target} unchanged{kept}")
+    done = {
+        ApplyState.REFUSED: "refused",
+        ApplyState.REFUSED_BRANCH_MOVED: "refused (the branch moved)",
+        ApplyState.INTERRUPTED: "interrupted, rolled back",
+    }.get(result.state, "rolled back")
+    output.result(f"{done} plan {result.plan_id}: {result.target} unchanged{kept}")
+
+
+# Where an error came from, as the report says it (ApplyResult.stage).
+STAGES = {
+    "validate": "at validation",
+    "build_commit": "while building the commit",
+    "preflight": "before the check",
+    "check": "at the check",
+    "land": "at landing",
+}
 
 
 _OPTION_NAMES = {

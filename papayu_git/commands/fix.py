@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from papayu_git import output, prewarm
+from papayu_git import output, prewarm, retry
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
@@ -20,10 +22,14 @@ from papayu_git.error_handler import handle_errors
 from papayu_git.git import find_toplevel
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
+from papayu_git.secrets import safe_text
 from papayu_git.transaction import apply_plan
 
 if TYPE_CHECKING:
-    from papayu_git.transaction import ApplyOptions
+    from papayu_git.llm.client import ChatClient
+    from papayu_git.llm.planner import PlanOutcome
+    from papayu_git.llm.routing import Route
+    from papayu_git.transaction import ApplyOptions, ApplyResult, LandingPreview
 
 
 def confirmed(plan_id: str, yes: bool, question: str = "") -> bool:
@@ -36,6 +42,11 @@ def confirmed(plan_id: str, yes: bool, question: str = "") -> bool:
     return click.confirm(question or f"Apply plan {plan_id}?", default=False, err=True)
 
 
+def default_attempts(options: ApplyOptions) -> int:
+    """Unattended (-y), a red check is tried once more with its failures; asked, once."""
+    return 2 if options.yes else 1
+
+
 def run(
     goal: str,
     options: ApplyOptions,
@@ -44,6 +55,7 @@ def run(
     protocol: int | None = None,
     accept_memory: bool = False,
     as_json: bool = False,
+    attempts: int | None = None,
 ) -> int:
     route = resolve(goal, mode)
     if route.confirm:
@@ -52,29 +64,152 @@ def run(
     # The check's checkout is prepared while the model (and an embedded one's start) takes its time.
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
     with open_client(root) as client:
-        outcome = plan_command.make(goal, route, protocol, from_file, accept_memory, client)
-        if not as_json:
-            plan_command.render(outcome)
-        if outcome.response.is_no_changes or not confirmed(outcome.plan.id, options.yes):
-            if as_json:
-                output.emit_json({"ok": True, "plan": plan_command.as_dict(outcome), "apply": None})
-            return 0
-        plan, response = apply_command.response_of(root, outcome.plan, protocol, options.onto, client)
-    # The user confirmed the fix (or passed -y); existing tests it edits get their own question.
-    allow = apply_command.confirm_test_edits(root, plan, response, options)
-    options = dataclasses.replace(options, yes=True, allow_test_edits=allow)
-    result = apply_plan(root, plan, response, options)
-    if as_json:
-        output.emit_json(
-            {
-                "ok": apply_command.exit_code(result) == 0,
-                "plan": plan_command.as_dict(outcome),
-                "apply": result.to_dict(),
-            }
+        loop = Loop(root, route, options, protocol, accept_memory, as_json, client)
+        return loop.run(attempts or default_attempts(options), from_file=from_file)
+
+
+@dataclass
+class Attempt:
+    outcome: PlanOutcome
+    result: ApplyResult | None = None  # None: not applied (no changes, not confirmed)
+
+    def to_dict(self) -> dict[str, Any]:
+        result = self.result.to_dict() if self.result else {}
+        return {
+            "plan_id": self.outcome.plan.id,
+            "state": result.get("state") or ("no_changes" if self.outcome.response.is_no_changes else "not_applied"),
+            "error_code": (result.get("error") or {}).get("code"),
+            "failing": list(retry.failing_tests(result.get("check") or {})),
+        }
+
+
+class Loop:
+    """Plan, apply (commit + check), show what would land, land; on a red check, plan again with
+    its failures, up to ``attempts`` (docs/DESIGN.md, "Retrying a red check")."""
+
+    def __init__(
+        self,
+        root: Path,
+        route: Route,
+        options: ApplyOptions,
+        protocol: int | None,
+        accept_memory: bool,
+        as_json: bool,
+        client: ChatClient,
+    ) -> None:
+        self.root, self.route, self.options, self.protocol = root, route, options, protocol
+        self.accept_memory, self.as_json, self.client = accept_memory, as_json, client
+        self.attempts: list[Attempt] = []
+        self.diffstat_shown = False
+
+    def run(
+        self,
+        attempts: int,
+        *,
+        from_file: str | None = None,
+        previous: retry.Feedback | None = None,
+        before: dict[str, Any] | None = None,
+    ) -> int:
+        """``previous``/``before``: the failure and outcome of a plan already tried (`retry ID`)."""
+        for number in range(1, attempts + 1):
+            if previous is not None:
+                self.say_retry(number, attempts, previous)
+            outcome = plan_command.make(
+                self.route.goal,
+                self.route,
+                self.protocol,
+                from_file,
+                self.accept_memory,
+                self.client,
+                previous=previous,
+            )
+            attempt = Attempt(outcome)
+            self.attempts.append(attempt)
+            if not self.as_json:
+                plan_command.render(outcome, say_next=False)
+            if outcome.response.is_no_changes or not self.may_apply(outcome.plan.id):
+                break
+            attempt.result = self.apply(outcome)
+            after = attempt.result.to_dict()
+            if number == attempts or not retry.retryable(after):
+                break
+            if before is not None and retry.better(before, after) is False:
+                output.info(
+                    f"papayu: attempt {number} fails as many tests as the one before it; stopping "
+                    f"(git papayu retry {outcome.plan.id} tries again)"
+                )
+                break
+            before = after
+            previous = retry.feedback(self.root, outcome.plan.id, outcome.response.summary, after, self.window())
+        return self.finish()
+
+    def window(self) -> int:
+        window = getattr(self.client, "window", None)
+        return int(getattr(window, "tokens", 0) or 0)
+
+    def say_retry(self, number: int, attempts: int, previous: retry.Feedback) -> None:
+        named = ", ".join(previous.failing[:5]) + (" …" if len(previous.failing) > 5 else "")
+        failing = f" ({len(previous.failing)} failing: {named})" if previous.failing else ""
+        output.info(
+            f"papayu: attempt {number} of {attempts}: asking the model again with plan {previous.plan_id}'s "
+            f"failures{safe_text(failing)}"
         )
-    else:
-        apply_command.report(result, False)
-    return apply_command.exit_code(result)
+
+    def may_apply(self, plan_id: str) -> bool:
+        """-y or a terminal to ask on later; without either the plan stays stored for `apply ID`."""
+        if self.options.yes or sys.stdin.isatty():
+            return True
+        output.info(f"papayu: not confirmed (no terminal, no -y); apply it with: git papayu apply {plan_id}")
+        return False
+
+    def apply(self, outcome: PlanOutcome) -> ApplyResult:
+        plan, response = apply_command.response_of(
+            self.root, outcome.plan, self.protocol, self.options.onto, self.client
+        )
+        # Deletions and the rest of the diff are confirmed before landing (confirm), not before
+        # the commit; existing tests the plan edits get their own question first.
+        allow = apply_command.confirm_test_edits(self.root, plan, response, self.options)
+        options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=self.confirm)
+        self.diffstat_shown = False
+        result = apply_plan(self.root, plan, response, options)
+        if not self.as_json:
+            apply_command.report(result, False, diffstat_shown=self.diffstat_shown)
+        return result
+
+    def confirm(self, preview: LandingPreview) -> bool:
+        """Before landing: with -y the diffstat; else the coloured diff (paged on a terminal) and the
+        check's verdict, then the question."""
+        if self.options.yes:
+            if not self.as_json:
+                output.result(f"landing plan {preview.plan_id} on {preview.target}:")
+                output.result(apply_command.diffstat(preview.commit))
+                self.diffstat_shown = True
+            return True
+        from papayu_git.commands.show import plan_diff, render_diff
+        from papayu_git.git import open_repo
+
+        diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
+        with output.paged():
+            output.result(render_diff(diff, output.use_colour(sys.stdout)))
+            for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
+                output.result(line)
+        return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
+
+    def finish(self) -> int:
+        last = self.attempts[-1]
+        if self.as_json:
+            output.emit_json(
+                {
+                    "ok": last.result is None or apply_command.exit_code(last.result) == 0,
+                    "plan": plan_command.as_dict(last.outcome),
+                    "apply": last.result.to_dict() if last.result else None,
+                    "attempts": [a.to_dict() for a in self.attempts],
+                }
+            )
+        elif len(self.attempts) > 1:
+            said = "; ".join(f"{a.to_dict()['plan_id']}: {a.to_dict()['state']}" for a in self.attempts)
+            output.info(f"papayu: {len(self.attempts)} attempts ({said})")
+        return apply_command.exit_code(last.result) if last.result else 0
 
 
 @click.command("fix")
@@ -85,7 +220,14 @@ def run(
     help="How the model is asked first (default: from the goal, else PAPAYU_LLM_MODE).",
 )
 @click.option("--from-file", "from_file", metavar="LOG", help="A log or test output to diagnose ('-' = stdin).")
-@transaction_options(yes_help="Apply without asking (deletions included).")
+@transaction_options(yes_help="Land a green plan without asking (deletions included); a diffstat is printed first.")
+@click.option(
+    "--attempts",
+    type=click.IntRange(1, 10),
+    metavar="N",
+    help="Plans to try: on a red check the model gets the failing tests and its previous plan "
+    "(default 2 with -y, else 1).",
+)
 @click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION).")
 @click.option("--accept-memory", is_flag=True, help="Apply the model's memory_patch (else only on 'remember …').")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan and apply result.")
@@ -97,16 +239,20 @@ def command(
     protocol: str | None,
     accept_memory: bool,
     as_json: bool,
+    attempts: int | None,
 ) -> None:
-    """Plan GOAL with the model, then apply the plan after confirmation.
+    """Plan GOAL with the model, apply it, show what would land, and land it when you say yes.
 
     \b
-    Same as `git papayu plan GOAL` followed by `git papayu apply <ID>`: the change
-    is committed on papayu/<id>, checked in a temporary worktree and lands on your
-    branch only if the check passes; otherwise it is rolled back and your branch,
-    index and working tree are untouched. Exit 0 landed/review/not applied, 1 rolled back.
+    The change is committed on papayu/<id> and checked in a sandboxed worktree;
+    only a green check gets as far as the question, which comes with the
+    coloured diff and the verdict (-y: a diffstat, no question). No: the commit
+    stays on papayu/<id> (git papayu land ID later). A red check rolls back
+    (your branch, index and working tree untouched) and, with --attempts N,
+    asks the model again with the failing tests. Exit 0 landed / kept / not
+    applied, 1 rolled back.
     """
     with handle_errors(as_json):
         raise SystemExit(
-            run(goal, options, mode, from_file, int(protocol) if protocol else None, accept_memory, as_json)
+            run(goal, options, mode, from_file, int(protocol) if protocol else None, accept_memory, as_json, attempts)
         )

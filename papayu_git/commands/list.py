@@ -21,7 +21,7 @@ def _state(plan: Any, has_branch: bool, repo: Any = None) -> str:
     if state == ApplyState.LANDED and repo is not None:
         return _landed_now(repo, outcome)
     if state:
-        return f"{state} (branch kept)" if has_branch and state == ApplyState.ROLLED_BACK else state
+        return f"{state} (branch kept)" if has_branch and state != ApplyState.REVIEW else state
     if has_branch:
         return "committed"
     return "ready" if raw_actions(plan.response) else "planned"

@@ -22,6 +22,7 @@ from papayu_git.transaction import ApplyOptions
 if TYPE_CHECKING:
     from papayu_git.llm.planner import PlanOutcome
     from papayu_git.llm.routing import Route
+    from papayu_git.retry import Feedback
 
 MODE_HELP = (
     "plan/fix-plan: a plan, applied later; chat: discuss and plan; fixit: the fix at once; "
@@ -50,7 +51,9 @@ def next_command(outcome: PlanOutcome) -> str:
     return f"git papayu apply {outcome.plan.id}"
 
 
-def render(outcome: PlanOutcome) -> None:
+def render(outcome: PlanOutcome, *, say_next: bool = True) -> None:
+    """The plan for a human; ``say_next``: end with the command that applies it (not in `fix`,
+    which goes on by itself)."""
     plan, response = outcome.plan, outcome.response
     head = f"plan {plan.id} ({plan.extra.get('prompt_mode', plan.mode)}, protocol v{plan.protocol})"
     lines = [
@@ -70,7 +73,8 @@ def render(outcome: PlanOutcome) -> None:
         output.warn(safe_text(warning, multiline=True))
     for flag in outcome.flags:
         output.warn(f"behaviour contract: {safe_text(flag['message'], multiline=True)}")
-    output.result(f"next: {next_command(outcome)}")
+    if say_next:
+        output.result(f"next: {next_command(outcome)}")
 
 
 def as_dict(outcome: PlanOutcome) -> dict[str, Any]:
@@ -116,12 +120,16 @@ def make(
     accept_memory: bool,
     client: Any = None,
     use_research: str | None = None,
+    previous: Feedback | None = None,
 ) -> PlanOutcome:
-    """The PLAN cycle for ``route`` (opens the model unless ``client`` is given)."""
+    """The PLAN cycle for ``route`` (opens the model unless ``client`` is given); ``previous``: a
+    plan whose check failed, told to the model (retry.py)."""
     root = find_toplevel()
     log_text = None
     if from_file:
         log_text = read_log_file(from_file)
+    if previous is not None and previous.log:  # the failing output feeds the context's heuristics too
+        log_text = f"{log_text}\n{previous.log}" if log_text else previous.log
     request = PlanRequest(
         route.goal,
         route.prompt_mode,
@@ -129,6 +137,8 @@ def make(
         log_text,
         accept_memory,
         online_context(root, use_research),
+        previous.text if previous else "",
+        previous.plan_id if previous else "",
     )
     if client is not None:
         return make_plan(root, request, client)

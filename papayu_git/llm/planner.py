@@ -24,7 +24,7 @@ from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
 from papayu_git.memory import apply_memory_patch, build_memory_block, memory_value
 from papayu_git.protocol import Mode, Response
-from papayu_git.secrets import scrub_api_key
+from papayu_git.secrets import safe_text, scrub_api_key
 
 MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
 # In a known window the first message's context takes at most half of what is free: the context
@@ -40,6 +40,8 @@ class PlanRequest:
     log_text: str | None = None
     accept_memory: bool = False
     online_context: str = ""  # an ONLINE_CONTEXT block (research.Research.context_block), from --use-research
+    previous_attempt: str = ""  # a PREVIOUS ATTEMPT block: a plan whose check failed (retry.py)
+    retry_of: str = ""  # that plan's id, recorded in the new plan
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,10 @@ def _plan_with_research(
         cycle.online["online_context_used"] = True
     try:
         outcome = _plan_cycle(repo_root, request, client, cycle, base_commit, branch)
+    except KeyboardInterrupt:  # Ctrl-C while the model thinks: traced as what it is
+        stopped = PapayuError("ERR_INTERRUPTED", "interrupted while waiting for the model")
+        _write_failure_trace(repo_root, cycle.trace_id, request, cycle, client, stopped)
+        raise
     except PapayuError as exc:
         reason = online_research.failure_reason(exc)
         found = _research(repo_root, request, client, cycle, request.goal, reason) if reason else None
@@ -316,6 +322,7 @@ def _plan_cycle(
     repo_root: Path, request: PlanRequest, client: ChatClient, cycle: _Cycle, base_commit: str, branch: str
 ) -> PlanOutcome:
     blocks = _timed_context(cycle, cycle.session.base_context, request.goal, request.log_text)
+    _say_dirty(blocks)
     budget = ask_budget(repo_root)
     system = system_prompt(request.prompt_mode, request.protocol, memory_block(repo_root), budget)
     context_text, decision = _first_context(cycle, request, client, blocks, system, budget)
@@ -330,7 +337,8 @@ def _plan_cycle(
         shape=_shape(request.prompt_mode),
     )
     trace_id = cycle.trace_id = traces.new_trace_id()
-    response = _converse(cycle, conv, user_message(request.goal, context_text, decision.note(budget)), round_mode)
+    first = user_message(request.goal, context_text, decision.note(budget), request.previous_attempt)
+    response = _converse(cycle, conv, first, round_mode)
     response = _limit_questions(response, budget, cycle)
     shown_text = "\n".join([request.goal, request.log_text or "", *cycle.messages])
     flags = behaviour.flag_answer(response, cycle.session.files_shown, shown_text)
@@ -339,6 +347,7 @@ def _plan_cycle(
         "ask_budget": budget,
         "behaviour_flags": flags,
         "behaviour": {"act": decision.act, "reasons": list(decision.reasons), "missing": list(decision.missing)},
+        **({"retry_of": request.retry_of} if request.retry_of else {}),
         **_memory(repo_root, response, request, cycle),
     }
     cycle.warnings.extend(cycle.log.notes)
@@ -362,15 +371,26 @@ def _plan_cycle(
     return PlanOutcome(plan, response, path, tuple(cycle.warnings), tuple(flags))
 
 
+def _say_dirty(blocks: list[Any]) -> None:
+    """Before the model is asked: the files it is shown that have uncommitted changes. It sees the
+    committed version; a plan that edits one stops before its check (transaction.dirty_paths)."""
+    dirty = sorted({b.path for b in blocks if getattr(b, "dirty", False) and getattr(b, "path", "")})
+    if dirty:
+        shown = ", ".join(dirty[:8]) + (f" and {len(dirty) - 8} more" if len(dirty) > 8 else "")
+        output.info(
+            f"papayu: uncommitted changes in files the model is shown: {safe_text(shown)} (it sees the committed "
+            "version; a plan that edits them stops before its check until they are committed or stashed)"
+        )
+
+
 def _first_context(
     cycle: _Cycle, request: PlanRequest, client: ChatClient, blocks: list[Any], system: str, budget: int
 ) -> tuple[str, behaviour.BehaviourDecision]:
     """The first message's context, fitted to the model's window when it is known, and the
     behaviour decision taken on what the model will see."""
     note = behaviour.decide(request.goal, request.log_text, "").note(budget)  # about as long as the final one
-    room = windows.room(
-        client.window, [{"role": "system", "content": system}], user_message(request.goal, request.online_context, note)
-    )
+    fixed = user_message(request.goal, request.online_context, note, request.previous_attempt)
+    room = windows.room(client.window, [{"role": "system", "content": system}], fixed)
     text = _timed_context(cycle, cycle.session.render, blocks, room.budget(FIRST_SHARE) if room else None)
     if room:
         room.check(text)

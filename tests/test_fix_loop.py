@@ -1,0 +1,307 @@
+"""The everyday loop through the CLI: see then land, retry a red check with its failures, fail
+early on dirty files, and states that say what happened. Real repositories, the real sandboxed
+check (pytest, per-test results), a scripted OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, git, make_repo, papayu, snapshot, stored_plans
+from llm_server import Reply, ScriptedLLM, chat, plan_answer, shown_files
+
+from papayu_git.check import sandbox
+
+pytestmark = pytest.mark.skipif(
+    sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
+)
+
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+GOAL = "fix the failing test tests/test_calc.py"
+CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+TESTS = (
+    "from calc import add, sub\n\n\n"
+    "def test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_sub():\n    assert sub(5, 3) == 2\n"
+)
+PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
+
+
+def patch(old: str, new: str) -> str:
+    return f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return {old}\n+    return {new}\n"
+
+
+WRONG = patch("a - b", "a * b")  # add(2, 3) == 6: test_add still fails
+GOOD = patch("a - b", "a + b")
+
+
+def apply_answer(diff: str, summary: str = "add() fixed") -> Any:
+    def reply(body: dict[str, Any]) -> Reply:
+        base = shown_files(body)["calc.py"]
+        return chat(
+            {
+                "summary": summary,
+                "actions": [{"kind": "PATCH_FILE", "path": "calc.py", "patch": diff, "base_sha256": base}],
+            }
+        )
+
+    return reply
+
+
+def attempt(diff: str) -> list[Any]:
+    """One attempt of `fix`: the PLAN round's answer, then the APPLY round's change."""
+    return [chat(plan_answer("add() subtracts")), apply_answer(diff)]
+
+
+@pytest.fixture
+def calc(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "calc", {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT})
+    git(repo, "config", "papayu.checkCommand", PYTEST)
+    return repo
+
+
+def user_text(body: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages", []) if m.get("role") == "user")
+
+
+def fix(repo: Path, llm: ScriptedLLM, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    proc = papayu("fix", GOAL, "--json", *args, cwd=repo, env=llm.env(), timeout=300)
+    assert proc.stdout.startswith("{"), proc.stderr
+    return proc, json.loads(proc.stdout)
+
+
+def test_a_red_check_is_retried_with_the_failing_test_and_the_previous_plan(calc: Path, llm: ScriptedLLM) -> None:
+    llm.script = [*attempt(WRONG), *attempt(GOOD)]
+    proc, out = fix(calc, llm, "-y")  # -y: two attempts by default
+    assert proc.returncode == 0, proc.stderr
+    assert [a["state"] for a in out["attempts"]] == ["review", "landed"]
+    assert out["attempts"][0]["error_code"] == "ERR_CHECK_FIXES_NOTHING"
+    assert out["attempts"][0]["failing"] == ["tests/test_calc.py::test_add"]
+    assert len(llm.requests) == 4
+    second = user_text(llm.requests[2])  # the second attempt's PLAN request
+    assert "PREVIOUS ATTEMPT" in second and out["attempts"][0]["plan_id"] in second
+    assert "tests/test_calc.py::test_add" in second
+    assert "+    return a * b" in second  # the previous plan's change
+    assert "assert 6 == 5" in second  # the failing test's own output
+    assert "PREVIOUS ATTEMPT" not in user_text(llm.requests[0])
+    assert (calc / "calc.py").read_text() == CALC.replace("a - b", "a + b", 1)
+    records = {p["id"]: p for p in stored_plans(calc)}
+    first, second_id = out["attempts"][0]["plan_id"], out["attempts"][1]["plan_id"]
+    assert records[second_id]["extra"]["retry_of"] == first
+    # Each attempt keeps its own log.
+    logs = calc / ".git" / "papayu" / "checks"
+    assert (logs / f"{first}.log").is_file() and (logs / f"{second_id}.log").is_file()
+    assert "assert 6 == 5" in (logs / f"{first}.log").read_text()
+
+
+def test_the_loop_stops_when_an_attempt_makes_nothing_better(calc: Path, llm: ScriptedLLM) -> None:
+    llm.script = [*attempt(WRONG), *attempt(WRONG), *attempt(GOOD)]
+    before = git(calc, "rev-parse", "main")
+    proc, out = fix(calc, llm, "-y", "--attempts", "3")
+    assert proc.returncode == 1, proc.stderr
+    assert len(out["attempts"]) == 2 and len(llm.requests) == 4  # the third was never asked for
+    assert "fails as many tests as the one before it" in proc.stderr
+    assert git(calc, "rev-parse", "main") == before
+
+
+def test_without_yes_a_red_check_is_not_retried(calc: Path, llm: ScriptedLLM) -> None:
+    """Without -y (here on no terminal) one attempt: the plan is stored, not applied."""
+    llm.script = [*attempt(WRONG)]
+    proc = papayu("fix", GOAL, cwd=calc, env=llm.env())
+    assert proc.returncode == 0 and "apply it with: git papayu apply" in proc.stderr
+    assert "next: git papayu apply" not in proc.stdout  # fix says how to go on once, not twice
+    assert len(llm.requests) == 1
+
+
+def test_retry_id_sends_the_regression_and_lands_the_new_plan(calc: Path, llm: ScriptedLLM) -> None:
+    breaks_sub = (
+        "--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+        " \n \n def sub(a, b):\n-    return a - b\n+    return a + b\n"
+    )
+    llm.script = [*attempt(breaks_sub)]
+    proc, out = fix(calc, llm, "-y", "--attempts", "1")
+    assert proc.returncode == 1 and out["apply"]["state"] == "rolled_back", proc.stderr
+    assert out["apply"]["error"]["code"] == "ERR_CHECK_REGRESSION" and out["apply"]["stage"] == "check"
+    failed = out["plan"]["plan_id"]
+    llm.script = [*attempt(GOOD)]
+    proc = papayu("retry", failed.rsplit("-", 1)[-1][:4], "-y", "--json", cwd=calc, env=llm.env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["apply"]["state"] == "landed" and data["attempts"][0]["state"] == "landed"
+    sent = user_text(llm.requests[-2])
+    assert "tests/test_calc.py::test_sub" in sent and f"plan {failed}" in sent
+    # A plan that landed has no failed check to tell.
+    again = papayu("retry", data["plan"]["plan_id"], "--json", cwd=calc, env=llm.env())
+    assert again.returncode == 1 and json.loads(again.stdout)["errors"][0]["code"] == "ERR_NOT_RETRYABLE"
+
+
+def test_yes_prints_the_diffstat_before_landing(calc: Path, llm: ScriptedLLM) -> None:
+    llm.script = [*attempt(GOOD)]
+    proc = papayu("fix", GOAL, "-y", cwd=calc, env=llm.env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.index("landing plan") < out.index("calc.py | 2 +-") < out.index("landed plan")
+    assert out.count("calc.py | 2 +-") == 1
+    assert "undo: git reset --keep ORIG_HEAD" in out
+
+
+def _run_on_a_terminal(repo: Path, env: dict[str, str], answer: str, *args: str) -> tuple[int, str]:
+    """`fix` with its stdin, stdout and stderr on a pty; ``answer`` to the landing question."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "fix", GOAL, *args],
+        cwd=repo,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, **env, "GIT_PAGER": "cat", "PYTHONPATH": str(ROOT)},
+    )
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + 240
+    try:
+        while b"Land plan" not in seen:
+            assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
+            if select.select([master], [], [], 1.0)[0]:
+                seen += os.read(master, 65536)
+        os.write(master, f"{answer}\n".encode())
+        while proc.poll() is None or select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    return proc.returncode, seen.decode(errors="replace")
+
+
+@pytest.mark.parametrize("answer, lands", [("y", True), ("n", False)])
+def test_the_question_comes_with_the_coloured_diff_and_the_verdict(
+    calc: Path, llm: ScriptedLLM, answer: str, lands: bool
+) -> None:
+    llm.script = [*attempt(GOOD)]
+    before = git(calc, "rev-parse", "main")
+    code, seen = _run_on_a_terminal(calc, llm.env(), answer)
+    asked = seen[: seen.index("Land plan")]
+    assert "\x1b[32m+    return a + b" in asked  # the diff, coloured, before the question
+    assert "verdict against the tip: passed 2, fixed 1" in asked
+    assert "Apply plan" not in seen  # no question before there is anything to see
+    plan_id = stored_plans(calc)[-1]["id"]
+    assert code == 0, seen
+    if lands:
+        assert git(calc, "rev-parse", "main") != before and "landed plan" in seen
+    else:
+        assert git(calc, "rev-parse", "main") == before
+        assert git(calc, "rev-parse", f"papayu/{plan_id}").strip()  # kept for `land ID`
+        assert f"land it: git papayu land {plan_id}" in seen
+        assert stored_plans(calc)[-1]["extra"]["apply"]["declined"] is True
+
+
+def test_a_plan_touching_a_dirty_file_stops_before_the_check(calc: Path, llm: ScriptedLLM) -> None:
+    (calc / "calc.py").write_text(CALC + "# my edit, not committed\n")
+    llm.script = [*attempt(GOOD)]
+    before = snapshot(calc)
+    proc, out = fix(calc, llm, "-y")
+    assert proc.returncode == 1
+    plan_id = out["plan"]["plan_id"]
+    # Named before the model was asked, and the plan stopped before its check with the real id.
+    assert "uncommitted changes in files the model is shown: calc.py" in proc.stderr
+    result = out["apply"]
+    assert result["state"] == "refused" and result["check"] is None and result["stage"] == "preflight"
+    assert result["error"]["code"] == "ERR_DIRTY_WORKTREE" and "stopped before the check" in result["error"]["reason"]
+    assert (
+        f"git papayu apply {plan_id}" in result["error"]["hint"]
+        and "git stash push -u -- calc.py" in result["error"]["hint"]
+    )
+    assert len(out["attempts"]) == 1  # a dirty file is not the plan's failing check: no retry
+    assert snapshot(calc) == before
+    assert not (calc / ".git" / "papayu" / "checks" / f"{plan_id}.log").exists()
+
+
+def test_a_branch_that_moved_during_the_check_is_recorded_as_such(calc: Path, tmp_path: Path) -> None:
+    response = tmp_path / "plan.json"
+    response.write_text(
+        json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "notes.txt", "content": "n\n"}], "summary": "notes"})
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "apply", str(response), "--check", "sleep 4", "--json"],
+        cwd=calc,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    deadline = time.monotonic() + 60
+    while not git(calc, "branch", "--list", "papayu/*").strip():  # committed: the check runs now
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    git(calc, "commit", "-q", "--allow-empty", "-m", "the user commits meanwhile")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and json.loads(out)["errors"][0]["code"] == "ERR_BRANCH_MOVED", err
+    record = stored_plans(calc)[-1]["extra"]["apply"]
+    assert record["state"] == "refused_branch_moved" and record["stage"] == "land"
+    listed = json.loads(papayu("list", "--json", cwd=calc).stdout)["plans"]
+    assert listed[-1]["state"] == "refused_branch_moved"
+
+
+def test_ctrl_c_while_the_model_thinks_is_traced_as_interrupted(calc: Path, llm: ScriptedLLM) -> None:
+    llm.script = [Reply(200, {"choices": []}, delay=30)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "plan", GOAL],
+        cwd=calc,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **llm.env(), "PYTHONPATH": str(ROOT)},
+    )
+    deadline = time.monotonic() + 60
+    while not llm.requests:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    traces = list((calc / ".git" / "papayu" / "traces").glob("*.json"))
+    assert len(traces) == 1
+    trace = json.loads(traces[0].read_text())
+    assert trace["error_code"] == "ERR_INTERRUPTED" and "ERR_INTERNAL" not in json.dumps(trace)
+
+
+def test_ctrl_c_during_the_check_rolls_back_as_interrupted(calc: Path, tmp_path: Path) -> None:
+    response = tmp_path / "plan.json"
+    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}]}))
+    before = snapshot(calc)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "papayu_git", "apply", str(response), "--check", "sleep 30"],
+        cwd=calc,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    deadline = time.monotonic() + 60
+    while not git(calc, "branch", "--list", "papayu/*").strip():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(1.0)  # the check is running
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    record = stored_plans(calc)[-1]["extra"]["apply"]
+    assert record["state"] == "interrupted" and record["error"]["code"] == "ERR_INTERRUPTED"
+    assert record["stage"] == "check"
+    assert git(calc, "branch", "--list", "papayu/*") == ""
+    assert snapshot(calc) == before
