@@ -192,6 +192,16 @@ SETTINGS: list[Setting] = [
         "extra environment variable names passed to the check (comma-separated; credentials never are)",
     ),
     Setting(
+        "check_python_safe_path",
+        "PAPAYU_CHECK_PYTHON_SAFE_PATH",
+        "papayu.check.pythonSafePath",
+        "auto",
+        "PYTHONSAFEPATH=1 in the check (Python 3.11+: the working directory is not put first on sys.path, so "
+        "a plan's top-level `pytest/` or `argparse.py` cannot stand in for the real one); auto: on unless the "
+        "tip has its own module or package (not setup.py, conftest.py, tests/, …) at its root or a Python "
+        "subproject's (a flat layout imports its code from there); true | false force it",
+    ),
+    Setting(
         "land_run_hooks",
         "PAPAYU_LAND_RUN_HOOKS",
         "papayu.land.runHooks",

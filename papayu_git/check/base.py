@@ -89,12 +89,14 @@ class BaseRun:
         )
 
 
-def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, command: str, sandbox: Sandbox) -> str:
+def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, check: CheckCommand, sandbox: Sandbox) -> str:
     """What a base run's result depends on: the tip's tree (not the commit: a rebased message
-    changes nothing), the command, and the environment the check gets."""
+    changes nothing), the command and how its Python finds modules, and the environment the
+    check gets."""
     tree = str(commit_of(repo, commit).tree_id)
     digest = hashlib.sha256()
-    for part in (tree, command, sandbox.level, environment_fingerprint(repo_root)):
+    safe_path = f"PYTHONSAFEPATH={check.python_safe_path}"
+    for part in (tree, check.command, safe_path, sandbox.level, environment_fingerprint(repo_root)):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
     return digest.hexdigest()[:32]
 
@@ -154,7 +156,7 @@ def base_run(
 ) -> BaseRun:
     """The base run for ``commit``: cached, or computed now (waiting for whoever is computing
     it). ``fresh``: run it again whatever the cache says (the flake re-run), not stored."""
-    key = base_key(repo, repo_root, commit, check.command, sandbox)
+    key = base_key(repo, repo_root, commit, check, sandbox)
     lock = locks.locks_dir(pdir) / f"base-{key[:24]}.lock"
     while True:
         found = None if fresh else cached(pdir, key)
@@ -191,6 +193,6 @@ def remember(
     next plan on the tip it lands as needs no base run of its own. ``run``: a CheckResult."""
     if run.tests is None or run.timed_out:
         return
-    key = base_key(repo, repo_root, commit, check.command, sandbox)
+    key = base_key(repo, repo_root, commit, check, sandbox)
     if cached(pdir, key) is None:
         atomic.write_json(pdir / BASE_DIR / f"{key}.json", BaseRun.of(key, commit, run).to_record(), indent=None)

@@ -5,7 +5,8 @@ Resolution order: `--check`, `git config papayu.checkCommand` (or PAPAYU_CHECK_C
 test, cargo test, go test ./...). Everything read from the repository is read on the
 tip the plan is built on, never on the plan's result: the plan cannot choose, dodge or
 weaken its own check (docs/DESIGN.md, "The check's trust boundary"). None found →
-the transaction stops at review.
+the transaction stops at review. So is whether the check's Python runs with PYTHONSAFEPATH
+(safe_path.py).
 """
 
 from __future__ import annotations
@@ -15,26 +16,36 @@ import os
 import shlex
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from papayu_git import settings
+from papayu_git.check import safe_path
 from papayu_git.memory import git_config_key
 
 
 class _Tree(Protocol):
     def entry_kind(self, path: str) -> str | None: ...
     def read_blob(self, path: str) -> bytes | None: ...
+    def names_in(self, directory: str) -> list[str]: ...
 
 
 @dataclass(frozen=True)
 class CheckCommand:
     command: str
     source: str  # --check | git config papayu.checkCommand | .papa-yu/project.json | detected
+    # PYTHONSAFEPATH=1 for the check's Python (safe_path.py, decided on the tip); None: not
+    # decided (a command of the model's), the variable is left as the environment has it.
+    python_safe_path: bool | None = None
 
 
 def resolve_command(repo_root: Path, tree: _Tree, explicit: str | None) -> CheckCommand | None:
+    found = _resolve(repo_root, tree, explicit)
+    return replace(found, python_safe_path=safe_path.resolve(repo_root, tree)) if found else None
+
+
+def _resolve(repo_root: Path, tree: _Tree, explicit: str | None) -> CheckCommand | None:
     if explicit:
         return CheckCommand(explicit, "--check")
     configured = settings.get("check_command", str(repo_root)).strip()

@@ -7,12 +7,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from papayu_git.check.safe_path import importable_in_project
 from papayu_git.git import run_git
 
 if TYPE_CHECKING:
     from papayu_git.check.sandbox import Sandbox
 
 _MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)'?")
+_NAME_FROM = re.compile(r"ImportError: cannot import name '?\w+'? from '([\w.]+)' \(([^)\n]*)\)")
+SAFE_PATH_FIX = "`git config papayu.check.pythonSafePath false`"
 _NODE_MODULE = re.compile(r"Cannot find (?:module|package) '([^']+)'")
 _COMMAND = re.compile(
     r"(?:^|\n)(?:/bin/)?(?:sh|bash)(?::\s*\d+)?:\s*(?:line \d+:\s*)?([\w.+/-]+): (?:command )?not found"
@@ -26,10 +29,22 @@ _MISSING = re.compile(r"(?:No such file or directory|ENOENT)[^\n]*?['\"]([^'\"\n
 _READ_ONLY = re.compile(r"Read-only file system[^\n]*?['\"]?(/[^'\"\s]+)?")
 
 
-def environment_causes(text: str, repo_root: Path, sandbox: Sandbox) -> list[str]:
-    """What in a failed check's output points at its environment, said with the fix."""
+def environment_causes(text: str, repo_root: Path, sandbox: Sandbox, *, safe_path: bool = False) -> list[str]:
+    """What in a failed check's output points at its environment, said with the fix.
+    ``safe_path``: the check's Python ran with PYTHONSAFEPATH (check/safe_path.py)."""
     causes: list[str] = []
+    own = _own_modules(_MODULE.findall(text), repo_root) if safe_path else {}
+    for name, where in own.items():
+        causes.append(
+            f"module {name!r} was not found, but the repository has {where}: the check's Python runs with "
+            "PYTHONSAFEPATH=1, which keeps the working directory off sys.path; a project that imports its "
+            f"code from there (a flat layout) needs {SAFE_PATH_FIX}"
+        )
+    if safe_path:
+        causes += _installed_copies(text, repo_root)
     for name in dict.fromkeys(_MODULE.findall(text) + _NODE_MODULE.findall(text)):
+        if name in own:
+            continue
         causes.append(
             f"module {name!r} was not found in the check's environment: is the project's environment in "
             "the repository (.venv, node_modules) or on PATH? Others can be listed in papayu.check.envDirs"
@@ -55,6 +70,30 @@ def environment_causes(text: str, repo_root: Path, sandbox: Sandbox) -> list[str
     for path in dict.fromkeys(_READ_ONLY.findall(text)):
         where = f" ({path})" if path else ""
         causes.append(f"a write hit a read-only path{where}: the check may write only to the repository, /tmp and HOME")
+    return causes
+
+
+def _own_modules(names: list[str], repo_root: Path) -> dict[str, str]:
+    """The named modules the repository has at its root (or a Python subproject's): name -> where."""
+    found = {}
+    for name in dict.fromkeys(names):
+        where = importable_in_project(repo_root, name.split(".")[0])
+        if where:
+            found[name] = where
+    return found
+
+
+def _installed_copies(text: str, repo_root: Path) -> list[str]:
+    """A name missing from a module the repository has, found outside it: an installed copy won."""
+    causes = []
+    for name, found_at in dict.fromkeys(_NAME_FROM.findall(text)):
+        where = importable_in_project(repo_root, name.split(".")[0])
+        own = repo_root / where if where else None
+        if own is not None and not (Path(found_at) == own or own in Path(found_at).parents):
+            causes.append(
+                f"module {name!r} came from {found_at}, not from the repository's {where}: the check's Python "
+                f"runs with PYTHONSAFEPATH=1, so an installed copy wins over the working directory; {SAFE_PATH_FIX}"
+            )
     return causes
 
 

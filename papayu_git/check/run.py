@@ -95,12 +95,15 @@ def run_check(
     exit_code: int | None = 0
     timed_out = False
     report = _fresh_dir(checkout.slot / "report")
-    view = CheckView.prepare(checkout, sandbox, repo_root, report)
+    view = CheckView.prepare(checkout, sandbox, repo_root, report, python_safe_path=check.python_safe_path)
     junit_globs = junit_patterns(repo_root)
     with open(log_path, "wb") as log:
         log.write(
             f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n".encode()
         )
+        if check.python_safe_path is not None:
+            said = "PYTHONSAFEPATH=1" if check.python_safe_path else "no PYTHONSAFEPATH"
+            log.write(f"[papayu] python: {said} (papayu.check.pythonSafePath)\n".encode())
         for index, command in enumerate((check.command, *extra_commands)):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()
@@ -123,6 +126,7 @@ def run_check(
     tests = _results(report, log_path, junit_globs, view.root, mask)
     if "go test -json" in tests.source:
         tail = go_plain_text(tail)
+    failed, safe_path = exit_code != 0 or timed_out, bool(view.env.get("PYTHONSAFEPATH"))
     return CheckResult(
         check.command,
         check.source,
@@ -133,7 +137,7 @@ def run_check(
         timed_out,
         sandbox.level,
         commit,
-        environment=tuple(environment_causes(tail, repo_root, sandbox)) if exit_code != 0 or timed_out else (),
+        environment=tuple(environment_causes(tail, repo_root, sandbox, safe_path=safe_path)) if failed else (),
         user_tree_links=tuple(view.user_tree_links),
         tests=tests,
     )

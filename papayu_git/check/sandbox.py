@@ -228,8 +228,11 @@ def probe_mounts(*, readonly: tuple[Path, ...] = (), overlays: tuple[Path, ...] 
     return system_mounts(env) + extra
 
 
-def check_env(home: str, tmp: str, repo_root: str | None = None) -> dict[str, str]:
-    """The check's environment: the allowlist (plus `papayu.check.env`), never credentials."""
+def check_env(
+    home: str, tmp: str, repo_root: str | None = None, *, python_safe_path: bool | None = None
+) -> dict[str, str]:
+    """The check's environment: the allowlist (plus `papayu.check.env`), never credentials.
+    ``python_safe_path`` (check/safe_path.py) sets or drops PYTHONSAFEPATH; None leaves it."""
     extra = {n.strip() for n in settings.get("check_env", repo_root).split(",") if n.strip()}
     env = {
         k: v
@@ -242,6 +245,9 @@ def check_env(home: str, tmp: str, repo_root: str | None = None) -> dict[str, st
             env[name] = os.path.join(real_home, default)  # toolchains stay where they are, read-only
     env.setdefault("PATH", os.defpath)
     env.update({"HOME": home, "TMPDIR": tmp})  # nothing says "papayu" (code keyed on it would dodge)
+    if python_safe_path is not None:  # the setting decides, whatever papayu.check.env passed
+        env.pop("PYTHONSAFEPATH", None)
+        env.update({"PYTHONSAFEPATH": "1"} if python_safe_path else {})
     return env
 
 

@@ -52,14 +52,23 @@ class CheckView:
             self.seccomp_fd = None
 
     @classmethod
-    def prepare(cls, checkout: CheckCheckout, sandbox: Sandbox, repo_root: Path, report: Path) -> CheckView:
-        """``report``: a fresh host directory the runners' result files go to (results/)."""
+    def prepare(
+        cls,
+        checkout: CheckCheckout,
+        sandbox: Sandbox,
+        repo_root: Path,
+        report: Path,
+        *,
+        python_safe_path: bool | None = None,
+    ) -> CheckView:
+        """``report``: a fresh host directory the runners' result files go to (results/);
+        ``python_safe_path``: the command's PYTHONSAFEPATH (check/safe_path.py), None: as is."""
         if sandbox.bwrap is None:
-            return cls._unsandboxed(checkout, repo_root, report)
+            return cls._unsandboxed(checkout, repo_root, report, python_safe_path)
         home = Path(os.path.expanduser("~"))
         (checkout.path / ".git").unlink(missing_ok=True)  # the git dir is mounted there instead
         layout = Layout(repo_root, checkout.path, checkout.gitdir, _objects_of(checkout.gitdir))
-        env = check_env(str(home), "/tmp", str(repo_root))
+        env = check_env(str(home), "/tmp", str(repo_root), python_safe_path=python_safe_path)
         gitconfig = environment.write_gitconfig(checkout.slot)
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
         placed = environment.mounts(layout, env)
@@ -80,12 +89,14 @@ class CheckView:
         return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, seccomp_fd=fd)
 
     @classmethod
-    def _unsandboxed(cls, checkout: CheckCheckout, repo_root: Path, report: Path) -> CheckView:
+    def _unsandboxed(
+        cls, checkout: CheckCheckout, repo_root: Path, report: Path, python_safe_path: bool | None
+    ) -> CheckView:
         # The same allowlisted environment, with HOME and TMPDIR private to the slot.
         private = checkout.slot / "tmp"
         shutil.rmtree(private, ignore_errors=True)
         (private / "home").mkdir(parents=True)
-        env = check_env(str(private / "home"), str(private), str(repo_root))
+        env = check_env(str(private / "home"), str(private), str(repo_root), python_safe_path=python_safe_path)
         dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
         dirs += environment.env_dirs(repo_root, checkout.path)
         links = environment.links_into(repo_root, sorted(set(dirs)))
