@@ -11,7 +11,9 @@ reading stops at the byte cap. An IPv6 address that carries an IPv4 one to its d
 (IPv4-mapped, 6to4, Teredo, NAT64) is judged by that IPv4 address too: 2002:7f00:1:: is 127.0.0.1.
 A fetch ends by its deadline whatever the server does: httpx's timeouts bound each read, so a page
 that sends a byte a second would hold the fetch for hours; at the deadline papayu shuts the
-connection's socket down (Cutoff). PAPAYU_ONLINE_ALLOW_HOSTS exempts named host[:port] from the
+connection's socket down (Cutoff). Name resolution counts too: getaddrinfo has no timeout of its
+own (a DNS server that never answers holds it for resolv.conf's timeout times attempts, per
+name), so it runs in a thread the fetch stops waiting for at the deadline. PAPAYU_ONLINE_ALLOW_HOSTS exempts named host[:port] from the
 address rule only (intranet docs, tests on 127.0.0.1); every other rule still holds.
 """
 
@@ -113,8 +115,15 @@ def _allowed(host: str, port: int, allow_hosts: Collection[str]) -> bool:
     return host in allow_hosts or f"{host}:{port}" in allow_hosts
 
 
-def check_url(url: str, allow_hosts: Collection[str] = (), resolver: Resolver = socket.getaddrinfo) -> str:
-    """The IP to connect to for ``url``, after every rule held; else ERR_FETCH_BLOCKED with the reason."""
+def check_url(
+    url: str,
+    allow_hosts: Collection[str] = (),
+    resolver: Resolver = socket.getaddrinfo,
+    *,
+    deadline: float | None = None,
+) -> str:
+    """The IP to connect to for ``url``, after every rule held; else ERR_FETCH_BLOCKED with the
+    reason. A name not resolved by ``deadline`` (time.monotonic()) is refused then."""
     if len(url) > MAX_URL_LEN:
         raise blocked(f"URL longer than {MAX_URL_LEN} characters")
     parts = urlsplit(url)
@@ -137,10 +146,14 @@ def check_url(url: str, allow_hosts: Collection[str] = (), resolver: Resolver = 
     if literal is not None:
         addresses = [literal]
     else:
+        waited = time.monotonic()
         try:
-            infos = resolver(host, port, type=socket.SOCK_STREAM)
+            infos = resolve_by(resolver, host, port, deadline)
         except (OSError, UnicodeError) as exc:
             raise blocked(f"cannot resolve {host}: {exc}", url) from None
+        if infos is None:
+            took = time.monotonic() - waited
+            raise blocked(f"deadline: {host} did not resolve in {took:.1f} s", url)
         addresses = []
         for info in infos:
             try:
@@ -156,6 +169,32 @@ def check_url(url: str, allow_hosts: Collection[str] = (), resolver: Resolver = 
             if problem:
                 raise blocked(f"{host} is a {problem}" if literal is None else problem, url)
     return str(addresses[0])
+
+
+def resolve_by(resolver: Resolver, host: str, port: int, deadline: float | None) -> list[tuple[Any, ...]] | None:
+    """``resolver``'s answer for ``host``, or None when it has none by ``deadline``. The lookup
+    runs in a daemon thread: a late one is left to end on its own (getaddrinfo cannot be
+    cancelled), and nothing waits for it, not even the interpreter's exit."""
+    if deadline is None:
+        return resolver(host, port, type=socket.SOCK_STREAM)
+    answer: list[list[tuple[Any, ...]]] = []
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            answer.append(resolver(host, port, type=socket.SOCK_STREAM))
+        except Exception as exc:  # handed to the caller, which decides what it means
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=lookup, name=f"resolve {host}", daemon=True).start()
+    if not done.wait(max(0.0, deadline - time.monotonic())):
+        return None
+    if failure:
+        raise failure[0]
+    return answer[0]
 
 
 def _media_type(value: str) -> str:
@@ -253,7 +292,7 @@ def fetch(
     with client as http, Cutoff(end) as cutoff:
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                ip = check_url(current, allow_hosts, resolver)
+                ip = check_url(current, allow_hosts, resolver, deadline=end)
                 response = http.send(_request(http, current, ip, cutoff), stream=True)
                 try:
                     if response.status_code not in REDIRECTS:

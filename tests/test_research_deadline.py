@@ -1,15 +1,21 @@
 """Online research ends on time and only at public addresses (docs/DESIGN.md, "Online research").
 
 A page that sends one byte a second held a fetch far past its timeout, which httpx applies per
-read; 6to4 and Teredo addresses carrying 127.0.0.1 or 169.254.169.254 passed the address check.
-The slow servers here are real sockets on 127.0.0.1 (allowed by PAPAYU_ONLINE_ALLOW_HOSTS'
-equivalent, allow_hosts) that drip their answer a byte at a time.
+read; a DNS server that never answers held it before the deadline even started (getaddrinfo has
+no timeout of its own); 6to4 and Teredo addresses carrying 127.0.0.1 or 169.254.169.254 passed the
+address check. The slow servers here are real sockets on 127.0.0.1 (allowed by
+PAPAYU_ONLINE_ALLOW_HOSTS' equivalent, allow_hosts) that drip their answer a byte at a time; the
+silent DNS server is a real one too, the only one the system resolver knows inside a bubblewrap
+sandbox of its own.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +25,7 @@ from typing import Any
 import pytest
 
 from papayu_git import research
+from papayu_git.check.sandbox import find_bwrap, unavailable_reason
 from papayu_git.errors import PapayuError
 from papayu_git.webfetch import check_url, fetch
 
@@ -150,3 +157,88 @@ def test_addresses_carrying_a_forbidden_ipv4_are_refused(address: str, kind: str
 
 def test_a_6to4_address_carrying_a_public_ipv4_is_allowed() -> None:
     assert check_url("http://[2002:808:808::1]/") == "2002:808:808::1"
+
+
+# --- name resolution counts against the deadline ------------------------------------------------
+
+# Run in a sandbox whose resolv.conf names only 127.0.0.1, with a network namespace of its own
+# where this script's UDP socket on port 53 is that server: it reads every question, answers none.
+SILENT_DNS_CHILD = """
+import json, socket, threading, time
+from papayu_git.errors import PapayuError
+from papayu_git.webfetch import fetch
+
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    server.bind(("127.0.0.1", 53))
+except OSError as exc:
+    print(json.dumps({"no_server": str(exc)}))
+    raise SystemExit(0)
+questions = []
+threading.Thread(target=lambda: [questions.append(server.recvfrom(4096)) for _ in iter(int, 1)], daemon=True).start()
+
+started = time.monotonic()
+try:
+    fetch("http://docs.example.test/page", max_bytes=1000, timeout_sec=1.0)
+    reason = "fetched"
+except PapayuError as exc:
+    reason = exc.reason
+took = time.monotonic() - started
+asked = len(questions)
+
+answered = threading.Event()
+def lookup():
+    try:
+        socket.getaddrinfo("docs.example.test", 80)
+    except OSError:
+        pass
+    answered.set()
+threading.Thread(target=lookup, daemon=True).start()
+print(json.dumps({"reason": reason, "took": took, "asked": asked, "answered": answered.wait(2.0)}))
+"""
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=f"bwrap does not work here: {unavailable_reason()}")
+def test_a_dns_server_that_never_answers_is_cut_at_the_fetch_deadline(tmp_path: Path) -> None:
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\noptions timeout:30 attempts:1\n")  # one try: 30 s per name
+    bwrap = find_bwrap()
+    assert bwrap is not None
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--uid", "0", "--cap-add", "CAP_NET_BIND_SERVICE"]
+    argv += ["--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv += ["--ro-bind", str(resolv), "/etc/resolv.conf", "--", sys.executable, "-c", SILENT_DNS_CHILD]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "no_server" in said:
+        pytest.skip(f"no DNS server on port 53 in a sandbox here: {said['no_server']}")
+    # The system resolver asked the silent server; the fetch gave up at its deadline, while
+    # getaddrinfo itself still had no answer two seconds later (it would wait 30).
+    assert said["asked"] >= 1 and said["answered"] is False, said
+    assert said["reason"].startswith("deadline: docs.example.test did not resolve in 1."), said
+    assert 0.9 < said["took"] < 2.0, said
+
+
+def test_a_late_resolver_counts_against_the_research_deadline(tmp_path: Path) -> None:
+    # The resolver seam of fetch_pages: every lookup waits until the test ends (as getaddrinfo
+    # does on a silent DNS server); nothing else is replaced.
+    release = threading.Event()
+    asked: list[str] = []
+
+    def silent(host: str, port: int, **_: Any) -> list[tuple[Any, ...]]:
+        asked.append(host)
+        release.wait(30)
+        raise socket.gaierror("late")
+
+    cfg = research.replace(research.OnlineConfig.load(str(tmp_path)), max_pages=6, timeout_sec=30.0)
+    results = [{"url": f"https://docs{n}.example.test/", "title": "", "snippet": ""} for n in range(6)]
+    started = time.monotonic()
+    try:
+        pages, failures, early_stop = research.fetch_pages(results, cfg, resolver=silent, deadline=started + 1.5)
+    finally:
+        release.set()
+    took = time.monotonic() - started
+    assert pages == [] and early_stop is True and sorted(asked) == [f"docs{n}.example.test" for n in range(3)]
+    said = [f["reason"].split(" in ")[0] for f in failures]
+    assert said == [f"deadline: docs{n}.example.test did not resolve" for n in range(3)], failures
+    assert 1.4 < took < 2.3, took
