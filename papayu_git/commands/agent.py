@@ -15,7 +15,7 @@ import click
 from papayu_git import agent, output, prewarm
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands.apply import transaction_options
-from papayu_git.commands.fix import confirmed
+from papayu_git.commands.fix import Landing, may_apply
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
@@ -62,14 +62,14 @@ def run(
                 output.result(f"  ? {output.printable(question)}")
         return 0
     response = done.response
-    if response.actions and not confirmed(
-        done.plan.id, options.yes, f"Apply the agent's change (plan {done.plan.id})?"
-    ):
+    if response.actions and not may_apply(done.plan.id, options.yes):
         if as_json:
             output.emit_json({"ok": True, "agent": report, "apply": None})
         return 0
     allow = apply_command.confirm_test_edits(root, done.plan, response, options)
-    options = dataclasses.replace(options, yes=True, allow_test_edits=allow)
+    # Checked first; the question comes with the diff and the verdict (fix.Landing).
+    landing = Landing(root, options.yes, as_json)
+    options = dataclasses.replace(options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
     try:
         result = apply_plan(root, done.plan, response, options)
     finally:
@@ -77,7 +77,7 @@ def run(
     if as_json:
         output.emit_json({"ok": apply_command.exit_code(result) == 0, "agent": report, "apply": result.to_dict()})
     else:
-        apply_command.report(result, False)
+        apply_command.report(result, False, diffstat_shown=landing.diffstat_shown)
     return apply_command.exit_code(result)
 
 

@@ -32,16 +32,6 @@ if TYPE_CHECKING:
     from papayu_git.transaction import ApplyOptions, ApplyResult, LandingPreview
 
 
-def confirmed(plan_id: str, yes: bool, question: str = "") -> bool:
-    """-y, else a yes on a terminal; without one the plan stays stored for `apply ID`."""
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        output.info(f"papayu: not confirmed (no terminal); apply later with: git papayu apply {plan_id}")
-        return False
-    return click.confirm(question or f"Apply plan {plan_id}?", default=False, err=True)
-
-
 def default_attempts(options: ApplyOptions) -> int:
     """Unattended (-y), a red check is tried once more with its failures; asked, once."""
     return 2 if options.yes else 1
@@ -83,6 +73,40 @@ class Attempt:
         }
 
 
+class Landing:
+    """The question before a landing (ApplyOptions.confirm_landing): with -y the diffstat; else the
+    coloured diff (paged on a terminal) and the check's verdict, then "Land?"."""
+
+    def __init__(self, root: Path, yes: bool, as_json: bool) -> None:
+        self.root, self.yes, self.as_json = root, yes, as_json
+        self.diffstat_shown = False  # the landing report then leaves it out
+
+    def confirm(self, preview: LandingPreview) -> bool:
+        if self.yes:
+            if not self.as_json:
+                output.result(f"landing plan {preview.plan_id} on {preview.target}:")
+                output.result(apply_command.diffstat(preview.commit))
+                self.diffstat_shown = True
+            return True
+        from papayu_git.commands.show import plan_diff, render_diff
+        from papayu_git.git import open_repo
+
+        diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
+        with output.paged():
+            output.result(render_diff(diff, output.use_colour(sys.stdout)))
+            for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
+                output.result(line)
+        return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
+
+
+def may_apply(plan_id: str, yes: bool) -> bool:
+    """-y or a terminal to ask on later; without either the plan stays stored for `apply ID`."""
+    if yes or sys.stdin.isatty():
+        return True
+    output.info(f"papayu: not confirmed (no terminal, no -y); apply it with: git papayu apply {plan_id}")
+    return False
+
+
 class Loop:
     """Plan, apply (commit + check), show what would land, land; on a red check, plan again with
     its failures, up to ``attempts`` (docs/DESIGN.md, "Retrying a red check")."""
@@ -100,7 +124,6 @@ class Loop:
         self.root, self.route, self.options, self.protocol = root, route, options, protocol
         self.accept_memory, self.as_json, self.client = accept_memory, as_json, client
         self.attempts: list[Attempt] = []
-        self.diffstat_shown = False
 
     def run(
         self,
@@ -127,7 +150,7 @@ class Loop:
             self.attempts.append(attempt)
             if not self.as_json:
                 plan_command.render(outcome, say_next=False)
-            if outcome.response.is_no_changes or not self.may_apply(outcome.plan.id):
+            if outcome.response.is_no_changes or not may_apply(outcome.plan.id, self.options.yes):
                 break
             attempt.result = self.apply(outcome)
             after = attempt.result.to_dict()
@@ -155,13 +178,6 @@ class Loop:
             f"failures{safe_text(failing)}"
         )
 
-    def may_apply(self, plan_id: str) -> bool:
-        """-y or a terminal to ask on later; without either the plan stays stored for `apply ID`."""
-        if self.options.yes or sys.stdin.isatty():
-            return True
-        output.info(f"papayu: not confirmed (no terminal, no -y); apply it with: git papayu apply {plan_id}")
-        return False
-
     def apply(self, outcome: PlanOutcome) -> ApplyResult:
         plan, response = apply_command.response_of(
             self.root, outcome.plan, self.protocol, self.options.onto, self.client
@@ -169,31 +185,12 @@ class Loop:
         # Deletions and the rest of the diff are confirmed before landing (confirm), not before
         # the commit; existing tests the plan edits get their own question first.
         allow = apply_command.confirm_test_edits(self.root, plan, response, self.options)
-        options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=self.confirm)
-        self.diffstat_shown = False
+        landing = Landing(self.root, self.options.yes, self.as_json)
+        options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
-            apply_command.report(result, False, diffstat_shown=self.diffstat_shown)
+            apply_command.report(result, False, diffstat_shown=landing.diffstat_shown)
         return result
-
-    def confirm(self, preview: LandingPreview) -> bool:
-        """Before landing: with -y the diffstat; else the coloured diff (paged on a terminal) and the
-        check's verdict, then the question."""
-        if self.options.yes:
-            if not self.as_json:
-                output.result(f"landing plan {preview.plan_id} on {preview.target}:")
-                output.result(apply_command.diffstat(preview.commit))
-                self.diffstat_shown = True
-            return True
-        from papayu_git.commands.show import plan_diff, render_diff
-        from papayu_git.git import open_repo
-
-        diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
-        with output.paged():
-            output.result(render_diff(diff, output.use_colour(sys.stdout)))
-            for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
-                output.result(line)
-        return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
 
     def finish(self) -> int:
         last = self.attempts[-1]
