@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -94,6 +93,8 @@ def staged_snapshot(repo_root: Path) -> Iterator[tuple[Path, list[tuple[str, tup
     validate; golden replays look at sibling traces, so all matched files of the
     index are materialised, and the staged ones are returned with their kinds.
     """
+    import tempfile  # only the pre-commit shim needs it: ~2.5 ms of imports every apply and land would pay
+
     wanted = [p for p in indexed_paths(repo_root) if hooks_for(p)]
     staged = set(staged_paths(repo_root))
     with tempfile.TemporaryDirectory(prefix="papayu-staged-") as tmp:
