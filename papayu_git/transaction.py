@@ -405,7 +405,7 @@ class _Run:
             f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
             f"(--allow-test-edits lands such plans without asking)"
         )
-        self.warn(f"the plan edits tests or how they run: {edited}; NOT landed. {ways[0].upper()}{ways[1:]}")
+        self.warnings.append(f"the plan edits tests or how they run: {edited}; NOT landed. {ways[0].upper()}{ways[1:]}")
         return PapayuError(
             "ERR_TEST_EDITS_HELD", "the plan edits tests or how they run: " + edited, path=self.branch, hint=ways
         )
@@ -423,9 +423,8 @@ class _Run:
             "`git config papayu.check.allowUserTreeLinks true`"
         )
         shown = safe_text("; ".join(links[:3]) + ("; ..." if len(links) > 3 else ""))
-        self.warn(
-            f"the check ran unsandboxed and your environment links into your work tree ({shown}): "
-            f"it may have tested your code, not the plan's; NOT landed. {ways[0].upper()}{ways[1:]}"
+        self.warnings.append(
+            f"the check ran unsandboxed and your environment links into your work tree; NOT landed. {ways}"
         )
         return PapayuError(
             "ERR_CHECK_ENV_LINKED",
@@ -575,7 +574,7 @@ class _Run:
             return None
         ways = f"review it (git papayu show {self.plan.id}); land it anyway with git papayu land {self.plan.id} --force"
         said = "; ".join(verdict.lines()[:3])
-        self.warn(f"the tip's check is red and the plan fixes none of its failures; NOT landed. {said}. {ways}")
+        self.warnings.append(f"the tip's check is red and the plan fixes none of its failures; NOT landed. {ways}")
         return PapayuError(verdict.code or "ERR_CHECK_FIXES_NOTHING", said, path=self.branch, hint=ways)
 
     def plan_commands(self) -> tuple[str, ...]:

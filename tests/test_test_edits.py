@@ -79,7 +79,7 @@ def test_a_plan_that_bends_a_test_stops_at_review(calc_repo: Path, tmp_path: Pat
     }
     assert (calc_repo / "calc.py").read_text() == CALC
     warning = next(w for w in data["warnings"] if "tests/test_calc.py" in w)
-    assert f"git papayu land {plan_id}" in warning and "tests/test_calc.py" in stderr
+    assert f"git papayu land {plan_id}" in warning and "tests/test_calc.py" in data["error"]["reason"]
     kept = git(calc_repo, "rev-parse", f"papayu/{plan_id}").strip()
     assert data["commit"] == kept
     assert "Papayu-Test-Edits: tests/test_calc.py\n" in git(calc_repo, "log", "-1", "--format=%B", kept)

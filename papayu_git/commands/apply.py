@@ -179,8 +179,10 @@ def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False) 
             f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
         )
     elif result.state == ApplyState.REVIEW:
-        if result.error:
-            output.error(f"{result.error['code']}: {safe_text(result.error['reason'], multiline=True)}")
+        if result.error:  # said once, here: the transaction only records it (one message per event)
+            error = result.error
+            reason, hint = (safe_text(error[k], multiline=True) for k in ("reason", "hint"))
+            output.error(f"{error['code']}: {reason}" + (f" ({hint})" if hint else ""))
         output.result(
             f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
             f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
