@@ -305,3 +305,16 @@ def test_ctrl_c_during_the_check_rolls_back_as_interrupted(calc: Path, tmp_path:
     assert record["stage"] == "check"
     assert git(calc, "branch", "--list", "papayu/*") == ""
     assert snapshot(calc) == before
+
+
+def test_a_landing_on_a_branch_checked_out_nowhere_names_its_undo(calc: Path, tmp_path: Path) -> None:
+    git(calc, "branch", "other")
+    tip = git(calc, "rev-parse", "other")
+    response = tmp_path / "plan.json"
+    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "o.txt", "content": "o\n"}]}))
+    proc = papayu("apply", str(response), "--onto", "other", "--no-check", cwd=calc)
+    assert proc.returncode == 0 and "update-ref" in proc.stdout, proc.stderr
+    undo = next(line.split("undo: ", 1)[1] for line in proc.stdout.splitlines() if "undo: " in line)
+    assert undo.startswith("git papayu undo ") and "ORIG_HEAD" not in undo
+    assert papayu(*undo.split()[2:], cwd=calc).returncode == 0
+    assert git(calc, "rev-parse", "other") == tip

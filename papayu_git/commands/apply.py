@@ -173,6 +173,8 @@ def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False) 
             output.result(diffstat(result.commit or ""))
         if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
             output.result(f"  undo: git reset --keep ORIG_HEAD   (or: git papayu undo {result.plan_id})")
+        else:  # a branch checked out nowhere: no ORIG_HEAD of its own
+            output.result(f"  undo: git papayu undo {result.plan_id}")
     elif result.state == ApplyState.REVIEW and result.declined:
         output.result(
             f"plan {result.plan_id} not landed; kept as {short} on {result.branch}\n"
