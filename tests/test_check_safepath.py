@@ -261,6 +261,7 @@ SRC_LAYOUT = {
         ({"services/api/setup.cfg": "", "services/api/api.py": ""}, ["services/api/api.py"]),
         ({"a/b/c/pyproject.toml": "", "a/b/c/deep.py": ""}, []),  # subprojects deeper than 2 are not looked at
         ({"backend/app/__init__.py": ""}, []),  # no manifest: not a subproject
+        ({**SRC_LAYOUT, "examples/demo/pyproject.toml": "", "examples/demo/demo.py": ""}, []),  # click's examples
     ],
     ids=[
         "src-layout",
@@ -274,6 +275,7 @@ SRC_LAYOUT = {
         "nested-subproject",
         "too-deep",
         "no-manifest",
+        "example-projects",
     ],
 )
 def test_auto_is_off_only_where_the_tip_imports_its_own_code_from_a_project_directory(

@@ -71,7 +71,10 @@ def flat_modules(tree: Tree) -> list[str]:
 
 
 def project_dirs(tree: Tree) -> list[str]:
-    """The root ("") and the directories down to SUBPROJECT_DEPTH that hold a Python manifest."""
+    """The root ("") and the directories down to SUBPROJECT_DEPTH that hold a Python manifest,
+    never under the root's examples/, docs/, tests/, scripts/ and the like (TOOLING_PACKAGES): a
+    src-layout project with example projects beside it (click's examples/*/pyproject.toml) is not
+    a flat layout."""
     found, level = [""], [""]
     for _ in range(SUBPROJECT_DEPTH):
         deeper = []
@@ -79,6 +82,8 @@ def project_dirs(tree: Tree) -> list[str]:
             for name in tree.names_in(parent):
                 path = _join(parent, name)
                 if name.startswith(".") or name == "node_modules" or tree.entry_kind(path) != "dir":
+                    continue
+                if not parent and name in TOOLING_PACKAGES:  # examples/demo/pyproject.toml is not the check's
                     continue
                 deeper.append(path)
                 if any(tree.entry_kind(f"{path}/{m}") for m in PYTHON_MANIFESTS):
