@@ -1,7 +1,7 @@
 """Git plumbing at the edge: every git subprocess goes through ``run_git``.
 
-pygit2 is imported lazily (``open_repo``) so that commands which do not need it
-start fast (docs/DESIGN.md, "Start-up and cost"; bench/validate_bench.py).
+``open_repo`` answers most commands without pygit2 (repository.py) and imports it only where
+they need it (docs/DESIGN.md, "Start-up and cost"; bench/apply_bench.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from papayu_git import output
 from papayu_git.errors import PapayuError
@@ -30,6 +30,13 @@ _GIT_ENV_VARS = (
     "GIT_COMMON_DIR",
     "GIT_NAMESPACE",
 )
+
+
+# git then finds no hook at all (/dev/null is no directory) and asks no fsmonitor hook, which
+# core.fsmonitor may name as a path in the work tree. Passed as `-c`, they reach the git processes
+# git starts itself (merge's `maintenance run --auto` and its pre-auto-gc hook). For the git
+# commands that land or push unless land_hooks.py allows hooks, and for papayu's own refs always.
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -67,32 +74,33 @@ def run_git(
 
 
 def run_to_completion(
-    cmd: Sequence[str], *, cwd: str | os.PathLike[str] | None, env: dict[str, str]
+    cmd: Sequence[str], *, cwd: str | os.PathLike[str] | None, env: dict[str, str], input: bytes | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` so that Ctrl-C cannot split it: in its own session (the terminal's SIGINT
     reaches papayu only) and waited for to the end; `subprocess.run` would SIGKILL it on
     KeyboardInterrupt, leaving files moved without the branch. The interrupt is then dropped:
-    the step it hit has completed and the command finishes normally."""
+    the step it hit has completed and the command finishes normally. ``input``: its stdin."""
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         start_new_session=True,
     )
     interrupted = False
     while True:
         try:
-            stdout, stderr = proc.communicate()
+            stdout, stderr = proc.communicate(input)
             break
         except KeyboardInterrupt:
             interrupted = True
+            input = None  # communicate goes on writing what is left of it
     if interrupted:
         output.info("Ctrl-C while moving your branch: that step was completed first")
-    return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
+    text = [out.decode("utf-8", "replace") for out in (stdout, stderr)]
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, *text)
 
 
 def find_toplevel(start: str | os.PathLike[str] | None = None) -> Path:
@@ -103,6 +111,15 @@ def find_toplevel(start: str | os.PathLike[str] | None = None) -> Path:
 
 
 def open_repo(start: str | os.PathLike[str] | None = None) -> pygit2.Repository:
+    """The repository around ``start``: a repository.Repository, which answers pygit2's API as
+    papayu uses it without importing pygit2, wherever git plumbing serves (a work tree of a known
+    format); else pygit2's own."""
+    # repository.py reads config through settings.py, which runs git through this module.
+    from papayu_git.repository import discover
+
+    found = discover(str(start or os.getcwd()))
+    if found is not None:
+        return cast("pygit2.Repository", found)
     import pygit2
 
     path = pygit2.discover_repository(str(start or os.getcwd()))
@@ -147,7 +164,11 @@ def linked_worktree_dir(admin: Path) -> Path | None:
 
 def common_dir(repo: pygit2.Repository) -> Path:
     """The shared `.git` directory, also when ``repo`` is opened in a linked worktree."""
-    git_dir = Path(repo.path)
+    return common_dir_of(Path(repo.path))
+
+
+def common_dir_of(git_dir: Path) -> Path:
+    """The shared `.git` directory of the git directory ``git_dir`` (a linked worktree's points to it)."""
     pointer = git_dir / "commondir"
     if pointer.is_file():
         return (git_dir / pointer.read_text().strip()).resolve()

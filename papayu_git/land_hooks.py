@@ -20,17 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git import output, settings
-from papayu_git.git import common_dir
+from papayu_git.git import NO_HOOKS, common_dir
 from papayu_git.hooks import hooks_dir
 from papayu_git.objects import GitTree, changed_paths
 
 if TYPE_CHECKING:
     import pygit2
 
-# git then finds no hook at all (/dev/null is no directory) and asks no fsmonitor hook, which
-# core.fsmonitor may name as a path in the work tree. Passed as `-c`, they reach the git processes
-# git starts itself (merge's `maintenance run --auto` and its pre-auto-gc hook).
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+    from papayu_git.objects import HasId
 
 # Directories, at any depth, whose files hooks run: husky's, shared hook directories, lefthook's scripts.
 _HOOK_DIRS = frozenset({".husky", ".githooks", ".git-hooks", ".lefthook", ".lefthook-local"})
@@ -56,7 +53,7 @@ class HookPolicy:
         return () if self.run else NO_HOOKS
 
 
-def hook_policy(repo: pygit2.Repository, workdir: Path | None, old: pygit2.Tree, new: pygit2.Tree) -> HookPolicy:
+def hook_policy(repo: pygit2.Repository, workdir: Path | None, old: HasId, new: HasId) -> HookPolicy:
     """Hooks run only when papayu.land.runHooks is on and going from ``old`` to ``new`` changes no
     file a hook may run or read (``workdir``: where the hooks would run)."""
     if not settings.get_bool("land_run_hooks", str(workdir or repo.workdir or repo.path)):
@@ -68,7 +65,7 @@ def hook_policy(repo: pygit2.Repository, workdir: Path | None, old: pygit2.Tree,
     return HookPolicy(True)
 
 
-def hook_inputs(repo: pygit2.Repository, workdir: Path | None, old: pygit2.Tree, new: pygit2.Tree) -> list[str]:
+def hook_inputs(repo: pygit2.Repository, workdir: Path | None, old: HasId, new: HasId) -> list[str]:
     """The changed paths a hook may run or read."""
     paths = changed_paths(repo, old, new)
     if paths is None:

@@ -6,10 +6,10 @@ land lock per branch, after checking that B still points at the tip the commit w
 built on.
 
 The fast-forward follows the change, not the repository: the commit's own
-diff, with the whole file as context, is applied by `git apply --index`, which refuses
-unless every touched file in the index and the working tree is exactly the tip's
-version and no untracked or ignored file sits where the plan creates one; then the
-branch (and ORIG_HEAD, as `git merge` sets it) moves by compare-and-swap. Anything
+diff, each touched file's whole content taken out and put back (land_patch.py), is applied by
+`git apply --index`, which refuses unless every touched file in the index and the working tree
+is exactly the tip's version and no untracked or ignored file sits where the plan creates one;
+then the branch (and ORIG_HEAD, as `git merge` sets it) moves by compare-and-swap. Anything
 unusual (a refusal, sparse checkout, symlinks or files where the plan needs directories,
 submodules, .gitattributes edits) goes to `git merge --ff-only`, which decides and names
 the files it would overwrite. A merge, rebase, cherry-pick or revert in progress on the
@@ -33,7 +33,9 @@ from papayu_git import locks
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_git, run_to_completion, scrubbed_env
 from papayu_git.land_hooks import HookPolicy, hook_policy, may_have_hook, say_skipped
-from papayu_git.objects import changed_paths, commit_of
+from papayu_git.land_patch import whole_file_patch
+from papayu_git.objects import Change, CommitInfo, TreeRef, changed_entries, read_commit, store_of
+from papayu_git.repository import read_raw_ref, resolve_ref
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -49,16 +51,18 @@ class Target:
 
 def resolve_target(repo: pygit2.Repository, onto: str | None) -> Target:
     """The current branch, or ``--onto``; a detached HEAD is refused without --onto."""
+    head = read_raw_ref(Path(repo.path), "HEAD") or ""
+    checked_out = head[len("ref:") :].strip() if head.startswith("ref:") else None
     if onto:
         name = onto[len("refs/heads/") :] if onto.startswith("refs/heads/") else onto
         ref = f"refs/heads/{name}"
+    elif checked_out is None:
+        raise PapayuError("ERR_DETACHED_HEAD", "HEAD is detached")
     else:
-        if repo.head_is_detached:
-            raise PapayuError("ERR_DETACHED_HEAD", "HEAD is detached")
-        ref = str(repo.references["HEAD"].target)
+        ref = checked_out
         name = ref[len("refs/heads/") :]
     tip = branch_tip(repo, ref)
-    if tip is None and repo.head_is_unborn and ref == str(repo.references["HEAD"].target):
+    if tip is None and ref == checked_out:
         raise PapayuError("ERR_NO_COMMITS", f"branch {name!r} has no commit yet", path=ref)
     if tip is None:
         raise PapayuError("ERR_BRANCH_NOT_FOUND", f"branch {name!r} does not exist or has no commit", path=ref)
@@ -68,8 +72,7 @@ def resolve_target(repo: pygit2.Repository, onto: str | None) -> Target:
 
 
 def branch_tip(repo: pygit2.Repository, ref: str) -> str | None:
-    reference = repo.references.get(ref)
-    return None if reference is None else str(reference.resolve().target)
+    return resolve_ref(Path(repo.path), ref)
 
 
 def checked_out_in(repo: pygit2.Repository, ref: str) -> Path | None:
@@ -128,9 +131,10 @@ def land(repo: pygit2.Repository, papayu_dir: Path, target: Target, commit: str,
         ensure_at(repo, target)
         workdir = checked_out_in(repo, target.ref)
         refuse_during_operations(repo, target, workdir)
-        hooks = hook_policy(repo, workdir, commit_of(repo, target.tip).tree, commit_of(repo, commit).tree)
+        old, new = read_commit(repo, target.tip), read_commit(repo, commit)
+        hooks = hook_policy(repo, workdir, TreeRef(old.tree), TreeRef(new.tree))
         if workdir is not None:
-            if not _apply_fast_forward(repo, workdir, commit, target, plan_id, hooks):
+            if not _apply_fast_forward(repo, workdir, (old, new, commit), target, plan_id, hooks):
                 fast_forward(workdir, commit, target, hooks)
             say_skipped(repo, workdir, "post-merge", hooks)
             return "fast-forward"
@@ -167,28 +171,29 @@ def _c_locale() -> dict[str, str]:
 
 # Runs as one child so that, like a single `git merge`, it finishes even if papayu is killed
 # or interrupted meanwhile (never files moved without the branch, or the reverse).
-# The diff carries whole files as context, so the apply refuses any local difference. A file
+# The patch (on stdin; else the trees' diff with whole files as context) takes out every line of
+# each touched file and puts the new ones in, so the apply refuses any local difference. A file
 # whose stat data no longer matches the index (touched, copied) is refused too, though clean:
 # git merge, which refreshes the index, then lands it.
 _APPLY_FF = r"""
-old=$1 new=$2 ref=$3 msg=$4 nohooks=$5 post_merge=$6; shift 6
+old=$1 new=$2 ref=$3 msg=$4 nohooks=$5 post_merge=$6 patch_in=$7; shift 7
 # $nohooks (land_hooks.NO_HOOKS, or empty), unquoted: apply (post-index-change), update-ref
 # (reference-transaction) and maintenance (pre-auto-gc) run hooks too.
 # A staged change (even of a mode only) of a touched path is the user's: leave it to git merge.
-GIT_LITERAL_PATHSPECS=1 git $nohooks diff-index --cached --quiet "$old" -- "$@" || exit 10
-patch() {
+GIT_LITERAL_PATHSPECS=1 git $nohooks diff-index --cached --quiet "$old" -- "$@" </dev/null || exit 10
+tree_patch() {
     git $nohooks diff-tree -p --binary --full-index --no-renames --no-ext-diff --no-textconv \
-        --unified=999999999 "$old" "$new" |
-    git $nohooks apply --index --whitespace=nowarn --no-ignore-whitespace "$@"
+        --unified=999999999 "$old" "$new"
 }
-patch || exit 10
+apply_patch() { git $nohooks apply --index --whitespace=nowarn --no-ignore-whitespace "$@"; }
+if [ "$patch_in" = stdin ]; then apply_patch; else tree_patch | apply_patch; fi || exit 10
 if printf 'update %s %s %s\nupdate ORIG_HEAD %s\n' "$ref" "$new" "$old" "$old" |
         git $nohooks update-ref -m "$msg" --stdin; then
-    [ "$post_merge" = no ] || git hook run --ignore-missing post-merge -- 0 >&2
-    git $nohooks maintenance run --auto --quiet >&2  # as git merge and git commit do (loose objects)
+    [ "$post_merge" = no ] || git hook run --ignore-missing post-merge -- 0 </dev/null >&2
+    git $nohooks maintenance run --auto --quiet </dev/null >&2  # as git merge and git commit do (loose objects)
     exit 0
 fi
-patch -R && exit 11
+tree_patch | apply_patch -R && exit 11
 exit 12
 """
 # Beyond this many touched files the path list is left to `git merge` (argument size).
@@ -230,18 +235,25 @@ def _in_progress(reason: str, target: Target) -> PapayuError:
 
 
 def _apply_fast_forward(
-    repo: pygit2.Repository, workdir: Path, commit: str, target: Target, plan_id: str, hooks: HookPolicy
+    repo: pygit2.Repository,
+    workdir: Path,
+    commits: tuple[CommitInfo, CommitInfo, str],
+    target: Target,
+    plan_id: str,
+    hooks: HookPolicy,
 ) -> bool:
-    """The fast path; False (nothing changed) when `git merge --ff-only` must decide instead."""
-    new = commit_of(repo, commit)
-    paths = changed_paths(repo, commit_of(repo, target.tip).tree, new.tree)
+    """The fast path; False (nothing changed) when `git merge --ff-only` must decide instead.
+    ``commits``: the tip's and the landing commit's, and the landing commit's id."""
+    old, new, commit = commits
+    changes = changed_entries(repo, TreeRef(old.tree), TreeRef(new.tree))
     if (
-        [str(p) for p in new.parent_ids] != [target.tip]
-        or paths is None
-        or len(paths) > _MAX_FAST_PATHS
-        or not _plain_worktree(workdir, paths, repo[target.tip].tree)
+        list(new.parents) != [target.tip]
+        or changes is None
+        or len(changes) > _MAX_FAST_PATHS
+        or not _plain_worktree(workdir, changes)
     ):
         return False
+    patch = whole_file_patch(store_of(repo), changes)
     try:
         proc = run_to_completion(
             [
@@ -255,10 +267,12 @@ def _apply_fast_forward(
                 f"papayu: land {plan_id}",
                 " ".join(hooks.git_args),  # split again by the shell: no spaces inside an argument
                 "yes" if hooks.run and may_have_hook(repo, "post-merge") else "no",
-                *paths,
+                "stdin" if patch is not None else "trees",
+                *(path for path, _before, _after in changes),
             ],
             cwd=workdir,
             env=scrubbed_env(),
+            input=patch,
         )  # the user's locale: hooks run
     except OSError:  # no POSIX sh (some Windows setups): git merge does it all
         return False
@@ -274,7 +288,7 @@ def _apply_fast_forward(
     )
 
 
-def _plain_worktree(workdir: Path, paths: list[str], old_tree: pygit2.Tree) -> bool:
+def _plain_worktree(workdir: Path, changes: list[Change]) -> bool:
     """No sparse checkout, every directory the change needs is a real directory or absent
     (git apply would write through a symlink to a directory), and no tracked file the change
     touches is missing (git apply restores a missing file from the index while it checks,
@@ -283,7 +297,7 @@ def _plain_worktree(workdir: Path, paths: list[str], old_tree: pygit2.Tree) -> b
     if gitdir is None or (gitdir / "info" / "sparse-checkout").exists():
         return False
     seen: set[str] = set()
-    for path in paths:
+    for path, before, _after in changes:
         if path.rsplit("/", 1)[-1] == ".gitattributes":
             return False  # changes how every other file converts
         parts = path.split("/")[:-1]
@@ -298,7 +312,7 @@ def _plain_worktree(workdir: Path, paths: list[str], old_tree: pygit2.Tree) -> b
                 break
             if not stat.S_ISDIR(mode):
                 return False
-        if not os.path.lexists(workdir / path) and path in old_tree:
+        if before is not None and not os.path.lexists(workdir / path):
             return False
     return True
 

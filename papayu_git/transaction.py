@@ -121,7 +121,7 @@ class Prepared:
 
 def prepare(repo: pygit2.Repository, plan: StoredPlan, response: Response, target: Target) -> Prepared:
     """Everything that can fail before an object is written: validation and the bases."""
-    base = GitTree(repo, repo[target.tip].tree)
+    base = GitTree.at(repo, target.tip)
     validated = validate_response(
         response.data,
         protocol=response.protocol,

@@ -43,8 +43,10 @@ def sh(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess
     return proc
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+@pytest.fixture(scope="module", params=["whole-file patch", "git diff"])
+def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The plan's commit changes text files only, so landing writes its own patch (land_patch.py);
+    or a binary file and symlinks too, so landing pipes git's diff of the trees."""
     root = tmp_path_factory.mktemp("template") / "repo"
     root.mkdir()
     sh(root, "git", "init", "-q", "-b", "main")
@@ -54,11 +56,14 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
         "b/three.txt": "three\n",
         "b/keep.txt": "keep\n",
         "b/mode.txt": "mode\n",
+        "b/empty.txt": "",
+        "d/crlf.txt": "x\r\ny\r\n",
+        "d/no-newline.txt": "no newline",
         ".gitignore": "*.log\n",
     }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+        (root / name).write_bytes(text.encode())
     (root / "a/two.sh").chmod(0o755)
     (root / "link").symlink_to("a/one.txt")
     (root / "b/bin.dat").write_bytes(bytes(range(256)) * 4)
@@ -68,14 +73,19 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     (root / "a/one.txt").write_text("one, new\n")
     (root / "a/two.sh").write_text("#!/bin/sh\necho two, new\n")
     (root / "b/three.txt").unlink()
+    (root / "b/empty.txt").unlink()
     (root / "b/mode.txt").chmod(0o755)
     (root / "c").mkdir()
     (root / "c/new.txt").write_text("new\n")
+    (root / "c/empty.txt").write_text("")
     (root / "a/added.log").write_text("force-added\n")
-    (root / "b/bin.dat").write_bytes(bytes(range(255, -1, -1)) * 4)  # a binary patch
-    (root / "link").unlink()
-    (root / "link").symlink_to("b/keep.txt")  # a retargeted symlink
-    (root / "c/new-link").symlink_to("../a/two.sh")
+    (root / "d/crlf.txt").write_bytes(b"x\r\nz\r\n")
+    (root / "d/no-newline.txt").write_bytes(b"still no newline\nat the end")
+    if request.param == "git diff":
+        (root / "b/bin.dat").write_bytes(bytes(range(255, -1, -1)) * 4)  # a binary patch
+        (root / "link").unlink()
+        (root / "link").symlink_to("b/keep.txt")  # a retargeted symlink
+        (root / "c/new-link").symlink_to("../a/two.sh")
     sh(root, "git", "add", "-A")
     sh(root, "git", "add", "-f", "a/added.log")
     sh(root, "git", "commit", "-q", "-m", "new")

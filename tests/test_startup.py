@@ -151,6 +151,20 @@ def test_commands_that_never_ask_a_model_load_no_feature_stack(tmp_path: Path) -
     assert loaded == {}, f"commands that never ask a model loaded feature stacks: {loaded}"
 
 
+def test_apply_of_a_plan_with_actions_never_imports_pygit2(tmp_path: Path) -> None:
+    """Commit and fast-forward go through git plumbing (repository.py, objects.py): pygit2's
+    ~45 ms is for commands that walk history or build the check's trees (docs/DESIGN.md, "Start-up
+    and cost")."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    fix = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix add", name="fix.json"))
+    landed = probe("apply", fix, "--no-check", "--json", cwd=repo)
+    assert json.loads(landed["stdout"])["state"] == "landed", landed["stderr"][-2000:]
+    assert git(repo, "show", "main:calc.py") == CALC.replace("a - b", "a + b")
+    kept = probe("apply", create(tmp_path, "notes"), "--no-check", "--review", "--json", cwd=repo)
+    assert json.loads(kept["stdout"])["state"] == "review", kept["stderr"][-2000:]
+    assert landed["heavy"] == [] and kept["heavy"] == [], (landed["heavy"], kept["heavy"])
+
+
 def test_the_probe_would_notice_a_feature_stack(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     result = probe("list", cwd=repo, preamble="import papayu_git.research\n")
