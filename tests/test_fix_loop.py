@@ -318,3 +318,17 @@ def test_a_landing_on_a_branch_checked_out_nowhere_names_its_undo(calc: Path, tm
     assert undo.startswith("git papayu undo ") and "ORIG_HEAD" not in undo
     assert papayu(*undo.split()[2:], cwd=calc).returncode == 0
     assert git(calc, "rev-parse", "other") == tip
+
+
+def test_every_check_of_a_plan_keeps_its_log(calc: Path, tmp_path: Path) -> None:
+    """A plan checked again (`apply ID` after a rollback) does not overwrite its first log."""
+    response = tmp_path / "plan.json"
+    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}]}))
+    first = json.loads(papayu("apply", str(response), "--check", "echo first-run; false", "--json", cwd=calc).stdout)
+    plan_id = first["plan_id"]
+    second = json.loads(papayu("apply", plan_id, "--check", "echo second-run; false", "--json", cwd=calc).stdout)
+    logs = calc / ".git" / "papayu" / "checks"
+    assert first["check"]["log"] == str(logs / f"{plan_id}.log")
+    assert second["check"]["log"] == str(logs / f"{plan_id}.2.log")
+    assert "first-run" in (logs / f"{plan_id}.log").read_text()
+    assert "second-run" in (logs / f"{plan_id}.2.log").read_text()

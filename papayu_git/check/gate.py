@@ -116,7 +116,7 @@ def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...]) ->
         return run_check(
             request.command,
             checkout,
-            request.pdir / "checks" / log,
+            unused_log(request.pdir / "checks" / log),
             timeout_sec=request.timeout_sec,
             sandbox=request.sandbox,
             repo_root=request.root,
@@ -125,6 +125,18 @@ def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...]) ->
         )
     finally:
         release_checkout(checkout)
+
+
+def unused_log(path: Path) -> Path:
+    """``path``, or `<stem>.2.log`, `.3.log`… when a run of the same plan wrote it already (a
+    rebase checks again, `apply ID` runs again): every run's log stays readable."""
+    if not path.exists():
+        return path
+    stem = path.name.removesuffix(".log")
+    n = 2
+    while (path.parent / f"{stem}.{n}.log").exists():
+        n += 1
+    return path.parent / f"{stem}.{n}.log"
 
 
 # pytest's "no tests were collected": a tree without tests is not a red one (a plan may add the first).
