@@ -231,23 +231,27 @@ def test_a_plan_touching_a_dirty_file_stops_before_the_check(calc: Path, llm: Sc
     assert not (calc / ".git" / "papayu" / "checks" / f"{plan_id}.log").exists()
 
 
-def test_a_branch_that_moved_during_the_check_is_recorded_as_such(calc: Path, tmp_path: Path) -> None:
+def start_apply(repo: Path, tmp_path: Path, check: str, *extra: str) -> subprocess.Popen[str]:
+    """`apply` of a one-file plan in the background; returns once its commit exists (the check runs)."""
     response = tmp_path / "plan.json"
-    response.write_text(
-        json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "notes.txt", "content": "n\n"}], "summary": "notes"})
-    )
+    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}]}))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "papayu_git", "apply", str(response), "--check", "sleep 4", "--json"],
-        cwd=calc,
+        [sys.executable, "-m", "papayu_git", "apply", str(response), "--check", check, *extra],
+        cwd=repo,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     deadline = time.monotonic() + 60
-    while not git(calc, "branch", "--list", "papayu/*").strip():  # committed: the check runs now
+    while not git(repo, "branch", "--list", "papayu/*").strip():  # committed: the check runs now
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
+    return proc
+
+
+def test_a_branch_that_moved_during_the_check_is_recorded_as_such(calc: Path, tmp_path: Path) -> None:
+    proc = start_apply(calc, tmp_path, "sleep 4", "--json")
     git(calc, "commit", "-q", "--allow-empty", "-m", "the user commits meanwhile")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and json.loads(out)["errors"][0]["code"] == "ERR_BRANCH_MOVED", err
@@ -281,21 +285,8 @@ def test_ctrl_c_while_the_model_thinks_is_traced_as_interrupted(calc: Path, llm:
 
 
 def test_ctrl_c_during_the_check_rolls_back_as_interrupted(calc: Path, tmp_path: Path) -> None:
-    response = tmp_path / "plan.json"
-    response.write_text(json.dumps({"actions": [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}]}))
     before = snapshot(calc)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "papayu_git", "apply", str(response), "--check", "sleep 30"],
-        cwd=calc,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    deadline = time.monotonic() + 60
-    while not git(calc, "branch", "--list", "papayu/*").strip():
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    proc = start_apply(calc, tmp_path, "sleep 30")
     time.sleep(1.0)  # the check is running
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
