@@ -35,7 +35,7 @@ from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_git,
 from papayu_git.land_hooks import HookPolicy, hook_policy, may_have_hook, say_skipped
 from papayu_git.land_patch import whole_file_patch
 from papayu_git.objects import Change, CommitInfo, TreeRef, changed_entries, read_commit, store_of
-from papayu_git.repository import read_raw_ref, resolve_ref
+from papayu_git.refs import read_raw_ref, resolve_ref
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:

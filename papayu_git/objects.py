@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from papayu_git.errors import PapayuError
 from papayu_git.git import NO_HOOKS, common_dir, run_git
 from papayu_git.object_store import ObjectStore, Pygit2Store
-from papayu_git.repository import Repository, resolve_ref
+from papayu_git.refs import resolve_ref, write_loose_ref
+from papayu_git.repository import Repository
 from papayu_git.secrets import safe_text
 
 if TYPE_CHECKING:
@@ -361,8 +362,7 @@ def branch_ref(plan_id: str) -> str:
 
 
 def set_branch(repo: pygit2.Repository, plan_id: str, commit: str) -> None:
-    ref = branch_ref(plan_id)
-    run_git([*NO_HOOKS, "update-ref", "-m", f"papayu: plan {plan_id}", ref, commit], cwd=repo.path)
+    _move_branch(repo, plan_id, commit)
 
 
 def delete_branch(repo: pygit2.Repository, plan_id: str) -> bool:
@@ -370,8 +370,20 @@ def delete_branch(repo: pygit2.Repository, plan_id: str) -> bool:
     _clear_ref_lock(repo, ref)
     if resolve_ref(Path(repo.path), ref) is None:
         return False
-    run_git([*NO_HOOKS, "update-ref", "-m", f"papayu: plan {plan_id}", "-d", ref], cwd=repo.path)
+    _move_branch(repo, plan_id, None)
     return True
+
+
+def _move_branch(repo: pygit2.Repository, plan_id: str, commit: str | None) -> None:
+    """``papayu/<plan_id>`` to ``commit`` (None: deleted): its loose file written here when that
+    is all there is to it (refs.py), else by `git update-ref`, hooks off as pygit2 had them."""
+    ref, message = branch_ref(plan_id), f"papayu: plan {plan_id}"
+    if isinstance(repo, Repository) and write_loose_ref(
+        repo.git_dir, ref, commit, signature(repo, "COMMITTER"), message
+    ):
+        return
+    change = [ref, commit] if commit is not None else ["-d", ref]
+    run_git([*NO_HOOKS, "update-ref", "-m", message, *change], cwd=repo.path)
 
 
 def _clear_ref_lock(repo: pygit2.Repository, ref: str) -> None:

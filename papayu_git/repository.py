@@ -8,14 +8,12 @@ know (SHA-1, no extension beyond worktreeConfig, not shared). It answers the par
 (~45 ms of each run). Anything else (``repo[oid]``, history walks, the check's index) opens the
 repository through pygit2 on first use, once, and is answered by it.
 
-Refs are read as libgit2 reads them: the loose file (per-worktree ones from the worktree's git
-directory), else `packed-refs`. They are written by `git update-ref` (objects.py), never here.
+Refs are read and written in refs.py.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -23,15 +21,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from papayu_git import settings
 from papayu_git.git import common_dir_of, git_dir_of, run_git, scrubbed_env
 from papayu_git.object_store import CatFileStore
+from papayu_git.refs import SYMBOLIC, read_raw_ref, resolve_ref
 
 if TYPE_CHECKING:
     import pygit2
 
-# What git check-ref-format refuses; such a name is no ref (and no path to read).
-_BAD_REF = re.compile(r"(^|/)\.|\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|\.lock(/|$)|//|^/|/$|\.$|^@$")
-_HEX = re.compile(rb"[0-9a-f]{40}")
-_SYMBOLIC = "ref:"
-_MAX_DEPTH = 5  # symbolic refs followed, as git does
 # Extensions (config `extensions.*`) with the values a Repository reads and writes correctly;
 # a repository with any other goes to pygit2 (which refuses the ones libgit2 does not know).
 _KNOWN_EXTENSIONS: dict[str, set[str] | None] = {"objectformat": {"sha1"}, "worktreeconfig": None, "noop": None}
@@ -73,8 +67,8 @@ class References:
         raw = read_raw_ref(self._repo.git_dir, name)
         if raw is None:
             return None
-        symbolic = raw.startswith(_SYMBOLIC)
-        return Reference(name, raw[len(_SYMBOLIC) :].strip() if symbolic else raw, symbolic, self._repo.git_dir)
+        symbolic = raw.startswith(SYMBOLIC)
+        return Reference(name, raw[len(SYMBOLIC) :].strip() if symbolic else raw, symbolic, self._repo.git_dir)
 
     def __getitem__(self, name: str) -> Reference:
         found = self.get(name)
@@ -129,7 +123,7 @@ class Repository:
 
     @property
     def head_is_detached(self) -> bool:
-        return not self._head_file().startswith(_SYMBOLIC)
+        return not self._head_file().startswith(SYMBOLIC)
 
     @property
     def head_is_unborn(self) -> bool:
@@ -233,45 +227,3 @@ def _plain_format(workdir: str) -> bool:
         settings.git_config_value(key, workdir) for key in ("core.sharedRepository", "core.bare", "core.worktree")
     )
     return (shared or "").lower() in _NOT_SHARED and (bare or "").lower() in _NOT_SHARED and elsewhere is None
-
-
-def resolve_ref(git_dir: Path, name: str) -> str | None:
-    """The object id ``name`` points at, symbolic refs followed; None when it points nowhere."""
-    for _ in range(_MAX_DEPTH):
-        raw = read_raw_ref(git_dir, name)
-        if raw is None or not raw.startswith(_SYMBOLIC):
-            return raw if raw is not None and _HEX.fullmatch(raw.encode()) else None
-        name = raw[len(_SYMBOLIC) :].strip()
-    return None
-
-
-def read_raw_ref(git_dir: Path, name: str) -> str | None:
-    """The content of ref ``name`` of the worktree whose git directory is ``git_dir``: an id or
-    `ref: <name>`; None when there is no such ref (or ``name`` is none git would accept)."""
-    if _BAD_REF.search(name):
-        return None
-    per_worktree = "/" not in name or name.startswith(("refs/bisect/", "refs/worktree/", "refs/rewritten/"))
-    common = common_dir_of(git_dir)
-    try:
-        text = ((git_dir if per_worktree else common) / name).read_text(errors="replace").strip()
-    except OSError:  # absent, or a directory of refs
-        text = ""
-    if text:
-        return text
-    return _packed_ref(common, name) if name.startswith("refs/") else None
-
-
-def _packed_ref(common: Path, name: str) -> str | None:
-    try:
-        data = (common / "packed-refs").read_bytes()
-    except OSError:
-        return None
-    data += b"\n"
-    needle = b" " + name.encode() + b"\n"
-    at = data.find(needle)
-    while at != -1:
-        line = data.rfind(b"\n", 0, at) + 1  # "<id> <name>"; peeled tags ("^<id>") never match
-        if _HEX.fullmatch(data[line:at]):
-            return data[line:at].decode()
-        at = data.find(needle, at + 1)
-    return None

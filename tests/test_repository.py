@@ -12,6 +12,7 @@ import pytest
 from helpers import git, make_repo
 
 from papayu_git import settings
+from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo
 from papayu_git.object_store import Pygit2Store
 from papayu_git.objects import (
@@ -21,8 +22,11 @@ from papayu_git.objects import (
     build_tree,
     changed_entries,
     create_commit,
+    delete_branch,
+    generated_branches,
     read_commit,
     read_tree,
+    set_branch,
     store_of,
     tree_body,
 )
@@ -139,3 +143,27 @@ def test_an_unchanged_tree_keeps_its_id_and_odd_names_and_modes_survive(tmp_path
     base = GitTree.at(repo, git(root, "rev-parse", "HEAD").strip())
     same = TreeChanges(writes={"src/app.py": (root / "src/app.py").read_bytes()})
     assert build_tree(base, same) == base.tree.id
+
+
+def test_generated_branches_are_written_as_git_writes_them_and_git_takes_over_the_odd_cases(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    repo = open_repo(root)
+    tip = git(root, "rev-parse", "HEAD").strip()
+    set_branch(repo, "p1", tip)
+    assert generated_branches(repo) == {"p1": tip}
+    assert git(root, "reflog", "show", "--format=%H %gs", "papayu/p1").split("\n")[0] == f"{tip} papayu: plan p1"
+    git(root, "pack-refs", "--all")  # packed now: only git rewrites packed-refs
+    assert delete_branch(repo, "p1") and not delete_branch(repo, "p1")
+    assert git(root, "for-each-ref", "refs/heads/papayu/") == "" and not (root / ".git/refs/heads/papayu").exists()
+    set_branch(repo, "p2", tip)
+    (root / ".git/refs/heads/papayu/p2.lock").write_text("")  # another writer's, fresh
+    with pytest.raises(PapayuError) as locked:
+        delete_branch(repo, "p2")
+    assert locked.value.code == "ERR_GIT_COMMAND" and generated_branches(repo) == {"p2": tip}
+    (root / ".git/refs/heads/papayu/p2.lock").unlink()
+    assert delete_branch(repo, "p2") and generated_branches(repo) == {}
+    assert not (root / ".git/logs/refs/heads/papayu").exists()
+    git(root, "branch", "papayu")  # a branch where papayu's directory would be: git's error
+    with pytest.raises(PapayuError):
+        set_branch(repo, "p3", tip)
+    assert git(root, "fsck", "--strict", "--no-dangling") == ""
