@@ -21,13 +21,10 @@ from papayu_git import output, plans, settings
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import run_git
-from papayu_git.housekeeping import open_checkout
-from papayu_git.objects import branch_name
 from papayu_git.outcomes import ApplyState
 from papayu_git.protocol import DELETING_KINDS, NO_CHANGES_PREFIX, parse_json_text, raw_actions
 from papayu_git.secrets import safe_text  # every line quoting the model or the check
 from papayu_git.traces import now_iso
-from papayu_git.transaction import ApplyOptions, apply_plan, planned_test_edits
 from papayu_git.validate import validate_response
 
 if TYPE_CHECKING:
@@ -36,7 +33,7 @@ if TYPE_CHECKING:
     from papayu_git.llm.client import ChatClient
     from papayu_git.plans import StoredPlan
     from papayu_git.protocol import Response
-    from papayu_git.transaction import ApplyResult
+    from papayu_git.transaction import ApplyOptions, ApplyResult
 
 
 def plan_from_json(
@@ -111,6 +108,9 @@ def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options
     the transaction commits and checks, then stops at review (transaction.held_for_test_edits)."""
     if options.allow_test_edits or options.yes or options.review or not sys.stdin.isatty():
         return options.allow_test_edits
+    from papayu_git.objects import branch_name  # see run
+    from papayu_git.transaction import planned_test_edits
+
     try:
         edited = planned_test_edits(root, plan, response, options.onto)
     except PapayuError:
@@ -126,6 +126,11 @@ def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options
 
 
 def run(source: str | None, options: ApplyOptions, protocol: int | None = None, as_json: bool = False) -> int:
+    # The transaction and the repository load when a plan is applied, not for `apply --help`
+    # (docs/DESIGN.md, "Start-up and cost").
+    from papayu_git.housekeeping import open_checkout
+    from papayu_git.transaction import apply_plan
+
     repo, root, pdir = open_checkout()
     plan = load_plan(pdir, repo, source, protocol, options.onto)
     plan, response = response_of(root, plan, protocol, options.onto)
@@ -281,6 +286,8 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
         @functools.wraps(callback)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             values = {field: kwargs.pop(name) for name, field in _OPTION_NAMES.items()}
+            from papayu_git.transaction import ApplyOptions  # see run
+
             return callback(*args, options=ApplyOptions(**values), **kwargs)
 
         for option in reversed(
