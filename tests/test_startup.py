@@ -100,6 +100,21 @@ def test_every_command_help_imports_no_heavy_library() -> None:
         assert result["heavy"] == [], f"`papayu {name} --help` imports {result['heavy']}"
 
 
+def test_apply_help_loads_the_command_and_not_the_transaction() -> None:
+    """`apply --help` is click and commands/apply.py: the transaction and the repository load
+    when a plan is applied (bench/apply_bench.py holds it under 4x `python -c pass`)."""
+    script = (
+        "import sys\nfrom papayu_git import cli\n"
+        "try:\n    cli.main(['apply', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('papayu_git.')), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "Usage:" in proc.stdout, proc.stderr[-2000:]
+    loaded = proc.stderr.strip().splitlines()[-1]
+    for module in ("papayu_git.transaction", "papayu_git.housekeeping", "papayu_git.objects", "papayu_git.landing"):
+        assert f"'{module}'" not in loaded, loaded
+
+
 def test_the_probe_would_notice_a_heavy_import() -> None:
     assert probe("--help", preamble="import jsonschema\n")["heavy"] == ["jsonschema"]
 
