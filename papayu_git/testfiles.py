@@ -21,9 +21,7 @@ the built-in list.
 
 from __future__ import annotations
 
-import configparser
 import json
-import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,11 +69,15 @@ RUNNER_MODULE_PATTERNS: tuple[str, ...] = _top_level_modules("unittest", "pytest
 
 
 def _pyproject_tests(data: bytes) -> object:
+    import tomllib  # see changes_how_tests_run
+
     tool = tomllib.loads(data.decode("utf-8")).get("tool", {})
     return {key: tool.get(key) for key in ("pytest", "tox", "coverage", "hatch")}
 
 
 def _setup_cfg_tests(data: bytes) -> object:
+    import configparser  # see changes_how_tests_run
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string(data.decode("utf-8"))
     return {name: dict(parser[name]) for name in parser.sections() if name in ("tool:pytest", "pytest", "tox:tox")}
@@ -107,6 +109,9 @@ def changes_how_tests_run(path: str, old: bytes | None, new: bytes | None) -> bo
     if shared is None:
         return False
     section, absent = shared
+    # Only a shared config's change reads one: their parsers were ~3 ms of imports every apply paid.
+    import configparser
+
     try:
         return section(absent if old is None else old) != section(absent if new is None else new)
     except (ValueError, UnicodeDecodeError, configparser.Error, AttributeError):
