@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 import zlib
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
@@ -45,6 +46,7 @@ class CatFileStore:
         # The raw objects, never a replacement (refs/replace) of them: what pygit2 reads too.
         self._env = {**env, "GIT_DIR": str(git_dir), "GIT_NO_REPLACE_OBJECTS": "1"}
         self._batch: subprocess.Popen[bytes] | None = None
+        self._asking = threading.Lock()  # one question and its answer at a time on the pipe
         # Objects read or written by this run: landing reads again what validation read and the
         # commit wrote (its trees, the old and new files).
         self._seen: dict[str, tuple[str, bytes]] = {}
@@ -54,14 +56,15 @@ class CatFileStore:
             return self._seen[oid]
         if len(oid) != 40 or not _HEX.issuperset(oid):
             raise KeyError(oid)  # only ids: a name would be resolved by git (HEAD, tip:path)
-        stdin, stdout = self._pipes()
-        stdin.write(oid.encode() + b"\n")
-        stdin.flush()
-        header = stdout.readline().split()
-        if len(header) != 3:  # "<oid> missing"
-            raise KeyError(oid)
-        body = stdout.read(int(header[2]))
-        stdout.read(1)  # the newline after each object
+        with self._asking:
+            stdin, stdout = self._pipes()
+            stdin.write(oid.encode() + b"\n")
+            stdin.flush()
+            header = stdout.readline().split()
+            if len(header) != 3:  # "<oid> missing"
+                raise KeyError(oid)
+            body = stdout.read(int(header[2]))
+            stdout.read(1)  # the newline after each object
         return self._remember(oid, header[1].decode(), body)
 
     def write(self, kind: str, body: bytes) -> str:

@@ -64,8 +64,27 @@ def store_of(repo: pygit2.Repository) -> ObjectStore:
     return repo.objects if isinstance(repo, Repository) else Pygit2Store(repo)
 
 
+# Parsed trees by id, for any repository (an id names one content): validation, the commit and
+# the landing walk the same few; written ones are known without a read.
+_TREES: dict[str, dict[str, TreeEntry]] = {}
+_TREES_KEPT = 4096
+
+
 def read_tree(store: ObjectStore, oid: str) -> dict[str, TreeEntry]:
-    """name -> entry of tree ``oid``, modes as libgit2 normalizes them (100664 is a 100644)."""
+    """name -> entry of tree ``oid`` (not to be changed), modes as libgit2 normalizes them (100664
+    is a 100644)."""
+    if oid not in _TREES:
+        _keep_tree(oid, _parse_tree(store, oid))
+    return _TREES[oid]
+
+
+def _keep_tree(oid: str, entries: dict[str, TreeEntry]) -> None:
+    if len(_TREES) >= _TREES_KEPT:
+        _TREES.clear()
+    _TREES[oid] = entries
+
+
+def _parse_tree(store: ObjectStore, oid: str) -> dict[str, TreeEntry]:
     kind, body = store.read(oid)
     if kind != "tree":
         raise KeyError(oid)
@@ -81,10 +100,15 @@ def read_tree(store: ObjectStore, oid: str) -> dict[str, TreeEntry]:
 
 
 def tree_body(entries: Iterable[TreeEntry]) -> bytes:
-    """A tree object's body, its entries in git's order (a directory sorts as its name plus "/")."""
+    """A tree object's body, its entries in git's order."""
+    return b"".join(b"%o %s\0%s" % (e.filemode, raw, bytes.fromhex(e.id)) for raw, e in _in_git_order(entries))
+
+
+def _in_git_order(entries: Iterable[TreeEntry]) -> list[tuple[bytes, TreeEntry]]:
+    """(name as bytes, entry), sorted as git sorts a tree: a directory as its name plus "/"."""
     named = [(e.name.encode("utf-8", "surrogateescape"), e) for e in entries]
     named.sort(key=lambda item: item[0] + b"/" if item[1].filemode == MODE_TREE else item[0])
-    return b"".join(b"%o %s\0%s" % (e.filemode, raw, bytes.fromhex(e.id)) for raw, e in named)
+    return named
 
 
 def _canonical(mode: int) -> int:
@@ -117,7 +141,6 @@ class GitTree:
         self.repo = repo
         self.tree: Any = tree  # as given: a caller's pygit2.Tree keeps its API for that caller
         self.store = store_of(repo)
-        self._listings: dict[str, dict[str, TreeEntry]] = {}
         self._under: dict[str, list[str]] = {}  # validation and the touched paths both ask
 
     @classmethod
@@ -126,9 +149,7 @@ class GitTree:
         return cls(repo, TreeRef(read_commit(repo, commit).tree))
 
     def listing(self, oid: str) -> dict[str, TreeEntry]:
-        if oid not in self._listings:
-            self._listings[oid] = read_tree(self.store, oid)
-        return self._listings[oid]
+        return read_tree(self.store, oid)
 
     def entry(self, path: str) -> TreeEntry | None:
         entries = self.listing(str(self.tree.id))
@@ -249,7 +270,10 @@ def _write_tree(base: GitTree, oid: str | None, edit: _Edit, *, is_root: bool) -
         entries[GITKEEP] = TreeEntry(GITKEEP, base.store.write("blob", b""), MODE_FILE)
     if oid is not None and entries == before:
         return oid
-    return base.store.write("tree", tree_body(entries.values()))
+    ordered = [entry for _raw, entry in _in_git_order(entries.values())]
+    written = base.store.write("tree", tree_body(ordered))
+    _keep_tree(written, {entry.name: entry for entry in ordered})
+    return written
 
 
 def build_tree(base: GitTree, changes: TreeChanges) -> str:
@@ -378,9 +402,8 @@ def _move_branch(repo: pygit2.Repository, plan_id: str, commit: str | None) -> N
     """``papayu/<plan_id>`` to ``commit`` (None: deleted): its loose file written here when that
     is all there is to it (refs.py), else by `git update-ref`, hooks off as pygit2 had them."""
     ref, message = branch_ref(plan_id), f"papayu: plan {plan_id}"
-    if isinstance(repo, Repository) and write_loose_ref(
-        repo.git_dir, ref, commit, signature(repo, "COMMITTER"), message
-    ):
+    ident = signature(repo, "COMMITTER") if commit is not None else ""  # a deletion logs nothing
+    if isinstance(repo, Repository) and write_loose_ref(repo.git_dir, ref, commit, ident, message):
         return
     change = [ref, commit] if commit is not None else ["-d", ref]
     run_git([*NO_HOOKS, "update-ref", "-m", message, *change], cwd=repo.path)

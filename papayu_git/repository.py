@@ -83,14 +83,17 @@ class References:
         return iter(self._repo.pygit2.references)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
         return getattr(self._repo.pygit2.references, name)
 
 
 class Config:
-    """``repo.config``: values from the `git config --list` settings.py reads once per repository."""
+    """``repo.config``: values from the `git config --list` settings.py reads once per repository;
+    anything else (typed getters, writes) through pygit2's."""
 
-    def __init__(self, workdir: str) -> None:
-        self._workdir = workdir
+    def __init__(self, repo: Repository, workdir: str) -> None:
+        self._repo, self._workdir = repo, workdir
 
     def get(self, key: str, default: str | None = None) -> str | None:
         value = settings.git_config_value(key, self._workdir)
@@ -105,6 +108,11 @@ class Config:
     def __contains__(self, key: str) -> bool:
         return settings.git_config_value(key, self._workdir) is not None
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._repo.pygit2.config, name)
+
 
 class Repository:
     """A work tree's repository (see the module's docstring); ``path`` and ``workdir`` end with a
@@ -117,7 +125,7 @@ class Repository:
         self.is_bare = False
         self.objects = CatFileStore(git_dir, common_dir_of(git_dir) / "objects", scrubbed_env())
         self.references = References(self)
-        self.config = Config(str(workdir))
+        self.config = Config(self, str(workdir))
         self._pygit2: pygit2.Repository | None = None
         weakref.finalize(self, self.objects.close)
 

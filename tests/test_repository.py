@@ -167,3 +167,14 @@ def test_generated_branches_are_written_as_git_writes_them_and_git_takes_over_th
     with pytest.raises(PapayuError):
         set_branch(repo, "p3", tip)
     assert git(root, "fsck", "--strict", "--no-dangling") == ""
+
+
+def test_a_generated_branch_is_deleted_without_an_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    repo = open_repo(root)
+    set_branch(repo, "p1", git(root, "rev-parse", "HEAD").strip())
+    for name in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"):
+        monkeypatch.delenv(name)
+    (Path.home() / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    settings.forget_cached_config()
+    assert delete_branch(repo, "p1") and generated_branches(repo) == {}  # `drop` and `gc` need no user.name
