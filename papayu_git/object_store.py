@@ -5,7 +5,8 @@ read, and writes loose objects itself, as git does (`<kind> <size>\\0<body>`, zl
 into a temporary file renamed into place): a plan's commit costs no process and no pygit2 import
 (~45 ms). It serves the repositories whose format it knows (repository.py decides); a
 ``pygit2.Repository`` given by a caller is read and written through its own object database.
-Objects are bytes here; their formats (trees, commits) are objects.py's.
+Trees and commits are read (and trees written) here in git's formats, the same bytes libgit2
+writes; objects.py builds a plan's trees and commits from them.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import os
 import subprocess
 import threading
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     import pygit2
@@ -26,6 +28,20 @@ _KIND_NUMBERS = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
 _KIND_NAMES = {number: kind for kind, number in _KIND_NUMBERS.items()}
 _HEX = frozenset("0123456789abcdef")
 _REMEMBERED_SIZE = 1 << 20  # a larger file is read again when asked for again
+
+MODE_FILE, MODE_EXEC, MODE_LINK, MODE_TREE, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o040000, 0o160000
+_ID_BYTES = 20  # SHA-1 (repository.py opens no other format without pygit2)
+
+
+class TreeEntry(NamedTuple):
+    name: str
+    id: str
+    filemode: int
+
+
+class CommitInfo(NamedTuple):
+    tree: str
+    parents: tuple[str, ...]
 
 
 class ObjectStore(Protocol):
@@ -136,3 +152,79 @@ class Pygit2Store:
 
     def write(self, kind: str, body: bytes) -> str:
         return str(self.odb.write(_KIND_NUMBERS[kind], body))
+
+
+# Parsed trees by id, for any repository (an id names one content): validation, the commit and
+# the landing walk the same few; written ones are known without a read.
+_TREES: dict[str, dict[str, TreeEntry]] = {}
+_TREES_KEPT = 4096
+
+
+def read_tree(store: ObjectStore, oid: str) -> dict[str, TreeEntry]:
+    """name -> entry of tree ``oid`` (not to be changed), modes as libgit2 normalizes them (100664
+    is a 100644)."""
+    if oid not in _TREES:
+        _keep_tree(oid, _parse_tree(store, oid))
+    return _TREES[oid]
+
+
+def _keep_tree(oid: str, entries: dict[str, TreeEntry]) -> None:
+    if len(_TREES) >= _TREES_KEPT:
+        _TREES.clear()
+    _TREES[oid] = entries
+
+
+def _parse_tree(store: ObjectStore, oid: str) -> dict[str, TreeEntry]:
+    kind, body = store.read(oid)
+    if kind != "tree":
+        raise KeyError(oid)
+    return _parse_body(body)
+
+
+def _parse_body(body: bytes) -> dict[str, TreeEntry]:
+    entries: dict[str, TreeEntry] = {}
+    at = 0
+    while at < len(body):
+        space = body.index(b" ", at)
+        nul = body.index(b"\0", space)
+        name = body[space + 1 : nul].decode("utf-8", "surrogateescape")
+        entries[name] = TreeEntry(name, body[nul + 1 : nul + 1 + _ID_BYTES].hex(), _canonical(int(body[at:space], 8)))
+        at = nul + 1 + _ID_BYTES
+    return entries
+
+
+def write_tree(store: ObjectStore, entries: Iterable[TreeEntry]) -> str:
+    """Store a tree of ``entries`` (any order); its id."""
+    body = tree_body(entries)
+    oid = store.write("tree", body)
+    _keep_tree(oid, _parse_body(body))
+    return oid
+
+
+def tree_body(entries: Iterable[TreeEntry]) -> bytes:
+    """A tree object's body: its entries sorted as git sorts them (a directory as its name
+    plus "/")."""
+    named = [(e.name.encode("utf-8", "surrogateescape"), e) for e in entries]
+    named.sort(key=lambda item: item[0] + b"/" if item[1].filemode == MODE_TREE else item[0])
+    return b"".join(b"%o %s\0%s" % (e.filemode, raw, bytes.fromhex(e.id)) for raw, e in named)
+
+
+def _canonical(mode: int) -> int:
+    if mode in (MODE_TREE, MODE_LINK, MODE_GITLINK):
+        return mode
+    return MODE_EXEC if mode & 0o111 else MODE_FILE
+
+
+def commit_info(store: ObjectStore, oid: str) -> CommitInfo:
+    """The tree and parents of commit ``oid`` (an annotated tag is peeled)."""
+    for _ in range(8):
+        kind, body = store.read(str(oid))
+        head = body.split(b"\n\n", 1)[0].split(b"\n")
+        if kind == "tag" and head and head[0].startswith(b"object "):
+            oid = head[0][len(b"object ") :].decode()
+            continue
+        if kind != "commit" or not head[0].startswith(b"tree "):
+            break
+        parents = tuple(line[len(b"parent ") :].decode() for line in head if line.startswith(b"parent "))
+        return CommitInfo(head[0][len(b"tree ") :].decode(), parents)
+    raise KeyError(oid)

@@ -1,12 +1,12 @@
 """The git object model of a plan: trees, blobs, commits (with papayu's trailers) and the
 generated `papayu/<id>` branches (docs/DESIGN.md, "The transaction and its guarantees").
 
-Trees and commits are read and written here in git's own formats, through the repository's
-object store (object_store.py: `git cat-file --batch` and loose objects, or pygit2's object
-database), so that apply and land never import pygit2 (docs/DESIGN.md, "Start-up and cost").
-The result commit is built from the tip's tree, rewriting only the subtrees on the path of a
+A plan's trees and commit are built here from git objects read and written through the
+repository's object store (object_store.py: `git cat-file --batch` and loose objects, or pygit2's
+object database), so that apply and land never import pygit2 (docs/DESIGN.md, "Start-up and
+cost"). The result commit is built from the tip's tree, rewriting only the subtrees on the path of a
 change (~3 ms for 10 files in 50k). The user's index and working tree are never read or written
-here; refs are touched last, one at a time, by `git update-ref`.
+here; refs are touched last, one at a time (refs.py, or `git update-ref`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,27 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from papayu_git.errors import PapayuError
 from papayu_git.git import NO_HOOKS, common_dir, run_git
-from papayu_git.object_store import ObjectStore, Pygit2Store
+from papayu_git.object_store import (
+    MODE_EXEC,
+    MODE_FILE,
+    MODE_GITLINK,
+    MODE_LINK,
+    MODE_TREE,
+    CommitInfo,
+    ObjectStore,
+    Pygit2Store,
+    TreeEntry,
+    commit_info,
+    read_tree,
+    write_tree,
+)
 from papayu_git.refs import resolve_ref, write_loose_ref
 from papayu_git.repository import Repository
 from papayu_git.secrets import safe_text
@@ -36,11 +49,9 @@ if TYPE_CHECKING:
         def id(self) -> Any: ...
 
 
-MODE_FILE, MODE_EXEC, MODE_LINK, MODE_TREE, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o040000, 0o160000
 _KINDS = {MODE_FILE: "file", MODE_EXEC: "file", MODE_LINK: "link", MODE_TREE: "dir", MODE_GITLINK: "submodule"}
 BRANCH_PREFIX = "papayu/"
 GITKEEP = ".gitkeep"
-_ID_BYTES = 20  # SHA-1 (repository.py opens no other format without pygit2)
 
 
 class TreeRef(NamedTuple):
@@ -49,88 +60,13 @@ class TreeRef(NamedTuple):
     id: str
 
 
-class TreeEntry(NamedTuple):
-    name: str
-    id: str
-    filemode: int
-
-
-class CommitInfo(NamedTuple):
-    tree: str
-    parents: tuple[str, ...]
-
-
 def store_of(repo: pygit2.Repository) -> ObjectStore:
     return repo.objects if isinstance(repo, Repository) else Pygit2Store(repo)
 
 
-# Parsed trees by id, for any repository (an id names one content): validation, the commit and
-# the landing walk the same few; written ones are known without a read.
-_TREES: dict[str, dict[str, TreeEntry]] = {}
-_TREES_KEPT = 4096
-
-
-def read_tree(store: ObjectStore, oid: str) -> dict[str, TreeEntry]:
-    """name -> entry of tree ``oid`` (not to be changed), modes as libgit2 normalizes them (100664
-    is a 100644)."""
-    if oid not in _TREES:
-        _keep_tree(oid, _parse_tree(store, oid))
-    return _TREES[oid]
-
-
-def _keep_tree(oid: str, entries: dict[str, TreeEntry]) -> None:
-    if len(_TREES) >= _TREES_KEPT:
-        _TREES.clear()
-    _TREES[oid] = entries
-
-
-def _parse_tree(store: ObjectStore, oid: str) -> dict[str, TreeEntry]:
-    kind, body = store.read(oid)
-    if kind != "tree":
-        raise KeyError(oid)
-    entries: dict[str, TreeEntry] = {}
-    at = 0
-    while at < len(body):
-        space = body.index(b" ", at)
-        nul = body.index(b"\0", space)
-        name = body[space + 1 : nul].decode("utf-8", "surrogateescape")
-        entries[name] = TreeEntry(name, body[nul + 1 : nul + 1 + _ID_BYTES].hex(), _canonical(int(body[at:space], 8)))
-        at = nul + 1 + _ID_BYTES
-    return entries
-
-
-def tree_body(entries: Iterable[TreeEntry]) -> bytes:
-    """A tree object's body, its entries in git's order."""
-    return b"".join(b"%o %s\0%s" % (e.filemode, raw, bytes.fromhex(e.id)) for raw, e in _in_git_order(entries))
-
-
-def _in_git_order(entries: Iterable[TreeEntry]) -> list[tuple[bytes, TreeEntry]]:
-    """(name as bytes, entry), sorted as git sorts a tree: a directory as its name plus "/"."""
-    named = [(e.name.encode("utf-8", "surrogateescape"), e) for e in entries]
-    named.sort(key=lambda item: item[0] + b"/" if item[1].filemode == MODE_TREE else item[0])
-    return named
-
-
-def _canonical(mode: int) -> int:
-    if mode in (MODE_TREE, MODE_LINK, MODE_GITLINK):
-        return mode
-    return MODE_EXEC if mode & 0o111 else MODE_FILE
-
-
 def read_commit(repo: pygit2.Repository, oid: str) -> CommitInfo:
     """The tree and parents of commit ``oid`` (an annotated tag is peeled)."""
-    store = store_of(repo)
-    for _ in range(8):
-        kind, body = store.read(str(oid))
-        head = body.split(b"\n\n", 1)[0].split(b"\n")
-        if kind == "tag" and head and head[0].startswith(b"object "):
-            oid = head[0][len(b"object ") :].decode()
-            continue
-        if kind != "commit" or not head[0].startswith(b"tree "):
-            break
-        parents = tuple(line[len(b"parent ") :].decode() for line in head if line.startswith(b"parent "))
-        return CommitInfo(head[0][len(b"tree ") :].decode(), parents)
-    raise KeyError(oid)
+    return commit_info(store_of(repo), oid)
 
 
 class GitTree:
@@ -270,10 +206,7 @@ def _write_tree(base: GitTree, oid: str | None, edit: _Edit, *, is_root: bool) -
         entries[GITKEEP] = TreeEntry(GITKEEP, base.store.write("blob", b""), MODE_FILE)
     if oid is not None and entries == before:
         return oid
-    ordered = [entry for _raw, entry in _in_git_order(entries.values())]
-    written = base.store.write("tree", tree_body(ordered))
-    _keep_tree(written, {entry.name: entry for entry in ordered})
-    return written
+    return write_tree(base.store, entries.values())
 
 
 def build_tree(base: GitTree, changes: TreeChanges) -> str:

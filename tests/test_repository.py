@@ -14,9 +14,8 @@ from helpers import git, make_repo
 from papayu_git import settings
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo
-from papayu_git.object_store import Pygit2Store
+from papayu_git.object_store import MODE_FILE, Pygit2Store, read_tree, tree_body
 from papayu_git.objects import (
-    MODE_FILE,
     GitTree,
     TreeChanges,
     build_tree,
@@ -25,10 +24,8 @@ from papayu_git.objects import (
     delete_branch,
     generated_branches,
     read_commit,
-    read_tree,
     set_branch,
     store_of,
-    tree_body,
 )
 from papayu_git.repository import Repository
 
