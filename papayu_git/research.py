@@ -26,7 +26,7 @@ from papayu_git import atomic, output, settings
 from papayu_git.errors import PapayuError
 from papayu_git.net import RetryPolicy, credentials_stay_home, may_carry_credentials, send_with_retries
 from papayu_git.secrets import mask, mask_data
-from papayu_git.webfetch import Cutoff, Page, Resolver, fetch, parse_allow_hosts, trace_url
+from papayu_git.webfetch import Cutoff, Page, Resolver, fetch, parse_allow_hosts, resolve_by, trace_url
 
 if TYPE_CHECKING:
     import httpx
@@ -302,6 +302,36 @@ def _send(http: httpx.Client, build: Any, what: str, cutoff: Cutoff) -> Any:
         raise PapayuError("ERR_SEARCH_FAILED", f"{what} did not answer JSON") from None
 
 
+# Where httpx goes through a proxy, the proxy resolves the search host: nothing to look up here.
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _resolved_in_time(url: str, cutoff: Cutoff, what: str) -> None:
+    """The search host's name is looked up within the cutoff first: httpx resolves it inside its
+    connect, where getaddrinfo blocks past every timeout (a DNS server that never answers). The
+    answer is not used, only awaited; a lookup that fails is httpx's to report."""
+    import ipaddress
+    import os
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not host or any(os.environ.get(name) for name in _PROXY_VARIABLES):
+        return
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        answer = resolve_by(socket.getaddrinfo, host, port, cutoff.deadline)
+    except OSError:
+        return
+    if answer is None:
+        raise PapayuError("ERR_SEARCH_FAILED", f"{what}: deadline: {host} did not resolve in time")
+
+
 def _search_live(query: str, cfg: OnlineConfig, deadline: float) -> list[dict[str, str]]:
     import httpx  # lazy: `--help` must not pay for it
 
@@ -315,6 +345,7 @@ def _search_live(query: str, cfg: OnlineConfig, deadline: float) -> list[dict[st
                 raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_TAVILY_API_KEY is not set")
             if not may_carry_credentials(cfg.tavily_url):
                 raise PapayuError("ERR_SEARCH_FAILED", "the Tavily key would cross plain http to another machine")
+            _resolved_in_time(cfg.tavily_url, cutoff, trace_url(cfg.tavily_url))
             hooks = {"request": [credentials_stay_home(cfg.tavily_url, ["Authorization"])]}
             headers = {"Authorization": f"Bearer {cfg.api_key}"}
             with httpx.Client(headers=headers, event_hooks=hooks) as http:
@@ -327,6 +358,7 @@ def _search_live(query: str, cfg: OnlineConfig, deadline: float) -> list[dict[st
                 raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_SEARXNG_URL is not set")
             url = cfg.searxng_url.rstrip("/")
             url = url if url.endswith("/search") else url + "/search"
+            _resolved_in_time(url, cutoff, trace_url(url))
             with httpx.Client() as http:
                 params = {"q": query, "format": "json"}
                 data = _send(http, lambda: http.get(url, params=params, **limits()), trace_url(url), cutoff)

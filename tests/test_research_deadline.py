@@ -179,7 +179,13 @@ threading.Thread(target=lambda: [questions.append(server.recvfrom(4096)) for _ i
 
 started = time.monotonic()
 try:
-    fetch("http://docs.example.test/page", max_bytes=1000, timeout_sec=1.0)
+    if SEARCH:  # the search request, through httpx (research._search_live)
+        import os
+        from papayu_git import research
+        os.environ.update(PAPAYU_SEARCH_PROVIDER="searxng", PAPAYU_SEARXNG_URL="http://docs.example.test/")
+        research._search_live("q", research.OnlineConfig.load(), time.monotonic() + 1.0)
+    else:
+        fetch("http://docs.example.test/page", max_bytes=1000, timeout_sec=1.0)
     reason = "fetched"
 except PapayuError as exc:
     reason = exc.reason
@@ -199,14 +205,16 @@ print(json.dumps({"reason": reason, "took": took, "asked": asked, "answered": an
 
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=f"bwrap does not work here: {unavailable_reason()}")
-def test_a_dns_server_that_never_answers_is_cut_at_the_fetch_deadline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("search", [False, True], ids=["page-fetch", "search-request"])
+def test_a_dns_server_that_never_answers_is_cut_at_the_fetch_deadline(tmp_path: Path, search: bool) -> None:
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.1\noptions timeout:30 attempts:1\n")  # one try: 30 s per name
     bwrap = find_bwrap()
     assert bwrap is not None
     argv = [bwrap, "--unshare-all", "--unshare-user", "--uid", "0", "--cap-add", "CAP_NET_BIND_SERVICE"]
     argv += ["--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    argv += ["--ro-bind", str(resolv), "/etc/resolv.conf", "--", sys.executable, "-c", SILENT_DNS_CHILD]
+    child = f"SEARCH = {search}\n{SILENT_DNS_CHILD}"
+    argv += ["--ro-bind", str(resolv), "/etc/resolv.conf", "--", sys.executable, "-c", child]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     said = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -215,7 +223,8 @@ def test_a_dns_server_that_never_answers_is_cut_at_the_fetch_deadline(tmp_path: 
     # The system resolver asked the silent server; the fetch gave up at its deadline, while
     # getaddrinfo itself still had no answer two seconds later (it would wait 30).
     assert said["asked"] >= 1 and said["answered"] is False, said
-    assert said["reason"].startswith("deadline: docs.example.test did not resolve in 1."), said
+    expected = "deadline: docs.example.test did not resolve in " + ("time" if search else "1.")
+    assert expected in said["reason"], said
     assert 0.9 < said["took"] < 2.0, said
 
 
