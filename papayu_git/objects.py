@@ -32,6 +32,7 @@ from papayu_git.object_store import (
     Pygit2Store,
     TreeEntry,
     commit_info,
+    read_paths,
     read_tree,
     write_tree,
 )
@@ -80,9 +81,11 @@ class GitTree:
         self._under: dict[str, list[str]] = {}  # validation and the touched paths both ask
 
     @classmethod
-    def at(cls, repo: pygit2.Repository, commit: str) -> GitTree:
-        """The tree of ``commit``."""
-        return cls(repo, TreeRef(read_commit(repo, commit).tree))
+    def at(cls, repo: pygit2.Repository, commit: str, paths: Sequence[str] = ()) -> GitTree:
+        """The tree of ``commit``; what lies along ``paths`` (a plan's) is read ahead."""
+        tree = cls(repo, TreeRef(read_commit(repo, commit).tree))
+        read_paths(tree.store, tree.tree.id, list(paths))
+        return tree
 
     def listing(self, oid: str) -> dict[str, TreeEntry]:
         return read_tree(self.store, oid)

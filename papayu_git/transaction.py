@@ -121,7 +121,7 @@ class Prepared:
 
 def prepare(repo: pygit2.Repository, plan: StoredPlan, response: Response, target: Target) -> Prepared:
     """Everything that can fail before an object is written: validation and the bases."""
-    base = GitTree.at(repo, target.tip)
+    base = GitTree.at(repo, target.tip, [action.path for action in response.actions])
     validated = validate_response(
         response.data,
         protocol=response.protocol,

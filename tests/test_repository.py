@@ -175,3 +175,18 @@ def test_a_generated_branch_is_deleted_without_an_identity(tmp_path: Path, monke
     (Path.home() / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
     settings.forget_cached_config()
     assert delete_branch(repo, "p1") and generated_branches(repo) == {}  # `drop` and `gc` need no user.name
+
+
+def test_reading_ahead_along_a_plans_paths_asks_git_once_per_level(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    repo = open_repo(root)
+    asked: list[int] = []
+    store = store_of(repo)
+    many = store.read_many
+    store.read_many = lambda oids: (asked.append(len(oids)), many(oids))[1]  # type: ignore[method-assign]
+    tip = git(root, "rev-parse", "HEAD").strip()
+    base = GitTree.at(repo, tip, ["src/lib/util.py", "src/app.py", "nothing/here.txt", "README.md"])
+    assert len(asked) <= 4  # root, src, src/lib, then the files
+    store._pipes = lambda: pytest.fail("asked git again")  # type: ignore[attr-defined]
+    assert base.read_blob("src/lib/util.py") == FILES["src/lib/util.py"].encode()
+    assert base.read_blob("README.md") == FILES["README.md"].encode() and base.entry_kind("nothing/here.txt") is None
