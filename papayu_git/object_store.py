@@ -220,17 +220,25 @@ def _parse_body(body: bytes) -> dict[str, TreeEntry]:
 
 def write_tree(store: ObjectStore, entries: Iterable[TreeEntry]) -> str:
     """Store a tree of ``entries`` (any order); its id."""
-    body = tree_body(entries)
-    oid = store.write("tree", body)
-    _keep_tree(oid, _parse_body(body))
+    named = _in_git_order(entries)
+    oid = store.write("tree", _body(named))
+    _keep_tree(oid, {entry.name: entry for _raw, entry in named})
     return oid
 
 
 def tree_body(entries: Iterable[TreeEntry]) -> bytes:
-    """A tree object's body: its entries sorted as git sorts them (a directory as its name
-    plus "/")."""
+    """A tree object's body."""
+    return _body(_in_git_order(entries))
+
+
+def _in_git_order(entries: Iterable[TreeEntry]) -> list[tuple[bytes, TreeEntry]]:
+    """(name as bytes, entry), sorted as git sorts a tree's entries: a directory as its name plus "/"."""
     named = [(e.name.encode("utf-8", "surrogateescape"), e) for e in entries]
     named.sort(key=lambda item: item[0] + b"/" if item[1].filemode == MODE_TREE else item[0])
+    return named
+
+
+def _body(named: list[tuple[bytes, TreeEntry]]) -> bytes:
     return b"".join(b"%o %s\0%s" % (e.filemode, raw, bytes.fromhex(e.id)) for raw, e in named)
 
 
