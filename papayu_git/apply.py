@@ -17,12 +17,12 @@ can leave a file half-patched and guesses with fuzz (measured: bench/patch_robus
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from papayu_git.digests import sha256_hex
 from papayu_git.errors import PapayuError
 from papayu_git.protocol import Action, ActionKind
 from papayu_git.unified_diff import DiffLine, Hunk, parse_hunks
@@ -31,10 +31,6 @@ MAX_CANDIDATES = 4
 MAX_SHOWN_LINES = 12
 
 __all__ = ["apply_patch", "new_file_contents", "normalize_eol_text", "sha256_hex"]
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def normalize_eol_text(text: str) -> str:

@@ -11,7 +11,6 @@ writes; objects.py builds a plan's trees and commits from them.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import threading
@@ -19,6 +18,8 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NamedTuple, Protocol
+
+from papayu_git.digests import sha1_hex
 
 if TYPE_CHECKING:
     import pygit2
@@ -107,7 +108,7 @@ class CatFileStore:
 
     def write(self, kind: str, body: bytes) -> str:
         raw = b"%s %d\0%s" % (kind.encode(), len(body), body)
-        oid = hashlib.sha1(raw).hexdigest()
+        oid = sha1_hex(raw)
         path = self.objects / oid[:2] / oid[2:]
         if path.exists():
             try:

@@ -12,7 +12,6 @@ its schema file still has the sha256 recorded beside it; otherwise we compile at
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sys
@@ -21,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from papayu_git.digests import sha256_hex
 from papayu_git.errors import PapayuError
 
 RESPONSE_SCHEMAS = {1: "llm_response_v1", 2: "llm_response_v2"}
@@ -49,7 +49,7 @@ def load_schema(name: str) -> dict[str, Any]:
 @cache
 def schema_hash(name: str) -> str:
     """sha256 of the schema file bytes (recorded in traces as schema_hash)."""
-    return hashlib.sha256(schema_bytes(name)).hexdigest()
+    return sha256_hex(schema_bytes(name))
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
