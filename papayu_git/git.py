@@ -110,6 +110,12 @@ def find_toplevel(start: str | os.PathLike[str] | None = None) -> Path:
     return Path(proc.stdout.strip())
 
 
+def hooks_dir(repo_root: Path) -> Path:
+    """Where git runs hooks from: honours core.hooksPath (also relative or ~/), linked worktrees."""
+    out = run_git(["rev-parse", "--git-path", "hooks"], cwd=repo_root).stdout.strip()
+    return (repo_root / out).resolve() if not os.path.isabs(out) else Path(out)
+
+
 def open_repo(start: str | os.PathLike[str] | None = None) -> pygit2.Repository:
     """The repository around ``start``: a repository.Repository, which answers pygit2's API as
     papayu uses it without importing pygit2, wherever git plumbing serves (a work tree of a known

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from papayu_git import atomic
 from papayu_git.errors import PapayuError
-from papayu_git.git import find_toplevel, run_git, scrubbed_env
+from papayu_git.git import find_toplevel, hooks_dir, run_git, scrubbed_env
 
 
 class HookSpec(NamedTuple):
@@ -124,12 +124,6 @@ class InstallResult:
     hook: Path
     state: InstallState
     previous: Path | None
-
-
-def hooks_dir(repo_root: Path) -> Path:
-    """Where git runs hooks from: honours core.hooksPath (also relative or ~/), linked worktrees."""
-    out = run_git(["rev-parse", "--git-path", "hooks"], cwd=repo_root).stdout.strip()
-    return (repo_root / out).resolve() if not os.path.isabs(out) else Path(out)
 
 
 def shim_source() -> Path:

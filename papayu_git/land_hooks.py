@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git import output, settings
-from papayu_git.git import NO_HOOKS, common_dir
-from papayu_git.hooks import hooks_dir
+from papayu_git.git import NO_HOOKS, common_dir, hooks_dir
 from papayu_git.objects import GitTree, changed_paths
 
 if TYPE_CHECKING:
