@@ -7,6 +7,10 @@ comma := ,
 # Editable installs skip data files: copy the man page `git papayu --help` shows by hand.
 MAN := $(VENV)/share/man/man1/git-papayu.1
 EXTRAS ?= test,local,lint
+# The suite spreads over worker processes (pytest-xdist): most tests wait on git, bwrap and other
+# subprocesses. One worker per core (auto): more only slowed the CPU-bound tests (the local model).
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
 # The embedded model's llama.cpp is built for any CPU of the machine's architecture, never for the
 # build machine's own (GGML_NATIVE would use every extension this CPU has and crash on another one):
 # x86-64 gets the common baseline (AVX2, FMA, F16C: every x86-64 CPU since 2013), other
@@ -40,7 +44,7 @@ $(MAN): man/git-papayu.1 $(STAMP)
 venv: $(STAMP) $(MAN)
 
 test: $(STAMP) $(MAN)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The gate .ci/run and .pre-commit-config.yaml run: lint, formatting (checked, not applied), types.
 lint: $(STAMP)

@@ -52,3 +52,14 @@ def llm() -> Iterator[ScriptedLLM]:
     server = ScriptedLLM([])
     yield server
     server.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first (the real local model, then those marked slow), each group in file
+    order: `make test` spreads the suite over workers (pytest-xdist), and a long test picked up
+    last would leave the other workers idle while it runs."""
+
+    def weight(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("local_llm") else 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=weight)

@@ -21,7 +21,7 @@ import pytest
 import test_model_window as click_sized
 from helpers import git, make_repo, papayu, run_papayu_bg, snapshot, trace_record, wait_for_marker
 
-pytestmark = pytest.mark.local_llm
+pytestmark = [pytest.mark.local_llm, pytest.mark.xdist_group("local-model")]  # one model server, one worker
 
 CALC = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"

@@ -65,23 +65,26 @@ def _hostile(needle: str, run: str, size: int) -> list[str]:
 
 
 def _seconds(work: Callable[[str], object], text: str) -> float:
-    started = time.perf_counter()
+    """The CPU seconds of the work, not the wall clock's: the suite runs on every core at once
+    (pytest -n), and a thread waiting for its turn must not look like a quadratic pattern."""
+    started = time.thread_time()
     work(text)
-    return time.perf_counter() - started
+    return time.thread_time() - started
 
 
 def assert_linear(work: Callable[[str], object], needle: str, run: str) -> list[tuple[float, float]]:
-    """1 MB under a second, 2 MB under three times that (a second measure of each before that
-    fails: the machine is shared). Returns the (1 MB, 2 MB) seconds of each shape."""
+    """1 MB under a second, 2 MB under three times that, in CPU time (more measures of each
+    before that fails: the machine is shared). Returns the (1 MB, 2 MB) seconds of each shape."""
     timings = []
     for shape, (small, one, two) in enumerate(
         zip(_hostile(needle, run, 64_000), _hostile(needle, run, MB), _hostile(needle, run, 2 * MB), strict=True)
     ):
         where = f"needle {needle!r}, run {run!r}, shape {shape}"
-        assert _seconds(work, small) < 0.25, f"{where}: 64 kB already slow (quadratic?)"
+        assert min(_seconds(work, small), _seconds(work, small)) < 0.25, f"{where}: 64 kB already slow (quadratic?)"
         t1, t2 = _seconds(work, one), _seconds(work, two)
-        if t2 > 3 * t1 or t1 >= 1.0:
-            t1, t2 = min(t1, _seconds(work, one)), min(t2, _seconds(work, two))
+        for _ in range(2):  # the best of three when the first measures fail: caches are shared too
+            if t2 > 3 * t1 or t1 >= 1.0:
+                t1, t2 = min(t1, _seconds(work, one)), min(t2, _seconds(work, two))
         assert t1 < 1.0, f"{where}: 1 MB took {t1:.2f} s"
         assert t2 < 3 * max(t1, 0.02), f"{where}: 1 MB {t1:.3f} s, 2 MB {t2:.3f} s"
         timings.append((t1, t2))

@@ -27,6 +27,9 @@ from test_research import Web, online_env, summary
 from papayu_git import schemas
 from papayu_git.cli import LAZY_COMMANDS
 
+# One worker builds the wheel and the clean venv once for every test here (make test runs pytest -n).
+pytestmark = pytest.mark.xdist_group("wheel")
+
 SCHEMAS = ["golden_trace", "llm_response_v1", "llm_response_v2", "preferences", "project"]
 # Read before the hermetic fixture moves HOME, so a clean install reuses the downloads of earlier runs.
 PIP_CACHE = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")

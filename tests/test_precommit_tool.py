@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import GOLDEN_UPSTREAM, ROOT, git, make_repo, write
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pre-commit")]  # one worker shares the hook envs
 
 PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
 BAD_PLAN = {"actions": [{"kind": "CREATE_FILE", "path": "../escape.txt", "content": "x"}], "summary": "escape"}

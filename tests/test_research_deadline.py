@@ -12,6 +12,7 @@ sandbox of its own.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import socketserver
 import subprocess
@@ -223,9 +224,11 @@ def test_a_dns_server_that_never_answers_is_cut_at_the_fetch_deadline(tmp_path: 
     # The system resolver asked the silent server; the fetch gave up at its deadline, while
     # getaddrinfo itself still had no answer two seconds later (it would wait 30).
     assert said["asked"] >= 1 and said["answered"] is False, said
-    expected = "deadline: docs.example.test did not resolve in " + ("time" if search else "1.")
-    assert expected in said["reason"], said
-    assert 0.9 < said["took"] < 2.0, said
+    # The page fetch says how long the lookup had waited: what was left of the deadline when the
+    # lookup began (under load less than the whole second), never the resolver's 30 s.
+    expected = r"deadline: docs\.example\.test did not resolve in " + ("time" if search else r"(0\.[5-9]|1\.[0-9]) s")
+    assert re.search(expected, said["reason"]), said
+    assert 0.9 < said["took"] < 4.0, said  # far below the resolver's 30 s, with room for a busy machine
 
 
 def test_a_late_resolver_counts_against_the_research_deadline(tmp_path: Path) -> None:
