@@ -146,11 +146,25 @@ def test_check_command_detected_and_configured(tmp_path: Path) -> None:
     check = by_name(doctor_json(repo)[1])["check command"]
     assert check["status"] == "ok" and check["data"]["source"] == "detected"
     assert "pytest" in check["data"]["command"]
+    # No module of the project's at the root: the check's Python keeps the working directory off sys.path.
+    assert check["data"]["python_safe_path"] is True and check["data"]["flat_modules"] == []
+    assert "PYTHONSAFEPATH=1" in check["detail"]
     git(repo, "config", "papayu.checkCommand", "make check")
     check = by_name(doctor_json(repo)[1])["check command"]
     assert check["data"] == {**check["data"], "command": "make check", "source": "git config papayu.checkCommand"}
     check = by_name(doctor_json(repo, {"PAPAYU_CHECK_COMMAND": "tox"})[1])["check command"]
     assert check["data"]["command"] == "tox" and check["data"]["source"] == "PAPAYU_CHECK_COMMAND"
+
+
+def test_a_flat_layout_is_named_as_the_reason_the_working_directory_stays_on_sys_path(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": "X = 1\n", "tests/test_calc.py": "def test_a(): pass\n"})
+    git(repo, "config", "papayu.checkCommand", "python -m pytest -q")
+    check = by_name(doctor_json(repo)[1])["check command"]
+    assert check["data"]["python_safe_path"] is False and check["data"]["flat_modules"] == ["calc.py"]
+    assert "imports from the working directory (flat layout: calc.py)" in check["detail"]
+    git(repo, "config", "papayu.check.pythonSafePath", "true")
+    check = by_name(doctor_json(repo)[1])["check command"]
+    assert check["data"]["python_safe_path"] is True and "PYTHONSAFEPATH=1" in check["detail"]
 
 
 def test_no_check_command_says_how_to_configure_one(repo: Path) -> None:

@@ -96,10 +96,24 @@ def test_a_red_check_is_retried_with_the_failing_test_and_the_previous_plan(calc
     records = {p["id"]: p for p in stored_plans(calc)}
     first, second_id = out["attempts"][0]["plan_id"], out["attempts"][1]["plan_id"]
     assert records[second_id]["extra"]["retry_of"] == first
+    # The held first attempt can no longer land (its base is not the tip): its branch is dropped.
+    assert out["attempts"][0]["superseded_by"] == second_id and "superseded_by" not in out["attempts"][1]
+    assert git(calc, "branch", "--list", "papayu/*") == ""
+    assert records[first]["extra"]["apply"]["state"] == "dropped"
+    assert records[first]["extra"]["apply"]["superseded_by"] == second_id
     # Each attempt keeps its own log.
     logs = calc / ".git" / "papayu" / "checks"
     assert (logs / f"{first}.log").is_file() and (logs / f"{second_id}.log").is_file()
     assert "assert 6 == 5" in (logs / f"{first}.log").read_text()
+
+
+def test_keep_failed_keeps_a_held_attempt_after_a_later_one_landed(calc: Path, llm: ScriptedLLM) -> None:
+    llm.script = [*attempt(WRONG), *attempt(GOOD)]
+    proc = papayu("fix", GOAL, "-y", "--keep-failed", cwd=calc, env=llm.env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    held = [p["id"] for p in stored_plans(calc) if (p["extra"].get("apply") or {}).get("state") == "review"]
+    assert len(held) == 1 and git(calc, "branch", "--list", "papayu/*").split() == [f"papayu/{held[0]}"]
+    assert "dropped papayu/" not in proc.stderr and "2 attempts" in proc.stderr
 
 
 def test_the_loop_stops_when_an_attempt_makes_nothing_better(calc: Path, llm: ScriptedLLM) -> None:

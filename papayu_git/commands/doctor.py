@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import click
 
 from papayu_git import hooks, output, settings
-from papayu_git.check import kept_under_tmp, resolve_command
+from papayu_git.check import kept_under_tmp, resolve_command, safe_path
 from papayu_git.check.sandbox import (
     SANDBOX_MODES,
     LoopbackListener,
@@ -382,7 +382,8 @@ def check_command_item(here: _Here) -> Item:
             "check command", WARN, "not tried: the branch has no commit yet", "Commit, then `git papayu doctor`."
         )
     tip = here.repo.head.target
-    found = resolve_command(here.root, GitTree(here.repo, here.repo[tip].tree), None)
+    tree = GitTree(here.repo, here.repo[tip].tree)
+    found = resolve_command(here.root, tree, None)
     if found is None:
         return Item(
             "check command",
@@ -392,11 +393,23 @@ def check_command_item(here: _Here) -> Item:
             data={"command": None, "source": None},
         )
     source = found.source
+    flat = safe_path.flat_modules(tree)
+    if found.python_safe_path:
+        python = "Python runs with PYTHONSAFEPATH=1 (the working directory is not on sys.path)"
+    else:
+        why = f"flat layout: {', '.join(flat[:3])}" if flat else "papayu.check.pythonSafePath=false"
+        python = f"Python imports from the working directory ({why})"
     return Item(
         "check command",
         OK,
-        f"{found.command}  (source: {source})",
-        data={"command": found.command, "source": source, "commit": str(tip)},
+        f"{found.command}  (source: {source}); {python}",
+        data={
+            "command": found.command,
+            "source": source,
+            "commit": str(tip),
+            "python_safe_path": found.python_safe_path,
+            "flat_modules": flat,
+        },
     )
 
 

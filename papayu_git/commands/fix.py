@@ -19,11 +19,13 @@ from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
 from papayu_git.error_handler import handle_errors
-from papayu_git.git import find_toplevel
+from papayu_git.git import find_toplevel, open_repo, papayu_dir
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
+from papayu_git.objects import branch_name, delete_branch
+from papayu_git.outcomes import ApplyState
 from papayu_git.secrets import safe_text
-from papayu_git.transaction import apply_plan
+from papayu_git.transaction import apply_plan, update_outcome
 
 if TYPE_CHECKING:
     from papayu_git.llm.client import ChatClient
@@ -62,15 +64,17 @@ def run(
 class Attempt:
     outcome: PlanOutcome
     result: ApplyResult | None = None  # None: not applied (no changes, not confirmed)
+    superseded_by: str | None = None  # held at review, its branch dropped when this plan landed
 
     def to_dict(self) -> dict[str, Any]:
         result = self.result.to_dict() if self.result else {}
-        return {
+        said = {
             "plan_id": self.outcome.plan.id,
             "state": result.get("state") or ("no_changes" if self.outcome.response.is_no_changes else "not_applied"),
             "error_code": (result.get("error") or {}).get("code"),
             "failing": list(retry.failing_tests(result.get("check") or {})),
         }
+        return {**said, "superseded_by": self.superseded_by} if self.superseded_by else said
 
 
 class Landing:
@@ -192,7 +196,27 @@ class Loop:
             apply_command.report(result, False, diffstat_shown=landing.diffstat_shown)
         return result
 
+    def drop_superseded(self) -> None:
+        """A later attempt landed: the earlier ones held at review on papayu/<id> can no longer land
+        (their base is not the tip any more). Their branches go, unless --keep-failed keeps them."""
+        last = self.attempts[-1].result
+        if self.options.keep_failed or last is None or last.state != ApplyState.LANDED:
+            return
+        held = [a for a in self.attempts[:-1] if a.result is not None and a.result.state == ApplyState.REVIEW]
+        if not held:
+            return
+        repo = open_repo(self.root)
+        pdir = papayu_dir(repo)
+        for attempt in held:
+            plan_id = attempt.outcome.plan.id
+            if delete_branch(repo, plan_id):
+                update_outcome(pdir, plan_id, state=ApplyState.DROPPED, superseded_by=last.plan_id)
+                attempt.superseded_by = last.plan_id
+                if not self.as_json:
+                    output.info(f"papayu: dropped {branch_name(plan_id)}: plan {last.plan_id} landed in its place")
+
     def finish(self) -> int:
+        self.drop_superseded()
         last = self.attempts[-1]
         if self.as_json:
             output.emit_json(
