@@ -73,6 +73,22 @@ def test_list_has_a_header_and_rechecks_landings_against_the_branch(tmp_path: Pa
     assert state() == "landed (not on branch)"
 
 
+def test_list_says_when_a_kept_branch_was_deleted_by_hand(tmp_path: Path) -> None:
+    from helpers import git
+
+    repo = make_repo(tmp_path / "repo")
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
+    data = json.loads(papayu("apply", str(plan), "--review", "--check", "true", "--json", cwd=repo).stdout)
+    assert data["state"] == "review", data
+
+    def row() -> str:
+        return next(line for line in papayu("list", cwd=repo).stdout.splitlines() if line.startswith(data["plan_id"]))
+
+    assert f"papayu/{data['plan_id']}" in git(repo, "branch", "--list", "papayu/*") and " review " in row()
+    git(repo, "branch", "-D", f"papayu/{data['plan_id']}")
+    assert "review (branch deleted)" in row()
+
+
 def test_trace_list_has_a_header_and_landing_names_what_landed(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])

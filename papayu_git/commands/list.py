@@ -20,6 +20,8 @@ def _state(plan: Any, has_branch: bool, repo: Any = None) -> str:
     state = outcome.get("state")
     if state == ApplyState.LANDED and repo is not None:
         return _landed_now(repo, outcome)
+    if state == ApplyState.REVIEW and not has_branch:
+        return "review (branch deleted)"  # by hand (git branch -D): nothing is left to land
     if state:
         return f"{state} (branch kept)" if has_branch and state != ApplyState.REVIEW else state
     if has_branch:
