@@ -343,3 +343,28 @@ def test_the_diagnosis_names_the_setting_only_for_the_repositorys_own_modules(tm
     assert "came from /venv/lib/python3.11/site-packages/calc.py, not from the repository's calc.py" in cause
     own = f"ImportError: cannot import name 'sub' from 'calc' ({repo / 'calc.py'})\n"
     assert environment_causes(own, repo, box, safe_path=True) == []  # the repository's own: the plan's doing
+
+
+def test_a_script_importing_its_neighbour_is_diagnosed_with_both_ways_out(tmp_path: Path) -> None:
+    # What Python itself prints for `python tools/gen.py` under PYTHONSAFEPATH=1 (real run).
+    repo = make_repo(
+        tmp_path / "repo",
+        {"pyproject.toml": "", "src/app/__init__.py": "", "tools/gen.py": "import helper\n", "tools/helper.py": ""},
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONSAFEPATH": "1"}
+    ran = subprocess.run([sys.executable, "tools/gen.py"], cwd=repo, env=env, capture_output=True, text=True)
+    assert ran.returncode == 1 and "No module named 'helper'" in ran.stderr, ran.stderr
+    assert subprocess.run([sys.executable, "tools/gen.py"], cwd=repo, env={"PATH": "/usr/bin:/bin"}).returncode == 0
+    box = Sandbox("bwrap", "bwrap", False)
+    [cause] = environment_causes(ran.stderr, repo, box, safe_path=True)
+    assert cause.startswith(
+        "module 'helper' was not found, but it is next to the script tools/gen.py (tools/helper.py)"
+    )
+    assert "`python -m tools.gen`" in cause and SETTING in cause
+    # Without safe path the neighbour was importable: the module is missing from the environment.
+    [cause] = environment_causes(ran.stderr, repo, box, safe_path=False)
+    assert cause.startswith("module 'helper' was not found in the check's environment")
+    # A missing module next to no script of the traceback is the environment's, as before.
+    other = ran.stderr.replace("'helper'", "'yaml'")
+    [cause] = environment_causes(other, repo, box, safe_path=True)
+    assert cause.startswith("module 'yaml' was not found in the check's environment")

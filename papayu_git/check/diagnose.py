@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from papayu_git.check.sandbox import Sandbox
 
 _MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '?([\w.]+)'?")
+# A traceback's frame of a module's top level: a script run by path is one.
+_SCRIPT_FRAME = re.compile(r'File "([^"\n]+\.py)", line \d+, in <module>')
 _NAME_FROM = re.compile(r"ImportError: cannot import name '?\w+'? from '([\w.]+)' \(([^)\n]*)\)")
 SAFE_PATH_FIX = "`git config papayu.check.pythonSafePath false`"
 _NODE_MODULE = re.compile(r"Cannot find (?:module|package) '([^']+)'")
@@ -41,6 +43,16 @@ def environment_causes(text: str, repo_root: Path, sandbox: Sandbox, *, safe_pat
             f"code from there (a flat layout) needs {SAFE_PATH_FIX}"
         )
     if safe_path:
+        for name, (script, where) in _neighbours(_MODULE.findall(text), text, repo_root).items():
+            if name in own:
+                continue
+            own[name] = where
+            package = script.removesuffix(".py").replace("/", ".")
+            causes.append(
+                f"module {name!r} was not found, but it is next to the script {script} ({where}): the check's "
+                "Python runs with PYTHONSAFEPATH=1, which keeps a script's own directory off sys.path too; run "
+                f"it as a module (`python -m {package}`, with an __init__.py beside it) or {SAFE_PATH_FIX}"
+            )
         causes += _installed_copies(text, repo_root)
     for name in dict.fromkeys(_MODULE.findall(text) + _NODE_MODULE.findall(text)):
         if name in own:
@@ -80,6 +92,26 @@ def _own_modules(names: list[str], repo_root: Path) -> dict[str, str]:
         where = importable_in_project(repo_root, name.split(".")[0])
         if where:
             found[name] = where
+    return found
+
+
+def _neighbours(names: list[str], text: str, repo_root: Path) -> dict[str, tuple[str, str]]:
+    """The named modules that sit next to a script of the traceback (`python tools/gen.py` doing
+    `import helper`, with `tools/helper.py`): name -> (the script, the module), relative."""
+    root = repo_root.resolve()
+    scripts = []
+    for frame in dict.fromkeys(_SCRIPT_FRAME.findall(text)):
+        try:
+            scripts.append(Path(frame).resolve().relative_to(root))
+        except (OSError, ValueError):
+            continue  # outside the repository: a library's frame
+    found: dict[str, tuple[str, str]] = {}
+    for name in dict.fromkeys(names):
+        top = name.split(".")[0]
+        for script in scripts:
+            for candidate in (script.parent / f"{top}.py", script.parent / top):
+                if script.parent != Path() and (root / candidate).exists():
+                    found.setdefault(name, (str(script), str(candidate)))
     return found
 
 
