@@ -447,8 +447,11 @@ def _schema_problems(data: Any) -> list[str]:
     return [f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in validator.iter_errors(data)]
 
 
-def summarize(client: ChatClient, query: str, pages: list[Page]) -> dict[str, Any]:
-    """The model's {answer_md, sources, confidence}, schema-checked, with one repair retry."""
+def summarize(
+    client: ChatClient, query: str, pages: list[Page], usage: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The model's {answer_md, sources, confidence}, schema-checked, with one repair retry.
+    ``usage`` gets each call's token counts as the server reported them (`stats` sums them)."""
     from papayu_git.protocol import parse_json_text
 
     messages = [
@@ -458,6 +461,8 @@ def summarize(client: ChatClient, query: str, pages: list[Page]) -> dict[str, An
     problems: list[str] = []
     for _ in range(2):
         reply = client.complete(messages, None, input_chars=sum(len(m["content"]) for m in messages))
+        if usage is not None:
+            usage.append(dict(reply.usage))
         try:
             data = parse_json_text(reply.text)
             problems = _schema_problems(data)
@@ -518,8 +523,11 @@ def run(
         from papayu_git.llm.client import ChatClient as Client
 
         summary_client = Client(replace(client.config, model=cfg.model))
+    # The summary's model calls, for the trace of whoever ran the research (stats counts them).
+    calls: list[dict[str, Any]] = []
+    stats.update(provider=summary_client.config.provider.value, model=summary_client.config.model, usage=calls)
     try:
-        data = summarize(summary_client, query, pages)
+        data = summarize(summary_client, query, pages, calls)
     finally:
         if summary_client is not client:
             summary_client.close()

@@ -299,18 +299,27 @@ def _call_tally(request: Mapping[str, Any]) -> _Tally:
     return tally
 
 
+def _model_calls(trace: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The blocks of one trace that record model calls ({provider, model, usage, calls}): its
+    request, and the summary calls of the online research a plan ran. A re-plan with that research
+    carries the same block, so only the plan that ran it counts them."""
+    blocks = [trace["request"]] if isinstance(trace.get("request"), dict) else []
+    research = trace.get("online_research")
+    if isinstance(research, dict) and isinstance(research.get("usage"), list) and not trace.get("online_replan"):
+        blocks.append(research)
+    return blocks
+
+
 def usage_metrics(traces: Sequence[Mapping[str, Any]], prices: Prices = NO_PRICES) -> dict[str, Any]:
     """Prompt and completion tokens of every model call the traces record, per provider and model,
     and the estimated cost where the provider has a price (docs/DESIGN.md, "Traces")."""
     by_model: dict[tuple[str, str], _Tally] = {}
     for trace in traces:
-        request = trace.get("request")
-        if not isinstance(request, dict):
-            continue
-        tally = _call_tally(request)
-        if tally.calls:
-            key = (str(request.get("provider") or "unknown"), str(request.get("model") or "unknown"))
-            by_model.setdefault(key, _Tally()).add(tally)
+        for calls in _model_calls(trace):
+            tally = _call_tally(calls)
+            if tally.calls:
+                key = (str(calls.get("provider") or "unknown"), str(calls.get("model") or "unknown"))
+                by_model.setdefault(key, _Tally()).add(tally)
     by_provider: dict[str, _Tally] = {}
     for (provider, _model), tally in by_model.items():
         by_provider.setdefault(provider, _Tally()).add(tally)

@@ -209,8 +209,8 @@ def test_no_model_calls(repo: Path) -> None:
 
 
 def test_a_replan_with_online_research_counts_each_call_once(repo: Path, llm: ScriptedLLM) -> None:
-    """The failed plan's trace has its two calls, the re-plan's trace its one (the research's summary
-    is not a plan round and writes no trace)."""
+    """The failed plan's trace has its two calls and the research's summary call (under
+    online_research), the re-plan's trace its one, and the same research block, not counted again."""
     from test_research import Web, online_env, summary
 
     web = Web()
@@ -220,7 +220,7 @@ def test_a_replan_with_online_research_counts_each_call_once(repo: Path, llm: Sc
         llm.script = [
             counted(chat("not json"), 10, 1),
             counted(chat("still not json"), 20, 2),
-            summary(web),
+            counted(summary(web), 300, 30),
             counted(chat(plan_answer()), 40, 4),
         ]
         env = online_env(web, llm, PAPAYU_ONLINE_AUTO_USE_AS_CONTEXT="1")
@@ -229,4 +229,31 @@ def test_a_replan_with_online_research_counts_each_call_once(repo: Path, llm: Sc
     finally:
         web.close()
     got = usage(repo)
-    assert (got["calls"], got["usage_unknown"], got["prompt_tokens"], got["completion_tokens"]) == (3, 0, 70, 7)
+    assert (got["calls"], got["usage_unknown"], got["prompt_tokens"], got["completion_tokens"]) == (4, 0, 370, 37)
+
+
+def test_the_research_command_traces_its_summary_calls_for_stats(repo: Path, llm: ScriptedLLM) -> None:
+    from test_research import Web, online_env, summary
+
+    web = Web()
+    web.page("/a", "Calc notes")
+    try:
+        llm.script = [counted(chat("not json"), 300, 30), counted(summary(web), 500, 60)]  # a repair, then the answer
+        proc = papayu("research", "calc add", "--json", cwd=repo, env=online_env(web, llm))
+        assert proc.returncode == 0, proc.stderr
+        research_id = json.loads(proc.stdout)["id"]
+        # A summary that stays invalid is traced too: its calls were made (and paid for).
+        llm.script = [counted(chat("not json"), 7, 1), counted(chat("nor this"), 7, 1)]
+        failed = papayu("research", "calc sub", "--json", cwd=repo, env=online_env(web, llm))
+        assert failed.returncode != 0 and "ERR_RESEARCH_INVALID" in failed.stdout
+    finally:
+        web.close()
+    got = usage(repo)
+    assert (got["calls"], got["usage_unknown"], got["prompt_tokens"], got["completion_tokens"]) == (4, 0, 814, 92)
+    listed = papayu("trace", "list", "--json", cwd=repo)
+    assert listed.returncode == 0, listed.stderr
+    records = [r for r in json.loads(listed.stdout)["traces"] if r.get("command") == "research"]
+    assert [(r["outcome"], r["error_code"]) for r in records] == [("ok", None), ("error", "ERR_RESEARCH_INVALID")]
+    shown = papayu("trace", "show", records[0]["trace_id"], "--json", cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["online_research"]["id"] == research_id, shown.stdout

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
 from papayu_git import output
 from papayu_git.error_handler import handle_errors
+from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel
 
 
@@ -18,8 +22,16 @@ def run(query: str, as_json: bool) -> int:
     root = find_toplevel()
     research.require_enabled(str(root))
     pdir = papayu_dir(open_repo(root))
-    with open_client(root) as client:
-        found = research.run(query, client, pdir, cwd=str(root), reason="command")
+    stats: dict[str, Any] = {}
+    found, error = None, None
+    try:
+        with open_client(root) as client:
+            found = research.run(query, client, pdir, cwd=str(root), reason="command", stats=stats)
+    except PapayuError as exc:
+        error = exc.code
+        raise
+    finally:
+        _trace(pdir, query, stats, found, error)
     if as_json:
         output.emit_json({"ok": True, **found.to_json()})
         return 0
@@ -27,6 +39,35 @@ def run(query: str, as_json: bool) -> int:
         output.result(line)
     output.result(f"next: git papayu plan GOAL --use-research {found.id}")
     return 0
+
+
+def _trace(pdir: Path, query: str, stats: dict[str, Any], found: Any, error: str | None) -> None:
+    """A trace of the research's model calls, when it made any (a failed summary too): `stats`
+    counts their tokens and cost like those of plans (docs/DESIGN.md, "Traces")."""
+    calls = stats.get("usage")
+    if not calls:
+        return
+    from papayu_git import traces
+
+    traces.write_record(
+        pdir,
+        traces.new_trace_id(),
+        "research",
+        goal=query,
+        validation_outcome="ok" if found is not None else "error",
+        error_code=error,
+        request={
+            "mode": "research",
+            "provider": stats.get("provider"),
+            "model": stats.get("model"),
+            "calls": len(calls),
+            "usage": calls,
+        },
+        online_research={
+            "id": found.id if found is not None else None,
+            **{k: stats[k] for k in ("results", "pages_ok", "pages_failed", "cache_hit") if k in stats},
+        },
+    )
 
 
 @click.command("research")

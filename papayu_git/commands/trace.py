@@ -41,7 +41,7 @@ def run_list(last: int | None, as_json: bool) -> int:
         output.emit_json({"ok": True, "traces": rows})
         return 0
     if not rows:
-        output.info("no traces yet (traces are written by plan/apply; PAPAYU_TRACE=0 turns them off)")
+        output.info("no traces yet (plan, apply, agent and research write them; PAPAYU_TRACE=0 turns them off)")
         return 0
     table = [
         [

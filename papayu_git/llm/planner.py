@@ -266,9 +266,16 @@ def _research(
     return found
 
 
+# What a plan's trace keeps of its research: the fetch's counts, and the summary's model calls
+# (provider, model, usage per call), which `stats` counts.
+RESEARCH_TRACE_KEYS = (
+    "results", "pages_ok", "pages_failed", "cache_hit", "early_stop", "sources_dropped", "failures",
+    "provider", "model", "usage",
+)  # fmt: skip
+
+
 def _research_stats(stats: dict[str, Any]) -> dict[str, Any]:
-    keys = ("results", "pages_ok", "pages_failed", "cache_hit", "early_stop", "sources_dropped", "failures")
-    return {k: stats[k] for k in keys if k in stats}
+    return {k: stats[k] for k in RESEARCH_TRACE_KEYS if k in stats}
 
 
 def _replan(
