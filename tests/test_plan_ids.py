@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from helpers import make_repo, papayu, write_plan
+from helpers import git, make_repo, papayu, write_plan
 
 
 def _three_plans(tmp_path: Path) -> tuple[Path, list[str]]:
@@ -52,41 +53,37 @@ def test_ambiguous_names_candidates_and_unknown_offers_the_closest(tmp_path: Pat
     assert proc.returncode != 0 and "there are 3 stored plan(s)" in proc.stderr
 
 
-def test_list_has_a_header_and_rechecks_landings_against_the_branch(tmp_path: Path) -> None:
-    from helpers import git
-
+def _applied(tmp_path: Path, *how: str) -> tuple[Path, dict[str, Any]]:
+    """A repository and the --json result of applying one plan to it (``how``: -y or --review)."""
     repo = make_repo(tmp_path / "repo")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
-    data = json.loads(papayu("apply", str(plan), "-y", "--check", "true", "--json", cwd=repo).stdout)
+    return repo, json.loads(papayu("apply", str(plan), *how, "--check", "true", "--json", cwd=repo).stdout)
+
+
+def _listed_state(repo: Path, plan_id: str) -> str:
+    lines = papayu("list", cwd=repo).stdout.splitlines()
+    assert lines[0].split() == ["ID", "STATE", "TARGET", "SUMMARY"]
+    row = next(line for line in lines if line.startswith(plan_id))
+    return row[len(plan_id) :].strip().split("  ")[0]
+
+
+def test_list_has_a_header_and_rechecks_landings_against_the_branch(tmp_path: Path) -> None:
+    repo, data = _applied(tmp_path, "-y")
     assert data["state"] == "landed", data
-
-    def state() -> str:
-        lines = papayu("list", cwd=repo).stdout.splitlines()
-        assert lines[0].split() == ["ID", "STATE", "TARGET", "SUMMARY"]
-        row = next(line for line in lines if line.startswith(data["plan_id"]))
-        return row[len(data["plan_id"]) :].strip().split("  ")[0]
-
-    assert state() == "landed"
+    assert _listed_state(repo, data["plan_id"]) == "landed"
     git(repo, "revert", "--no-edit", "HEAD")
-    assert state() == "landed (reverted)"
+    assert _listed_state(repo, data["plan_id"]) == "landed (reverted)"
     git(repo, "reset", "-q", "--hard", "HEAD~2")
-    assert state() == "landed (not on branch)"
+    assert _listed_state(repo, data["plan_id"]) == "landed (not on branch)"
 
 
 def test_list_says_when_a_kept_branch_was_deleted_by_hand(tmp_path: Path) -> None:
-    from helpers import git
-
-    repo = make_repo(tmp_path / "repo")
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
-    data = json.loads(papayu("apply", str(plan), "--review", "--check", "true", "--json", cwd=repo).stdout)
+    repo, data = _applied(tmp_path, "--review")
     assert data["state"] == "review", data
-
-    def row() -> str:
-        return next(line for line in papayu("list", cwd=repo).stdout.splitlines() if line.startswith(data["plan_id"]))
-
-    assert f"papayu/{data['plan_id']}" in git(repo, "branch", "--list", "papayu/*") and " review " in row()
+    assert f"papayu/{data['plan_id']}" in git(repo, "branch", "--list", "papayu/*")
+    assert _listed_state(repo, data["plan_id"]) == "review"
     git(repo, "branch", "-D", f"papayu/{data['plan_id']}")
-    assert "review (branch deleted)" in row()
+    assert _listed_state(repo, data["plan_id"]) == "review (branch deleted)"
 
 
 def test_trace_list_has_a_header_and_landing_names_what_landed(tmp_path: Path) -> None:
@@ -110,8 +107,6 @@ def test_keep_failed_says_where_the_branch_is(tmp_path: Path) -> None:
 
 
 def test_undo_takes_a_landing_back_only_while_nothing_came_after(tmp_path: Path) -> None:
-    from helpers import git
-
     repo = make_repo(tmp_path / "repo")
     (repo / "mine.txt").write_text("uncommitted\n")  # kept by the undo, like git reset --keep
     before = git(repo, "rev-parse", "HEAD").strip()
