@@ -103,6 +103,10 @@ class Landing:
         return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
 
 
+# -y of the commands that run Loop (fix, retry): the same question, skipped the same way.
+YES_HELP = "Land a green plan without asking (deletions included); a diffstat is printed first."
+
+
 def may_apply(plan_id: str, yes: bool) -> bool:
     """-y or a terminal to ask on later; without either the plan stays stored for `apply ID`."""
     if yes or sys.stdin.isatty():
@@ -241,7 +245,7 @@ class Loop:
     help="How the model is asked first (default: from the goal, else PAPAYU_LLM_MODE).",
 )
 @click.option("--from-file", "from_file", metavar="LOG", help="A log or test output to diagnose ('-' = stdin).")
-@transaction_options(yes_help="Land a green plan without asking (deletions included); a diffstat is printed first.")
+@transaction_options(yes_help=YES_HELP)
 @click.option(
     "--attempts",
     type=click.IntRange(1, 10),

@@ -12,7 +12,7 @@ import click
 
 from papayu_git import plans, prewarm, retry
 from papayu_git.commands.apply import transaction_options
-from papayu_git.commands.fix import Loop
+from papayu_git.commands.fix import YES_HELP, Loop
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
@@ -59,7 +59,7 @@ def run(plan_id: str, options: ApplyOptions, attempts: int, as_json: bool = Fals
     metavar="N",
     help="Plans to try; each red one is told to the next.",
 )
-@transaction_options(yes_help="Land a green plan without asking (deletions included); a diffstat is printed first.")
+@transaction_options(yes_help=YES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable attempts, the last plan and its result.")
 def command(plan_id: str, attempts: int, options: ApplyOptions, as_json: bool) -> None:
     """Plan again for plan ID, whose check failed: the model gets the goal, the previous plan's
