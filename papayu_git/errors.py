@@ -268,6 +268,25 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "Read the test changes ('git papayu show ID'), then 'git papayu land ID'; --allow-test-edits lands "
         "such plans without asking.",
     ),
+    "ERR_JUDGE_EDITS_HELD": ErrorSpec(
+        "tests pass only with the plan's own versions of files that judge it (test data, expected values, "
+        "build or check scripts, runner configs), not with the tip's, so it stopped at review (kept on papayu/<id>)",
+        "Read what the plan changes besides its code ('git papayu show ID'), then 'git papayu land ID' if it is "
+        "right; --allow-test-edits lets the plan's own run judge such changes.",
+    ),
+    "ERR_TESTS_REMOVED_HELD": ErrorSpec(
+        "the plan removes tests that pass on the tip (a deleted or renamed test file), so it stopped at review "
+        "(kept on papayu/<id>); -y confirms deletions, not the removal of a test",
+        "Check that the tests it names should go ('git papayu show ID'), then 'git papayu land ID'; "
+        "--allow-test-edits lands such plans without asking.",
+    ),
+    "ERR_RUNNER_REACH_HELD": ErrorSpec(
+        "the plan's code reaches for the test runner or its report (runner internals, hooks, os._exit, "
+        "/proc/self/fd, the report directory, sys.modules surgery), or a new test module changes other "
+        "modules at import, so it stopped at review (kept on papayu/<id>)",
+        "Read the lines it names ('git papayu show ID'); code under test runs inside the test process and could "
+        "forge its verdict. 'git papayu land ID' if they are harmless.",
+    ),
     "ERR_CHECK_ENV_LINKED": ErrorSpec(
         "the check ran unsandboxed while the project's environment links into your work tree (editable "
         "installs, workspace symlinks), so it may have tested your code instead of the plan's; kept on papayu/<id>",

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from papayu_git.check.sandbox import Sandbox
 
 MAX_REBASE_ATTEMPTS = 20
+# Verdicts held for a human whose landing (`land ID`) is the approval: the check passed but for
+# what the plan changes besides its code (check/verdict.py).
+HELD_FOR_A_HUMAN = frozenset({"ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD"})
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,7 @@ class _Run:
         self.command: CheckCommand | None = None
         self.sandbox: Sandbox | None = None
         self.tip = ""
+        self.reach: tuple[str, ...] = ()  # lines of the plan that reach for the test runner (check/reach.py)
 
     @property
     def branch(self) -> str:
@@ -273,6 +277,7 @@ class _Run:
             if dirty is not None:
                 return self.rollback(prepared.target, commit, dirty, state=ApplyState.REFUSED, stage="preflight")
             for attempt in range(MAX_REBASE_ATTEMPTS + 1):
+                self.scan_reach(prepared)
                 checked = self.run_check(commit)
                 commit = self.with_verdict(commit)
                 if not checked:
@@ -282,6 +287,7 @@ class _Run:
                     or self.held_for_verdict()
                     or self.held_for_user_tree_links()
                     or self.held_for_test_edits()
+                    or self.held_for_runner_reach()
                 )
                 if self.options.review or held:
                     output.event("PREVIEW_READY", plan_id=self.plan.id, branch=self.branch, commit=commit)
@@ -405,9 +411,44 @@ class _Run:
             f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id} "
             f"(--allow-test-edits lands such plans without asking)"
         )
-        self.warnings.append(f"the plan edits tests or how they run: {edited}; NOT landed. {ways[0].upper()}{ways[1:]}")
+        verdict = self.gate.verdict if self.gate else None
+        said = "; ".join(verdict.lines()[:3]) if verdict is not None and verdict.code in HELD_FOR_A_HUMAN else ""
+        reason = f"the plan edits tests or how they run: {edited}" + (f"; {safe_text(said)}" if said else "")
+        self.warnings.append(f"{reason}; NOT landed. {ways[0].upper()}{ways[1:]}")
+        return PapayuError("ERR_TEST_EDITS_HELD", reason, path=self.branch, hint=ways)
+
+    def scan_reach(self, prepared: Prepared) -> None:
+        """Read what the plan adds to its code (and its new test modules do at import) for
+        routes to the test runner, before its verdict is trusted (check/reach.py)."""
+        self.reach = ()
+        if self.command is None:
+            return
+        from papayu_git.check.reach import runner_reach  # see resolve_check
+        from papayu_git.judges import command_files
+        from papayu_git.testfiles import compile_patterns
+
+        tests = compile_patterns(configured_test_patterns(str(self.root))[0])
+        files = command_files(self.command.command, prepared.base)
+        found = runner_reach(prepared.base, prepared.changes.writes, tests=tests, command_files=files)
+        self.reach = tuple(safe_text(str(r)) for r in found)  # the plan's lines
+
+    def held_for_runner_reach(self) -> PapayuError | None:
+        """Code under test runs inside the test process: a plan whose code reaches for the runner
+        or its report, or whose new test module changes other modules at import, waits for a human
+        with the lines named, whatever its verdict says (check/reach.py)."""
+        if not self.reach:
+            return None
+        output.event("RUNNER_REACH_HELD", plan_id=self.plan.id, lines=len(self.reach))
+        shown = "; ".join(self.reach[:5]) + (f"; ... and {len(self.reach) - 5} more" if len(self.reach) > 5 else "")
+        ways = f"read those lines (git papayu show {self.plan.id}); land it if they are harmless: git papayu land {self.plan.id}"
+        self.warnings.append(
+            f"the plan's code reaches for the test runner: {shown}; NOT landed. {ways[0].upper()}{ways[1:]}"
+        )
         return PapayuError(
-            "ERR_TEST_EDITS_HELD", "the plan edits tests or how they run: " + edited, path=self.branch, hint=ways
+            "ERR_RUNNER_REACH_HELD",
+            "the plan's code reaches for the test runner: " + shown,
+            path=self.branch,
+            hint=ways,
         )
 
     def held_for_user_tree_links(self) -> PapayuError | None:
@@ -513,13 +554,16 @@ class _Run:
             settings.get_int("check_timeout_sec", str(self.root)),
             self.plan_commands() if self.options.run_proposed else (),
             self.approved_test_edits(commit),
+            approve_judges=self.options.allow_test_edits,
         )
         with self.watch.stage("check"), output.progress(f"check: {self.command.command}"):  # masked by progress
             self.gate = run_gate(request)
         self.check = self.gate.check
-        if not self.gate.lands and self.only_edited_tests_broke():
-            # Passed but for the tests the plan edits: landing it is the human's approval of those
-            # edits, as --allow-test-edits would have been (held_for_test_edits holds it).
+        verdict = self.gate.verdict
+        if verdict is not None and verdict.review and verdict.code in HELD_FOR_A_HUMAN:
+            # Passed but for what the plan changes besides its code (tests, their data, scripts):
+            # landing it is the human's approval of those changes, as --allow-test-edits would have
+            # been (held_for_verdict / held_for_test_edits hold it).
             self.check = replace(self.check, lands=True)
         return self.check.passed or self.gate.review
 
@@ -530,27 +574,6 @@ class _Run:
             return ()
         tree = GitTree(self.repo, commit_of(self.repo, commit).tree)
         return tuple(p for p in self.test_edits if tree.entry_kind(p) == "file")
-
-    def only_edited_tests_broke(self) -> bool:
-        """Unapproved test edits whose tip versions are all that fails on the plan's code: a change
-        of behaviour the plan meant, maybe. A human decides (held_for_test_edits), the gate does not
-        roll it back."""
-        verdict = self.gate.verdict if self.gate else None
-        if verdict is None or self.options.allow_test_edits or not self.test_edits:
-            return False
-        from papayu_git.check.verdict import FILE_SEPARATORS
-
-        # Only files the plan still has: a deleted test file's tests judge the plan's code.
-        assert self.check is not None
-        tree = GitTree(self.repo, commit_of(self.repo, self.check.commit).tree)
-        kept = [p for p in self.test_edits if tree.entry_kind(p) == "file"]
-        failing = [*verdict.broken, *verdict.missing]
-        edited = tuple(p + sep for p in kept for sep in FILE_SEPARATORS)
-        return (
-            verdict.code == "ERR_CHECK_REGRESSION"
-            and bool(failing and edited)
-            and all(t.startswith(edited) for t in failing)
-        )
 
     def with_verdict(self, commit: str) -> str:
         """The checked commit with the verdict as its `Papayu-Check` trailer: the same tree and
@@ -568,12 +591,26 @@ class _Run:
         return amended
 
     def held_for_verdict(self) -> PapayuError | None:
-        """A red tip the plan neither fixes nor breaks: a human decides (check/verdict.py)."""
+        """The verdict stops at review (check/verdict.py): a red tip the plan neither fixes nor
+        breaks, tests passing only with the plan's own versions of what judges it, or tests the
+        plan removes. A human decides; unapproved test edits say so in their own words
+        (held_for_test_edits)."""
         verdict = self.gate.verdict if self.gate else None
         if verdict is None or not verdict.review:
             return None
+        if verdict.code in HELD_FOR_A_HUMAN and self.test_edits and not self.options.allow_test_edits:
+            return None
+        said = safe_text("; ".join(verdict.lines()[:3]))  # test ids and paths come from the plan's run
+        if verdict.code in HELD_FOR_A_HUMAN:
+            ways = f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id}"
+            what = (
+                "the plan changes what judges it"
+                if verdict.code == "ERR_JUDGE_EDITS_HELD"
+                else "the plan removes tests"
+            )
+            self.warnings.append(f"{what}: {said}; NOT landed. {ways[0].upper()}{ways[1:]}")
+            return PapayuError(verdict.code or "ERR_JUDGE_EDITS_HELD", said, path=self.branch, hint=ways)
         ways = f"review it (git papayu show {self.plan.id}); land it anyway with git papayu land {self.plan.id} --force"
-        said = "; ".join(verdict.lines()[:3])
         self.warnings.append(f"the tip's check is red and the plan fixes none of its failures; NOT landed. {ways}")
         return PapayuError(verdict.code or "ERR_CHECK_FIXES_NOTHING", said, path=self.branch, hint=ways)
 

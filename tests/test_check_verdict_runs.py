@@ -350,7 +350,8 @@ def test_a_plan_deleting_a_passing_test_file(
     if code is None:
         assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
         assert not (repo / "tests/test_mul.py").exists()
-        assert _trailer(repo) == "Papayu-Check: passed 3, fixed 0, already failing 0"
+        assert verdict["removed"] == ["tests/test_mul.py::test_mul"], _why(data)
+        assert _trailer(repo) == "Papayu-Check: passed 3, fixed 0, already failing 0, removed 1"
         return
     _not_landed(repo, data, head, state, code)
     assert (repo / "tests/test_mul.py").is_file() and (repo / "calc.py").read_text() == CALC
@@ -360,7 +361,7 @@ def test_a_plan_deleting_a_passing_test_file(
         passed = (
             "passed 2, fixed 0, already failing 0, newly failing 1"
             if breaks
-            else "passed 3, fixed 0, already failing 0"
+            else "passed 3, fixed 0, already failing 0, removed 1"
         )
         assert _trailer(repo, f"papayu/{data['plan_id']}") == f"Papayu-Check: {passed}"
 
@@ -370,9 +371,15 @@ CHEATS = {
     "exit-at-import": (
         {"tests/test_0_smoke.py": "import os\n\nos._exit(0)\n"},
         "the plan's own run (its tree as is) exited 0 and left no readable per-test results: crashed or stopped early",
+        ("rolled_back", "ERR_CHECK_REGRESSION"),
     ),
-    # Puts the right add() back when pytest imports it: the plan's own run passes every test.
-    "patch-back-at-import": ({"tests/test_aaa.py": "import calc\n\ncalc.add = lambda a, b: a + b\n"}, "3 passed"),
+    # Puts the right add() back when pytest imports it: the plan's own run passes every test, the
+    # tip's tests do not (held for a human, never landed).
+    "patch-back-at-import": (
+        {"tests/test_aaa.py": "import calc\n\ncalc.add = lambda a, b: a + b\n"},
+        "3 passed",
+        ("review", "ERR_JUDGE_EDITS_HELD"),
+    ),
 }
 
 
@@ -380,11 +387,11 @@ CHEATS = {
 def test_a_new_test_file_cannot_land_broken_code(tmp_path: Path, cheat: str) -> None:
     repo = _green_python_repo(tmp_path)
     head = _head(repo)
-    created, fooled = CHEATS[cheat]
+    created, fooled, (state, code) = CHEATS[cheat]
     actions = [_update("calc.py", BROKEN_ADD)]
     actions += [{"kind": "CREATE_FILE", "path": path, "content": text} for path, text in created.items()]
     data = _apply(repo, cheat, actions, env={})
-    _not_landed(repo, data, head, "rolled_back", "ERR_CHECK_REGRESSION")
+    _not_landed(repo, data, head, state, code)
     # The plan's own run was fooled; the regression run, without the plan's new file, was not.
     own = Path(data["check"]["own_log"]).read_text()
     assert fooled in own or fooled in data["check"]["verdict"]["lines"], (own, _why(data))

@@ -72,7 +72,7 @@ def files(root: Path, rev: str) -> dict[str, tuple[str, str]]:
 
 
 def judged(root: Path, repo: pygit2.Repository, plan: str) -> tuple[str, dict[str, tuple[str, str]]]:
-    commit = tip_tests_commit(repo, tip_of(repo), plan, root)
+    commit, _paths = tip_tests_commit(repo, tip_of(repo), plan, root)
     assert commit is not None
     return commit, files(root, commit)
 
@@ -89,9 +89,9 @@ def test_a_new_test_file_is_removed_and_the_plans_code_kept(tmp_path: Path) -> N
     repo = tip_repo(root, calc_files())
     smoke = "import os\n\nos._exit(0)\n"
     plan = plan_commit(repo, {"calc.py": BROKEN, "tests/test_0_smoke.py": smoke, "docs/x.md": "x\n"})
-    assert judge_paths(repo, tip_of(repo), plan, root) == ["tests/test_0_smoke.py"]
+    assert judge_paths(repo, tip_of(repo), plan, root) == ["docs/x.md", "tests/test_0_smoke.py"]
     _, tree = judged(root, repo, plan)
-    assert tree == without(files(root, plan), "tests/test_0_smoke.py")
+    assert tree == without(files(root, plan), "docs/x.md", "tests/test_0_smoke.py")
     assert tree["calc.py"] == files(root, plan)["calc.py"] != files(root, "HEAD")["calc.py"]
 
 
@@ -156,12 +156,15 @@ def test_a_pytest_ini_change_is_reverted(tmp_path: Path) -> None:
     assert tree == {**files(root, plan), "pytest.ini": files(root, "HEAD")["pytest.ini"]}
 
 
-def test_a_pyproject_dependency_change_is_kept(tmp_path: Path) -> None:
+def test_a_pyproject_change_is_taken_from_the_tip_whatever_its_section(tmp_path: Path) -> None:
+    """Not the plan's code: its dependencies shape the verdict too (the plan's own run shows
+    whether they change it)."""
     root = tmp_path / "repo"
     repo = tip_repo(root, calc_files())
     plan = plan_commit(repo, {"pyproject.toml": PYPROJECT.replace("[]", "['attrs']"), "calc.py": BROKEN})
-    assert judge_paths(repo, tip_of(repo), plan, root) == []
-    assert tip_tests_commit(repo, tip_of(repo), plan, root) is None
+    assert judge_paths(repo, tip_of(repo), plan, root) == ["pyproject.toml"]
+    _, tree = judged(root, repo, plan)
+    assert tree == {**files(root, plan), "pyproject.toml": files(root, "HEAD")["pyproject.toml"]}
 
 
 def test_a_pyproject_pytest_change_is_reverted_whole(tmp_path: Path) -> None:
@@ -187,11 +190,12 @@ SHADOWS = {
 def test_startup_hooks_and_runner_shadows_are_removed(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     repo = tip_repo(root, calc_files())
-    not_shadows = {"tools/py.py": "x = 1\n", "lib/unittest.py": "x = 1\n", "pytest_plugin_notes.md": "n\n"}
-    plan = plan_commit(repo, {"calc.py": BROKEN, **SHADOWS, **not_shadows})
-    assert judge_paths(repo, tip_of(repo), plan, root) == sorted(SHADOWS)
+    code = {"lib/unittest.py": "x = 1\n", "src/pkg/pytest_helpers.py": "x = 1\n"}
+    not_code = {"tools/py.py": "x = 1\n", "pytest_plugin_notes.md": "n\n"}
+    plan = plan_commit(repo, {"calc.py": BROKEN, **SHADOWS, **code, **not_code})
+    assert judge_paths(repo, tip_of(repo), plan, root) == sorted({**SHADOWS, **not_code})
     _, tree = judged(root, repo, plan)
-    assert tree == without(files(root, plan), *SHADOWS)
+    assert tree == without(files(root, plan), *SHADOWS, *not_code)
 
 
 def test_a_runners_own_repository_keeps_its_code(tmp_path: Path) -> None:
@@ -199,25 +203,42 @@ def test_a_runners_own_repository_keeps_its_code(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     repo = tip_repo(root, {"src/_pytest/main.py": "a = 1\n", "src/pytest/__init__.py": "", "testing/x.txt": "t\n"})
     plan = plan_commit(repo, {"src/_pytest/main.py": "a = 2\n", "src/_pytest/new.py": "b = 1\n"})
-    assert tip_tests_commit(repo, tip_of(repo), plan, root) is None
+    assert tip_tests_commit(repo, tip_of(repo), plan, root) == (None, [])
 
 
-def test_a_plan_touching_no_tests_needs_no_second_run(tmp_path: Path) -> None:
+def test_a_plan_changing_only_code_needs_no_second_run(tmp_path: Path) -> None:
     root = tmp_path / "repo"
-    repo = tip_repo(root, calc_files(**{"docs/old.md": "o\n"}))
-    plan = plan_commit(repo, {"calc.py": BROKEN, "README.md": "r\n"}, delete_files=("docs/old.md",))
+    repo = tip_repo(root, calc_files(**{"pkg/old.py": "o = 1\n"}))
+    plan = plan_commit(repo, {"calc.py": BROKEN, "pkg/new.py": "n = 1\n"}, delete_files=("pkg/old.py",))
     assert judge_paths(repo, tip_of(repo), plan, root) == []
-    assert tip_tests_commit(repo, tip_of(repo), plan, root) is None
+    assert tip_tests_commit(repo, tip_of(repo), plan, root) == (None, [])
 
 
-def test_configured_test_patterns_decide_what_is_a_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_documents_and_data_the_plan_changes_are_taken_from_the_tip(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    repo = tip_repo(root, calc_files(**{"docs/old.md": "o\n", "testdata/add.golden": "5\n"}))
+    plan = plan_commit(
+        repo, {"calc.py": BROKEN, "README.md": "r\n", "testdata/add.golden": "6\n"}, delete_files=("docs/old.md",)
+    )
+    assert judge_paths(repo, tip_of(repo), plan, root) == ["README.md", "docs/old.md", "testdata/add.golden"]
+    _, tree = judged(root, repo, plan)
+    head = files(root, "HEAD")
+    assert tree == {
+        **without(files(root, plan), "README.md"),
+        "docs/old.md": head["docs/old.md"],
+        "testdata/add.golden": head["testdata/add.golden"],
+    }
+
+
+def test_configured_test_patterns_add_to_what_is_a_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project's own test locations judge the plan too; the usual ones still do."""
     monkeypatch.setenv("PAPAYU_TEST_PATTERNS", "qa/**")
     root = tmp_path / "repo"
     repo = tip_repo(root, calc_files(**{"qa/check_calc.py": TEST}))
     plan = plan_commit(repo, {"qa/check_calc.py": "", "qa/check_new.py": "", "tests/test_new.py": ""})
     _, tree = judged(root, repo, plan)
     assert tree == {
-        **without(files(root, plan), "qa/check_new.py"),
+        **without(files(root, plan), "qa/check_new.py", "tests/test_new.py"),
         "qa/check_calc.py": files(root, "HEAD")["qa/check_calc.py"],
     }
 
@@ -293,7 +314,7 @@ def test_the_commit_at_20k_files_takes_milliseconds(tmp_path: Path) -> None:
     plan = plan_commit(repo, {"d3/s4/m5.py": "broken\n", "tests/test_calc.py": "", "tests/test_new.py": ""})
     tip = tip_of(repo)
     start = time.perf_counter()
-    commit = tip_tests_commit(repo, tip, plan, root)
+    commit, _paths = tip_tests_commit(repo, tip, plan, root)
     elapsed = time.perf_counter() - start
     print(f"\nregression commit at 20k files, a 3-file plan: {elapsed * 1000:.1f} ms")
     assert commit is not None and elapsed < 1.0

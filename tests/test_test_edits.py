@@ -165,8 +165,13 @@ def test_custom_patterns_from_git_config_replace_the_built_in_list(calc_repo: Pa
     )
     code, data, _ = apply_json(calc_repo, plan, "--no-check", "-y", "--protocol", "1")
     assert data["state"] == "review" and data["test_edits"] == ["checks/verify.sh"]
+    # Not a test edit any more, but tests/ still judges the plan: the tip's version of the test fails
+    # on the broken code, the plan's own version passes, so a human decides.
     code, data, stderr = apply_json(calc_repo, cheating_plan(tmp_path), "--check", CHECK, "-y")
-    assert code == 0 and data["state"] == "landed" and data["test_edits"] == [], stderr  # not a test any more
+    assert code == 1 and data["state"] == "review" and data["test_edits"] == [], stderr
+    assert data["error"]["code"] == "ERR_JUDGE_EDITS_HELD", data["error"]
+    assert data["check"]["verdict"]["explained"] == ["tests/test_calc.py::test_add"], data["check"]["verdict"]
+    assert (calc_repo / "calc.py").read_text() == CALC
 
 
 def test_memory_test_roots_win_over_the_setting(calc_repo: Path, tmp_path: Path) -> None:
@@ -377,9 +382,10 @@ def test_a_new_conftest_that_deselects_every_test_is_held(calc_repo: Path, tmp_p
     code, data, stderr = apply_json(calc_repo, plan, "--check", CHECK, "-y")
     assert code == 1, stderr
     assert data["test_edits"] == ["tests/conftest.py"] and (calc_repo / "calc.py").read_text() == CALC
-    # The broken code passes in the plan's own tree; the tip's tests without the new conftest
-    # (the regression run) judge it: rolled back, naming the test it breaks.
-    assert data["state"] == "rolled_back" and data["error"]["code"] == "ERR_CHECK_REGRESSION", data
+    # The broken code passes in the plan's own tree only: the tip's tests without the new conftest
+    # (the regression run) fail on it. Held for a human, naming the conftest, never landed.
+    assert data["state"] == "review" and data["error"]["code"] == "ERR_TEST_EDITS_HELD", data
+    assert data["check"]["verdict"]["explained"] == data["check"]["verdict"]["broken"] != [], data
     assert "tests/test_calc.py::test_add" in data["error"]["reason"]
 
 

@@ -35,6 +35,7 @@ class Gate:
     own: CheckResult | None  # the plan's own run
     base: BaseRun | None
     verdict: Verdict | None  # None: no per-test results anywhere (the exit code decided)
+    judged_by_tip: tuple[str, ...] = ()  # what the plan changes besides its code (judges.py)
 
     @property
     def lands(self) -> bool:
@@ -58,6 +59,7 @@ class GateRequest:
     timeout_sec: float
     extra_commands: tuple[str, ...] = ()  # consented proposed commands: after the plan's own tree's check
     approved_edits: tuple[str, ...] = ()  # test files the user approved the plan to edit
+    approve_judges: bool = False  # --allow-test-edits: the own run judges what the plan changes besides code
 
 
 def run_gate(request: GateRequest) -> Gate:
@@ -76,7 +78,9 @@ def run_gate(request: GateRequest) -> Gate:
         )
 
     base = tip_run()
-    judge_commit = tip_tests_commit(request.repo, request.tip, request.commit, request.root)
+    judge_commit, judged = tip_tests_commit(
+        request.repo, request.tip, request.commit, request.root, request.command.command
+    )
     own = None
     if judge_commit is None:
         regression = _run(request, request.commit, f"{request.plan_id}.log", request.extra_commands)
@@ -98,6 +102,8 @@ def run_gate(request: GateRequest) -> Gate:
         _as_run(own.tests, None if own.timed_out else own.exit_code) if own is not None else None,
         approved_edits=request.approved_edits,
         rerun_base=rerun_base,
+        restored=judged,
+        approve_restored=request.approve_judges,
     )
     # What is recorded as "the check" of the plan's commit: the regression run with the verdict.
     checked = replace(
@@ -107,7 +113,7 @@ def run_gate(request: GateRequest) -> Gate:
         lands=verdict.lands,
         own_log=own.log if own is not None else "",
     )
-    return Gate(checked, own, base, verdict)
+    return Gate(checked, own, base, verdict, tuple(judged))
 
 
 def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...]) -> CheckResult:

@@ -1,11 +1,11 @@
-"""The tree of the regression run: the tip's tests on the plan's code.
+"""The tree of the regression run: the tip's judges on the plan's code.
 
 A plan must not write its own judge: a new `tests/test_0_smoke.py` that calls `os._exit(0)`, a
-new `conftest.py` that patches the broken function back, a `sitecustomize.py` or a `.pth` file
-all turn a red check green. So the regression run checks the plan's tree with every path that
-judges it (testfiles.judges_plan) as on the tip: added ones removed, changed or deleted ones put
-back with the tip's bytes and mode. When the plan touches none, that tree is the plan's own and
-one run is enough.
+new `conftest.py` that patches the broken function back, a Makefile recipe that repairs the code,
+a golden file, a `sitecustomize.py` all turn a red check green. So the regression run checks the
+plan's tree with every path that is not the plan's code (judges.py) as on the tip: added ones
+removed, changed or deleted ones put back with the tip's bytes and mode. When the plan changes
+only code, that tree is the plan's own and one run is enough.
 
 The tree is written through a libgit2 index read from the plan's tree: it restores symlinks and
 submodules as they were (objects.build_tree writes regular files only) and, its tree cache intact,
@@ -17,31 +17,36 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from papayu_git.judges import judging_paths
 from papayu_git.objects import MODE_TREE, GitTree, changed_paths, commit_of, create_commit
-from papayu_git.testfiles import compile_patterns, configured_test_patterns, judges_plan
+from papayu_git.testfiles import compile_patterns, configured_test_patterns
 
 if TYPE_CHECKING:
     import pygit2
 
 
-def judge_paths(repo: pygit2.Repository, tip: str, plan_commit: str, repo_root: Path) -> list[str]:
-    """The paths ``plan_commit`` changes against ``tip`` that judge it (tests, runner configs,
-    startup hooks, runner shadows), sorted; [] when the regression run is the plan's own run."""
+def judge_paths(repo: pygit2.Repository, tip: str, plan_commit: str, repo_root: Path, command: str = "") -> list[str]:
+    """The paths ``plan_commit`` changes against ``tip`` that are not its code (judges.py: tests,
+    their data and helpers, configs, scripts ``command`` runs, the environment), sorted; [] when
+    the regression run is the plan's own run."""
     tip_tree = GitTree(repo, commit_of(repo, tip).tree)
     plan_tree = GitTree(repo, commit_of(repo, plan_commit).tree)
-    compiled = compile_patterns(configured_test_patterns(repo_root)[0])
+    tests = compile_patterns(configured_test_patterns(repo_root)[0])
     changed = _changed_files(repo, tip_tree.tree, plan_tree.tree)
-    return [p for p in changed if judges_plan(p, tip_tree, plan_tree, compiled)]
+    return judging_paths(changed, tip_tree, tests=tests, command=command)
 
 
-def tip_tests_commit(repo: pygit2.Repository, tip: str, plan_commit: str, repo_root: Path) -> str | None:
-    """A commit whose tree is the plan's with every path that judges it as on the tip (parent: the
-    tip; written to the object database, no ref moved), or None when the plan touches none."""
+def tip_tests_commit(
+    repo: pygit2.Repository, tip: str, plan_commit: str, repo_root: Path, command: str = ""
+) -> tuple[str | None, list[str]]:
+    """A commit whose tree is the plan's with every path that is not its code as on the tip
+    (parent: the tip; written to the object database, no ref moved), or None when the plan
+    changes only code; and those paths."""
     import pygit2
 
-    paths = judge_paths(repo, tip, plan_commit, repo_root)
+    paths = judge_paths(repo, tip, plan_commit, repo_root, command)
     if not paths:
-        return None
+        return None, []
     tip_tree = commit_of(repo, tip).tree
     index = pygit2.Index()
     index.read_tree(commit_of(repo, plan_commit).tree)
@@ -55,7 +60,7 @@ def tip_tests_commit(repo: pygit2.Repository, tip: str, plan_commit: str, repo_r
     for restored in restore:
         index.add(restored)
     message = f"papayu regression run: the tests of {tip[:12]} on the code of {plan_commit[:12]}\n"
-    return create_commit(repo, index.write_tree(repo), commit_of(repo, tip).id, message)
+    return create_commit(repo, index.write_tree(repo), commit_of(repo, tip).id, message), paths
 
 
 def _changed_files(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree) -> list[str]:

@@ -28,6 +28,13 @@ Rules beyond the issue's text, each decided here once:
 - The own run also judges the tip's tests that pass in the regression run and fail in the plan's
   tree as is: the plan's test changes (a conftest, a new file patching at import) broke them,
   and the landed tip would be red.
+- What the plan changes besides its code (``restored``: its tests, data, configs, scripts; taken
+  from the tip for the regression run) is held for a human where the plan's own run then differs
+  (docs/DESIGN.md, "What judges a plan"): tests that fail in the regression run and pass in the
+  own run are explained by those changes, not fixed by the code (a Makefile recipe repairing the
+  code, a golden file rewritten with it): held, named, never landed and never rolled back unless
+  one of them also fails in the own run. Tests that passed on the tip and are gone from the own
+  run (a deleted or renamed test file) are a judge removed: held, named, whatever else passes.
 """
 
 from __future__ import annotations
@@ -89,6 +96,9 @@ class Verdict:
     new_failing: tuple[str, ...] = ()  # fail in the own run and not on the base, not judged by the regression run
     new_passing: int = 0  # only in the own run (new tests, new ones in approved files), passing
     notes: tuple[str, ...] = ()  # what the runs as a whole said: crashes, timeouts, unreadable results
+    explained: tuple[str, ...] = ()  # do not pass in the regression run, pass in the own run
+    removed: tuple[str, ...] = ()  # passed on the base, gone (absent or skipped) from the own run
+    restored: tuple[str, ...] = ()  # what the plan changes besides its code, taken from the tip
 
     def trailer(self) -> str:
         """The commit trailer's value: "passed 41, fixed 1, already failing 2", then what else is not 0."""
@@ -101,6 +111,8 @@ class Verdict:
             ("newly failing", len(self.broken)),
             ("missing", len(self.missing)),
             ("new failing", len(self.new_failing)),
+            ("passing only with the plan's judges", len(self.explained)),
+            ("removed", len(self.removed)),
         )
         return ", ".join(parts + [f"{name} {n}" for name, n in optional if n])
 
@@ -113,6 +125,8 @@ class Verdict:
             ("fixed", self.fixed),
             ("already failing on the tip", self.already_failing),
             ("flaky (failed on the tip too when re-run)", self.flaky),
+            ("passing only with the plan's own versions of " + _names(self.restored, 5), self.explained),
+            ("removed by the plan (passed on the tip)", self.removed),
         )
         return [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
 
@@ -135,19 +149,26 @@ def judge(
     *,
     approved_edits: Collection[str] = (),
     rerun_base: Callable[[list[str]], Run] | None = None,
+    restored: Collection[str] = (),
+    approve_restored: bool = False,
 ) -> Verdict:
     """Land iff no test that passed on the base fails or is missing in the regression run, the
     plan's new tests pass, and the base was green or the plan fixes a test that failed on it.
     ``approved_edits``: files (or test ids) approved with --allow-test-edits; their tests are
-    judged by ``own``. ``rerun_base`` runs the base again for the given ids; called at most once."""
+    judged by ``own``. ``rerun_base`` runs the base again for the given ids; called at most once.
+    ``restored``: what the plan changes besides its code (taken from the tip for the regression
+    run); where the own run differs because of it the plan is held, unless ``approve_restored``
+    (--allow-test-edits: the own run judges)."""
     if base.results.exit_code_only:
         return _by_exit_code(regression, own)
     approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()
-    tally = _Tally()
+    tally = _Tally(restored=tuple(sorted(restored)), approve_restored=approve_restored)
     tally.compare(base, regression, approved)
     tally.rerun(rerun_base)
     if own is not None:
         tally.judge_own(base, regression, own, approved)
+        if restored:
+            tally.differences(base, regression, own, approved)
     tally.notes += _run_notes(base, regression, own)
     return tally.verdict(base, regression, own)
 
@@ -164,6 +185,10 @@ class _Tally:
     new_failing: list[str] = field(default_factory=list)
     new_passing: int = 0
     notes: list[str] = field(default_factory=list)
+    explained: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    restored: tuple[str, ...] = ()
+    approve_restored: bool = False
 
     def compare(self, base: Run, regression: Run, approved: frozenset[str]) -> None:
         before, after = base.results.outcomes, regression.results.outcomes
@@ -205,6 +230,18 @@ class _Tally:
         self.fixed.sort()
         self.already_failing.sort()
 
+    def differences(self, base: Run, regression: Run, own: Run, approved: frozenset[str]) -> None:
+        """Where the plan's tree as is differs from the regression run on the tip's tests: the
+        ones passing only there (explained by what the plan changed besides its code), and the
+        base's passing tests the own run no longer has (removed)."""
+        before, tips, plans = base.results.outcomes, regression.results.outcomes, own.results.outcomes
+        for test in sorted(before.keys() - approved):
+            now = plans.get(test)
+            if now == Outcome.PASSED and tips.get(test) != Outcome.PASSED:
+                self.explained.append(test)
+            elif before[test] == Outcome.PASSED and now in (None, Outcome.SKIPPED):
+                self.removed.append(test)
+
     def _judge_owned(self, test: str, was: Outcome | None, now: Outcome | None) -> None:
         """A new test, or one in a file approved for editing: the plan's own run is its judge."""
         if now == Outcome.PASSED:
@@ -224,12 +261,26 @@ class _Tally:
         # A base red with no test failing (a crash, an error outside the tests) is fixed by a green run.
         run_fixed = base_red and not base.failing and _green(regression)
         review, code = False, None
+        held = bool(self.restored) and not self.approve_restored
+        explained = held and bool(self.explained)
+        # Failing only with the tip's judges: the plan's own versions explain them (a human
+        # decides, or --allow-test-edits let the own run judge).
+        excused = bool(self.restored and self.explained) and set(self.broken + self.missing) <= set(self.explained)
+        regressed = self.broken or self.missing or _regression_failed(base, regression)
         if regression.timed_out or (own is not None and own.timed_out):
             code = "ERR_CHECK_TIMEOUT"
-        elif self.broken or self.missing or _regression_failed(base, regression):
+        elif regressed and not (excused and not _regression_failed(base, regression)):
             code = "ERR_CHECK_REGRESSION"
         elif self.new_failing or (own is not None and _own_failed(base, own)):
             code = "ERR_CHECK_NEW_TESTS_FAIL"
+        elif held and self.removed:
+            review, code = True, "ERR_TESTS_REMOVED_HELD"
+            self.notes.append("the plan removes tests that pass on the tip: a human decides")
+        elif explained:
+            review, code = True, "ERR_JUDGE_EDITS_HELD"
+            self.notes.append(
+                "tests pass only with the plan's own versions of files that judge it, not with the tip's: a human decides"
+            )
         elif base_red and not self.fixed and not run_fixed:
             review, code = True, "ERR_CHECK_FIXES_NOTHING"
             self.notes.append("the tip was already red and the plan fixes none of its failing tests")
@@ -247,6 +298,9 @@ class _Tally:
             new_failing=tuple(self.new_failing),
             new_passing=self.new_passing,
             notes=tuple(self.notes),
+            explained=tuple(self.explained),
+            removed=tuple(self.removed),
+            restored=self.restored,
         )
 
 
