@@ -49,7 +49,8 @@ BUILTIN_TEST_PATTERNS: tuple[str, ...] = (
 
 # Files whose only job is to decide which tests run and how (any depth).
 HARNESS_PATTERNS: tuple[str, ...] = (
-    "conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "noxfile.py", "jest.config.*", "vitest.config.*",
+    "conftest.py", "pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "tox.ini", "noxfile.py",
+    "jest.config.*", "vitest.config.*",
     ".mocharc*", "karma.conf.*", "phpunit.xml", "phpunit.xml.dist", ".rspec",
 )  # fmt: skip
 _PACKAGE_TEST_KEYS = ("jest", "mocha", "ava", "vitest", "c8", "nyc")

@@ -1,0 +1,341 @@
+"""The judge comes from the tip: attacks of a plan on its own verdict, through the real CLI
+(`apply PLAN -y --json`), real runners, the real sandbox.
+
+Each attack breaks a function the tip's tests cover and then tries to make the check pass anyway,
+through something other than its code: the Makefile or script the check command runs, a runner
+config pytest reads first, plugin metadata, a runner's dependency shadowed, expected values and
+test helpers outside the test patterns, a new test module patching the code at import, a test file
+it deletes. None lands. Next to each, the honest plan (the same kind of change, the code right)
+lands, or stops at review where a human should look.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import apply_json, git, make_repo, write_plan
+
+from papayu_git.check import sandbox
+
+pytestmark = pytest.mark.skipif(
+    sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
+)
+
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+CALC = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+BROKEN = CALC.replace("a + b", "a - b")
+TESTS = {
+    "tests/test_add.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    "tests/test_mul.py": "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n",
+}
+PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
+
+
+def _repo(tmp_path: Path, check: str, **files: str) -> Path:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **TESTS, **files})
+    git(repo, "config", "papayu.checkCommand", check)
+    return repo
+
+
+def _write(path: str, content: str) -> dict[str, str]:
+    return {"kind": "UPDATE_FILE", "path": path, "content": content}
+
+
+def _create(path: str, content: str) -> dict[str, str]:
+    return {"kind": "CREATE_FILE", "path": path, "content": content}
+
+
+def _apply(
+    repo: Path, name: str, actions: list[dict[str, str]], *args: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
+    return apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1", **(env or {})})
+
+
+def _why(data: dict[str, Any]) -> str:
+    check = data.get("check") or {}
+    logs = [Path(p).read_text(errors="replace")[-3000:] for p in (check.get("log"), check.get("own_log")) if p]
+    return f"{data}\n\n" + "\n---\n".join(logs)
+
+
+def _head(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def _held(repo: Path, data: dict[str, Any], head: str, code: str, *named: str) -> None:
+    """Not landed: kept for a human at review, the user's branch and tree as they were, and the
+    reason naming what a reviewer must look at."""
+    assert (data["state"], data["error"]["code"], data["_rc"]) == ("review", code, 1), _why(data)
+    assert _head(repo) == head and git(repo, "status", "--porcelain") == ""
+    for name in named:
+        assert name in data["error"]["reason"], (name, data["error"])
+
+
+def _landed(repo: Path, data: dict[str, Any]) -> None:
+    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+    assert _head(repo) == data["commit"]
+
+
+# --- 3. the files the check command runs ----------------------------------------------------------
+
+MAKEFILE = f"test:\n\t{PYTEST} tests\n"
+# Repairs the broken code inside the sandbox before the tests run: the check passes.
+REPAIRING_MAKEFILE = f"test:\n\tsed -i 's/a - b/a + b/' calc.py\n\t{PYTEST} tests\n"
+
+
+def test_a_makefile_recipe_repairing_the_code_does_not_land(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, "make test", Makefile=MAKEFILE)
+    head = _head(repo)
+    data = _apply(repo, "repair", [_write("calc.py", BROKEN), _write("Makefile", REPAIRING_MAKEFILE)])
+    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "tests/test_add.py::test_add", "Makefile")
+    verdict = data["check"]["verdict"]
+    assert verdict["restored"] == ["Makefile"] and verdict["explained"] == ["tests/test_add.py::test_add"]
+    assert "sed -i" not in Path(data["check"]["log"]).read_text()  # the regression run ran the tip's recipe
+    assert "sed -i" in Path(data["check"]["own_log"]).read_text()
+    assert (repo / "calc.py").read_text() == CALC
+
+    honest = _apply(repo, "honest", [_write("calc.py", CALC + "\n# checked\n"), _write("Makefile", MAKEFILE + "\n")])
+    _landed(repo, honest)
+
+
+def test_a_check_script_rewritten_by_the_plan_does_not_decide(tmp_path: Path) -> None:
+    script = f"#!/bin/sh\n{PYTEST} tests\n"
+    repo = _repo(tmp_path, "sh ci/test.sh", **{"ci/test.sh": script})
+    head = _head(repo)
+    cheat = "#!/bin/sh\necho all good\nexit 0\n"
+    data = _apply(repo, "script", [_write("calc.py", BROKEN), _write("ci/test.sh", cheat)])
+    assert data["state"] != "landed" and _head(repo) == head, _why(data)
+    assert "all good" not in Path(data["check"]["log"]).read_text()
+
+
+# --- 4. runner configs pytest reads first -----------------------------------------------------------
+
+EVIL_PLUGIN = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\n"
+)
+
+
+@pytest.mark.parametrize("config", ["pytest.toml", ".pytest.toml"])
+def test_a_pytest_toml_loading_the_plans_plugin_does_not_land(tmp_path: Path, config: str) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    head = _head(repo)
+    actions = [
+        _write("calc.py", BROKEN),
+        _create(config, "[pytest]\npythonpath = ['.']\naddopts = ['-p', 'tests.plug']\n"),
+        _create("tests/__init__.py", ""),
+        _create("tests/plug.py", EVIL_PLUGIN),
+    ]
+    data = _apply(repo, "toml", actions)
+    assert data["state"] == "review" and data["error"]["code"] == "ERR_TEST_EDITS_HELD", _why(data)
+    assert config in data["test_edits"] and _head(repo) == head
+    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], _why(data)
+
+
+# --- 5. plugin metadata and the runner's dependencies from the plan's tree --------------------------
+
+
+def test_a_dist_info_entry_point_plugin_does_not_land(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.pythonSafePath", "false")  # the working directory on sys.path
+    head = _head(repo)
+    actions = [
+        _write("calc.py", BROKEN),
+        _create("evilplug.py", EVIL_PLUGIN),
+        _create("evilplug-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: evilplug\nVersion: 1.0\n"),
+        _create("evilplug-1.0.dist-info/entry_points.txt", "[pytest11]\nevilplug = evilplug\n"),
+    ]
+    data = _apply(repo, "entry-point", actions)
+    assert data["state"] == "review" and _head(repo) == head, _why(data)
+    assert data["error"]["code"] in ("ERR_JUDGE_EDITS_HELD", "ERR_RUNNER_REACH_HELD"), _why(data)
+    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], _why(data)
+
+
+@pytest.mark.parametrize("shadow", ["pluggy.py", "iniconfig.py"])
+def test_a_shadow_of_the_runners_dependency_does_not_land(tmp_path: Path, shadow: str) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.pythonSafePath", "false")  # a flat layout: the cwd comes first
+    head = _head(repo)
+    real = Path(__import__(shadow.removesuffix(".py")).__file__ or "")
+    # The real module, plus a hook that turns every failure into a pass once pytest has loaded.
+    source = real.read_text() if real.suffix == ".py" else ""
+    data = _apply(repo, "shadow", [_write("calc.py", BROKEN), _create(shadow, source + "\n" + EVIL_PLUGIN)])
+    assert data["state"] != "landed" and _head(repo) == head, _why(data)
+    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], _why(data)
+    assert shadow in data["check"]["verdict"]["restored"]
+
+
+# --- 6. expected values and helpers outside the test patterns ---------------------------------------
+
+GO_CODE = "package calc\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n"
+GO_TEST = (
+    'package calc\n\nimport (\n\t"fmt"\n\t"os"\n\t"strings"\n\t"testing"\n)\n\n'
+    "func TestAddGolden(t *testing.T) {\n"
+    '\twant, err := os.ReadFile("testdata/add.golden")\n\tif err != nil {\n\t\tt.Fatal(err)\n\t}\n'
+    "\tif got := fmt.Sprint(Add(2, 3)); got != strings.TrimSpace(string(want)) {\n"
+    '\t\tt.Fatalf("got %s, want %s", got, want)\n\t}\n}\n'
+)
+
+
+# Read at import, before the hermetic fixture replaces HOME: the machine's go build cache, which a
+# user's check uses too (a cold one compiles the standard library in every sandboxed run).
+GO_ENV = {
+    "GOCACHE": os.environ.get("GOCACHE", os.path.expanduser("~/.cache/go-build")),
+    "GOTOOLCHAIN": "local",
+    "GOFLAGS": "-mod=mod",
+}
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed here")
+def test_a_go_golden_file_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
+    files = {"go.mod": "module example.com/calc\n\ngo 1.21\n", "calc.go": GO_CODE, "calc_test.go": GO_TEST}
+    repo = make_repo(tmp_path / "repo", {**files, "testdata/add.golden": "5\n"})
+    git(repo, "config", "papayu.checkCommand", "go test ./...")
+    subprocess.run(["go", "test", "./..."], cwd=repo, env={**os.environ, **GO_ENV}, check=True, capture_output=True)
+    head = _head(repo)
+    broken = GO_CODE.replace("a + b", "a - b")
+    data = _apply(repo, "golden", [_write("calc.go", broken), _write("testdata/add.golden", "-1\n")], env=GO_ENV)
+    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "testdata/add.golden")
+    assert data["check"]["verdict"]["explained"] == data["check"]["verdict"]["broken"] != [], _why(data)
+
+    honest = _apply(repo, "honest", [_write("calc.go", GO_CODE.replace("return a + b", "return b + a"))], env=GO_ENV)
+    _landed(repo, honest)
+
+
+HELPERS = "def expected_sum():\n    return 5\n"
+PKG_TEST = "from pkg.calc import add\nfrom pkg.tests.helpers import expected_sum\n\n\ndef test_add():\n"
+PKG_TEST += "    assert add(2, 3) == expected_sum()\n"
+
+
+def test_an_in_package_test_helper_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/calc.py": CALC,
+        "pkg/tests/__init__.py": "",
+        "pkg/tests/helpers.py": HELPERS,
+        "pkg/tests/test_calc.py": PKG_TEST,
+        "pyproject.toml": PYPROJECT,
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    git(repo, "config", "papayu.checkCommand", f"{PYTEST} pkg")
+    head = _head(repo)
+    actions = [_write("pkg/calc.py", BROKEN), _write("pkg/tests/helpers.py", HELPERS.replace("5", "-1"))]
+    data = _apply(repo, "helper", actions)
+    assert data["state"] == "review" and _head(repo) == head, _why(data)
+    assert data["check"]["verdict"]["explained"] == ["pkg/tests/test_calc.py::test_add"], _why(data)
+    assert "pkg/tests/helpers.py" in data["error"]["reason"]
+
+
+SNAP_TEST = (
+    "from pathlib import Path\n\nfrom calc import add\n\n\ndef test_add_snapshot():\n"
+    "    want = (Path(__file__).parent / '__snapshots__' / 'add.txt').read_text().strip()\n"
+    "    assert str(add(2, 3)) == want\n"
+)
+
+
+def test_a_snapshot_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
+    files = {"calc.py": CALC, "pyproject.toml": PYPROJECT, "tests/test_snap.py": SNAP_TEST}
+    repo = make_repo(tmp_path / "repo", {**files, "tests/__snapshots__/add.txt": "5\n"})
+    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    head = _head(repo)
+    actions = [_write("calc.py", BROKEN), _write("tests/__snapshots__/add.txt", "-1\n")]
+    data = _apply(repo, "snapshot", actions)
+    _held(
+        repo, data, head, "ERR_TEST_EDITS_HELD", "tests/__snapshots__/add.txt", "tests/test_snap.py::test_add_snapshot"
+    )
+    assert data["check"]["verdict"]["explained"] == ["tests/test_snap.py::test_add_snapshot"], _why(data)
+
+
+def test_a_snapshot_does_not_excuse_what_it_does_not_explain(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests", **{"tests/test_snap.py": SNAP_TEST, "tests/__snapshots__/add.txt": "5\n"})
+    head = _head(repo)
+    data = _apply(repo, "snapshot", [_write("calc.py", BROKEN), _write("tests/__snapshots__/add.txt", "-1\n")])
+    # The snapshot test passes with the plan's snapshot; test_add fails with the tip's tests and the
+    # plan's own alike: a regression nothing explains, rolled back.
+    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), _why(data)
+    verdict = data["check"]["verdict"]
+    assert verdict["explained"] == ["tests/test_snap.py::test_add_snapshot"], _why(data)
+    assert verdict["broken"] == ["tests/test_add.py::test_add", "tests/test_snap.py::test_add_snapshot"]
+    assert _head(repo) == head and (repo / "tests/__snapshots__/add.txt").read_text() == "5\n"
+
+
+# --- 7. a new test module that patches the code at import --------------------------------------------
+
+PATCHING_TEST = (
+    "import calc\n\ncalc.mul = lambda a, b: a * b\n\n\ndef test_mul_again():\n    assert calc.mul(2, 3) == 6\n"
+)
+CLEAN_TEST = "from calc import mul\n\n\ndef test_mul_again():\n    assert mul(2, 3) == 6\n"
+
+
+def test_a_new_test_module_patching_the_code_at_import_does_not_land(tmp_path: Path) -> None:
+    """Harmless today (mul is right), it would judge every later plan: a plan breaking mul would
+    pass with it. Held, its lines named."""
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    head = _head(repo)
+    data = _apply(repo, "patching", [_create("tests/test_more.py", PATCHING_TEST)])
+    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "tests/test_more.py:3", "assigns into module calc")
+
+    honest = _apply(repo, "clean", [_create("tests/test_more.py", CLEAN_TEST)])
+    _landed(repo, honest)
+    assert honest["check"]["verdict"]["new_passing"] == 1
+
+
+def test_code_that_reaches_for_the_runner_is_held_with_its_lines(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    head = _head(repo)
+    hooked = CALC + "\n\ndef pytest_runtest_logreport(report):\n    report.outcome = 'passed'\n"
+    data = _apply(repo, "hook", [_write("calc.py", hooked)])
+    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "calc.py:9", "pytest hook")
+    assert data["check"]["verdict"]["lands"], _why(data)  # the verdict alone would have landed it
+    exiting = CALC + "\n\nimport os\n\n\ndef stop():\n    os._exit(0)\n"
+    data = _apply(repo, "exit", [_write("calc.py", exiting)])
+    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "os._exit")
+
+
+# --- a judge removed ---------------------------------------------------------------------------------
+
+NODE_TEST = "const test = require('node:test');\nconst assert = require('node:assert');\n"
+JS_CALC = "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b;\n"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed here")
+def test_a_deleted_test_file_outside_the_patterns_is_held_even_with_yes(tmp_path: Path) -> None:
+    """`src/mul.test.cjs` is no test to the built-in patterns: it used to be an ordinary file."""
+    files = {
+        "package.json": '{"name": "calc", "version": "1.0.0"}\n',
+        "src/calc.js": JS_CALC.replace("a + b", "a - b"),
+        "src/add.test.cjs": NODE_TEST + "const { add } = require('./calc');\ntest('add', () => "
+        "assert.strictEqual(add(2, 3), 5));\n",
+        "src/mul.test.cjs": NODE_TEST + "const { mul } = require('./calc');\ntest('mul', () => "
+        "assert.strictEqual(mul(2, 3), 6));\n",
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    git(repo, "config", "papayu.checkCommand", "node --test")
+    head = _head(repo)
+    # Fixes add on a red tip and deletes another test file whose test passes.
+    data = _apply(
+        repo, "drop-tests", [_write("src/calc.js", JS_CALC), {"kind": "DELETE_FILE", "path": "src/mul.test.cjs"}]
+    )
+    _held(repo, data, head, "ERR_TESTS_REMOVED_HELD", "mul")
+    verdict = data["check"]["verdict"]
+    assert verdict["fixed"] and verdict["removed"] and all("mul" in t for t in verdict["removed"]), _why(data)
+    assert data["test_edits"] == []  # no pattern named it: the runs did
+
+    honest = _apply(repo, "fix", [_write("src/calc.js", JS_CALC)])
+    _landed(repo, honest)
+
+
+def test_a_renamed_test_file_that_drops_a_test_is_held(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    head = _head(repo)
+    renamed = "from calc import mul\n\n\ndef test_mul_is_defined():\n    assert callable(mul)\n"
+    actions = [{"kind": "DELETE_FILE", "path": "tests/test_mul.py"}, _create("tests/test_product.py", renamed)]
+    data = _apply(repo, "rename", actions)
+    _held(repo, data, head, "ERR_TEST_EDITS_HELD", "tests/test_mul.py")
+    assert data["check"]["verdict"]["removed"] == ["tests/test_mul.py::test_mul"], _why(data)
