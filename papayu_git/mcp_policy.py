@@ -18,6 +18,9 @@ from papayu_git.git import open_repo, papayu_dir
 from papayu_git.objects import GitTree, TreeChanges, changed_paths, commit_of, generated_branches
 from papayu_git.testfiles import configured_test_patterns, edited_tests
 
+# Verdicts that wait for a human (transaction.py): the MCP client is a model, not that human.
+HELD_FOR_A_HUMAN = frozenset({"ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD", "ERR_RUNNER_REACH_HELD"})
+
 # apply_plan's argument -> the setting that lets a client pass it.
 ARGUMENT_SETTINGS = {
     "check": "mcp_allow_check",
@@ -86,6 +89,10 @@ def land_refusals(root: Path, plan_id: str) -> list[PapayuError]:
     if changes.delete_files and not allowed("mcp_allow_deletions", root):
         what = f"landing a plan that deletes {', '.join(sorted(changes.delete_files)[:5])}"
         refusals.append(not_allowed(what, "mcp_allow_deletions", path=plan_id, plan_id=plan_id))
+    held = ((plan.extra.get("apply") or {}).get("error") or {}).get("code") if plan is not None else None
+    if held in HELD_FOR_A_HUMAN and not allowed("mcp_allow_test_edits", root):
+        what = f"landing a plan held for a human ({held}: what judges it changed, or its code reaches for the runner)"
+        refusals.append(not_allowed(what, "mcp_allow_test_edits", path=plan_id, plan_id=plan_id))
     found = verdict(plan_id, plan, sha)
     if found.state in (VerdictState.NOT_CHECKED, VerdictState.SKIPPED) and not allowed("mcp_allow_no_check", root):
         what = "landing a plan no check passed on"

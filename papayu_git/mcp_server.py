@@ -45,6 +45,11 @@ _MCP_HINTS = {  # the CLI's hints name its flags; over MCP the arguments and the
     "ERR_TEST_EDITS_HELD": "A human reads the test changes and lands the plan with the CLI ('git papayu land "
     "ID'); land_plan refuses it unless the operator set papayu.mcp.allowTestEdits.",
     "ERR_BRANCH_MOVED": "Apply the plan again, or pass rebase: true to re-apply on the new tip.",
+    **dict.fromkeys(
+        ("ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD", "ERR_RUNNER_REACH_HELD"),
+        "A human reads what the reason names and lands the plan with the CLI ('git papayu land ID'); land_plan "
+        "refuses it unless the operator set papayu.mcp.allowTestEdits.",
+    ),
 }
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)

@@ -174,3 +174,25 @@ def test_land_plan_refuses_what_the_client_could_not_have_applied(repo: Path) ->
     git(repo, "config", SETTINGS["allow_deletions"], "true")  # the operator allows deletions
     landed = serve(repo, lambda session: call(session, "land_plan", plan_id=deleting["plan_id"]))
     assert not landed[0] and landed[1]["state"] == "landed" and not (repo / "old.txt").exists(), landed
+
+
+REACHING = {
+    "actions": [{"kind": "CREATE_FILE", "path": "lib.py", "content": "import os\n\n\ndef stop():\n    os._exit(0)\n"}],
+    "summary": "a way out",
+}
+
+
+def test_land_plan_refuses_a_plan_held_because_its_code_reaches_for_the_runner(repo: Path) -> None:
+    async def body(session: ClientSession) -> Any:
+        held = await call(session, "apply_plan", plan=REACHING)
+        return held, await call(session, "land_plan", plan_id=held[1]["plan_id"])
+
+    held, refused = serve(repo, body)
+    assert held[1]["state"] == "review" and codes(held[1]) == ["ERR_RUNNER_REACH_HELD"], held
+    assert "lib.py:5" in held[1]["error"]["reason"] and "papayu.mcp.allowTestEdits" in held[1]["error"]["hint"]
+    assert refused[0] and codes(refused[1]) == ["ERR_MCP_NOT_ALLOWED"], refused
+    assert "ERR_RUNNER_REACH_HELD" in refused[1]["errors"][0]["reason"]
+    assert not (repo / "lib.py").exists()
+    proc = papayu("land", held[1]["plan_id"], cwd=repo)  # the human, with the CLI
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "lib.py").is_file()
