@@ -134,19 +134,6 @@ def shadows_runner(path: str, tip: GitTree) -> bool:
     return len(parts) == depth + 1 and parts[depth].startswith("__init__.") and tip.entry_kind(path) is None
 
 
-def judges_plan(path: str, tip: GitTree, plan: GitTree, compiled_tests: Sequence[str]) -> bool:
-    """True when ``path``, which differs between ``tip`` and ``plan``, is part of what judges the
-    plan: a test file (``compiled_tests``, from compile_patterns), a runner config (a shared one
-    when its tests' part differs), a startup hook or a shadow of the runner."""
-    if _matches(path, compiled_tests) or _matches(path, compile_patterns(HARNESS_PATTERNS)):
-        return True
-    if shadows_runner(path, tip):
-        return True
-    if path.rsplit("/", 1)[-1] not in _SHARED_CONFIGS:
-        return False  # the blobs of every other changed file stay unread
-    return changes_how_tests_run(path, tip.read_blob(path), plan.read_blob(path))
-
-
 def _expand(pattern: str) -> str | None:
     """One user or built-in pattern as a paths.py pattern that also covers what lies below it."""
     negate = pattern.startswith("!")
