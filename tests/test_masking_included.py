@@ -131,9 +131,10 @@ def test_an_included_token_printed_in_any_spelling_reaches_no_output_record_or_m
     assert {a["error_code"] for a in attempts} == {"ERR_CHECK_REGRESSION"}
     logs = {k: v for k, v in written(included_repo).items() if k.startswith("checks/")}
     # The plan's code ran and printed: the masked lines are in the log, the test named is in the verdict.
-    assert any("reversed ***" in log and "base64 ***" in log for log in logs.values()), logs
+    shown = ("reversed ***\n", "spaced ***\n", "split ***\n***\n", "base64 ***")
+    assert any(all(line in log for line in shown) for log in logs.values()), logs
     assert "tests/test_named.py::test_named[***]" in proc.stdout
-    retried = json.dumps(llm.requests[2])
+    retried = json.dumps(llm.requests[2:])  # the second attempt: its plan and apply rounds
     assert "PREVIOUS ATTEMPT" in retried and "***" in retried
     found = {
         "stdout": leaks(proc.stdout),
