@@ -46,7 +46,9 @@ def build_repo(path: Path, n_files: int, n_tests: int) -> Path:
     (path / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (path / "tests").mkdir()
     for i in range(n_tests):
-        (path / f"tests/test_{i:03d}.py").write_text(f"from calc import add\n\n\ndef test_{i}():\n    assert add({i}, 1) == {i + 1}\n")
+        (path / f"tests/test_{i:03d}.py").write_text(
+            f"from calc import add\n\n\ndef test_{i}():\n    assert add({i}, 1) == {i + 1}\n"
+        )
     (path / "pyproject.toml").write_text("[tool.pytest.ini_options]\npythonpath = ['.']\n")
     (path / "testdata").mkdir()
     (path / "testdata/notes.txt").write_text("n\n")
@@ -83,7 +85,9 @@ def apply(repo: Path, plan: Path, pythonpath: str | None) -> float:
     data = json.loads(proc.stdout)
     if data.get("state") != "review":
         raise SystemExit(f"apply did not stop at review: {data.get('state')} {data.get('error')}")
-    subprocess.run([sys.executable, "-m", "papayu_git", "drop", data["plan_id"]], cwd=repo, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "papayu_git", "drop", data["plan_id"]], cwd=repo, env=env, capture_output=True
+    )
     return elapsed
 
 

@@ -6,9 +6,10 @@ the model wrote can print any file the check sees, spelled so that no pattern re
 files that hold secrets are masked as values: the repository's protected files that exist (a
 tracked one is in every checkout a check runs on; an ignored one is readable to an unsandboxed
 check), the files `papayu.check.include` copies in, and the credential files papayu hides from
-the check. Each value is masked as it is, in hex and in base64 at each of the three byte
-alignments it can have inside a longer encoded text; a base64 block wrapped over several lines
-(`base64 FILE`) is masked whole when it holds one.
+the check. Each value is masked as it is, reversed, in hex and in base64 at each of the three
+byte alignments it can have inside a longer encoded text; each of those also spaced out
+(`" ".join(value)`) or split over lines (`xxd -p`, two prints); a base64 block wrapped over
+several lines (`base64 FILE`) is masked whole when it holds one.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from papayu_git.check.environment import CREDENTIAL_FILE_VARS, included
 from papayu_git.git import run_git
 from papayu_git.paths import configured_protected, is_protected
-from papayu_git.secrets import MASK, literal_masker, masker, placeholder, secret_name
+from papayu_git.secrets import MASK, literal_masker, literal_pattern, masker, placeholder, secret_name
 
 MAX_FILE_BYTES = 256 * 1024  # a larger file is no credential file: its start is read
 MAX_FILES = 200
@@ -39,6 +40,7 @@ _ASSIGNED = re.compile(r"""^\s*(?:export\s+)?["']?([\w.\-]+)["']?\s*[:=]\s*(.*?)
 _TOKEN = re.compile(r"[A-Za-z0-9+/=_\-.~]{20,}")
 _URL_PASSWORD = re.compile(r"://[^/\s:@]*:([^\s/@]+)@")
 _NETRC_PASSWORD = re.compile(r"\b(?:password|passwd)\s+(\S+)")
+_SPACES = re.compile(r"\s+")
 _BASE64_BLOCK = re.compile(
     r"(?m)^[ \t]*[A-Za-z0-9+/_\-]{16,}={0,2}[ \t]*\r?$(?:\n[ \t]*[A-Za-z0-9+/_\-]+={0,2}[ \t]*\r?$)+"
 )
@@ -69,10 +71,12 @@ _FIRST_OWN = (0, 2, 3)
 
 
 def spellings(value: bytes) -> set[str]:
-    """``value`` as text, in hex, and in base64 (standard and URL-safe) as it appears inside a
-    longer encoded text at each byte alignment: the characters that depend on ``value`` alone,
-    so it is found whatever surrounds it and at most a few bits of it stay around the mask."""
-    out = {value.decode("utf-8", "replace"), value.hex(), value.hex().upper()}
+    """``value`` as text (and reversed), in hex, and in base64 (standard and URL-safe) as it
+    appears inside a longer encoded text at each byte alignment: the characters that depend on
+    ``value`` alone, so it is found whatever surrounds it and at most a few bits of it stay
+    around the mask."""
+    text = value.decode("utf-8", "replace")
+    out = {text, text[::-1], value.hex(), value.hex().upper()}
     for offset in range(3):
         encoded = base64.b64encode(bytes(offset) + value).decode()
         groups, rest = divmod(offset + len(value), 3)
@@ -121,21 +125,42 @@ def secret_values(root: Path) -> list[str]:
 
 
 def value_masker(values: Iterable[str]) -> Callable[[str], str]:
-    """Masks ``values`` wherever they stand, and each multi-line base64 block that holds one once
-    its lines are joined; then every pattern of secrets.mask."""
+    """Masks ``values`` wherever they stand, spaced out or split over lines too, and each
+    multi-line base64 block that holds one once its lines are joined; then every pattern of
+    secrets.mask."""
     values = list(values)
-    literal, patterns = literal_masker(values), masker(values)
+    literal, spread, patterns = literal_masker(values), spread_masker(values), masker(values)
 
     def apply(text: str) -> str:
         if "\n" in text:  # before the values: masked pieces would split a block into lines that hold none
             text = _BASE64_BLOCK.sub(lambda m: MASK if literal(_joined(m[0])) != _joined(m[0]) else m[0], text)
-        return patterns(text)
+        return patterns(spread(text))
 
     return apply
 
 
 def _joined(block: str) -> str:
-    return re.sub(r"\s+", "", block)
+    return _SPACES.sub("", block)
+
+
+def spread_masker(values: Iterable[str]) -> Callable[[str], str]:
+    """Masks ``values`` where whitespace stands between their characters: spaced out (every
+    character alone) or split over lines (every gap holds a line break). One pattern, the values'
+    prefix tree with any whitespace allowed between two characters, so the cost stays linear; a
+    gap of spaces between longer pieces is ordinary prose ("test data"), never a spread value."""
+    pattern = literal_pattern({_joined(v) for v in values}, gap=r"\s*+")
+    if pattern is None:
+        return lambda text: text
+    return lambda text: pattern.sub(_spread, text)
+
+
+def _spread(match: re.Match[str]) -> str:
+    found = match[0]
+    gaps = _SPACES.findall(found)
+    pieces = _SPACES.split(found)
+    if not all("\n" in gap or len(pieces[i]) == len(pieces[i + 1]) == 1 for i, gap in enumerate(gaps)):
+        return found
+    return "\n".join(MASK if line.strip() else line for line in found.split("\n"))  # line breaks kept
 
 
 def repository_masker(root: Path) -> Callable[[str], str]:

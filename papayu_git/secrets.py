@@ -271,9 +271,11 @@ def _env_secret_values() -> list[str]:
     ]
 
 
-def _trie(values: Iterable[str]) -> str:
+def _trie(values: Iterable[str], gap: str = "") -> str:
     """One pattern for many literals, shaped as their prefix tree: each position of a text costs
-    the depth it matches, not one attempt per value. A longer value wins over its prefix."""
+    the depth it matches, not one attempt per value. A longer value wins over its prefix.
+    ``gap``: a pattern allowed between two characters of a value (none of whose characters it
+    may match: it is possessive, never given back)."""
     root: dict[str, Any] = {}
     for value in values:
         node = root
@@ -281,34 +283,42 @@ def _trie(values: Iterable[str]) -> str:
             node = node.setdefault(char, {})
         node[""] = {}
 
-    def pattern(node: dict[str, Any]) -> str:
+    def pattern(node: dict[str, Any], lead: str) -> str:
         out = []
         while len(node) == 1 and "" not in node:  # a chain without branches: plain characters
             (char, node), *_ = node.items()
-            out.append(re.escape(char))
-        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+            out.append(lead + re.escape(char))
+            lead = gap
+        branches = [re.escape(char) + pattern(child, gap) for char, child in sorted(node.items()) if char]
         if branches:
-            group = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+            group = lead + (branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")")
             out.append(f"(?:{group})?" if "" in node else group)
         return "".join(out)
 
-    return pattern(root)
+    return pattern(root, "")
 
 
 @lru_cache(maxsize=64)
-def _literals(values: frozenset[str]) -> re.Pattern[str]:
+def _literals(values: frozenset[str], gap: str = "") -> re.Pattern[str]:
     try:
-        return re.compile(_trie(values))
+        return re.compile(_trie(values, gap))
     except RecursionError:  # thousands of values nested in each other: the longest first, one by one
-        return re.compile("|".join(map(re.escape, sorted(values, key=lambda v: (-len(v), v)))))
+        longest = sorted(values, key=lambda v: (-len(v), v))
+        return re.compile("|".join(gap.join(map(re.escape, value)) for value in longest))
+
+
+def literal_pattern(values: Iterable[str], *, gap: str = "") -> re.Pattern[str] | None:
+    """One linear-time pattern for every one of ``values`` (the longest where they overlap), with
+    ``gap`` allowed between their characters (see _trie); None: no values."""
+    wanted = frozenset(v for v in values if v)
+    return _literals(wanted, gap) if wanted else None
 
 
 def literal_masker(values: Iterable[str]) -> Callable[[str], str]:
     """Each of ``values`` replaced by MASK wherever it occurs (the longest one where they overlap)."""
-    wanted = frozenset(v for v in values if v)
-    if not wanted:
+    pattern = literal_pattern(values)
+    if pattern is None:
         return lambda text: text
-    pattern = _literals(wanted)
     return lambda text: pattern.sub(MASK, text)
 
 

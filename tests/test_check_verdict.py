@@ -295,6 +295,17 @@ def test_without_a_rerun_a_test_failing_on_the_plan_is_broken() -> None:
     assert (verdict.code, verdict.broken) == ("ERR_CHECK_REGRESSION", ("b",))
 
 
+def test_with_live_services_shared_a_test_failing_on_the_plan_is_never_excused_as_flaky() -> None:
+    """The plan's run may have changed the service (papayu.check.localPorts) so that the tip fails
+    too: the base is not asked again, and the lines say why."""
+    rerun = Recorder({"b": F})
+    verdict = judge(run(GREEN), run({"a": P, "b": F}), None, rerun_base=rerun, shared="papayu.check.localPorts 5432")
+    assert (verdict.lands, verdict.code, verdict.broken, verdict.flaky) == (False, "ERR_CHECK_REGRESSION", ("b",), ())
+    assert rerun.calls == []
+    assert "same live services (papayu.check.localPorts 5432)" in verdict.lines()[0]
+    assert judge(run(GREEN), run(GREEN), None, rerun_base=rerun, shared="papayu.check.network").notes == ()
+
+
 def test_the_base_is_rerun_once_with_exactly_the_tests_that_passed_there_and_failed_on_the_plan() -> None:
     rerun = Recorder({"a": F, "b": F})
     base = run({"a": P, "b": P, "c": F, "d": P, "t/x.py::e": P})

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from papayu_git import secrets
+from papayu_git.secret_files import spellings, value_masker
 from papayu_git.secrets import literal_masker, mask
 
 MB = 1_000_000
@@ -113,3 +114,20 @@ def test_the_literal_values_masker_is_linear_with_hundreds_of_values() -> None:
     apply = literal_masker(values)
     for needle in ("value-0001-", values[7]):
         assert_linear(apply, needle, "q")
+
+
+def test_the_file_values_masker_is_linear_on_spaced_and_split_runs() -> None:
+    """A value spaced out or split over lines is found in the text without its whitespace and
+    mapped back (secret_files.spread_masker): runs of whitespace, of near-misses of a spread
+    value and of its pieces cost a pass each, not one per gap."""
+    value = "q7Lm2Xp9Rt4Vb6Nz"
+    apply = value_masker(spellings(value.encode()))
+    for needle, run in (
+        (" ".join(value), " "),
+        (" ".join(value[:-1]), " q"),
+        (value[:8] + "\n", "\n"),
+        (value, " "),
+        ("q 7", " q"),
+        ("\n", "q7Lm\n"),
+    ):
+        assert_linear(apply, needle, run)

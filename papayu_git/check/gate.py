@@ -104,6 +104,7 @@ def run_gate(request: GateRequest) -> Gate:
         rerun_base=rerun_base,
         restored=judged,
         approve_restored=request.approve_judges,
+        shared=shared_services(request.root, request.sandbox),
     )
     # What is recorded as "the check" of the plan's commit: the regression run with the verdict.
     checked = replace(
@@ -114,6 +115,17 @@ def run_gate(request: GateRequest) -> Gate:
         own_log=own.log if own is not None else "",
     )
     return Gate(checked, own, base, verdict, tuple(judged))
+
+
+def shared_services(root: Path, sandbox: Sandbox) -> str:
+    """The live services every run of the check reaches alike, which a plan's run can change
+    (docs/DESIGN.md, "A verdict per test"): relayed loopback ports, or the network. "" for none."""
+    from papayu_git.check.relay import configured_ports  # sockets and threads: as view.py, lazily
+
+    ports = configured_ports(root)
+    if sandbox.network:
+        return "papayu.check.network"
+    return f"papayu.check.localPorts {','.join(map(str, ports))}" if ports else ""
 
 
 def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...]) -> CheckResult:

@@ -23,7 +23,16 @@ from typing import IO, TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, settings
 from papayu_git.check.diagnose import environment_causes
-from papayu_git.check.results import TestResults, go_plain_text, instrument, junit_patterns, read_results, summary
+from papayu_git.check.results import (
+    Outcome,
+    TestResults,
+    go_plain_text,
+    instrument,
+    junit_patterns,
+    read_results,
+    summary,
+)
+from papayu_git.check.results.outcome import RANK
 from papayu_git.check.view import CheckView
 from papayu_git.output import printable
 from papayu_git.secrets import masker
@@ -124,8 +133,9 @@ def run_check(
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tail = _masked_tail(log_path, mask)
     tests = _results(report, log_path, junit_globs, view.root, mask)
+    remove_tree(report)  # the runner's own report holds the output unmasked: read, then gone
     if "go test -json" in tests.source:
-        tail = go_plain_text(tail)
+        tail = mask(go_plain_text(tail))  # decoded events join output the log held in pieces
     failed, safe_path = exit_code != 0 or timed_out, bool(view.env.get("PYTHONSAFEPATH"))
     return CheckResult(
         check.command,
@@ -153,14 +163,25 @@ def _fresh_dir(path: Path) -> Path:
 def _results(
     report: Path, log_path: Path, junit_globs: list[str], root: str, mask: Callable[[str], str]
 ) -> TestResults:
-    """The run's per-test results, their messages masked like the log."""
+    """The run's per-test results masked like the log, here once for every reader of them
+    (verdict lines, records, retries, agent results; docs/DESIGN.md, "Masking"): the messages,
+    and the ids too, since a test may be named after a value (a parametrize id). Ids that mask
+    alike are one test whose worst outcome stands, as for an id reported twice."""
     try:
         with open(log_path, encoding="utf-8", errors="replace") as log:
             text = log.read(LOG_READ_CHARS)
     except OSError:
         text = ""
     results = read_results(report, text, junit_globs, root=root)
-    return replace(results, failures={k: mask(v) for k, v in results.failures.items()})
+    outcomes: dict[str, Outcome] = {}
+    for test, outcome in results.outcomes.items():
+        name = mask(test)
+        if name not in outcomes or RANK[outcome] > RANK[outcomes[name]]:
+            outcomes[name] = outcome
+    failures: dict[str, str] = {}
+    for test, message in results.failures.items():
+        failures.setdefault(mask(test), mask(message))
+    return replace(results, outcomes=outcomes, failures=failures, unreadable=tuple(map(mask, results.unreadable)))
 
 
 def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:

@@ -35,6 +35,8 @@ Rules beyond the issue's text, each decided here once:
   code, a golden file rewritten with it): held, named, never landed and never rolled back unless
   one of them also fails in the own run. Tests that passed on the tip and are gone from the own
   run (a deleted or renamed test file) are a judge removed: held, named, whatever else passes.
+- No flake excuse when the runs share live services (papayu.check.localPorts, the network): a
+  re-run on the tip reads what the plan's run left there, so failing again proves nothing.
 """
 
 from __future__ import annotations
@@ -151,6 +153,7 @@ def judge(
     rerun_base: Callable[[list[str]], Run] | None = None,
     restored: Collection[str] = (),
     approve_restored: bool = False,
+    shared: str = "",
 ) -> Verdict:
     """Land iff no test that passed on the base fails or is missing in the regression run, the
     plan's new tests pass, and the base was green or the plan fixes a test that failed on it.
@@ -158,13 +161,14 @@ def judge(
     judged by ``own``. ``rerun_base`` runs the base again for the given ids; called at most once.
     ``restored``: what the plan changes besides its code (taken from the tip for the regression
     run); where the own run differs because of it the plan is held, unless ``approve_restored``
-    (--allow-test-edits: the own run judges)."""
+    (--allow-test-edits: the own run judges). ``shared``: the live services every run reaches alike
+    (say which), "" for none."""
     if base.results.exit_code_only:
         return _by_exit_code(regression, own)
     approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()
     tally = _Tally(restored=tuple(sorted(restored)), approve_restored=approve_restored)
     tally.compare(base, regression, approved)
-    tally.rerun(rerun_base)
+    tally.rerun(rerun_base, shared)
     if own is not None:
         tally.judge_own(base, regression, own, approved)
         if restored:
@@ -209,11 +213,18 @@ class _Tally:
             elif was in FAILING:
                 (self.fixed if green and now is None else self.already_failing).append(test)
 
-    def rerun(self, rerun_base: Callable[[list[str]], Run] | None) -> None:
+    def rerun(self, rerun_base: Callable[[list[str]], Run] | None, shared: str = "") -> None:
         """Flakes never help the plan: a test that failed on it is run again on the base, never on
-        the plan, and is flaky only if it fails on the base too."""
+        the plan, and is flaky only if it fails on the base too. Not when the runs share a live
+        service: the plan's run may have changed it (a row, a flag) so that the base fails as well."""
         if not self.suspects:
             return
+        if shared:
+            self.notes.append(
+                f"no test excused as flaky: every run reaches the same live services ({shared}), which the "
+                "plan's run may have changed, so a failure on the plan is its own, whatever a re-run on the tip says"
+            )
+            rerun_base = None  # not asked: failing again there would prove nothing
         again = rerun_base(list(self.suspects)) if rerun_base is not None else None
         failing_again = again.failing if again is not None else frozenset()
         self.flaky = [t for t in self.suspects if t in failing_again]
