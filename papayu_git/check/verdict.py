@@ -28,14 +28,20 @@ Rules beyond the issue's text, each decided here once:
 - The own run also judges the tip's tests that pass in the regression run and fail in the plan's
   tree as is: the plan's test changes (a conftest, a new file patching at import) broke them,
   and the landed tip would be red.
+- A regression or own run whose results cannot be trusted next to the base's (results/
+  provenance.py: a report rewritten after the runner ended, ids reported twice, a source the
+  base had missing or a new one, tests failing under exit 0) does not land: its reasons lead the
+  notes, and ERR_CHECK_RESULTS_UNTRUSTED is the code unless the runs already failed on their
+  own. A base whose own results cannot be trusted is read by its exit code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from papayu_git.check.results import provenance
 from papayu_git.check.results.outcome import Outcome, TestResults
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
@@ -140,6 +146,27 @@ def judge(
     plan's new tests pass, and the base was green or the plan fixes a test that failed on it.
     ``approved_edits``: files (or test ids) approved with --allow-test-edits; their tests are
     judged by ``own``. ``rerun_base`` runs the base again for the given ids; called at most once."""
+    untrusted = [
+        f"{name}: {problem}"
+        for name, run in ((REGRESSION, regression), (OWN, own))
+        if run is not None
+        for problem in provenance.problems(base.results, base.exit_code, run.results, run.exit_code)
+    ]
+    said = [*untrusted, *provenance.base_notes(base.results)]
+    base = Run(provenance.readable_base(base.results), base.exit_code)
+    verdict = _judge(base, regression, own, approved_edits, None if untrusted else rerun_base)
+    if untrusted and (verdict.lands or verdict.review):
+        verdict = replace(verdict, lands=False, review=False, code="ERR_CHECK_RESULTS_UNTRUSTED")
+    return replace(verdict, notes=(*said, *verdict.notes)) if said else verdict
+
+
+def _judge(
+    base: Run,
+    regression: Run,
+    own: Run | None,
+    approved_edits: Collection[str],
+    rerun_base: Callable[[list[str]], Run] | None,
+) -> Verdict:
     if base.results.exit_code_only:
         return _by_exit_code(regression, own)
     approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()
