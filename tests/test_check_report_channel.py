@@ -16,6 +16,8 @@ from test_check_results import make_project, run_check
 from papayu_git.check.results import Outcome, instrumented, read_results
 from papayu_git.check.results.channel import parse_reports
 from papayu_git.check.results.instrument import GO_JSON, LIBTEST, NODE_JUNIT, PYTEST_JUNIT, PYTEST_STREAM, TAP
+from papayu_git.check.results.outcome import TestResults
+from papayu_git.check.verdict import Run, judge
 
 P, F, S, E = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
@@ -210,3 +212,60 @@ def test_the_report_channel_takes_the_frames_of_the_checks_first_process_only() 
     assert not cut.ended and cut.notes == [
         "the check's reports did not arrive: its first process did not reach its end"
     ]
+
+
+# --- the verdict on runs whose results cannot be trusted (check/verdict.py, results/provenance.py)
+
+
+def _run(
+    outcomes: dict[str, Outcome],
+    code: int | None,
+    sources: tuple[str, ...] = (PYTEST_STREAM, PYTEST_JUNIT),
+    **more: tuple[str, ...],
+) -> Run:
+    failing = {t: "boom" for t, o in outcomes.items() if o in (F, E)}
+    return Run(TestResults(" + ".join(sources), dict(outcomes), failing, sources=sources, **more), code)
+
+
+GREEN = {"a": P, "b": P}
+
+
+def test_a_run_that_cannot_be_trusted_does_not_land_and_says_why() -> None:
+    regression = "the regression run (the tip's tests on the plan's code)"
+    # Everything passes, but its report disagreed with the stream: the only reason it does not land.
+    rewritten = judge(_run(GREEN, 0), _run(GREEN, 0, errors=("the report ... was rewritten",)), None)
+    assert (rewritten.lands, rewritten.code) == (False, "ERR_CHECK_RESULTS_UNTRUSTED")
+    assert rewritten.notes == (f"{regression}: the report ... was rewritten",)
+    # TAP lines in place of pytest's report.
+    tap = judge(_run(GREEN, 0), _run(GREEN, 0, sources=(TAP,)), None)
+    assert tap.code == "ERR_CHECK_RESULTS_UNTRUSTED" and list(tap.notes) == [
+        f"{regression}: pytest's result stream is missing (pytest reported no test, or papayu's plugin did not load)",
+        f"{regression}: the report pytest was asked for is missing",
+        f"{regression}: TAP lines in the log, which the tip's run did not print",
+    ]
+    # A red tip the plan fixes nothing of would be held for review; failing under exit 0, it is not.
+    red = _run({"a": F, "b": P}, 1)
+    quiet = judge(red, _run({"a": F, "b": P}, 0), None)
+    assert (quiet.lands, quiet.review, quiet.code) == (False, False, "ERR_CHECK_RESULTS_UNTRUSTED")
+    assert quiet.notes[0] == f"{regression}: 1 test failed, yet the check exited 0"
+    # A command that swallows its exit code on the tip too (`pytest || true`) is not held to it.
+    assert judge(_run({"a": F, "b": P}, 0), _run({"a": P, "b": P}, 0), None).lands
+    # A collision the base does not have; a plan that already fails keeps its own code.
+    collided = judge(_run(GREEN, 0), _run({"a": P, "b": F}, 1, collisions=("a: by pytest stream twice",)), None)
+    assert collided.code == "ERR_CHECK_REGRESSION" and collided.broken == ("b",)
+    assert collided.notes[0] == f"{regression}: ids reported more than once: a: by pytest stream twice"
+
+
+def test_a_base_with_colliding_ids_is_judged_by_the_exit_code_and_says_so() -> None:
+    collision = ("a: by junit:x.xml twice",)
+    base = _run(GREEN, 0, collisions=collision)
+    same = judge(base, _run(GREEN, 0, collisions=collision), None)
+    assert same.lands and same.exit_code_only
+    assert (
+        same.notes[0]
+        == "the run on the tip cannot be judged per test: ids reported more than once: a: by junit:x.xml twice"
+    )
+    assert not judge(base, _run(GREEN, 1, collisions=collision), None).lands
+    # Its sources still count: a run that lost pytest's report does not land on its exit code.
+    lost = judge(base, _run(GREEN, 0, sources=(PYTEST_STREAM,), collisions=collision), None)
+    assert (lost.lands, lost.code) == (False, "ERR_CHECK_RESULTS_UNTRUSTED")
