@@ -252,6 +252,13 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "approved with --allow-test-edits, or tip tests its test changes break; nothing landed",
         "Fix the code or the new tests so the tests named above pass; their output is in the check log.",
     ),
+    "ERR_CHECK_RESULTS_UNTRUSTED": ErrorSpec(
+        "the check's per-test results cannot be trusted: a report was rewritten after its runner "
+        "ended, ids were reported twice, a result source of the tip's run is missing or a new one "
+        "appeared, or tests failed while the check exited 0; nothing landed",
+        "The plan's code runs inside the test process: read the reasons above and the check log; a "
+        "plan that prints a runner's lines, rewrites reports or exits early does not land.",
+    ),
     "ERR_CHECK_FIXES_NOTHING": ErrorSpec(
         "the tip's check was already red and the plan fixes none of its failing tests (and breaks none); "
         "kept on papayu/<id> for review",

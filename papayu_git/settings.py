@@ -159,7 +159,7 @@ SETTINGS: list[Setting] = [
         "PAPAYU_CHECK_TMP_MB",
         "papayu.check.tmpMB",
         "1024",
-        "size of the check's private /tmp, in MiB",
+        "size of the check's private /tmp, and of its runners' report directory, in MiB",
     ),
     Setting(
         "check_output_mb",

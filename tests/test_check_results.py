@@ -17,8 +17,19 @@ from pathlib import Path
 import pytest
 from helpers import write
 
-from papayu_git.check.results import EXIT_CODE_ONLY, Outcome, go_plain_text, instrument, junit_patterns, read_results
+from papayu_git.check.results import (
+    EXIT_CODE_ONLY,
+    Outcome,
+    go_plain_text,
+    instrument,
+    instrumented,
+    junit_patterns,
+    read_results,
+)
+from papayu_git.check.results.channel import Channel, plugin_path, wrapper_argv, write_helpers
+from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import TestResults
+from papayu_git.check.results.read import read_delivery
 from papayu_git.errors import PapayuError
 
 P, F, S, E = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR
@@ -40,17 +51,36 @@ def which(tool: str) -> str | None:
     return shutil.which(tool, path=TOOL_PATH)
 
 
-def run_check(project: Path, command: str, junit_globs: tuple[str, ...] = ()) -> tuple[int, str, TestResults]:
-    """``command`` as the check runs it (/bin/sh -c, output and errors in one log), instrumented."""
+def run_check(
+    project: Path, command: str, junit_globs: tuple[str, ...] = (), *, stream: bool = False
+) -> tuple[int, str, TestResults]:
+    """``command`` as the check runs it, unsandboxed: instrumented, under the check's first
+    process (results/inside.py) with its report channel, output and errors in one log, read
+    with the readers the command allows. ``stream``: papayu's pytest plugin on PYTHONPATH (else
+    pytest's results come from its JUnit file)."""
     report = project.parent / "report"
     report.mkdir(exist_ok=True)
-    line, extra = instrument(command, str(report), junit_globs=junit_globs)
-    env = {"PATH": TOOL_PATH, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "NO_COLOR": "1", **TOOL_ENV, **extra}
-    proc = subprocess.run(
-        ["/bin/sh", "-c", line], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300
+    helpers = write_helpers(project.parent)
+    done = instrumented(command, str(report))
+    channel = Channel(helpers)
+    config = {"stream_fd": channel.stream_w, "files_fd": channel.files_w, "names": list(REPORT_FILES)}
+    config.update(junit=list(junit_globs), report_dir=str(report), root=str(project))
+    env = {"PATH": TOOL_PATH, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "NO_COLOR": "1", **TOOL_ENV, **done.env}
+    if stream:
+        env["PYTHONPATH"] = plugin_path(str(helpers), "")
+    proc = subprocess.Popen(
+        [*wrapper_argv(str(helpers), config), "/bin/sh", "-c", done.command],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        pass_fds=channel.pass_fds,
     )
-    log = proc.stdout.decode("utf-8", "replace")
-    return proc.returncode, log, read_results(report, log, junit_globs, root=str(project))
+    channel.started()
+    log = proc.communicate(timeout=300)[0].decode("utf-8", "replace")
+    readers = done.readers | {JUNIT_COPY}
+    results = read_delivery(channel.finish(), log, readers, root=str(project), report_dir=str(report))
+    return proc.returncode, log, results
 
 
 # One TestCase body for the unittest fixtures: a pass, a failure, a skip.
@@ -332,8 +362,7 @@ def test_junit_files_the_project_writes_are_copied_out_when_the_check_exits_and_
     project = make_project(tmp_path / "py", PYTEST_PROJECT)
     command = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=build/test-results/unit.xml; exit 3"
     code, _, results = run_check(project, command, junit_globs=("build/test-results/*.xml", "none/*.xml"))
-    assert code == 3
-    assert (project.parent / "report/junit/build/test-results/unit.xml").is_file()
+    assert code == 3  # sent by the check's first process once the command ended, read from memory
     assert not (project.parent / "report/pytest.xml").exists()  # the project's own --junitxml wins
     assert results.source == "junit:build/test-results/unit.xml"
     # xunit2 (pytest's default) names no file: the classname and the name

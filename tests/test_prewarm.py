@@ -188,7 +188,7 @@ def test_the_prewarm_computes_the_base_run_the_apply_then_reuses(repo: Path, tmp
     git(repo, "config", "papayu.prewarmBase", "true")
     git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider")
     out = run_prewarm(repo).communicate(timeout=120)[0].strip()
-    assert out == "prepared slot-0; base computed (pytest junit)", out
+    assert out == "prepared slot-0; base computed (pytest stream + pytest junit)", out
     fixed = "def add(a, b):\n    return a + b\n"
     plan = write_plan(tmp_path, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": fixed}])
     env = {"PAPAYU_PROTOCOL_VERSION": "1"}

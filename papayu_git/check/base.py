@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import atomic, locks, settings
 from papayu_git.check.command import CheckCommand
 from papayu_git.check.environment import ENV_DIR_NAMES, included, manifest_dirs
-from papayu_git.check.results import Outcome, TestResults
+from papayu_git.check.results import TestResults
 from papayu_git.check.run import run_check
 from papayu_git.check.sandbox import check_env
 from papayu_git.housekeeping import dead_check
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from papayu_git.check.sandbox import Sandbox
 
 BASE_DIR = "base"
+# How runs are read (results/): part of the key, since a plan's runs are compared with the base
+# only when both were read from the same sources (results/provenance.py). Bumped when that changes.
+RESULTS_FORMAT = "2: pytest stream, report channel"
 INSTALL_STAMPS = ("lib/python*/site-packages", "Lib/site-packages", ".package-lock.json", ".modules.yaml")
 WAIT_POLL_SEC = 0.2
 
@@ -70,13 +73,7 @@ class BaseRun:
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> BaseRun:
-        tests = data["tests"]
-        results = TestResults(
-            str(tests["source"]),
-            {str(k): Outcome(v) for k, v in tests["outcomes"].items()},
-            {str(k): str(v) for k, v in tests.get("failures", {}).items()},
-            tuple(tests.get("unreadable", ())),
-        )
+        results = TestResults.from_dict(data["tests"])
         return cls(
             str(data["key"]),
             str(data["commit"]),
@@ -91,12 +88,13 @@ class BaseRun:
 
 def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, check: CheckCommand, sandbox: Sandbox) -> str:
     """What a base run's result depends on: the tip's tree (not the commit: a rebased message
-    changes nothing), the command and how its Python finds modules, and the environment the
-    check gets."""
+    changes nothing), the command and how its Python finds modules, the environment the check
+    gets, and how its results are read."""
     tree = str(commit_of(repo, commit).tree_id)
     digest = hashlib.sha256()
     safe_path = f"PYTHONSAFEPATH={check.python_safe_path}"
-    for part in (tree, check.command, safe_path, sandbox.level, environment_fingerprint(repo_root)):
+    parts = (tree, check.command, safe_path, sandbox.level, environment_fingerprint(repo_root), RESULTS_FORMAT)
+    for part in parts:
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
     return digest.hexdigest()[:32]
 
@@ -190,8 +188,9 @@ def remember(
 ) -> None:
     """A plan's run that is exactly what a base run of its commit would be (the plan changes no
     test or runner config, nothing else ran after the check): kept as that commit's base, so the
-    next plan on the tip it lands as needs no base run of its own. ``run``: a CheckResult."""
-    if run.tests is None or run.timed_out:
+    next plan on the tip it lands as needs no base run of its own. ``run``: a CheckResult; one
+    whose results cannot be trusted is no base (results/provenance.py)."""
+    if run.tests is None or run.timed_out or not run.tests.trusted:
         return
     key = base_key(repo, repo_root, commit, check, sandbox)
     if cached(pdir, key) is None:

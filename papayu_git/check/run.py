@@ -23,21 +23,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, settings
 from papayu_git.check.diagnose import environment_causes
-from papayu_git.check.results import (
-    Outcome,
-    TestResults,
-    go_plain_text,
-    instrument,
-    junit_patterns,
-    read_results,
-    summary,
-)
+from papayu_git.check.results import Outcome, TestResults, go_plain_text, instrumented, junit_patterns, summary
+from papayu_git.check.results.channel import Channel, Delivery
+from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
+from papayu_git.check.results.read import read_delivery
 from papayu_git.check.view import CheckView
 from papayu_git.output import printable
 from papayu_git.secrets import masker
 from papayu_git.stages import pause_point
-from papayu_git.worktree import remove_tree
 
 if TYPE_CHECKING:
     from papayu_git.check.command import CheckCommand
@@ -103,9 +97,9 @@ def run_check(
     start = time.monotonic()
     exit_code: int | None = 0
     timed_out = False
-    report = _fresh_dir(checkout.slot / "report")
-    view = CheckView.prepare(checkout, sandbox, repo_root, report, python_safe_path=check.python_safe_path)
+    view = CheckView.prepare(checkout, sandbox, repo_root, python_safe_path=check.python_safe_path)
     junit_globs = junit_patterns(repo_root)
+    own = _Reading(b"", Delivery(), frozenset())
     with open(log_path, "wb") as log:
         log.write(
             f"[papayu] sandbox: {sandbox.level}{'' if sandbox.sandboxed else ' (' + sandbox.reason + ')'}\n".encode()
@@ -113,17 +107,22 @@ def run_check(
         if check.python_safe_path is not None:
             said = "PYTHONSAFEPATH=1" if check.python_safe_path else "no PYTHONSAFEPATH"
             log.write(f"[papayu] python: {said} (papayu.check.pythonSafePath)\n".encode())
+        if view.host_reports is not None:
+            log.write(
+                f"[papayu] reports: {view.report}, on disk while the check runs (no sandbox to bound it)\n".encode()
+            )
         for index, command in enumerate((check.command, *extra_commands)):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()
             remaining = timeout_sec - (time.monotonic() - start)
-            # The check writes its per-test results where papayu reads them back (results/).
-            run, extra = (
-                instrument(command, view.report, junit_globs=junit_globs, env=view.env) if index == 0 else (command, {})
-            )
-            argv, env = view.command_line(run, extra)
             cap = settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024
-            exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), view.pass_fds, cap)
+            if index == 0:  # the check writes its per-test results where papayu reads them back (results/)
+                exit_code, timed_out, own = _run_reported(
+                    check.command, view, junit_globs, checkout, log, remaining, cap
+                )
+            else:
+                argv, env = view.command_line(command)
+                exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), view.pass_fds, cap)
             if exit_code != 0 or timed_out:
                 break
     view.close()
@@ -131,9 +130,8 @@ def run_check(
     from papayu_git.secret_files import repository_masker
 
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
+    tests = _results(own, view, mask)
     tail = _masked_tail(log_path, mask)
-    tests = _results(report, log_path, junit_globs, view.root, mask)
-    remove_tree(report)  # the runner's own report holds the output unmasked: read, then gone
     if "go test -json" in tests.source:
         tail = mask(go_plain_text(tail))  # decoded events join output the log held in pieces
     failed, safe_path = exit_code != 0 or timed_out, bool(view.env.get("PYTHONSAFEPATH"))
@@ -153,26 +151,47 @@ def run_check(
     )
 
 
-def _fresh_dir(path: Path) -> Path:
-    if path.exists() or path.is_symlink():
-        remove_tree(path)
-    path.mkdir(parents=True)
-    return path
+@dataclass(frozen=True)
+class _Reading:
+    """What the check's own command left to read: its part of the log, what its report channel
+    delivered, and the sources its runners may give."""
+
+    log: bytes
+    delivery: Delivery
+    readers: frozenset[str]
 
 
-def _results(
-    report: Path, log_path: Path, junit_globs: list[str], root: str, mask: Callable[[str], str]
-) -> TestResults:
+def _run_reported(
+    command: str, view: CheckView, junit_globs: list[str], checkout: CheckCheckout, log: Any, remaining: float, cap: int
+) -> tuple[int | None, bool, _Reading]:
+    """The check's command, instrumented, with its report channel (results/channel.py)."""
+    done = instrumented(command, view.report, env=view.env)
+    readers = done.readers | ({JUNIT_COPY} if junit_globs else frozenset())
+    channel = Channel(Path(view.host_helpers))
+    config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs}
+    config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
+    argv, env = view.command_line(done.command, done.env, config)
+    begin = log.tell()
+    try:
+        fds = (*view.pass_fds, *channel.pass_fds)
+        code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), fds, cap, channel.started)
+    finally:
+        delivery = channel.finish()
+    end = log.tell()
+    log.flush()
+    with open(log.name, "rb") as again:  # its own output only: not a proposed command's after it
+        again.seek(begin)
+        text = again.read(min(end - begin, LOG_READ_CHARS))
+    return code, timed_out, _Reading(text, delivery, readers)
+
+
+def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> TestResults:
     """The run's per-test results masked like the log, here once for every reader of them
     (verdict lines, records, retries, agent results; docs/DESIGN.md, "Masking"): the messages,
     and the ids too, since a test may be named after a value (a parametrize id). Ids that mask
     alike are one test whose worst outcome stands, as for an id reported twice."""
-    try:
-        with open(log_path, encoding="utf-8", errors="replace") as log:
-            text = log.read(LOG_READ_CHARS)
-    except OSError:
-        text = ""
-    results = read_results(report, text, junit_globs, root=root)
+    text = own.log.decode("utf-8", "replace")
+    results = read_delivery(own.delivery, text, own.readers, root=view.root, report_dir=view.report)
     outcomes: dict[str, Outcome] = {}
     for test, outcome in results.outcomes.items():
         name = mask(test)
@@ -181,7 +200,14 @@ def _results(
     failures: dict[str, str] = {}
     for test, message in results.failures.items():
         failures.setdefault(mask(test), mask(message))
-    return replace(results, outcomes=outcomes, failures=failures, unreadable=tuple(map(mask, results.unreadable)))
+    return replace(
+        results,
+        outcomes=outcomes,
+        failures=failures,
+        unreadable=tuple(map(mask, results.unreadable)),
+        errors=tuple(map(mask, results.errors)),
+        collisions=tuple(map(mask, results.collisions)),
+    )
 
 
 def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
@@ -200,6 +226,7 @@ def _run_group(
     timeout_sec: float,
     fds: tuple[int, ...],
     cap: int,
+    started: Callable[[], None] | None = None,
 ) -> tuple[int | None, bool]:
     proc = subprocess.Popen(
         argv,
@@ -211,6 +238,8 @@ def _run_group(
         start_new_session=True,
         pass_fds=fds,
     )
+    if started is not None:
+        started()
     assert proc.stdout is not None
     pump = CappedLog(proc.stdout, log, cap)
     # Whoever finds this slot's lock stale (papayu was killed) kills the group: see kill_orphans.

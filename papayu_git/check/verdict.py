@@ -37,14 +37,20 @@ Rules beyond the issue's text, each decided here once:
   run (a deleted or renamed test file) are a judge removed: held, named, whatever else passes.
 - No flake excuse when the runs share live services (papayu.check.localPorts, the network): a
   re-run on the tip reads what the plan's run left there, so failing again proves nothing.
+- A regression or own run whose results cannot be trusted next to the base's (results/
+  provenance.py: a report rewritten after the runner ended, ids reported twice, a source the
+  base had missing or a new one, tests failing under exit 0) does not land: its reasons lead the
+  notes, and ERR_CHECK_RESULTS_UNTRUSTED is the code unless the runs already failed on their
+  own. A base whose own results cannot be trusted is read by its exit code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from papayu_git.check.results import provenance
 from papayu_git.check.results.outcome import Outcome, TestResults
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
@@ -163,6 +169,40 @@ def judge(
     run); where the own run differs because of it the plan is held, unless ``approve_restored``
     (--allow-test-edits: the own run judges). ``shared``: the live services every run reaches alike
     (say which), "" for none."""
+    untrusted = [
+        f"{name}: {problem}"
+        for name, run in ((REGRESSION, regression), (OWN, own))
+        if run is not None
+        for problem in provenance.problems(base.results, base.exit_code, run.results, run.exit_code)
+    ]
+    said = [*untrusted, *provenance.base_notes(base.results)]
+    base = Run(provenance.readable_base(base.results), base.exit_code)
+    verdict = _judge(
+        base,
+        regression,
+        own,
+        approved_edits,
+        None if untrusted else rerun_base,
+        restored=restored,
+        approve_restored=approve_restored,
+        shared=shared,
+    )
+    if untrusted and (verdict.lands or verdict.review):
+        verdict = replace(verdict, lands=False, review=False, code="ERR_CHECK_RESULTS_UNTRUSTED")
+    return replace(verdict, notes=(*said, *verdict.notes)) if said else verdict
+
+
+def _judge(
+    base: Run,
+    regression: Run,
+    own: Run | None,
+    approved_edits: Collection[str],
+    rerun_base: Callable[[list[str]], Run] | None,
+    *,
+    restored: Collection[str] = (),
+    approve_restored: bool = False,
+    shared: str = "",
+) -> Verdict:
     if base.results.exit_code_only:
         return _by_exit_code(regression, own)
     approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()

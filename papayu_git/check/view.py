@@ -5,6 +5,11 @@ environment laid over it copy-on-write (environment.py); unsandboxed, the check 
 checkout itself, and whatever in the project's environment points into the user's tree is
 named, since the check may then test the user's code instead of the plan's (docs/DESIGN.md,
 "The check's environment").
+
+The runners' reports go to a directory papayu reads through the check's first process
+(results/inside.py, pid 1 of the sandbox): sandboxed, a tmpfs of the check's own, sized like
+/tmp, gone with it; unsandboxed, a fresh directory in the slot, removed after the run (what
+papayu reads of it is bounded the same way; what the check writes there is not).
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from papayu_git import settings
 from papayu_git.check import environment, mtimes, seccomp
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
+from papayu_git.check.results.channel import plugin_path, wrapper_argv, write_helpers
 from papayu_git.check.sandbox import bwrap_argv, check_env
+from papayu_git.worktree import remove_tree
 
 if TYPE_CHECKING:
     from papayu_git.check.sandbox import Sandbox
@@ -26,6 +34,7 @@ if TYPE_CHECKING:
 
 
 REPORT_INSIDE = "/run/papayu-report"
+HELPERS_INSIDE = "/run/papayu-check"  # papayu's helpers (results/channel.py), read-only
 
 
 @dataclass
@@ -38,6 +47,9 @@ class CheckView:
     wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
     user_tree_links: list[str] = field(default_factory=list)
     seccomp_fd: int | None = None  # the filter bwrap reads (passed to it, rewound for each command)
+    helpers: str = ""  # papayu's helpers' directory (results/channel.py), as the check sees it
+    host_helpers: str = ""  # the same on papayu's side
+    host_reports: Path | None = None  # unsandboxed: the report directory on disk, removed by close()
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -50,6 +62,9 @@ class CheckView:
         if self.seccomp_fd is not None:
             os.close(self.seccomp_fd)
             self.seccomp_fd = None
+        if self.host_reports is not None:
+            remove_tree(self.host_reports)
+            self.host_reports = None
 
     @classmethod
     def prepare(
@@ -57,14 +72,13 @@ class CheckView:
         checkout: CheckCheckout,
         sandbox: Sandbox,
         repo_root: Path,
-        report: Path,
         *,
         python_safe_path: bool | None = None,
     ) -> CheckView:
-        """``report``: a fresh host directory the runners' result files go to (results/);
-        ``python_safe_path``: the command's PYTHONSAFEPATH (check/safe_path.py), None: as is."""
+        """``python_safe_path``: the command's PYTHONSAFEPATH (check/safe_path.py), None: as is."""
+        helpers = write_helpers(checkout.slot)
         if sandbox.bwrap is None:
-            return cls._unsandboxed(checkout, repo_root, report, python_safe_path)
+            return cls._unsandboxed(checkout, repo_root, helpers, python_safe_path)
         home = Path(os.path.expanduser("~"))
         (checkout.path / ".git").unlink(missing_ok=True)  # the git dir is mounted there instead
         layout = Layout(repo_root, checkout.path, checkout.gitdir, _objects_of(checkout.gitdir))
@@ -73,7 +87,7 @@ class CheckView:
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
         placed = environment.mounts(layout, env)
         placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
-        placed.append(Mount(Kind.BIND, str(report), REPORT_INSIDE))
+        placed.append(Mount(Kind.RO, str(helpers), HELPERS_INSIDE))
         if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
             mtimes.sync(repo_root, checkout.path, checkout.gitdir)
         wrap: list[str] = []
@@ -86,11 +100,13 @@ class CheckView:
             wrap = relay.inner_command(ports)
         fd = seccomp.program_fd()
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network, seccomp_fd=fd)
-        return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, seccomp_fd=fd)
+        argv += _report_tmpfs(repo_root)
+        limits = limits_prefix(repo_root)
+        return cls(argv, env, limits, REPORT_INSIDE, str(repo_root), wrap, [], fd, HELPERS_INSIDE, str(helpers))
 
     @classmethod
     def _unsandboxed(
-        cls, checkout: CheckCheckout, repo_root: Path, report: Path, python_safe_path: bool | None
+        cls, checkout: CheckCheckout, repo_root: Path, helpers: Path, python_safe_path: bool | None
     ) -> CheckView:
         # The same allowlisted environment, with HOME and TMPDIR private to the slot.
         private = checkout.slot / "tmp"
@@ -100,13 +116,38 @@ class CheckView:
         dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
         dirs += environment.env_dirs(repo_root, checkout.path)
         links = environment.links_into(repo_root, sorted(set(dirs)))
-        return cls([], env, limits_prefix(repo_root), str(report), str(checkout.path), user_tree_links=links)
+        report = checkout.slot / "report"
+        if report.exists() or report.is_symlink():
+            remove_tree(report)
+        report.mkdir(parents=True)
+        view = cls([], env, limits_prefix(repo_root), str(report), str(checkout.path), user_tree_links=links)
+        view.helpers = view.host_helpers = str(helpers)
+        view.host_reports = report
+        return view
 
-    def command_line(self, command: str, extra_env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    def command_line(
+        self, command: str, extra_env: dict[str, str] | None = None, reports: dict[str, object] | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The command's argv and environment. ``reports``: the report channel's part of the
+        first process's configuration (results/inside.py); None: a command whose reports are
+        not read (a proposed command after the check)."""
         shell = ["/bin/sh", "-c", self.limits + command]
         if self.wrap:
             shell = [*self.wrap, *shell]
-        return ([*self.prefix, "--", *shell] if self.prefix else shell), {**self.env, **(extra_env or {})}
+        config = {"files_fd": -1, "stream_fd": -1, "names": [], "junit": [], **(reports or {})}
+        config.update(report_dir=self.report, root=self.root)
+        first = [*wrapper_argv(self.helpers, config), *shell]
+        env = {**self.env, **(extra_env or {})}
+        if reports is not None:
+            env["PYTHONPATH"] = plugin_path(self.helpers, env.get("PYTHONPATH", ""))
+        return ([*self.prefix, "--", *first] if self.prefix else first), env
+
+
+def _report_tmpfs(repo_root: Path) -> list[str]:
+    """The report directory, sized like /tmp, and the check's first process as the sandbox's
+    pid 1 (results/inside.py: what the check starts cannot kill it)."""
+    size = max(settings.get_int("check_tmp_mb", str(repo_root)), 16) * 1024 * 1024
+    return ["--size", str(size), "--tmpfs", REPORT_INSIDE, "--as-pid-1"]
 
 
 def _objects_of(gitdir: Path) -> Path:

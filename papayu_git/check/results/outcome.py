@@ -10,6 +10,7 @@ EXIT_CODE_ONLY = "exit code only"
 MESSAGE_CHARS = 2000
 # Messages kept per run: every failing test keeps its outcome, only the first ones their output.
 MAX_MESSAGES = 1000
+MAX_COLLISIONS = 20  # colliding ids named per run; the rest are counted
 
 
 class Outcome(StrEnum):
@@ -19,8 +20,8 @@ class Outcome(StrEnum):
     ERROR = "error"  # the test could not run to a verdict: setup, collection, build, a crash
 
 
-# When one id is reported twice (same-named tests in two files where the runner names no
-# file), the worst outcome stands.
+# The worse of two outcomes of one test (its phases, pytest's two JUnit entries for a failure and
+# a teardown error): a failure over an error over a pass over a skip.
 RANK = {Outcome.SKIPPED: 0, Outcome.PASSED: 1, Outcome.ERROR: 2, Outcome.FAILED: 3}
 
 
@@ -36,24 +37,58 @@ class ReportUnreadable(Exception):
 
 @dataclass(frozen=True)
 class TestResults:
+    """One run's per-test results, and what papayu found wrong with where they came from
+    (docs/DESIGN.md, "A verdict per test")."""
+
     __test__: ClassVar[bool] = False  # not a pytest test class, whatever its name
 
     source: str  # "pytest junit", "cargo libtest", "junit:<path>", ... joined by " + "; or EXIT_CODE_ONLY
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)  # failed or errored id -> its message, clipped
     unreadable: tuple[str, ...] = ()  # reports that were there and could not be read, and why
+    # Why these results cannot be trusted: a report rewritten after the runner ended, a garbled
+    # channel. Such a run does not land (results/provenance.py).
+    errors: tuple[str, ...] = ()
+    collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"); never merged
+    sources: tuple[str, ...] = ()  # what was read, one name each; empty: split from ``source``
 
     @property
     def exit_code_only(self) -> bool:
         return self.source == EXIT_CODE_ONLY
 
+    @property
+    def read_from(self) -> tuple[str, ...]:
+        """The sources read, by name (a run is compared with the base's by these)."""
+        if self.sources or self.exit_code_only:
+            return self.sources
+        return tuple(self.source.split(" + "))
+
+    @property
+    def trusted(self) -> bool:
+        return not self.errors and not self.collisions
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
+            "sources": list(self.read_from),
             "outcomes": {k: str(v) for k, v in self.outcomes.items()},
             "failures": dict(self.failures),
             "unreadable": list(self.unreadable),
+            "errors": list(self.errors),
+            "collisions": list(self.collisions),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestResults:
+        return cls(
+            str(data["source"]),
+            {str(k): Outcome(v) for k, v in data["outcomes"].items()},
+            {str(k): str(v) for k, v in data.get("failures", {}).items()},
+            tuple(data.get("unreadable", ())),
+            tuple(data.get("errors", ())),
+            tuple(data.get("collisions", ())),
+            tuple(data.get("sources", ())),
+        )
 
 
 SUMMARY_IDS = 50
@@ -72,6 +107,8 @@ def summary(results: TestResults) -> dict[str, Any]:
         "failing": failing[:SUMMARY_IDS],
         "failing_total": len(failing),
         "unreadable": list(results.unreadable),
+        "errors": list(results.errors),
+        "collisions": list(results.collisions),
     }
 
 
@@ -81,26 +118,47 @@ def clip(text: str, limit: int = MESSAGE_CHARS) -> str:
 
 
 class Collected:
-    """The outcomes of one run as the readers find them, merged by test id."""
+    """The outcomes of one run as the readers find them, by test id. An id reported twice (two
+    readers, two entries of one report, two sessions of one runner) is a collision: the first
+    result stands and the collision is said, never merged (a merge would hide a test gone
+    missing behind its namesake)."""
 
     def __init__(self) -> None:
         self.outcomes: dict[str, Outcome] = {}
         self.failures: dict[str, str] = {}
+        self.by: dict[str, str] = {}  # id -> the source that reported it first
+        self.collisions: list[str] = []
+        self.collided = 0
 
-    def add(self, case: CaseResult) -> None:
-        old = self.outcomes.get(case.test_id)
-        if old is None or RANK[case.outcome] > RANK[old]:
-            self.outcomes[case.test_id] = case.outcome
-        if case.outcome in (Outcome.FAILED, Outcome.ERROR):
-            known = self.failures.get(case.test_id)
-            if (known is None and len(self.failures) < MAX_MESSAGES) or known == "":
-                self.failures[case.test_id] = clip(case.message)
+    def add(self, case: CaseResult, source: str = "") -> None:
+        if case.test_id in self.outcomes:
+            self.collided += 1
+            if len(self.collisions) < MAX_COLLISIONS:
+                first = self.by[case.test_id]
+                said = f"by {first} twice" if first == source else f"by {first} and by {source}"
+                self.collisions.append(f"{case.test_id}: {said}")
+            return
+        self.outcomes[case.test_id] = case.outcome
+        self.by[case.test_id] = source
+        if case.outcome in (Outcome.FAILED, Outcome.ERROR) and len(self.failures) < MAX_MESSAGES:
+            self.failures[case.test_id] = clip(case.message)
 
-    def extend(self, cases: list[CaseResult]) -> None:
+    def extend(self, cases: list[CaseResult], source: str = "") -> None:
         for case in cases:
-            self.add(case)
+            self.add(case, source)
 
-    def results(self, sources: list[str], unreadable: list[str]) -> TestResults:
+    def results(self, sources: list[str], unreadable: list[str], errors: list[str] | None = None) -> TestResults:
+        collisions = list(self.collisions)
+        if self.collided > len(collisions):
+            collisions.append(f"... and {self.collided - len(collisions)} more")
         if not sources:
-            return TestResults(EXIT_CODE_ONLY, unreadable=tuple(unreadable))
-        return TestResults(" + ".join(sources), dict(self.outcomes), dict(self.failures), tuple(unreadable))
+            return TestResults(EXIT_CODE_ONLY, unreadable=tuple(unreadable), errors=tuple(errors or ()))
+        return TestResults(
+            " + ".join(sources),
+            dict(self.outcomes),
+            dict(self.failures),
+            tuple(unreadable),
+            tuple(errors or ()),
+            tuple(collisions),
+            tuple(sources),
+        )

@@ -1,66 +1,192 @@
-"""One run's results: every report the runners wrote, then every runner's lines in the log."""
+"""One run's results: pytest's stream, the reports the check's first process sent, and the
+log's lines of the formats the command's runners print (docs/DESIGN.md, "A verdict per test")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePath
 
-from papayu_git.check.results.files import matching_files, read_report
+from papayu_git.check.results.channel import Delivery
 from papayu_git.check.results.gotest import read_go_json
-from papayu_git.check.results.instrument import JEST_JSON, JUNIT_DIR, NODE_XML, PYTEST_XML, VITEST_XML
+from papayu_git.check.results.inside import collect
+from papayu_git.check.results.instrument import (
+    GO_JSON,
+    JEST,
+    JEST_JSON,
+    JUNIT_COPY,
+    JUNIT_DIR,
+    LIBTEST,
+    NODE_JUNIT,
+    NODE_XML,
+    PYTEST_JUNIT,
+    PYTEST_STREAM,
+    PYTEST_XML,
+    REPORT_FILES,
+    TAP,
+    VITEST,
+    VITEST_XML,
+)
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
-from papayu_git.check.results.outcome import CaseResult, Collected, ReportUnreadable, TestResults
+from papayu_git.check.results.outcome import CaseResult, Collected, Outcome, ReportUnreadable, TestResults
+from papayu_git.check.results.stream import Session, by_junit_name, differences, read_stream, worst
 from papayu_git.check.results.tap import read_tap
 
 FileReader = Callable[[bytes], list[CaseResult]]
+LogReader = Callable[[str], list[CaseResult] | None]
 
 
 def read_results(
-    report_dir: Path, log_text: str, junit_globs: Sequence[str | PurePath] = (), *, root: str = ""
+    report_dir: Path,
+    log_text: str,
+    junit_globs: Sequence[str | PurePath] = (),
+    *,
+    root: str = "",
+    readers: Collection[str] | None = None,
 ) -> TestResults:
-    """What the check run said about each test.
+    """The results a run left in a host directory: the report files at its top, the
+    `papayu.check.junit` files under its `junit/` (read as the check's first process reads
+    them: no links followed, no FIFO opened, bounded). ``readers``: the sources to read (see
+    `instrumented`); None reads every one."""
+    delivery = Delivery(ended=True)
+    globs = [str(g) for g in junit_globs]
+    for name, data, why in collect(str(report_dir), list(REPORT_FILES), str(report_dir / JUNIT_DIR), globs):
+        if data is not None:
+            delivery.files[name] = data
+        else:
+            delivery.unreadable.append(f"{name}: {why}")
+    return read_delivery(delivery, log_text, readers, root=root, report_dir=str(report_dir))
 
-    ``report_dir``: the host path of the directory given to `instrument`, a new one for each run
-    (whatever is in it is this run's). ``junit_globs``: the `papayu.check.junit` globs, whose
-    copies in it are read. ``root``: the check's working directory as seen inside the check;
-    runners that name files absolutely are made relative to it. Nothing readable: ``source`` is
-    "exit code only", and the verdict is the exit code's."""
-    collected, sources, unreadable = Collected(), [], []
-    for rel, source, reader in _reports(report_dir, [str(g) for g in junit_globs], root):
+
+def read_delivery(
+    delivery: Delivery, log_text: str, readers: Collection[str] | None, *, root: str, report_dir: str
+) -> TestResults:
+    """What the run said about each test. ``log_text``: the command's own output (not the
+    proposed commands' after it); ``root`` and ``report_dir``: the check's working directory
+    and report directory as the check saw them. Nothing readable: "exit code only"."""
+
+    def allowed(source: str) -> bool:
+        return readers is None or source in readers or (source.startswith(JUNIT_COPY) and JUNIT_COPY in readers)
+
+    collected, sources = Collected(), []
+    unreadable = [*delivery.notes, *_unreadable(delivery, allowed)]
+    errors = list(delivery.errors)
+    verified: set[str] = set()
+    stream = read_stream(delivery.stream) if allowed(PYTEST_STREAM) else None
+    if stream is not None and stream.garbled:
+        errors.append(f"{stream.garbled} lines of pytest's result stream are no record of its sessions")
+    if stream is not None and stream.streamed:
+        sources.append(PYTEST_STREAM)
+        for session in stream.sessions:
+            collected.extend(session.cases(), PYTEST_STREAM)
+        if delivery.ended:
+            verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
+    for name, source, reader in _reports(delivery, root):
+        data = delivery.files.get(name)
+        if name in verified or data is None or not allowed(source):
+            continue
         try:
-            data = read_report(report_dir, rel)
-            cases = reader(data) if data is not None else None
+            cases = reader(data)
         except ReportUnreadable as exc:
             unreadable.append(f"{source}: {exc}")
             continue
-        if cases is not None:
-            sources.append(source)
-            collected.extend(cases)
-    logs: list[tuple[str, Callable[[str], list[CaseResult] | None]]] = [
-        ("go test -json", read_go_json),
-        ("cargo libtest", read_libtest),
-        ("tap", lambda text: read_tap(text, root)),
-    ]
-    for source, log_reader in logs:
-        found = log_reader(log_text)
+        sources.append(source)
+        collected.extend(cases, source)
+    for source, log_reader in _log_readers(root):
+        found = log_reader(log_text) if allowed(source) else None
         if found is not None:
             sources.append(source)
-            collected.extend(found)
-    return collected.results(sources, unreadable)
+            collected.extend(found, source)
+    return collected.results(sources, unreadable, errors)
 
 
-def _reports(report_dir: Path, junit_globs: list[str], root: str) -> list[tuple[str, str, FileReader]]:
-    """(path in the report directory, source, reader) of every report a run may have left."""
+def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:
+    """The reports that were there and not sent, of the sources this run reads."""
+    out = []
+    for line in delivery.unreadable:
+        name = line.split(": ", 1)[0]
+        source = _SOURCE_OF.get(name) or (JUNIT_COPY + name.removeprefix(JUNIT_DIR + "/"))
+        if allowed(source):
+            out.append(f"{source}: {line.split(': ', 1)[-1]}")
+    return out
+
+
+_SOURCE_OF = {PYTEST_XML: PYTEST_JUNIT, NODE_XML: NODE_JUNIT, JEST_JSON: JEST, VITEST_XML: VITEST}
+
+
+def _reports(delivery: Delivery, root: str) -> list[tuple[str, str, FileReader]]:
+    """(name in the delivery, source, reader) of every report a run may have left."""
     reports: list[tuple[str, str, FileReader]] = [
-        (PYTEST_XML, "pytest junit", lambda data: _junit(data, "pytest", root)),
-        (NODE_XML, "node junit", lambda data: _junit(data, "node", root)),
-        (JEST_JSON, "jest json", lambda data: read_jest(data, root)),
-        (VITEST_XML, "vitest junit", lambda data: _junit(data, "vitest", root)),
+        (PYTEST_XML, PYTEST_JUNIT, lambda data: _junit(data, "pytest", root)),
+        (NODE_XML, NODE_JUNIT, lambda data: _junit(data, "node", root)),
+        (JEST_JSON, JEST, lambda data: read_jest(data, root)),
+        (VITEST_XML, VITEST, lambda data: _junit(data, "vitest", root)),
     ]
-    copies = matching_files(report_dir / JUNIT_DIR, junit_globs) if junit_globs else []
-    reports += [(f"{JUNIT_DIR}/{rel}", f"junit:{rel}", lambda data: _junit(data, "any", root)) for rel in copies]
+    copies = sorted(n for n in delivery.files if n.startswith(JUNIT_DIR + "/"))
+    reports += [(n, JUNIT_COPY + n[len(JUNIT_DIR) + 1 :], lambda data: _junit(data, "any", root)) for n in copies]
     return reports
+
+
+def _log_readers(root: str) -> list[tuple[str, LogReader]]:
+    return [(GO_JSON, read_go_json), (LIBTEST, read_libtest), (TAP, lambda text: read_tap(text, root))]
+
+
+def _verify(
+    sessions: list[Session], delivery: Delivery, root: str, report_dir: str, sources: list[str], errors: list[str]
+) -> set[str]:
+    """Each JUnit file a streamed pytest session wrote (the last session's, where several wrote
+    one) against what that session streamed. Returns the files compared: they are no results of
+    their own. A file that is gone, unreadable or says otherwise is an error of the run."""
+    written: dict[str, Session] = {}
+    for session in sessions:
+        name = _delivered_name(session.junit, root, report_dir)
+        if session.ended and name is not None:
+            written[name] = session
+    for name, session in written.items():
+        source = _SOURCE_OF.get(name) or JUNIT_COPY + name[len(JUNIT_DIR) + 1 :]
+        data = delivery.files.get(name)
+        said = "the report pytest was asked for" if name == PYTEST_XML else f"{name[len(JUNIT_DIR) + 1 :]}"
+        if data is None:
+            why = next((u.split(": ", 1)[1] for u in delivery.unreadable if u.startswith(name + ": ")), "")
+            errors.append(f"{said} is {'unreadable: ' + why if why else 'missing'}, though pytest ended its session")
+            continue
+        problem = _compare(session, data, root)
+        if problem:
+            errors.append(f"{said} was rewritten after the runner ended: {problem}")
+        sources.append(source)  # read, and compared: the error says what it said
+    return set(written)
+
+
+def _delivered_name(junit: str, root: str, report_dir: str) -> str | None:
+    if not junit:
+        return None
+    if junit == os.path.normpath(f"{report_dir}/{PYTEST_XML}"):
+        return PYTEST_XML
+    base = root.rstrip("/") + "/"
+    return f"{JUNIT_DIR}/{junit[len(base) :]}" if root and junit.startswith(base) else None
+
+
+def _compare(session: Session, data: bytes, root: str) -> str:
+    from papayu_git.check.results.junit import INTERNAL_ERROR, junit_entries, read_junit
+
+    try:
+        entries = junit_entries(data)
+    except ReportUnreadable as exc:
+        return str(exc)
+    streamed = by_junit_name(session)
+    reported: dict[object, Outcome] = {}
+    if streamed is not None:
+        for entry in entries:
+            if (entry.classname, entry.name) != INTERNAL_ERROR:
+                worst(reported, (entry.classname, entry.name), entry.outcome)
+        return "; ".join(differences(dict(streamed), reported))
+    by_id: dict[object, Outcome] = {}
+    for case in session.cases():
+        worst(by_id, case.test_id, case.outcome)
+    for case in read_junit(data, "pytest", root):
+        worst(reported, case.test_id, case.outcome)
+    return "; ".join(differences(by_id, reported))
 
 
 def _junit(data: bytes, dialect: str, root: str) -> list[CaseResult]:

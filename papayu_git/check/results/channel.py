@@ -1,0 +1,184 @@
+"""The report channel: how a check run's results reach papayu (docs/DESIGN.md, "A verdict per
+test").
+
+Two pipes from the check to papayu, each read by a thread of papayu's with a byte bound. The
+stream pipe is inherited by the check's processes: papayu's pytest plugin (pytest_plugin.py)
+writes a record there per test as pytest reports it. The report pipe is held by the check's
+first process alone (inside.py), which sends the report files once the command and everything
+it started have ended. Both are read into memory: nothing the check writes is put on the
+user's disk. papayu's helpers for the check live in a directory of their own (the slot's
+`papayu-check/`), given to the check read-only: inside.py, and the plugin with its entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from papayu_git.check.results import inside
+
+HELPERS = "papayu-check"  # in the slot; inside the sandbox at view.HELPERS_INSIDE
+PLUGIN_DIR = "pytest"
+PLUGIN_MODULE = "papayu_pytest_results"
+PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+# The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
+MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536
+_FIELDS = {"F": 3, "U": 3, "N": 2, "E": 2}  # a frame's header: its kind, then its sizes (E: the exit code)
+DRAIN_SEC = 10.0  # after the command ended, how long a pipe may take to reach its end
+
+
+def write_helpers(slot: Path) -> Path:
+    """The helpers' directory, written afresh (what a previous check did to it is gone)."""
+    where = slot / HELPERS
+    shutil.rmtree(where, ignore_errors=True)
+    plugin = where / PLUGIN_DIR
+    dist = plugin / f"{PLUGIN_MODULE}-1.dist-info"
+    dist.mkdir(parents=True)
+    here = Path(__file__).parent
+    shutil.copyfile(here / "inside.py", where / "inside.py")
+    shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
+    (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
+    return where
+
+
+@dataclass
+class Delivery:
+    """What one run sent: the plugin's records, the reports, and what was wrong on the way."""
+
+    stream: bytes = b""
+    files: dict[str, bytes] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)  # reports there and not sent, and why
+    notes: list[str] = field(default_factory=list)  # what the check did to its report directory
+    errors: list[str] = field(default_factory=list)  # a channel that cannot be trusted
+    ended: bool = False  # the first process sent its end: the command ran to its end
+
+
+class _Drain(threading.Thread):
+    """Reads a pipe to its end, keeping at most ``cap`` bytes (the rest is counted, not kept)."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.cap = fd, cap
+        self.data = bytearray()
+        self.over = 0
+        self.stop = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], 0.2)
+            if not ready:
+                if self.stop.is_set():
+                    return
+                continue
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return
+            room = self.cap - len(self.data)
+            self.data += chunk[: max(room, 0)]
+            self.over += max(len(chunk) - max(room, 0), 0)
+
+    def finish(self, wait: float) -> bytes:
+        self.join(timeout=wait)
+        self.stop.set()
+        self.join(timeout=1)
+        return bytes(self.data)
+
+
+class Channel:
+    """The two pipes of one run of the check's command."""
+
+    def __init__(self, helpers: Path) -> None:
+        self.stream_r, self.stream_w = os.pipe()
+        self.files_r, self.files_w = os.pipe()
+        config = {"fd": self.stream_w, "ino": os.fstat(self.stream_w).st_ino}
+        (helpers / PLUGIN_DIR / f"{PLUGIN_MODULE}.json").write_text(json.dumps(config))
+        self.drains: tuple[_Drain, _Drain] | None = None
+
+    @property
+    def pass_fds(self) -> tuple[int, int]:
+        return (self.stream_w, self.files_w)
+
+    def started(self) -> None:
+        """The command runs: papayu's copies of the write ends go, so each pipe ends with the check."""
+        for fd in (self.stream_w, self.files_w):
+            os.close(fd)
+        self.drains = (_Drain(self.stream_r, MAX_STREAM_BYTES), _Drain(self.files_r, MAX_CHANNEL_BYTES))
+
+    def finish(self) -> Delivery:
+        if self.drains is None:
+            self.started()
+        assert self.drains is not None
+        stream, files = self.drains
+        reports = files.finish(DRAIN_SEC)
+        delivery = parse_reports(reports, over=files.over)
+        # Unsandboxed, a process that left the check's group may hold the stream open: not waited for.
+        delivery.stream = stream.finish(DRAIN_SEC if delivery.ended else 1.0)
+        if stream.over:
+            delivery.errors.append(f"pytest's result stream went over {MAX_STREAM_BYTES} bytes")
+        for fd in (self.stream_r, self.files_r):
+            os.close(fd)
+        return delivery
+
+
+def wrapper_argv(helpers_inside: str, config: dict[str, object]) -> list[str]:
+    """The command line of the check's first process (inside.py); the command follows `--`."""
+    python = os.path.realpath(sys.executable)
+    return [python, "-I", "-S", f"{helpers_inside}/inside.py", json.dumps(config), "--"]
+
+
+def plugin_path(helpers_inside: str, pythonpath: str) -> str:
+    """PYTHONPATH with the plugin's directory last: it shadows nothing of the project's."""
+    return os.pathsep.join(filter(None, (pythonpath, f"{helpers_inside}/{PLUGIN_DIR}")))
+
+
+def parse_reports(data: bytes, *, over: int = 0) -> Delivery:
+    """The frames inside.py wrote. They come from the check's first process alone, so anything
+    out of shape (or a report named twice) means the channel cannot be trusted."""
+    out = Delivery()
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", at, at + 80)
+        head = data[at:end].decode("ascii", "replace").split(" ") if end >= 0 else []
+        if len(head) != _FIELDS.get(head[0] if head else "") or not all(p.isdigit() for p in head[1:]):
+            out.errors.append(f"the report channel is garbled at byte {at}")
+            return out
+        at = end + 1
+        if head[0] == "E":
+            out.ended = True
+            if at != len(data):
+                out.errors.append("the report channel went on after its end")
+            return out
+        sizes = [int(p) for p in head[1:]]
+        body = data[at : at + sum(sizes)]
+        at += sum(sizes)
+        if len(body) < sum(sizes):
+            break
+        _frame(out, head[0], body, sizes)
+    if over:
+        out.errors.append(f"the reports went over papayu's bound of {MAX_CHANNEL_BYTES} bytes")
+    if not out.ended:
+        out.notes.append("the check's reports did not arrive: its first process did not reach its end")
+    return out
+
+
+def _frame(out: Delivery, kind: str, body: bytes, sizes: list[int]) -> None:
+    if kind == "N":
+        out.notes.append(body.decode("utf-8", "replace"))
+        return
+    name = body[: sizes[0]].decode("utf-8", "replace")
+    rest = body[sizes[0] :]
+    if name in out.files or any(u.startswith(name + ": ") for u in out.unreadable):
+        out.errors.append(f"the report channel sent {name} twice")
+    elif kind == "F":
+        out.files[name] = rest
+    else:
+        out.unreadable.append(f"{name}: {rest.decode('utf-8', 'replace')}")
