@@ -21,6 +21,7 @@ from papayu_git import atomic, locks, settings
 from papayu_git.check.command import CheckCommand
 from papayu_git.check.environment import ENV_DIR_NAMES, included, manifest_dirs
 from papayu_git.check.results import Outcome, TestResults
+from papayu_git.check.results.outcome import IDS_VERSION
 from papayu_git.check.run import run_check
 from papayu_git.check.sandbox import check_env
 from papayu_git.housekeeping import dead_check
@@ -92,11 +93,12 @@ class BaseRun:
 def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, check: CheckCommand, sandbox: Sandbox) -> str:
     """What a base run's result depends on: the tip's tree (not the commit: a rebased message
     changes nothing), the command and how its Python finds modules, and the environment the
-    check gets."""
+    check gets, and how the results name tests."""
     tree = str(commit_of(repo, commit).tree_id)
     digest = hashlib.sha256()
     safe_path = f"PYTHONSAFEPATH={check.python_safe_path}"
-    for part in (tree, check.command, safe_path, sandbox.level, environment_fingerprint(repo_root)):
+    ids = f"ids={IDS_VERSION}"
+    for part in (tree, check.command, safe_path, sandbox.level, environment_fingerprint(repo_root), ids):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
     return digest.hexdigest()[:32]
 

@@ -5,7 +5,8 @@ pytest (and unittest suites run by pytest) are told through PYTEST_ADDOPTS, what
 `node --test` also writes JUnit (its spec output stays on stdout), jest its JSON, vitest JUnit
 (its default output stays), and `go test` becomes `go test -json`: go has no second reporter,
 so the check's log holds go's JSON events, read back for the results (`go_plain_text` gives the
-text go would have printed). `cargo test` needs nothing: libtest's lines in the log are read.
+text go would have printed). `cargo test` gets `--no-fail-fast` (it stops at the first test binary that
+fails, and every test after it would be "missing"); its libtest lines in the log are read.
 Files the project writes itself (`papayu.check.junit`) are copied into the report directory
 when the check's shell exits: in the sandbox, the checkout's writes vanish with it.
 
@@ -35,6 +36,7 @@ _WORD_END = r"(?=$|[\s;&|)])"
 _NODE_TEST = re.compile(r"(?<![\w./@-])(node(?:\s+-[^\s;&|]+)*?\s+--test)" + _WORD_END)
 _JEST = re.compile(r"(?<![\w./@-])((?:[\w.@-]*/)*jest)" + _WORD_END)
 _VITEST = re.compile(r"(?<![\w./@-])((?:[\w.@-]*/)*vitest(?:\s+(?:run|watch|dev|related))?)" + _WORD_END)
+_CARGO_TEST = re.compile(r"(?<![\w./@-])(cargo(?:\s+\+[\w.-]+)?\s+test)" + _WORD_END)
 _GO_TEST = re.compile(r"(?<![\w./@-])(go\s+test)" + _WORD_END)
 _NPM_SCRIPT = re.compile(r"(?:npm|pnpm)\s+(?:run|run-script)\s+$")
 # Characters a papayu.check.junit glob may use: none the shell would read as more than a glob.
@@ -66,6 +68,7 @@ def instrument(
         command = _after(_VITEST, command, f"--reporter=default --reporter=junit --outputFile.junit={junit}")
     if not re.search(r"(?<!\S)-json\b", original) and not _piped(r"go\s+test", original):
         command = _GO_TEST.sub(r"\1 -json", command)
+    command = _CARGO_TEST.sub(_no_fail_fast, command)
     if junit_globs:
         command = _copy_on_exit(junit_globs, f"{report_dir}/{JUNIT_DIR}") + command
     return command, extra
@@ -75,6 +78,15 @@ def _piped(runner: str, command: str) -> bool:
     """Whether the runner's output goes into a pipe (`go test -v | go-junit-report`): the reader
     at its end expects the output it has always had."""
     return re.search(runner + r"(?=$|\s)(?:[^;&|]|[<>]&|&>)*\|(?!\|)", command) is not None
+
+
+def _no_fail_fast(match: re.Match[str]) -> str:
+    """`cargo test` with `--no-fail-fast` right after it (never among the test binaries' args
+    after `--`), unless its own options up to `--` or the command's end already say it."""
+    own = re.split(r"(?<!\S)--(?!\S)|[;&|)]", match.string[match.end() :], maxsplit=1)[0]
+    if re.search(r"(?<!\S)--no-fail-fast(?!\S)", own) or _NPM_SCRIPT.search(match.string[: match.start()]):
+        return match.group(0)
+    return f"{match.group(0)} --no-fail-fast"
 
 
 def _after(pattern: re.Pattern[str], command: str, flags: str) -> str:
