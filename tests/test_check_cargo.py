@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from helpers import apply_json, git, make_repo, rust_env, write_plan
 
-from papayu_git.check import sandbox
+from papayu_git.check import lockfiles, sandbox
 from papayu_git.check.results import Outcome, instrument
 from papayu_git.check.results.libtest import read_libtest
 
@@ -225,3 +225,119 @@ def test_tests_after_a_failing_test_binary_are_read_not_missing(tmp_path: Path) 
     assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), _why(broken)
     assert (broken["check"]["verdict"]["broken"], broken["check"]["verdict"]["missing"]) == (["b_calc::muls"], [])
     assert _head(repo) == head
+
+
+# --- an ignored Cargo.lock: the user's versions, offline, without a wait ---------------------------
+
+ONE_TEST = "#[test]\nfn one() {\n    assert_eq!(calc::one(), 1);\n}\n"
+ITOA = 'itoa = "1"\n'
+PINNED = "1.0.0"  # cfg-if's first 1.0; the cache also holds the newest, which a lockless check would take
+ITOA_USE = "\npub fn show(n: u8) -> String {\n    itoa::Buffer::new().format(n).to_owned()\n}\n"
+LIB_CRATE = {
+    ".gitignore": "/target\nCargo.lock\n",  # a library's usual .gitignore
+    "Cargo.toml": CARGO_TOML + '\n[dependencies]\ncfg-if = "1"\n',
+    "src/lib.rs": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+    "tests/adds.rs": "#[test]\nfn adds() {\n    assert_eq!(calc::add(2, 3), 5);\n}\n",
+}
+
+
+def _registry_crate(tmp_path: Path) -> Path:
+    """The crate with its Cargo.lock pinning cfg-if at PINNED, ignored; cfg-if's newest and PINNED
+    in the user's cargo cache (`cargo fetch` reaches crates.io once; later runs find them there)."""
+    env = rust_env()
+    newest = make_repo(tmp_path / "newest", {"Cargo.toml": LIB_CRATE["Cargo.toml"] + ITOA, "src/lib.rs": ""})
+    _run(["cargo", "fetch", "-q"], newest, env)
+    repo = make_repo(tmp_path / "repo", LIB_CRATE)
+    _run(["cargo", "update", "-q", "-p", "cfg-if", "--precise", PINNED], repo, env)
+    _run(["cargo", "fetch", "-q"], repo, env)
+    assert f'name = "cfg-if"\nversion = "{PINNED}"' in (repo / "Cargo.lock").read_text()
+    assert git(repo, "status", "--porcelain", "--ignored", "Cargo.lock").strip() == "!! Cargo.lock"
+    git(repo, "config", "papayu.checkCommand", "cargo test")
+    return repo
+
+
+@needs_cargo
+def test_an_ignored_cargo_lock_is_carried_and_the_check_runs_offline_without_waiting(tmp_path: Path) -> None:
+    repo = _registry_crate(tmp_path)
+    lock = repo / "Cargo.lock"
+    before = (lock.read_bytes(), lock.stat().st_mtime_ns)
+
+    plan = "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub fn one() -> i32 {\n    1\n}\n"
+    data = _apply(repo, "one", "src/lib.rs", plan)
+    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+    log = _log(data)
+    assert "[papayu] carried: Cargo.lock (ignored in your tree; a copy for the check)" in log, log
+    assert f"Compiling cfg-if v{PINNED}" in log, log  # the user's lock decided, not the newest cached
+    # Offline from the start: no retries against the registry (they took ~22 s before).
+    assert "index.crates.io" not in log and data["timings"]["check"] < 10, _why(data)
+    assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
+    assert git(repo, "status", "--porcelain").strip() == ""
+
+
+@needs_cargo
+def test_a_plan_adding_a_cached_dependency_resolves_offline_in_the_checks_copy_of_the_lock(tmp_path: Path) -> None:
+    repo = _registry_crate(tmp_path)
+    before = (repo / "Cargo.lock").read_bytes()
+    actions = [
+        {"kind": "UPDATE_FILE", "path": "Cargo.toml", "content": LIB_CRATE["Cargo.toml"] + ITOA},
+        {"kind": "UPDATE_FILE", "path": "src/lib.rs", "content": LIB_CRATE["src/lib.rs"] + ITOA_USE},
+    ]
+    plan = write_plan(repo.parent, actions, name="itoa.json")
+    data = apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1", **rust_env()})
+    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+    log = _log(data)
+    # cargo added itoa to the check's copy of the lock, from the cache, without the network.
+    assert "[papayu] carried: Cargo.lock" in log and "Compiling itoa v1." in log, log
+    assert f"Compiling cfg-if v{PINNED}" in log and data["timings"]["check"] < 10, _why(data)
+    assert (repo / "Cargo.lock").read_bytes() == before  # the user's lock is only read
+
+
+@needs_cargo
+def test_a_dependency_the_cache_lacks_fails_at_once_and_the_diagnosis_names_it(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, {"src/lib.rs": "pub fn one() -> i32 {\n    1\n}\n", "tests/one.rs": ONE_TEST})
+    manifest = CARGO_TOML + '\n[dependencies]\npapayu-no-such-crate = "1"\n'
+    data = _apply(repo, "unknown-dep", "Cargo.toml", manifest)
+    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), _why(data)
+    [cause] = data["check"]["environment"]
+    assert cause.startswith("cargo could not get the crate papayu-no-such-crate offline"), cause
+    assert "index.crates.io" not in _log(data) and data["timings"]["check"] < 10, _why(data)
+
+
+# --- which lockfiles are carried, and never over the plan's files ---------------------------------
+
+
+def test_only_ignored_lockfiles_next_to_a_manifest_are_carried_and_never_over_the_checkouts_files(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".gitignore": "Cargo.lock\nyarn.lock\npoetry.lock\n",
+            "Cargo.toml": CARGO_TOML,
+            "web/package.json": "{}\n",
+            "py/pyproject.toml": "[project]\nname = 'x'\n",
+            "go.mod": "module x\n",
+            "go.sum": "tracked\n",
+            "linked/Cargo.toml": CARGO_TOML,
+        },
+    )
+    for rel, text in {"Cargo.lock": "user lock\n", "web/yarn.lock": "yarn\n", "py/poetry.lock": "poetry\n"}.items():
+        (repo / rel).write_text(text)
+    (repo / "notes.lock").write_text("no manifest names it\n")
+    (repo / "go.sum").write_text("tracked, edited\n")  # tracked: in every checkout as committed
+    os.symlink(repo / "Cargo.lock", repo / "linked/Cargo.lock")  # a symlink is not the user's lock
+    assert lockfiles.ignored_lockfiles(repo) == ["Cargo.lock", "py/poetry.lock", "web/yarn.lock"]
+
+    # The checkout: the plan's yarn.lock is its own; the plan made web/ reach outside (a symlink).
+    work = tmp_path / "work"
+    outside = tmp_path / "outside"
+    (work / "py").mkdir(parents=True)
+    outside.mkdir()
+    (work / "py/poetry.lock").write_text("the plan's lock\n")
+    os.symlink(outside, work / "web")
+    assert lockfiles.carry(repo, work) == ["Cargo.lock"]
+    assert (work / "Cargo.lock").read_text() == "user lock\n"
+    assert (work / "Cargo.lock").stat().st_mtime_ns == (repo / "Cargo.lock").stat().st_mtime_ns
+    assert (work / "py/poetry.lock").read_text() == "the plan's lock\n"
+    assert list(outside.iterdir()) == []
+    assert lockfiles.carry(repo, work) == []  # already there: never overwritten

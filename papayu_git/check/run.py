@@ -104,6 +104,8 @@ def run_check(
         if check.python_safe_path is not None:
             said = "PYTHONSAFEPATH=1" if check.python_safe_path else "no PYTHONSAFEPATH"
             log.write(f"[papayu] python: {said} (papayu.check.pythonSafePath)\n".encode())
+        for rel in view.carried:
+            log.write(f"[papayu] carried: {printable(rel)} (ignored in your tree; a copy for the check)\n".encode())
         for index, command in enumerate((check.command, *extra_commands)):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papayu_git.check import environment, mtimes, seccomp
+from papayu_git.check import environment, lockfiles, mtimes, seccomp
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
 from papayu_git.check.sandbox import bwrap_argv, check_env
@@ -38,6 +38,7 @@ class CheckView:
     wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
     user_tree_links: list[str] = field(default_factory=list)
     seccomp_fd: int | None = None  # the filter bwrap reads (passed to it, rewound for each command)
+    carried: tuple[str, ...] = ()  # the user's ignored lockfiles copied into the checkout (lockfiles.py)
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -63,12 +64,15 @@ class CheckView:
     ) -> CheckView:
         """``report``: a fresh host directory the runners' result files go to (results/);
         ``python_safe_path``: the command's PYTHONSAFEPATH (check/safe_path.py), None: as is."""
+        carried = tuple(lockfiles.carry(repo_root, checkout.path))
         if sandbox.bwrap is None:
-            return cls._unsandboxed(checkout, repo_root, report, python_safe_path)
+            return cls._unsandboxed(checkout, repo_root, report, python_safe_path, carried)
         home = Path(os.path.expanduser("~"))
         (checkout.path / ".git").unlink(missing_ok=True)  # the git dir is mounted there instead
         layout = Layout(repo_root, checkout.path, checkout.gitdir, _objects_of(checkout.gitdir))
         env = check_env(str(home), "/tmp", str(repo_root), python_safe_path=python_safe_path)
+        if not sandbox.network:  # cargo would retry the registry for ~20 s, then fail anyway
+            env.setdefault("CARGO_NET_OFFLINE", "true")
         gitconfig = environment.write_gitconfig(checkout.slot)
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
         placed = environment.mounts(layout, env)
@@ -86,11 +90,18 @@ class CheckView:
             wrap = relay.inner_command(ports)
         fd = seccomp.program_fd()
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network, seccomp_fd=fd)
-        return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, seccomp_fd=fd)
+        return cls(
+            argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, seccomp_fd=fd, carried=carried
+        )
 
     @classmethod
     def _unsandboxed(
-        cls, checkout: CheckCheckout, repo_root: Path, report: Path, python_safe_path: bool | None
+        cls,
+        checkout: CheckCheckout,
+        repo_root: Path,
+        report: Path,
+        python_safe_path: bool | None,
+        carried: tuple[str, ...],
     ) -> CheckView:
         # The same allowlisted environment, with HOME and TMPDIR private to the slot.
         private = checkout.slot / "tmp"
@@ -100,7 +111,8 @@ class CheckView:
         dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
         dirs += environment.env_dirs(repo_root, checkout.path)
         links = environment.links_into(repo_root, sorted(set(dirs)))
-        return cls([], env, limits_prefix(repo_root), str(report), str(checkout.path), user_tree_links=links)
+        root = str(checkout.path)
+        return cls([], env, limits_prefix(repo_root), str(report), root, user_tree_links=links, carried=carried)
 
     def command_line(self, command: str, extra_env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
         shell = ["/bin/sh", "-c", self.limits + command]
