@@ -44,7 +44,7 @@ LINT_STAMP := $(if $(and $(wildcard $(STAMP)),$(findstring $(comma)lint$(comma),
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	case ",$(EXTRAS)," in *,local,*) $(MAKE) --no-print-directory llama-wheel && \
+	case ",$(EXTRAS)," in *,local,*) $(MAKE) --no-print-directory llama-wheel GOAL="$(or $(MAKECMDGOALS),venv)" && \
 	  $(PIP) install --quiet --find-links "$(LLAMA_WHEELS)" "llama-cpp-python[server]==$(LLAMA_VERSION)";; esac
 	$(PIP) install --quiet -e ".[$(EXTRAS)]"
 	rm -f $(VENV)/.installed-*
@@ -64,7 +64,7 @@ llama-wheel:
 	  echo "llama.cpp for the embedded model: building llama-cpp-python $(LLAMA_VERSION) from source, once per"; \
 	  echo "  machine (no wheel on PyPI): about 5 min on an idle 2-core machine, up to 20 min on a busy one."; \
 	  echo "  It is kept in $(LLAMA_WHEELS) for every later checkout."; \
-	  echo "  Without the local model: make $(or $(MAKECMDGOALS),venv) EXTRAS=test,lint (the tests marked local_llm skip)."; \
+	  echo "  Without the local model: make $(or $(GOAL),$(MAKECMDGOALS)) EXTRAS=test,lint (the tests marked local_llm skip)."; \
 	  rm -rf "$(LLAMA_WHEELS).tmp.$$$$" && \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" FORCE_CMAKE=1 $(PIP) wheel --quiet --no-deps --cache-dir "$(LLAMA_CACHE)" \
 	    --wheel-dir "$(LLAMA_WHEELS).tmp.$$$$" "llama-cpp-python==$(LLAMA_VERSION)" && \
