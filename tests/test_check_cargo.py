@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from helpers import apply_json, git, make_repo, rust_env, write_plan
 
-from papayu_git.check import lockfiles, sandbox
+from papayu_git.check import sandbox
 from papayu_git.check.results import Outcome, instrument
 from papayu_git.check.results.libtest import read_libtest
 
@@ -301,43 +301,3 @@ def test_a_dependency_the_cache_lacks_fails_at_once_and_the_diagnosis_names_it(t
     [cause] = data["check"]["environment"]
     assert cause.startswith("cargo could not get the crate papayu-no-such-crate offline"), cause
     assert "index.crates.io" not in _log(data) and data["timings"]["check"] < 10, _why(data)
-
-
-# --- which lockfiles are carried, and never over the plan's files ---------------------------------
-
-
-def test_only_ignored_lockfiles_next_to_a_manifest_are_carried_and_never_over_the_checkouts_files(
-    tmp_path: Path,
-) -> None:
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            ".gitignore": "Cargo.lock\nyarn.lock\npoetry.lock\n",
-            "Cargo.toml": CARGO_TOML,
-            "web/package.json": "{}\n",
-            "py/pyproject.toml": "[project]\nname = 'x'\n",
-            "go.mod": "module x\n",
-            "go.sum": "tracked\n",
-            "linked/Cargo.toml": CARGO_TOML,
-        },
-    )
-    for rel, text in {"Cargo.lock": "user lock\n", "web/yarn.lock": "yarn\n", "py/poetry.lock": "poetry\n"}.items():
-        (repo / rel).write_text(text)
-    (repo / "notes.lock").write_text("no manifest names it\n")
-    (repo / "go.sum").write_text("tracked, edited\n")  # tracked: in every checkout as committed
-    os.symlink(repo / "Cargo.lock", repo / "linked/Cargo.lock")  # a symlink is not the user's lock
-    assert lockfiles.ignored_lockfiles(repo) == ["Cargo.lock", "py/poetry.lock", "web/yarn.lock"]
-
-    # The checkout: the plan's yarn.lock is its own; the plan made web/ reach outside (a symlink).
-    work = tmp_path / "work"
-    outside = tmp_path / "outside"
-    (work / "py").mkdir(parents=True)
-    outside.mkdir()
-    (work / "py/poetry.lock").write_text("the plan's lock\n")
-    os.symlink(outside, work / "web")
-    assert lockfiles.carry(repo, work) == ["Cargo.lock"]
-    assert (work / "Cargo.lock").read_text() == "user lock\n"
-    assert (work / "Cargo.lock").stat().st_mtime_ns == (repo / "Cargo.lock").stat().st_mtime_ns
-    assert (work / "py/poetry.lock").read_text() == "the plan's lock\n"
-    assert list(outside.iterdir()) == []
-    assert lockfiles.carry(repo, work) == []  # already there: never overwritten
