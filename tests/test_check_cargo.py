@@ -268,8 +268,10 @@ def test_an_ignored_cargo_lock_is_carried_and_the_check_runs_offline_without_wai
     log = _log(data)
     assert "[papayu] carried: Cargo.lock (ignored in your tree; a copy for the check)" in log, log
     assert f"Compiling cfg-if v{PINNED}" in log, log  # the user's lock decided, not the newest cached
-    # Offline from the start: no retries against the registry (they took ~22 s before).
-    assert "index.crates.io" not in log and data["timings"]["check"] < 10, _why(data)
+    # Offline from the start: no retries against the registry (they took ~22 s before). The log
+    # decides; the plan's run's wall clock (a few seconds, more on a busy machine) only confirms.
+    assert "index.crates.io" not in log and "spurious network error" not in log, log
+    assert data["check"]["duration_sec"] < 10, _why(data)
     assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
     assert git(repo, "status", "--porcelain").strip() == ""
 
@@ -288,7 +290,8 @@ def test_a_plan_adding_a_cached_dependency_resolves_offline_in_the_checks_copy_o
     log = _log(data)
     # cargo added itoa to the check's copy of the lock, from the cache, without the network.
     assert "[papayu] carried: Cargo.lock" in log and "Compiling itoa v1." in log, log
-    assert f"Compiling cfg-if v{PINNED}" in log and data["timings"]["check"] < 10, _why(data)
+    assert f"Compiling cfg-if v{PINNED}" in log and "index.crates.io" not in log, log
+    assert data["check"]["duration_sec"] < 10, _why(data)
     assert (repo / "Cargo.lock").read_bytes() == before  # the user's lock is only read
 
 
@@ -300,4 +303,4 @@ def test_a_dependency_the_cache_lacks_fails_at_once_and_the_diagnosis_names_it(t
     assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), _why(data)
     [cause] = data["check"]["environment"]
     assert cause.startswith("cargo could not get the crate papayu-no-such-crate offline"), cause
-    assert "index.crates.io" not in _log(data) and data["timings"]["check"] < 10, _why(data)
+    assert "index.crates.io" not in _log(data) and data["check"]["duration_sec"] < 10, _why(data)
