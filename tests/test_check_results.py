@@ -307,7 +307,7 @@ def test_cargo_test_results_come_from_libtest_lines_with_the_binary_hash_dropped
         "calc@src/main.rs::tests::in_main": P,  # the binary shares the library's name
         "integration::works": P,
         "integration::broke": F,
-        "calc (doc)::src/lib.rs - add (line 1)": P,
+        "calc (doc)::src/lib.rs - add (#1)": P,  # by its place among add's doctests, not its line
     }
     assert "one minus one" in results.failures["calc::tests::subtracts"]
     assert "integration broke" in results.failures["integration::broke"]
@@ -428,7 +428,7 @@ def test_instrument_leaves_runners_it_would_break_alone() -> None:
     assert instrument("npm run jest", "/r")[0] == "npm run jest"  # --json would go to npm
     assert instrument("npx jest --json", "/r")[0] == "npx jest --json"
     assert instrument("vitest run --reporter=verbose", "/r")[0] == "vitest run --reporter=verbose"
-    assert instrument("cargo test --workspace", "/r")[0] == "cargo test --workspace"
+    assert instrument("cargo test --no-fail-fast --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("go test -v ./... 2>&1 | go-junit-report", "/r")[0] == "go test -v ./... 2>&1 | go-junit-report"
     assert instrument("node --test | tap-spec", "/r")[0] == "node --test | tap-spec"
     assert instrument("go test ./... || exit 1", "/r")[0] == "go test -json ./... || exit 1"

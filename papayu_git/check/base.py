@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import atomic, locks, settings
 from papayu_git.check.command import CheckCommand
 from papayu_git.check.environment import ENV_DIR_NAMES, included, manifest_dirs
+from papayu_git.check.lockfiles import ignored_lockfiles
 from papayu_git.check.results import TestResults
+from papayu_git.check.results.outcome import IDS_VERSION
 from papayu_git.check.run import run_check
 from papayu_git.check.sandbox import check_env
 from papayu_git.housekeeping import dead_check
@@ -89,11 +91,19 @@ class BaseRun:
 def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, check: CheckCommand, sandbox: Sandbox) -> str:
     """What a base run's result depends on: the tip's tree (not the commit: a rebased message
     changes nothing), the command and how its Python finds modules, the environment the check
-    gets, and how its results are read."""
+    gets, how its results are read, and how they name tests."""
     tree = str(commit_of(repo, commit).tree_id)
     digest = hashlib.sha256()
     safe_path = f"PYTHONSAFEPATH={check.python_safe_path}"
-    parts = (tree, check.command, safe_path, sandbox.level, environment_fingerprint(repo_root), RESULTS_FORMAT)
+    parts = (
+        tree,
+        check.command,
+        safe_path,
+        sandbox.level,
+        environment_fingerprint(repo_root),
+        RESULTS_FORMAT,
+        f"ids={IDS_VERSION}",
+    )
     for part in parts:
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
     return digest.hexdigest()[:32]
@@ -101,14 +111,15 @@ def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, check: Check
 
 def environment_fingerprint(repo_root: Path) -> str:
     """The check's variables, the settings that shape its view, and the state of the project's
-    environment directories and included files (their mtimes and those of their entries: an
-    install or a build changes them)."""
+    environment directories, included files and ignored lockfiles (their mtimes and those of their
+    entries: an install or a build changes them)."""
     root = str(repo_root)
     parts = [json.dumps(sorted(check_env("", "", root).items()))]
     for name in ("check_env_dirs", "check_include", "check_local_ports", "check_network", "check_junit"):
         parts.append(f"{name}={settings.get(name, root)}")
     dirs = {repo_root / rel / name for rel in manifest_dirs(repo_root) for name in ENV_DIR_NAMES}
-    for path in sorted(dirs | set(included(repo_root))):
+    carried = {repo_root / rel for rel in ignored_lockfiles(repo_root)}  # check/lockfiles.py
+    for path in sorted(dirs | set(included(repo_root)) | carried):
         parts.append(f"{path}:{_stamp(path)}")
         for deeper in INSTALL_STAMPS:  # where an install shows (pip into site-packages, npm's lock)
             parts += [f"{p}:{_stamp(p)}" for p in sorted(path.glob(deeper))[:8]]

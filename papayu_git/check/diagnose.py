@@ -28,6 +28,10 @@ _DNS = re.compile(
     r"|Could not resolve host|nodename nor servname|Network is unreachable|ENETUNREACH",
 )
 _MISSING = re.compile(r"(?:No such file or directory|ENOENT)[^\n]*?['\"]([^'\"\n]+)['\"]")
+# cargo offline (the check without network sets CARGO_NET_OFFLINE): a crate its cache lacks.
+_CARGO_OFFLINE = re.compile(
+    r"no matching package named `([^`\n]+)` found|failed to download `([^`\n]+)`[^\n]*\n(?:[^\n]*\n){0,3}[^\n]*--offline"
+)
 _READ_ONLY = re.compile(r"Read-only file system[^\n]*?['\"]?(/[^'\"\s]+)?")
 
 
@@ -71,6 +75,8 @@ def environment_causes(text: str, repo_root: Path, sandbox: Sandbox, *, safe_pat
             "a connection was refused: the check has no network; relay local services with "
             "`git config papayu.check.localPorts 5432` (or papayu.check.network=true)"
         )
+    if not sandbox.network:
+        causes += _cargo_offline(text)
     if _DNS.search(text) and not sandbox.network:
         causes.append("a name did not resolve: the check has no network (papayu.check.network=true allows it)")
     ignored = _ignored(repo_root, [m for m in _MISSING.findall(text)])
@@ -83,6 +89,16 @@ def environment_causes(text: str, repo_root: Path, sandbox: Sandbox, *, safe_pat
         where = f" ({path})" if path else ""
         causes.append(f"a write hit a read-only path{where}: the check may write only to the repository, /tmp and HOME")
     return causes
+
+
+def _cargo_offline(text: str) -> list[str]:
+    crates = [a or b for a, b in _CARGO_OFFLINE.findall(text) if "offline" in text]
+    return [
+        f"cargo could not get the crate {name} offline: this machine's cargo cache lacks it and the check has no "
+        "network; if the dependency is wanted, `cargo fetch` in a tree that uses it caches it (or "
+        "papayu.check.network=true)"
+        for name in dict.fromkeys(crates)
+    ]
 
 
 def _own_modules(names: list[str], repo_root: Path) -> dict[str, str]:

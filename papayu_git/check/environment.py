@@ -148,7 +148,7 @@ def mounts(layout: Layout, env: dict[str, str]) -> list[Mount]:
         Mount(Kind.OVERLAY, str(layout.objects), str(layout.inner_gitdir / "objects")),
     ]
     placed += [Mount(Kind.OVERLAY, str(p), str(p)) for p in env_dirs(layout.repo_root, layout.work)]
-    placed += [Mount(Kind.RO, str(p), str(p)) for p in included(layout.repo_root)]
+    placed += [Mount(Kind.RO, str(p), str(p)) for p in beside_the_checkout(included(layout.repo_root), layout)]
     ordered = _parents_first(placed)
     visible = [Path(m.dest) for m in ordered if m.kind is not Kind.HIDE]
     return ordered + _hidden_credentials(env, visible)
@@ -328,6 +328,21 @@ def included(repo_root: Path) -> list[Path]:
             if rel is None or rel.parts[0] == ".git" or path.is_symlink():
                 continue
             out.append(path)
+    return out
+
+
+def beside_the_checkout(paths: list[Path], layout: Layout, limit: int = 500) -> list[Path]:
+    """The included ``paths`` that cover nothing of the plan's checkout: a path it has (a tracked
+    file, one the plan wrote) is the plan's. An included directory the checkout also has gives
+    only its files the checkout lacks."""
+    out: list[Path] = []
+    for path in paths:
+        there = layout.work / path.relative_to(layout.repo_root)
+        if not os.path.lexists(there):
+            out.append(path)
+        elif path.is_dir() and there.is_dir() and not there.is_symlink():
+            files = [f for f in sorted(path.rglob("*"))[:limit] if f.is_file() and not f.is_symlink()]
+            out += [f for f in files if not os.path.lexists(layout.work / f.relative_to(layout.repo_root))]
     return out
 
 

@@ -111,6 +111,8 @@ def run_check(
             log.write(
                 f"[papayu] reports: {view.report}, on disk while the check runs (no sandbox to bound it)\n".encode()
             )
+        for rel in view.carried:
+            log.write(f"[papayu] carried: {printable(rel)} (ignored in your tree; a copy for the check)\n".encode())
         for index, command in enumerate((check.command, *extra_commands)):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()

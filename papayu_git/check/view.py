@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git import settings
-from papayu_git.check import environment, mtimes, seccomp
+from papayu_git.check import environment, lockfiles, mtimes, seccomp
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
 from papayu_git.check.results.channel import plugin_path, wrapper_argv, write_helpers
@@ -50,6 +50,7 @@ class CheckView:
     helpers: str = ""  # papayu's helpers' directory (results/channel.py), as the check sees it
     host_helpers: str = ""  # the same on papayu's side
     host_reports: Path | None = None  # unsandboxed: the report directory on disk, removed by close()
+    carried: tuple[str, ...] = ()  # the user's ignored lockfiles copied into the checkout (lockfiles.py)
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -77,12 +78,15 @@ class CheckView:
     ) -> CheckView:
         """``python_safe_path``: the command's PYTHONSAFEPATH (check/safe_path.py), None: as is."""
         helpers = write_helpers(checkout.slot)
+        carried = tuple(lockfiles.carry(repo_root, checkout.path))
         if sandbox.bwrap is None:
-            return cls._unsandboxed(checkout, repo_root, helpers, python_safe_path)
+            return cls._unsandboxed(checkout, repo_root, helpers, python_safe_path, carried)
         home = Path(os.path.expanduser("~"))
         (checkout.path / ".git").unlink(missing_ok=True)  # the git dir is mounted there instead
         layout = Layout(repo_root, checkout.path, checkout.gitdir, _objects_of(checkout.gitdir))
         env = check_env(str(home), "/tmp", str(repo_root), python_safe_path=python_safe_path)
+        if not sandbox.network:  # cargo would retry the registry for ~20 s, then fail anyway
+            env.setdefault("CARGO_NET_OFFLINE", "true")
         gitconfig = environment.write_gitconfig(checkout.slot)
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
         placed = environment.mounts(layout, env)
@@ -102,11 +106,18 @@ class CheckView:
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network, seccomp_fd=fd)
         argv += _report_tmpfs(repo_root)
         limits = limits_prefix(repo_root)
-        return cls(argv, env, limits, REPORT_INSIDE, str(repo_root), wrap, [], fd, HELPERS_INSIDE, str(helpers))
+        view = cls(argv, env, limits, REPORT_INSIDE, str(repo_root), wrap, [], fd, HELPERS_INSIDE, str(helpers))
+        view.carried = carried
+        return view
 
     @classmethod
     def _unsandboxed(
-        cls, checkout: CheckCheckout, repo_root: Path, helpers: Path, python_safe_path: bool | None
+        cls,
+        checkout: CheckCheckout,
+        repo_root: Path,
+        helpers: Path,
+        python_safe_path: bool | None,
+        carried: tuple[str, ...],
     ) -> CheckView:
         # The same allowlisted environment, with HOME and TMPDIR private to the slot.
         private = checkout.slot / "tmp"
@@ -123,6 +134,7 @@ class CheckView:
         view = cls([], env, limits_prefix(repo_root), str(report), str(checkout.path), user_tree_links=links)
         view.helpers = view.host_helpers = str(helpers)
         view.host_reports = report
+        view.carried = carried
         return view
 
     def command_line(

@@ -468,7 +468,7 @@ def local_model_item(here: _Here) -> Item:
         absent = [str(p) for p in chunks if not p.is_file()]
         if absent:
             return Item(name, missing, f"model chunks missing: {', '.join(absent)}", install, data=data)
-        # assemble() writes the GGUF to the user cache on first use (and hashes it each time): only look.
+        # The GGUF is assembled into the user cache on first use (llm/model_file.py): only look.
         assembled = Path.home() / ".cache" / MODEL_PACKAGE / model_name
         size = sum(_size(p) for p in chunks)
         data.update(

