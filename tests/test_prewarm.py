@@ -228,8 +228,8 @@ def test_the_check_after_a_prewarm_reuses_the_prepared_slot(repo: Path, tmp_path
     marker = slot / "kept-by-test"  # gone if the slot were recreated
     marker.write_text("x")
     created = (slot / "config.papayu").stat().st_ino
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
-    proc = papayu("apply", str(plan), "--json", "--check", "test -f new.txt && test -f pkg/m049.py", cwd=repo)
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.py", "content": "n\n"}])
+    proc = papayu("apply", str(plan), "--json", "--check", "test -f new.py && test -f pkg/m049.py", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state"] == "landed"
     assert marker.exists() and (slot / "config.papayu").stat().st_ino == created
@@ -250,7 +250,7 @@ def test_the_check_prefers_the_slot_prepared_at_its_parent(repo: Path, tmp_path:
         assert run_prewarm(repo).communicate(timeout=60)[0].strip() == "prepared slot-1"
     finally:
         worktree.release_checkout(busy)
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.py", "content": "n\n"}])
     proc = papayu("apply", str(plan), "--check", "true", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert state(pool(repo) / "slot-0") == {"commit": old, "by": "check"}  # not taken
@@ -268,7 +268,7 @@ def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Pat
     proc = run_prewarm(repo, env={"PAPAYU_TEST_PAUSE_AT": "prewarm_checkout"})  # slot made, checkout next
     wait_for_marker(proc)
     # A check arriving now waits for the prewarm rather than make a slot of its own...
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.py", "content": "n\n"}])
     apply = subprocess.Popen(
         [sys.executable, "-m", "papayu_git", "apply", str(plan), "--json", "--check", "test -f calc.py"],
         cwd=repo,
@@ -286,7 +286,7 @@ def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Pat
     assert apply.returncode == 0, err
     assert json.loads(out)["state"] == "landed"
     assert sorted(p.name for p in pool(repo).iterdir()) == ["slot-0"]
-    assert (repo / "new.txt").read_text() == "n\n"
+    assert (repo / "new.py").read_text() == "n\n"
     assert (repo / "untracked.txt").read_text() == "mine\n" and (repo / "debug.log").read_text() == "ignored\n"
     # The dead prewarm's own lock goes at the next start or command; it never blocks one. (The
     # slot holds the checked commit: the new tip is that commit with the verdict's trailer.)
@@ -309,11 +309,11 @@ def test_kill_9_in_the_middle_of_the_git_checkout(tmp_path: Path) -> None:
     proc.communicate()
     assert not (pool(repo) / "slot-0" / "state.papayu").exists()  # killed before it finished
     assert snapshot(repo) == before
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
-    check = "test -f new.txt && test -f d59/f05999.txt && test $(find d* -type f | wc -l) -eq 6000"
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.py", "content": "n\n"}])
+    check = "test -f new.py && test -f d59/f05999.txt && test $(find d* -type f | wc -l) -eq 6000"
     result = papayu("apply", str(plan), "--check", check, cwd=repo)
     assert result.returncode == 0, result.stderr
-    assert (repo / "new.txt").read_text() == "n\n"
+    assert (repo / "new.py").read_text() == "n\n"
     assert list((repo / ".git/papayu/locks").glob("*.lock")) == []
     assert list(pool(repo).glob("*.lock")) == []
     assert state(pool(repo) / "slot-0")["by"] == "check"
@@ -325,7 +325,7 @@ def test_a_half_created_slot_is_recreated(repo: Path, tmp_path: Path) -> None:
     (slot / "work").mkdir()
     (slot / "work" / "leftover.txt").write_text("x")
     assert worktree.slot_commit(slot) == ""
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "n\n"}])
-    proc = papayu("apply", str(plan), "--check", "test ! -e leftover.txt && test -f new.txt", cwd=repo)
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.py", "content": "n\n"}])
+    proc = papayu("apply", str(plan), "--check", "test ! -e leftover.txt && test -f new.py", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert state(slot)["by"] == "check" and (slot / "config.papayu").is_file()

@@ -204,7 +204,7 @@ def _judge(
     shared: str = "",
 ) -> Verdict:
     if base.results.exit_code_only:
-        return _by_exit_code(regression, own)
+        return _by_exit_code(regression, own, tuple(sorted(restored)), approve_restored)
     approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()
     tally = _Tally(restored=tuple(sorted(restored)), approve_restored=approve_restored)
     tally.compare(base, regression, approved)
@@ -390,11 +390,23 @@ def _run_notes(base: Run, regression: Run, own: Run | None) -> list[str]:
     return notes
 
 
-def _by_exit_code(regression: Run, own: Run | None) -> Verdict:
-    """The base's results are unreadable: the check's exit code decides, as before per-test results."""
+def _by_exit_code(
+    regression: Run, own: Run | None, restored: tuple[str, ...] = (), approve_restored: bool = False
+) -> Verdict:
+    """The base's results are unreadable: the check's exit code decides, as before per-test
+    results. A regression run that fails where the plan's own run passes is explained by what the
+    plan changes besides its code: held for a human, as per test (or judged by the own run when
+    --allow-test-edits approved those changes)."""
     runs = [(REGRESSION, regression)] + ([(OWN, own)] if own is not None else [])
     notes = ["the verdict is exit-code only: the check's per-test results could not be read"]
     notes += [f"{name} {run.how_it_ended()}" for name, run in runs]
+    explained = bool(restored) and own is not None and own.passed_all and not regression.passed_all
+    if explained and not regression.timed_out and approve_restored:
+        return Verdict(lands=True, review=False, code=None, exit_code_only=True, notes=tuple(notes), restored=restored)
+    if explained and not regression.timed_out:
+        notes.append(f"it passes only with the plan's own versions of {_names(restored, 5)}: a human decides")
+        code = "ERR_JUDGE_EDITS_HELD"
+        return Verdict(False, True, code, exit_code_only=True, notes=tuple(notes), restored=restored)
     failed = [run for _, run in runs if not run.passed_all]
     code = None
     if failed:
