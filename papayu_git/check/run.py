@@ -104,6 +104,8 @@ def run_check(
         if check.python_safe_path is not None:
             said = "PYTHONSAFEPATH=1" if check.python_safe_path else "no PYTHONSAFEPATH"
             log.write(f"[papayu] python: {said} (papayu.check.pythonSafePath)\n".encode())
+        for note in view.notes:
+            log.write(f"[papayu] {printable(note)}\n".encode())
         for index, command in enumerate((check.command, *extra_commands)):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()

@@ -37,6 +37,7 @@ class CheckView:
     root: str = ""  # the check's working directory, as the check sees it
     wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
     user_tree_links: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the check's log: what it was not given
     seccomp_fd: int | None = None  # the filter bwrap reads (passed to it, rewound for each command)
 
     @property
@@ -71,7 +72,7 @@ class CheckView:
         env = check_env(str(home), "/tmp", str(repo_root), python_safe_path=python_safe_path)
         gitconfig = environment.write_gitconfig(checkout.slot)
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
-        placed = environment.mounts(layout, env)
+        placed, notes = environment.mounts(layout, env)
         placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
         placed.append(Mount(Kind.BIND, str(report), REPORT_INSIDE))
         if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
@@ -86,7 +87,9 @@ class CheckView:
             wrap = relay.inner_command(ports)
         fd = seccomp.program_fd()
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network, seccomp_fd=fd)
-        return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, seccomp_fd=fd)
+        return cls(
+            argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, notes=notes, seccomp_fd=fd
+        )
 
     @classmethod
     def _unsandboxed(
