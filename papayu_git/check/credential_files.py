@@ -111,7 +111,22 @@ def holds_credentials(directory: Path, home: Path) -> bool:
 
 # Names of the table too common to mean a credential when they stand alone in a directory.
 _TOO_COMMON = frozenset(
-    {"config", "config.yml", "config.json", "cli.yml", "rc", "hub", "token", "helm", "configstore", "op", "openai", "doctl", "hcloud", "sops"}
+    {
+        "config",
+        "config.yml",
+        "config.json",
+        "cli.yml",
+        "rc",
+        "hub",
+        "token",
+        "helm",
+        "configstore",
+        "op",
+        "openai",
+        "doctl",
+        "hcloud",
+        "sops",
+    }
 )
 
 

@@ -87,9 +87,7 @@ class CheckView:
             wrap = relay.inner_command(ports)
         fd = seccomp.program_fd()
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network, seccomp_fd=fd)
-        return cls(
-            argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, notes=notes, seccomp_fd=fd
-        )
+        return cls(argv, env, limits_prefix(repo_root), REPORT_INSIDE, str(repo_root), wrap, notes=notes, seccomp_fd=fd)
 
     @classmethod
     def _unsandboxed(
