@@ -229,11 +229,12 @@ def test_no_file_of_the_credential_table_is_seen_whatever_directory_holds_it(tmp
         target = home / rel.rstrip("/")
         secret = f"table-secret-{index:03d}\n"
         if rel.endswith("/"):
-            _files(target, {"secret": secret})
+            _files(target, {"secret": secret, "bin/secret": secret})
         else:
             _files(home, {rel: secret})
-        # The directory holding it, and the directory itself, on PATH: a toolchain mount each.
-        on_path += [str(target.parent), *([str(target)] if rel.endswith("/") else [])]
+        # The directory holding it, the directory itself and one inside it on PATH: a toolchain
+        # mount each, were it not for the table.
+        on_path += [str(target.parent), *([str(target), str(target / "bin")] if rel.endswith("/") else [])]
         assert holds_credentials(target.parent, home), rel
     _tool(home / ".config/honest-tool/bin", "honest")  # a tool's directory next to them
     path = os.pathsep.join([*dict.fromkeys(on_path), str(home / ".config/honest-tool/bin"), os.environ["PATH"]])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import apply_json, blob, git, make_repo, write_plan
+from helpers import apply_json, blob, git, make_repo, papayu, write_plan
 
 from papayu_git.check import sandbox
 
@@ -85,6 +85,10 @@ def test_a_plan_adding_gitattributes_never_runs_the_users_filter_driver(tmp_path
     assert data["state"] == "landed" and not marker.exists(), data
     _same_as_blobs(repo, ["README.md", "data.bin"])
     assert git(repo, "config", "--get", "filter.lfs.process").strip().endswith("process")
+    # Taking the honest plan back rewrites files under the plan's attributes: no driver either.
+    undo = papayu("undo", data["plan_id"], cwd=repo)
+    assert undo.returncode == 0 and not marker.exists(), undo.stderr
+    assert (repo / "README.md").read_bytes() == blob(repo, "HEAD:README.md") == b"# sample\n"
     _driver_would_run(repo, marker)
 
 

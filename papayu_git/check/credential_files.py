@@ -93,8 +93,9 @@ def named_credentials(environ: Mapping[str, str]) -> list[Path]:
 
 
 def holds_credentials(directory: Path, home: Path) -> bool:
-    """Whether ``directory`` is, or holds at any depth, a credential file of HOME, or holds one
-    of the table's files at its own top (another home, a relocated tool home)."""
+    """Whether ``directory`` is, holds at any depth or lies inside a credential file or directory
+    of HOME, or holds one of the table's files at its own top (another home, a relocated tool
+    home)."""
     try:
         real, home = directory.resolve(), home.resolve()
     except OSError:
@@ -102,7 +103,7 @@ def holds_credentials(directory: Path, home: Path) -> bool:
     for rel in HOME_CREDENTIALS:
         entry = rel.rstrip("/")
         mine, name = home / entry, Path(entry).name
-        if (mine == real or real in mine.parents) and os.path.lexists(mine):
+        if (mine == real or real in mine.parents or mine in real.parents) and os.path.lexists(mine):
             return True
         if os.path.lexists(real / entry) or (name not in _TOO_COMMON and os.path.lexists(real / name)):
             return True

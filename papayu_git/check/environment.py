@@ -3,11 +3,14 @@ check's environment").
 
 Inside the sandbox the plan's checkout is at the repository's own path, so every absolute path
 the project's environment baked in (editable installs, workspace symlinks, cargo and CMake
-caches, venv shebangs) resolves to the plan's code. Around it: the system read-only, the
-toolchains on PATH and the offline package caches under HOME, the repository's ignored
-environment directories (`.venv`, `node_modules`, `target`, ...) as throwaway overlays, the files
-the user named (`papayu.check.include`), and nothing else: not the rest of HOME, not the user's
-ignored files, not the user's `.git` beyond its objects, no unix socket of the host.
+caches, venv shebangs) resolves to the plan's code. Around it: the system read-only (minus its
+credential and root-only files), the toolchains' installations (toolchains.py) and the offline
+package caches under HOME, the repository's untracked environment directories (`.venv`,
+`node_modules`, `target`, ...) as throwaway overlays, the files the user named (includes.py), and
+nothing else: not the rest of HOME, no credential file of credential_files.py's table even inside
+a mounted directory, not the user's ignored files, not the user's `.git` beyond its objects, no
+unix socket of the host. The project's own files choose no mount: a directory holding a tracked
+file is never an environment, so no landed `pyvenv.cfg` names what the check mounts.
 """
 
 from __future__ import annotations
