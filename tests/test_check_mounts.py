@@ -219,6 +219,18 @@ def test_uvs_credential_store_stays_out_of_its_mounted_data_directory(tmp_path: 
     assert "store entries: 0" in log and token.upper() not in log and token not in log, log
 
 
+def test_a_credential_store_behind_a_symlink_is_hidden_where_it_points(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    data_dir = home / ".local/share/uv"
+    _files(data_dir, {"synced/credentials.toml": 'password = "linked-0123456789"\n', "python/.lock": "ok\n"})
+    os.symlink(data_dir / "synced", data_dir / "credentials")  # a store kept elsewhere, linked in
+    repo = make_repo(tmp_path / "repo")
+    check = f"cat {data_dir}/python/.lock; cat {data_dir}/credentials/credentials.toml 2>/dev/null | rev; echo read"
+    data, log = _apply(repo, tmp_path, [_create("notes.txt", "n\n")], check)
+    assert data["state"] == "landed" and "ok\nread" in log, log  # the sandbox came up, the cache is there
+    assert "linked-0123456789"[::-1] not in log, log
+
+
 # --- the credential table, walked ----------------------------------------------------------------------
 
 

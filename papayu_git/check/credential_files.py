@@ -136,8 +136,8 @@ def system_hidden() -> tuple[str, ...]:
     """What the check must not see of the system: the table's entries that exist, and every file
     or directory under /etc that is not readable by all (papayu may run as root, which reads
     them: "readable by us" is no test). Walked once per process (~1000 entries, a few ms)."""
-    found = [p for pattern in SYSTEM_CREDENTIALS for p in sorted(glob.glob(pattern))]
-    found += _not_world_readable("/etc")
+    found = [os.path.realpath(p) for pattern in SYSTEM_CREDENTIALS for p in sorted(glob.glob(pattern))]
+    found += _not_world_readable("/etc")  # symlinks are judged where they point
     return _outermost(found)
 
 

@@ -149,7 +149,9 @@ def _system() -> list[Mount]:
             out.append(Mount(Kind.SYMLINK, os.readlink(path), name))
         elif path.is_dir():
             out.append(Mount(Kind.RO, name, name))
-    return out + [Mount(Kind.HIDE, p, p) for p in system_hidden()]
+    shown = [Path(m.dest) for m in out]
+    hidden = [p for p in system_hidden() if os.path.lexists(p) and _under(Path(p), shown)]
+    return out + [Mount(Kind.HIDE, p, p) for p in hidden]
 
 
 def _under(path: Path, roots: list[Path]) -> bool:
@@ -246,9 +248,11 @@ def _parents_first(placed: list[Mount]) -> list[Mount]:
 
 def _hidden_credentials(home: Path, visible: list[Path]) -> list[Mount]:
     """The credential files of the table and of the credential variables that some mount shows
-    (a package cache, a tool's directory): an empty file or directory stands in for each."""
-    found = [p for p in (*home_credentials(home), *named_credentials(os.environ)) if os.path.lexists(p)]
-    hidden = sorted({p for p in found if _under(p, visible)})
+    (a package cache, a tool's directory): an empty file or directory stands in for each. A
+    symlink is hidden where it points (bubblewrap mounts over no symlink; one pointing at what
+    no mount shows dangles in the check anyway)."""
+    found = [Path(os.path.realpath(p)) for p in (*home_credentials(home), *named_credentials(os.environ))]
+    hidden = sorted({p for p in found if os.path.lexists(p) and _under(p, visible)})
     outermost = [p for p in hidden if not any(q in p.parents for q in hidden)]
     return [Mount(Kind.HIDE, str(p), str(p)) for p in outermost]
 
