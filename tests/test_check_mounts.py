@@ -8,6 +8,7 @@ the honest setup that must keep working."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -126,26 +127,35 @@ def _tool(bin_dir: Path, name: str, reads: str = "") -> None:
     _executable(bin_dir / name, f'#!/bin/sh\nprintf "{name} ran: "\n{body}\n')
 
 
-def test_a_tool_home_on_path_gives_its_installation_not_its_token_or_socket(tmp_path: Path) -> None:
-    home = Path(os.environ["HOME"])
-    # Tool homes that are more than an installation: a token, credentials, a Docker socket.
+def _homes_beyond_installation(home: Path) -> tuple[list[Path], list[str]]:
+    """Tool homes that are more than an installation (a token, credentials, workspaces, a GOPATH's
+    own code, a version manager's git checkout): their PATH directories, and the files of them
+    the check must not see."""
     _tool(home / ".fly/bin", "flyctl")
     _files(home, {".fly/config.yml": "access_token: fly-token-0123456789\n"})
     _tool(home / ".pulumi/bin", "pulumi", "../plugins/resource-demo/VERSION")
     _files(home, {".pulumi/credentials.json": '{"accessToken": "pul-0123456789"}', ".pulumi/workspaces/w.json": "{}"})
     _files(home, {".pulumi/plugins/resource-demo/VERSION": "plugin-1.0\n"})
-    _tool(home / ".rd/bin", "rdctl")
-    docker = socket.socket(socket.AF_UNIX)
-    docker.bind(str(home / ".rd/docker.sock"))
-    docker.listen(4)
-    docker.settimeout(0.1)
-    # Installation prefixes, mounted whole: Go-like, Node-like, Python-like.
+    _tool(home / ".rd/bin", "rdctl")  # and its docker.sock, made by the test
+    _tool(home / "gopath/bin", "gotool")
+    _files(home, {"gopath/pkg/mod/cache/x": "", "gopath/src/private/main.go": "// gopath-private-0123\n"})
+    root = home / ".envman"  # pyenv's layout: shims run its libexec/, which reads its version file
+    _executable(root / "shims/managed", '#!/bin/sh\nexec "$(dirname "$0")/../libexec/envman" "$@"\n')
+    _executable(root / "libexec/envman", '#!/bin/sh\nprintf "managed ran: "\ncat "$(dirname "$0")/../version"\n')
+    _files(root, {"version": "3.99\n", "versions/3.99/README": "", ".git/config": "url = https://x:envman-0123@h/"})
+    bins = [home / ".fly/bin", home / ".pulumi/bin", home / ".rd/bin", home / "gopath/bin", root / "shims"]
+    secrets = [".fly/config.yml", ".pulumi/credentials.json", ".pulumi/workspaces/w.json"]
+    return bins, [*secrets, "gopath/src/private/main.go", ".envman/.git/config"]
+
+
+def _installation_prefixes(home: Path) -> list[Path]:
+    """Go-, Node- and Python-like installation prefixes (mounted whole): their bin directories."""
     go = home / "sdk/go1.99"
     _tool(go / "bin", "gofake", "../src/runtime/marker")
+    _files(go, {"src/runtime/marker": "go-src\n", "pkg/tool/x": "t", "VERSION": "go1.99\n", "go.env": ""})
     _files(
-        go, {"src/runtime/marker": "go-src\n", "pkg/tool/x": "t", "VERSION": "go1.99\n", "go.env": "", "LICENSE": ""}
+        go, {"api/x": "", "misc/x": "", "test/x": "", "doc/x": "", "README.md": "", "codereview.cfg": "", "LICENSE": ""}
     )
-    _files(go, {"api/x": "", "misc/x": "", "test/x": "", "doc/x": "", "README.md": "", "codereview.cfg": ""})
     node = home / "opt/node-v99"
     _tool(node / "bin", "nodefake", "../lib/node_modules/npm/marker")
     _files(node, {"lib/node_modules/npm/marker": "node-lib\n", "include/node/x.h": "", "share/man/x": ""})
@@ -153,22 +163,18 @@ def test_a_tool_home_on_path_gives_its_installation_not_its_token_or_socket(tmp_
     python = home / "opt/python-3.99"
     _tool(python / "bin", "pyfake", "../lib/python3.99/marker.txt")
     _python_installation(python, "python-lib\n")
-    # A GOPATH: its bin, never its src/ (the user's own code).
-    _tool(home / "gopath/bin", "gotool")
-    _files(home, {"gopath/pkg/mod/cache/x": "", "gopath/src/private/main.go": "// gopath-private-0123\n"})
-    # A version manager's root (pyenv's): shims run its libexec/, read its version file.
-    root = home / ".envman"
-    _executable(root / "shims/managed", '#!/bin/sh\nexec "$(dirname "$0")/../libexec/envman" "$@"\n')
-    _executable(root / "libexec/envman", '#!/bin/sh\nprintf "managed ran: "\ncat "$(dirname "$0")/../version"\n')
-    _files(
-        root, {"version": "3.99\n", "versions/3.99/README": "", ".git/config": "url = https://x:envman-0123456789@h/"}
-    )
-    bins = [home / ".fly/bin", home / ".pulumi/bin", home / ".rd/bin", go / "bin", node / "bin", python / "bin"]
-    bins += [home / "gopath/bin", root / "shims"]
-    path = os.pathsep.join([*map(str, bins), os.environ["PATH"]])
+    return [go / "bin", node / "bin", python / "bin"]
+
+
+def test_a_tool_home_on_path_gives_its_installation_not_its_token_or_socket(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    bins, secrets = _homes_beyond_installation(home)
+    bins += _installation_prefixes(home)
+    docker = socket.socket(socket.AF_UNIX)  # Rancher Desktop's, beside its bin/
+    docker.bind(str(home / ".rd/docker.sock"))
+    docker.listen(4)
+    docker.settimeout(0.1)
     connect = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({str(home / '.rd/docker.sock')!r})"
-    secrets = [".fly/config.yml", ".pulumi/credentials.json", ".pulumi/workspaces/w.json", "gopath/src/private/main.go"]
-    secrets += [".envman/.git/config"]
     check = "; ".join(
         [
             "flyctl; echo; pulumi; rdctl; echo; gofake; nodefake; pyfake; gotool; echo; managed",
@@ -176,26 +182,23 @@ def test_a_tool_home_on_path_gives_its_installation_not_its_token_or_socket(tmp_
             f"{PY} -c {connect!r} 2>/dev/null && echo SOCKET-REACHED || echo no-socket",
         ]
     )
+    path = os.pathsep.join([*map(str, bins), os.environ["PATH"]])
     repo = make_repo(tmp_path / "repo")
     try:
         data, log = _apply(repo, tmp_path, [_create("notes.txt", "n\n")], check, {"PATH": path})
         reached = 0
-        try:
+        with contextlib.suppress(OSError):
             while True:
                 docker.accept()[0].close()
                 reached += 1
-        except OSError:
-            pass
     finally:
         docker.close()
     assert data["state"] == "landed", log
     for said in ("flyctl ran:", "pulumi ran: plugin-1.0", "rdctl ran:", "gofake ran: go-src", "nodefake ran: node-lib"):
         assert said in log, log
     assert "pyfake ran: python-lib" in log and "gotool ran:" in log and "managed ran: 3.99" in log, log
-    for rel in secrets:
-        assert f"unseen {rel}" in log, log
-    for value in ("fly-token", "pul-0123", "gopath-private", "envman-0123"):
-        assert value not in log, log
+    assert all(f"unseen {rel}" in log for rel in secrets), log
+    assert not any(v in log for v in ("fly-token", "pul-0123", "gopath-private", "envman-0123")), log
     assert "no-socket" in log and "SOCKET-REACHED" not in log and reached == 0, log
 
 
