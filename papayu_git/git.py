@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,6 +45,46 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+def isolated_env() -> dict[str, str]:
+    """scrubbed_env without any of the user's git configuration but the repository's own: no
+    global or system file, no `-c` or GIT_CONFIG_COUNT values inherited, no external diff. For
+    git on the plan's files in papayu's own checkouts (worktree.py), whose config is papayu's:
+    the user's filter drivers (`git lfs install`), fsmonitor or attributes file then never run
+    or apply there (docs/DESIGN.md, "The check's trust boundary")."""
+    env = {
+        k: v
+        for k, v in scrubbed_env().items()
+        if not k.startswith("GIT_CONFIG") and k not in ("GIT_EXTERNAL_DIFF", "GIT_ATTR_SOURCE")
+    }
+    env.update({"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    return env
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """Files a repository tracks (tracked_paths), and every directory holding one."""
+
+    files: frozenset[str]
+    dirs: frozenset[str]
+
+    def holds(self, path: str) -> bool:
+        """``path`` is, or is a directory holding, a tracked file."""
+        return path in self.files or path in self.dirs
+
+
+def tracked_paths(root: Path, paths: Sequence[str]) -> Tracked:
+    """The files at or under ``paths`` (relative, literal) that ``root``'s index or HEAD tracks."""
+    files: set[str] = set()
+    env = scrubbed_env({"GIT_LITERAL_PATHSPECS": "1"})
+    for args in (["ls-files", "-z", "--cached"], ["ls-tree", "-r", "-z", "--name-only", "HEAD"]):
+        if paths:
+            proc = run_git([*args, "--", *paths], cwd=root, check=False, env=env)
+            if proc.returncode == 0:  # no HEAD yet: the index says it all
+                files.update(name for name in proc.stdout.split("\0") if name)
+    dirs = {name[:i] for name in files for i, char in enumerate(name) if char == "/"}
+    return Tracked(frozenset(files), frozenset(dirs))
 
 
 def run_git(

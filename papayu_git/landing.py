@@ -16,7 +16,9 @@ the files it would overwrite. A merge, rebase, cherry-pick or revert in progress
 branch is refused up front (ERR_OPERATION_IN_PROGRESS; the checked commit is kept). A plain
 merge refreshes the stat data of every file in the index: ~65 ms of a 50k-file
 repository's ~95 ms, for a 10-file change (bench/apply_bench.py). Every git command here runs
-with the user's hooks off unless land_hooks.py allows them (papayu.land.runHooks).
+with the user's hooks off unless land_hooks.py allows them (papayu.land.runHooks), and the ones
+that write the plan's files with no filter driver or fsmonitor of the user's (land_drivers.py):
+the work tree gets the very blobs the check ran on.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 from papayu_git import locks
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_git, run_to_completion, scrubbed_env
+from papayu_git.land_drivers import no_drivers_env
 from papayu_git.land_hooks import HookPolicy, hook_policy, may_have_hook, say_skipped
 from papayu_git.land_patch import whole_file_patch
 from papayu_git.objects import Change, CommitInfo, TreeRef, changed_entries, read_commit, store_of
@@ -271,7 +274,7 @@ def _apply_fast_forward(
                 *(path for path, _before, _after in changes),
             ],
             cwd=workdir,
-            env=scrubbed_env(),
+            env=no_drivers_env(workdir, scrubbed_env()),
             input=patch,
         )  # the user's locale: hooks run
     except OSError:  # no POSIX sh (some Windows setups): git merge does it all
@@ -321,8 +324,7 @@ _LISTED = re.compile(r"^\t(.+)$", re.M)
 
 
 def fast_forward(workdir: Path, commit: str, target: Target, hooks: HookPolicy) -> None:
-    env = _c_locale()
-    env["GIT_MERGE_AUTOEDIT"] = "no"
+    env = no_drivers_env(workdir, {**_c_locale(), "GIT_MERGE_AUTOEDIT": "no"})
     # --no-overwrite-ignore: an ignored file of the user's at a path the plan creates is data, not debris.
     args = [*hooks.git_args, "merge", "--ff-only", "--no-overwrite-ignore", "--no-stat", "-q", commit]
     proc = run_git(args, cwd=workdir, check=False, env=env, uninterruptible=True)

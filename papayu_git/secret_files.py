@@ -20,7 +20,8 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from papayu_git.check.environment import CREDENTIAL_FILE_VARS, included
+from papayu_git.check.credential_files import HOME_CREDENTIALS, named_credentials
+from papayu_git.check.includes import included
 from papayu_git.git import run_git
 from papayu_git.paths import configured_protected, is_protected
 from papayu_git.secrets import MASK, literal_masker, literal_pattern, masker, placeholder, secret_name
@@ -30,11 +31,6 @@ MAX_FILES = 200
 MIN_VALUE = 6  # as secrets' environment values: shorter ones are ordinary words
 MIN_SPELLING = 8  # an encoded piece shorter than this turns up by chance
 WHOLE_FILE_BYTES = 4096  # a file this small is also masked whole, encoded
-# Credential files in HOME that an unsandboxed check could read (the sandbox shows no HOME).
-HOME_CREDENTIALS = (
-    ".git-credentials", ".netrc", ".pgpass", ".pypirc", ".npmrc", ".aws/credentials", ".docker/config.json",
-    ".kube/config", ".config/gh/hosts.yml", ".cache/huggingface/token",
-)  # fmt: skip
 
 _ASSIGNED = re.compile(r"""^\s*(?:export\s+)?["']?([\w.\-]+)["']?\s*[:=]\s*(.*?)\s*,?\s*$""")
 _TOKEN = re.compile(r"[A-Za-z0-9+/=_\-.~]{20,}")
@@ -102,8 +98,11 @@ def _files(root: Path) -> list[tuple[Path, bool]]:
     for path in included(root):
         found += [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     home = Path(os.path.expanduser("~"))
-    named = [Path(v) for name in CREDENTIAL_FILE_VARS for v in os.environ.get(name, "").split(os.pathsep) if v]
-    credentials = [p for p in (*named, *(home / c for c in HOME_CREDENTIALS)) if p.is_file()]
+    # The credential files of every tool (credential_files.py), as an unsandboxed check could
+    # read them: the files of the table, and those directly inside its directories (.aws/).
+    table = [home / c for c in HOME_CREDENTIALS]
+    inside = [p for d in table if d.is_dir() and not d.is_symlink() for p in sorted(d.iterdir())[:MAX_FILES]]
+    credentials = [p for p in (*named_credentials(os.environ), *table, *inside) if p.is_file()][:MAX_FILES]
     repository = [(p, True) for p in found if not p.is_symlink()][:MAX_FILES]
     return repository + [(p, False) for p in credentials]
 

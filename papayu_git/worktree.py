@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, run_git, write_gitfile
+from papayu_git.git import common_dir, isolated_env, run_git, write_gitfile
 from papayu_git.objects import commit_of
 from papayu_git.stages import pause_point
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 # its work tree. papayu always names both explicitly (--git-dir/--work-tree), never trusting what
 # the check may have left in `work/.git`; the slot's config is papayu's own, restored before each
 # use, so nothing a check wrote there (hooks, fsmonitor, filters) ever runs outside the sandbox.
+# Nor does anything of the user's own configuration: papayu's git there reads no global or system
+# config (git.isolated_env), so the filter drivers `git lfs install` puts in ~/.gitconfig never run
+# on the plan's files, whatever its `.gitattributes` says, and the check sees the blobs as they are.
 
 CHECKOUTS = "checkouts"
 SLOT_PREFIX = "slot-"
@@ -121,9 +125,14 @@ def _move_slot(repo: pygit2.Repository, slot: Path, lock: Path, commit: str, pur
 def _reset_slot(repo: pygit2.Repository, checkout: CheckCheckout, commit: str, purpose: str) -> None:
     _restore_slot(repo, checkout.slot)
     pause_point(f"{purpose}_checkout")
-    git_args = [f"--git-dir={checkout.gitdir}", f"--work-tree={checkout.path}"]
-    run_git([*git_args, "checkout", "--detach", "--force", "-q", commit], cwd=checkout.path)
-    run_git([*git_args, "clean", "-q", "-ff", "-d", "-x"], cwd=checkout.path)
+    run_slot_git(checkout.path, checkout.gitdir, ["checkout", "--detach", "--force", "-q", commit])
+    run_slot_git(checkout.path, checkout.gitdir, ["clean", "-q", "-ff", "-d", "-x"])
+
+
+def run_slot_git(work: Path, gitdir: Path, args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """git on a slot's checkout: its git dir and work tree named, the user's config left out."""
+    git_args = [f"--git-dir={gitdir}", f"--work-tree={work}"]
+    return run_git([*git_args, *args], cwd=work, check=check, env=isolated_env())
 
 
 # A slot's rank for a commit: 0 already there, 1 at a parent (_NEAR), 2 elsewhere, 3 to be created.
@@ -190,8 +199,7 @@ def prewarm_slot(repo: pygit2.Repository, papayu_dir: Path, commit: str, *, on_s
         except OSError:
             written = time.time()
         time.sleep(max(0.0, int(written) + 1.05 - time.time()))  # git may compare whole seconds
-        git_args = [f"--git-dir={checkout.gitdir}", f"--work-tree={checkout.path}"]
-        run_git([*git_args, "update-index", "-q", "--refresh"], cwd=checkout.path, check=False)
+        run_slot_git(checkout.path, checkout.gitdir, ["update-index", "-q", "--refresh"], check=False)
     finally:
         release_checkout(checkout)
     return checkout.slot
@@ -216,7 +224,7 @@ def _create_slot(repo: pygit2.Repository, slot: Path) -> None:
     remove_tree(slot)
     (slot / "work").mkdir(parents=True)
     gitdir = slot / "git"
-    run_git(["init", "-q", "--bare", "--template=", str(gitdir)], cwd=slot)
+    run_git(["init", "-q", "--bare", "--template=", str(gitdir)], cwd=slot, env=isolated_env())
     for key, value in (
         ("core.bare", "false"),
         ("core.logAllRefUpdates", "false"),
@@ -225,7 +233,7 @@ def _create_slot(repo: pygit2.Repository, slot: Path) -> None:
         ("core.fsmonitor", "false"),
         ("core.hooksPath", str(slot / "no-hooks")),
     ):
-        run_git([f"--git-dir={gitdir}", "config", key, value], cwd=slot)
+        run_git([f"--git-dir={gitdir}", "config", key, value], cwd=slot, env=isolated_env())
     (slot / _SLOT_CONFIG).write_bytes((gitdir / "config").read_bytes())
 
 

@@ -189,36 +189,39 @@ def test_branch_being_rebased_is_refused(repo: Path, tmp_path: Path) -> None:
     assert git(repo, "rev-parse", "main") == tip
 
 
+def _git_during_apply(tmp_path: Path, action: str) -> dict[str, str]:
+    """An environment whose `git` runs ``action`` (shell) before each `git apply --index`: the
+    landing's own step, in the middle of the fast path. (Not a filter driver: landing runs none.)"""
+    shim = tmp_path / "shim"
+    shim.mkdir(exist_ok=True)
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
+    script = f'#!/bin/sh\ncase " $* " in *" apply --index "*) {action};; esac\nexec {real} "$@"\n'
+    (shim / "git").write_text(script)
+    (shim / "git").chmod(0o755)
+    return {"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"}
+
+
 def test_branch_moved_during_the_fast_path_is_put_back(repo: Path, tmp_path: Path) -> None:
-    """Someone moves the branch while git apply runs (here: the clean filter git apply runs
-    on a.txt): the compare-and-swap fails, the apply is reversed, ERR_BRANCH_MOVED."""
-    (repo / ".gitattributes").write_text("a.txt filter=mover\n")
-    git(repo, "add", ".gitattributes")
-    git(repo, "commit", "-q", "-m", "attributes")
+    """Someone moves the branch while git apply runs: the compare-and-swap fails, the apply is
+    reversed, ERR_BRANCH_MOVED."""
     git(repo, "commit", "-q", "--allow-empty", "-m", "someone else's commit")
     moved = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "reset", "-q", "--hard", "HEAD~1")
-    git(repo, "config", "filter.mover.clean", f"git update-ref refs/heads/main {moved}; cat")
-    git(repo, "config", "filter.mover.smudge", "cat")
+    env = _git_during_apply(tmp_path, f"git update-ref refs/heads/main {moved}")
     (repo / "b.txt").write_text("bee, edited\n")
     before = snapshot(repo)
-    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y", env=env)
     assert data["_rc"] == 1 and json_codes(data) == ["ERR_BRANCH_MOVED"], data
     assert git(repo, "rev-parse", "main").strip() == moved
     assert snapshot(repo)["files"] == before["files"]
     assert git(repo, "status", "--porcelain") == " M b.txt\n"  # the moved-to commit has the same tree
 
 
-def _slow_smudge(repo: Path, tmp_path: Path) -> Path:
-    """A smudge filter on a.txt that takes 2 s and first touches the returned marker: the
-    landing's git apply is then running, writing a.txt."""
-    marker = tmp_path / "smudging"
-    git(repo, "config", "filter.slow.smudge", f"touch {marker}; sleep 2; cat")
-    git(repo, "config", "filter.slow.clean", "cat")
-    (repo / ".gitattributes").write_text("a.txt filter=slow\n")
-    git(repo, "add", ".gitattributes")
-    git(repo, "commit", "-q", "-m", "slow filter")
-    return marker
+def _slow_apply(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A `git apply --index` that first touches the returned marker and takes 2 s: the landing's
+    step is then running."""
+    marker = tmp_path / "applying"
+    return marker, _git_during_apply(tmp_path, f"touch {marker}; sleep 2")
 
 
 def _wait_until_landing(proc: subprocess.Popen[str], marker: Path) -> None:
@@ -231,9 +234,9 @@ def _wait_until_landing(proc: subprocess.Popen[str], marker: Path) -> None:
 def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_path: Path) -> None:
     """The apply and the CAS run as one child (like `git merge` did): killing papayu while git
     writes the files must end with the branch moved and index/working tree matching it."""
-    marker = _slow_smudge(repo, tmp_path)
+    marker, env = _slow_apply(tmp_path)
     (repo / "b.txt").write_text("bee, edited\n")
-    proc = run_papayu_bg(["apply", str(_patch_plan(tmp_path)), "--no-check", "-y"], repo)
+    proc = run_papayu_bg(["apply", str(_patch_plan(tmp_path)), "--no-check", "-y"], repo, env)
     _wait_until_landing(proc, marker)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
@@ -250,10 +253,11 @@ def test_kill_9_while_the_fast_path_runs_still_lands_completely(repo: Path, tmp_
 def test_ctrl_c_while_landing_completes_the_landing(repo: Path, tmp_path: Path) -> None:
     """Ctrl-C on a terminal signals the whole foreground process group: the landing step runs
     in its own session and papayu waits for it, so the branch and the files move together."""
-    marker = _slow_smudge(repo, tmp_path)
+    marker, env = _slow_apply(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "papayu_git", "apply", str(_patch_plan(tmp_path)), "--no-check", "-y"],
         cwd=repo,
+        env={**os.environ, **env},
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, settings
 from papayu_git.check.command import CheckCommand
-from papayu_git.check.environment import ENV_DIR_NAMES, included, manifest_dirs
+from papayu_git.check.environment import ENV_DIR_NAMES, manifest_dirs
+from papayu_git.check.includes import included
 from papayu_git.check.lockfiles import ignored_lockfiles
 from papayu_git.check.results import TestResults
 from papayu_git.check.results.outcome import IDS_VERSION

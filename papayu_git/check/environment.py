@@ -3,24 +3,28 @@ check's environment").
 
 Inside the sandbox the plan's checkout is at the repository's own path, so every absolute path
 the project's environment baked in (editable installs, workspace symlinks, cargo and CMake
-caches, venv shebangs) resolves to the plan's code. Around it: the system read-only, the
-toolchains on PATH and the offline package caches under HOME, the repository's ignored
-environment directories (`.venv`, `node_modules`, `target`, ...) as throwaway overlays, the files
-the user named (`papayu.check.include`), and nothing else: not the rest of HOME, not the user's
-ignored files, not the user's `.git` beyond its objects, no unix socket of the host.
+caches, venv shebangs) resolves to the plan's code. Around it: the system read-only (minus its
+credential and root-only files), the toolchains' installations (toolchains.py) and the offline
+package caches under HOME, the repository's untracked environment directories (`.venv`,
+`node_modules`, `target`, ...) as throwaway overlays, the files the user named (includes.py), and
+nothing else: not the rest of HOME, no credential file of credential_files.py's table even inside
+a mounted directory, not the user's ignored files, not the user's `.git` beyond its objects, no
+unix socket of the host. The project's own files choose no mount: a directory holding a tracked
+file is never an environment, so no landed `pyvenv.cfg` names what the check mounts.
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import sys
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from papayu_git import settings
-from papayu_git.git import run_git
+from papayu_git.check import toolchains
+from papayu_git.check.credential_files import home_credentials, named_credentials, system_hidden
+from papayu_git.check.includes import included_mounts
+from papayu_git.git import isolated_env, run_git, tracked_paths
 
 
 class Kind(StrEnum):
@@ -38,19 +42,10 @@ class Mount:
     dest: str
 
 
-# The system, read-only. /etc is in, its shadow files and private keys are not.
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store", "/sys")
-HIDDEN_SYSTEM_GLOBS = (
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/ssh/ssh_host_*_key",
-    "/etc/ssl/private",
-    "/etc/security/opasswd",
-)
+# The system, read-only: /etc without its credential files and root-only files
+# (credential_files.system_hidden). Not /opt: only the toolchains in it that PATH or a toolchain
+# variable names (toolchains.py).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix/store", "/sys")
 # Package caches under HOME that offline tools read: overlays (tools write to them; nothing
 # reaches the user's copy). Never a whole tool directory that also holds credentials.
 HOME_CACHES = (
@@ -102,26 +97,6 @@ ENV_CACHES = {
 ENV_DIR_NAMES = ("node_modules", ".venv", "venv", "env", ".tox", ".nox", "target", ".pixi", ".yarn")
 MANIFESTS = ("package.json", "pyproject.toml", "setup.py", "setup.cfg", "Cargo.toml", "tox.ini", "noxfile.py")
 NEVER_ENV = frozenset({"build", "dist", "__pycache__", ".git", ".papa-yu"})
-# Files named by the environment that hold credentials: hidden wherever they are.
-CREDENTIAL_FILE_VARS = (
-    "KUBECONFIG",
-    "AWS_SHARED_CREDENTIALS_FILE",
-    "AWS_CONFIG_FILE",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "CLOUDSDK_CONFIG",
-    "AZURE_CONFIG_DIR",
-    "DOCKER_CONFIG",
-    "NETRC",
-    "PGPASSFILE",
-    "PIP_CONFIG_FILE",
-    "NPM_CONFIG_USERCONFIG",
-    "GIT_CONFIG_GLOBAL",
-    "SSH_AUTH_SOCK",
-    "GNUPGHOME",
-    "PASSWORD_STORE_DIR",
-    "VAULT_CONFIG_PATH",
-    "HF_TOKEN_PATH",
-)
 CHECK_GITCONFIG = "[user]\n\tname = papayu check\n\temail = check@papayu.invalid\n[safe]\n\tdirectory = *\n"
 
 
@@ -139,25 +114,31 @@ class Layout:
         return self.repo_root / ".git"
 
 
-def mounts(layout: Layout, env: dict[str, str]) -> list[Mount]:
-    """Every mount of the check, in the order bubblewrap must make them (parents first)."""
-    placed = system_mounts(env, layout.repo_root)
+def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]:
+    """Every mount of the check, in the order bubblewrap must make them (parents first), and
+    what the check's log should say about what the user named and the check does not get."""
+    home = Path(os.path.expanduser("~"))
+    envs = env_dirs(layout.repo_root, layout.work)
+    venvs = [p for p in envs if (p / "pyvenv.cfg").is_file()]
+    placed = system_mounts(env, layout.repo_root, venvs)
     placed += [
         Mount(Kind.OVERLAY, str(layout.work), str(layout.repo_root)),
         Mount(Kind.OVERLAY, str(layout.gitdir), str(layout.inner_gitdir)),
         Mount(Kind.OVERLAY, str(layout.objects), str(layout.inner_gitdir / "objects")),
     ]
-    placed += [Mount(Kind.OVERLAY, str(p), str(p)) for p in env_dirs(layout.repo_root, layout.work)]
-    placed += [Mount(Kind.RO, str(p), str(p)) for p in beside_the_checkout(included(layout.repo_root), layout)]
+    placed += [Mount(Kind.OVERLAY, str(p), str(p)) for p in envs]
+    files, notes = included_mounts(layout.repo_root, layout.work)
+    placed += [Mount(Kind.RO, str(p), str(p)) for p in files]
     ordered = _parents_first(placed)
     visible = [Path(m.dest) for m in ordered if m.kind is not Kind.HIDE]
-    return ordered + _hidden_credentials(env, visible)
+    return ordered + _hidden_credentials(home, visible), notes
 
 
-def system_mounts(env: dict[str, str], repo_root: Path | None = None) -> list[Mount]:
-    """The system, the toolchains and the package caches: what any check sees."""
+def system_mounts(env: dict[str, str], repo_root: Path | None = None, venvs: list[Path] | None = None) -> list[Mount]:
+    """The system, the toolchains and the package caches: what any check sees. ``venvs``: the
+    project virtualenvs the check gets, whose base interpreters it needs."""
     home = Path(os.path.expanduser("~"))
-    return [*_system(), *_toolchains(repo_root, home, env), *_caches(home, env)]
+    return [*_system(), *_toolchains(env, home, repo_root, venvs or []), *_caches(home, env)]
 
 
 def _system() -> list[Mount]:
@@ -168,95 +149,32 @@ def _system() -> list[Mount]:
             out.append(Mount(Kind.SYMLINK, os.readlink(path), name))
         elif path.is_dir():
             out.append(Mount(Kind.RO, name, name))
-    for pattern in HIDDEN_SYSTEM_GLOBS:
-        out += [Mount(Kind.HIDE, p, p) for p in sorted(glob.glob(pattern))]
-    return out
+    shown = [Path(m.dest) for m in out]
+    hidden = [p for p in system_hidden() if os.path.lexists(p) and _under(Path(p), shown)]
+    return out + [Mount(Kind.HIDE, p, p) for p in hidden]
 
 
 def _under(path: Path, roots: list[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
 
-def _toolchains(repo_root: Path | None, home: Path, env: dict[str, str]) -> list[Mount]:
-    """The prefix of every tool directory on PATH, of VIRTUAL_ENV and of the interpreters the
-    project's virtualenvs point at, read-only, unless the system or the repository covers it."""
+def _toolchains(env: dict[str, str], home: Path, repo_root: Path | None, venvs: list[Path]) -> list[Mount]:
+    """The toolchains (toolchains.py), read-only, unless the system or the repository covers
+    them. An activated virtualenv outside the repository brings its interpreter too; one inside
+    is one of ``venvs`` when it is an environment of the repository at all."""
     covered = [Path(d) for d in SYSTEM_DIRS] + ([repo_root] if repo_root else [])
-    wanted: list[Path] = []
-    for entry in env.get("PATH", "").split(os.pathsep):
-        if entry and os.path.isabs(entry):
-            wanted.append(_prefix(Path(entry), home))
-            if home in Path(entry).parents:
-                wanted += _link_targets(Path(entry), home)
-    for name in ("VIRTUAL_ENV", "CONDA_PREFIX", "JAVA_HOME", "GOROOT", "RUSTUP_HOME"):
-        if env.get(name) and os.path.isabs(env[name]):
-            wanted.append(Path(env[name]))
-    wanted += [Path(sys.base_prefix), Path(sys.prefix)]
-    for venv in [repo_root / ".venv", repo_root / "venv"] if repo_root else []:
-        wanted += _venv_interpreters(venv, home)
+    active = Path(env.get("VIRTUAL_ENV") or "/")
+    outside = [active] if active.is_absolute() and active != Path("/") and not _under(active, covered) else []
     out: list[Mount] = []
     seen: set[Path] = set()
-    for path in wanted:
-        real = _resolved(path)
+    for path in toolchains.wanted(env, home, [*venvs, *outside]):
+        real = toolchains.resolved(path)
         for candidate in {path, real} if real else {path}:
-            if candidate in seen or not candidate.is_dir() or _under(candidate, covered):
-                continue
-            if candidate == home or candidate in home.parents or candidate == Path("/"):
-                continue  # a PATH entry of HOME itself (~/bin) would show all of HOME
-            if candidate == Path("/tmp") or candidate == Path("/run"):
+            if candidate in seen or not candidate.exists() or _under(candidate, covered):
                 continue
             seen.add(candidate)
-            out.append(Mount(Kind.RO, str(candidate), str(candidate)))
-    return out
-
-
-def _prefix(bin_dir: Path, home: Path) -> Path:
-    """/x/bin -> /x, ~/.pyenv/shims -> ~/.pyenv; ~/.local/bin, ~/.cargo/bin and ~/bin stay
-    themselves (their parents hold other things, credentials among them)."""
-    if bin_dir.name in ("bin", "shims", "sbin") and len(bin_dir.parts) > 2:
-        parent = bin_dir.parent
-        if parent.name not in (".local", ".cargo") and parent != home:
-            return parent
-    return bin_dir
-
-
-def _link_targets(bin_dir: Path, home: Path, limit: int = 256) -> list[Path]:
-    """Where the symlinks of a tool directory in HOME point (~/.local/bin/poetry -> a venv)."""
-    out = []
-    try:
-        entries = list(os.scandir(bin_dir))[:limit]
-    except OSError:
-        return []
-    for entry in entries:
-        if entry.is_symlink():
-            real = _resolved(Path(entry.path))
-            if real is not None and real.parent != bin_dir:
-                out.append(_prefix(real.parent, home))
-    return out
-
-
-def _resolved(path: Path) -> Path | None:
-    try:
-        return path.resolve()
-    except OSError:
-        return None
-
-
-def _venv_interpreters(venv: Path, home: Path) -> list[Path]:
-    """The base interpreter a project virtualenv was made from (its pyvenv.cfg `home`)."""
-    try:
-        text = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() in ("home", "base-prefix", "base-exec-prefix") and value.strip():
-            base = Path(value.strip())
-            out.append(_prefix(base, home) if base.name == "bin" else base)
-    python = venv / "bin" / "python"
-    real = _resolved(python) if python.is_symlink() else None
-    if real is not None:
-        out.append(_prefix(real.parent, home))
+            if toolchains.allowed(candidate, home):
+                out.append(Mount(Kind.RO, str(candidate), str(candidate)))
     return out
 
 
@@ -298,70 +216,24 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
         candidate = repo_root / rel
         if candidate.is_dir() and not candidate.is_symlink() and not (work / rel).exists():
             found.append(candidate)
+    # A directory holding a tracked file is the project's content, whatever its name: its files
+    # (a pyvenv.cfg naming ~/.ssh as the interpreter) may be a landed plan's.
+    rels = {p: p.relative_to(repo_root).as_posix() for p in set(found)}
+    tracked = tracked_paths(repo_root, sorted(rels.values()))
+    found = sorted(p for p, rel in rels.items() if not tracked.holds(rel))
     # An environment inside another one (node_modules/x/node_modules) comes with its parent.
-    found = sorted(set(found))
     return [p for p in found if not any(q in p.parents for q in found)]
 
 
 def manifest_dirs(work: Path) -> list[str]:
     """Directories of the checkout (relative; "" is the root) holding a project manifest."""
     specs = [f":(glob)**/{name}" for name in MANIFESTS]
-    proc = run_git(["ls-files", "-z", "--", *specs], cwd=work, check=False)
+    proc = run_git(["ls-files", "-z", "--", *specs], cwd=work, check=False, env=isolated_env())
     dirs = {""}
     for path in proc.stdout.split("\0") if proc.returncode == 0 else []:
         if path and "node_modules/" not in path:
             dirs.add(os.path.dirname(path))
     return sorted(dirs)
-
-
-def included(repo_root: Path) -> list[Path]:
-    """`papayu.check.include`: ignored files and directories of the user's tree the tests need
-    (copied into the check read-only; their values are masked wherever papayu prints)."""
-    out = []
-    for item in settings.get("check_include", str(repo_root)).split(","):
-        item = item.strip()
-        if not item:
-            continue
-        for match in sorted(glob.glob(str(repo_root / item), include_hidden=True)):
-            path = Path(match)
-            rel = path.relative_to(repo_root) if repo_root in path.parents else None
-            if rel is None or rel.parts[0] == ".git" or path.is_symlink():
-                continue
-            out.append(path)
-    return out
-
-
-def beside_the_checkout(paths: list[Path], layout: Layout, limit: int = 500) -> list[Path]:
-    """The included ``paths`` that cover nothing of the plan's checkout: a path it has (a tracked
-    file, one the plan wrote) is the plan's. An included directory the checkout also has gives
-    only its files the checkout lacks."""
-    out: list[Path] = []
-    for path in paths:
-        there = layout.work / path.relative_to(layout.repo_root)
-        if not os.path.lexists(there):
-            out.append(path)
-        elif path.is_dir() and there.is_dir() and not there.is_symlink():
-            files = [f for f in sorted(path.rglob("*"))[:limit] if f.is_file() and not f.is_symlink()]
-            out += [f for f in files if not os.path.lexists(layout.work / f.relative_to(layout.repo_root))]
-    return out
-
-
-def included_values(repo_root: Path) -> list[str]:
-    """The values of `KEY=value` lines in the included files: secrets to mask in output."""
-    values = []
-    for path in included(repo_root):
-        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()][:100]
-        for file in files:
-            try:
-                text = file.read_text(encoding="utf-8", errors="replace")[:200_000]
-            except OSError:
-                continue
-            for line in text.splitlines():
-                key, sep, value = line.partition("=")
-                value = value.strip().strip("'\"")
-                if sep and key.strip() and len(value) >= 4:
-                    values.append(value)
-    return values
 
 
 def _parents_first(placed: list[Mount]) -> list[Mount]:
@@ -374,14 +246,15 @@ def _parents_first(placed: list[Mount]) -> list[Mount]:
     return sorted(last.values(), key=lambda m: len(Path(m.dest).parts))
 
 
-def _hidden_credentials(env: dict[str, str], visible: list[Path]) -> list[Mount]:
-    out = []
-    for name in CREDENTIAL_FILE_VARS:
-        for value in os.environ.get(name, "").split(os.pathsep):
-            path = Path(value) if value and os.path.isabs(value) else None
-            if path is not None and (path.exists() or path.is_symlink()) and _under(path, visible):
-                out.append(Mount(Kind.HIDE, str(path), str(path)))
-    return out
+def _hidden_credentials(home: Path, visible: list[Path]) -> list[Mount]:
+    """The credential files of the table and of the credential variables that some mount shows
+    (a package cache, a tool's directory): an empty file or directory stands in for each. A
+    symlink is hidden where it points (bubblewrap mounts over no symlink; one pointing at what
+    no mount shows dangles in the check anyway)."""
+    found = [Path(os.path.realpath(p)) for p in (*home_credentials(home), *named_credentials(os.environ))]
+    hidden = sorted({p for p in found if os.path.lexists(p) and _under(p, visible)})
+    outermost = [p for p in hidden if not any(q in p.parents for q in hidden)]
+    return [Mount(Kind.HIDE, str(p), str(p)) for p in outermost]
 
 
 def write_gitconfig(slot: Path) -> Path:
@@ -428,7 +301,7 @@ def _workspace_links(repo_root: Path, modules: Path) -> list[str]:
     for entry in entries[:5000]:
         if not entry.is_symlink():
             continue
-        real = _resolved(Path(entry.path))
+        real = toolchains.resolved(Path(entry.path))
         if real is not None and repo_root in real.parents and "node_modules" not in real.relative_to(repo_root).parts:
             found.append(f"{Path(entry.path).relative_to(repo_root)} -> {real.relative_to(repo_root)} (workspace link)")
     return found

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from papayu_git.git import run_git
+from papayu_git.worktree import run_slot_git
 
 # Environment directories holding build state judged by modification times.
 BUILD_STATE_DIRS = frozenset({"target", "node_modules", ".tox", ".nox"})
@@ -23,8 +24,8 @@ BUILD_STATE_DIRS = frozenset({"target", "node_modules", ".tox", ".nox"})
 
 def sync(repo_root: Path, work: Path, gitdir: Path) -> int:
     """Set the checkout's mtimes by the rule above; the number of files changed."""
-    user = _staged(repo_root, [])
-    plan = _staged(work, [f"--git-dir={gitdir}", f"--work-tree={work}"])
+    user = _staged(run_git(["ls-files", "-s", "-z"], cwd=repo_root, check=False).stdout)
+    plan = _staged(run_slot_git(work, gitdir, ["ls-files", "-s", "-z"], check=False).stdout)
     dirty = _really_dirty(repo_root, user, plan)
     now = time.time()
     changed = 0
@@ -65,11 +66,10 @@ def _really_dirty(repo_root: Path, user: dict[str, str], plan: dict[str, str]) -
     return dirty
 
 
-def _staged(cwd: Path, git_args: list[str]) -> dict[str, str]:
-    """{path: blob id} of an index (regular files and symlinks; no submodules)."""
-    proc = run_git([*git_args, "ls-files", "-s", "-z"], cwd=cwd, check=False)
+def _staged(listing: str) -> dict[str, str]:
+    """{path: blob id} of an index's `ls-files -s -z` (regular files and symlinks; no submodules)."""
     out = {}
-    for record in _names(proc.stdout):
+    for record in _names(listing):
         meta, _, path = record.partition("\t")
         mode, oid, _stage = meta.split(" ", 2)
         if mode != "160000":

@@ -113,6 +113,8 @@ def run_check(
             )
         for rel in view.carried:
             log.write(f"[papayu] carried: {printable(rel)} (ignored in your tree; a copy for the check)\n".encode())
+        for note in view.notes:
+            log.write(f"[papayu] {printable(note)}\n".encode())
         for index, command in enumerate((check.command, *extra_commands)):
             log.write(f"$ {printable(command)}\n".encode())  # a proposed command is the model's
             log.flush()

@@ -405,10 +405,9 @@ def _by_exit_code(
         return Verdict(lands=True, review=False, code=None, exit_code_only=True, notes=tuple(notes), restored=restored)
     if explained and not regression.timed_out:
         notes.append(f"it passes only with the plan's own versions of {_names(restored, 5)}: a human decides")
-        code = "ERR_JUDGE_EDITS_HELD"
-        return Verdict(False, True, code, exit_code_only=True, notes=tuple(notes), restored=restored)
+        return Verdict(False, True, "ERR_JUDGE_EDITS_HELD", exit_code_only=True, notes=tuple(notes), restored=restored)
     failed = [run for _, run in runs if not run.passed_all]
-    code = None
+    code: str | None = None
     if failed:
         code = "ERR_CHECK_TIMEOUT" if any(run.timed_out for run in failed) else "ERR_CHECK_FAILED"
     return Verdict(lands=not failed, review=False, code=code, exit_code_only=True, notes=tuple(notes))

@@ -46,6 +46,7 @@ class CheckView:
     root: str = ""  # the check's working directory, as the check sees it
     wrap: list[str] = field(default_factory=list)  # what runs before the command (the port relay)
     user_tree_links: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the check's log: what it was not given
     seccomp_fd: int | None = None  # the filter bwrap reads (passed to it, rewound for each command)
     helpers: str = ""  # papayu's helpers' directory (results/channel.py), as the check sees it
     host_helpers: str = ""  # the same on papayu's side
@@ -89,7 +90,7 @@ class CheckView:
             env.setdefault("CARGO_NET_OFFLINE", "true")
         gitconfig = environment.write_gitconfig(checkout.slot)
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
-        placed = environment.mounts(layout, env)
+        placed, notes = environment.mounts(layout, env)
         placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
         placed.append(Mount(Kind.RO, str(helpers), HELPERS_INSIDE))
         if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
@@ -106,9 +107,19 @@ class CheckView:
         argv = bwrap_argv(sandbox.bwrap, placed, chdir=str(repo_root), network=sandbox.network, seccomp_fd=fd)
         argv += _report_tmpfs(repo_root)
         limits = limits_prefix(repo_root)
-        view = cls(argv, env, limits, REPORT_INSIDE, str(repo_root), wrap, [], fd, HELPERS_INSIDE, str(helpers))
-        view.carried = carried
-        return view
+        return cls(
+            argv,
+            env,
+            limits,
+            REPORT_INSIDE,
+            str(repo_root),
+            wrap,
+            notes=notes,
+            seccomp_fd=fd,
+            helpers=HELPERS_INSIDE,
+            host_helpers=str(helpers),
+            carried=carried,
+        )
 
     @classmethod
     def _unsandboxed(

@@ -8,8 +8,9 @@ from papayu_git import output, plans
 from papayu_git.commands.drop import resolve_generated
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import run_git
+from papayu_git.git import run_git, scrubbed_env
 from papayu_git.housekeeping import open_checkout
+from papayu_git.land_drivers import no_drivers_env
 from papayu_git.landing import branch_tip, checked_out_in
 from papayu_git.objects import commit_of
 from papayu_git.outcomes import ApplyState
@@ -44,7 +45,9 @@ def run(plan_id: str, as_json: bool = False) -> int:
     parent = str(commit_of(repo, commit).parent_ids[0])
     worktree = checked_out_in(repo, ref)
     if worktree is not None:  # like the undo papayu prints: your uncommitted changes are kept
-        run_git([*_NO_HOOKS, "reset", "--keep", "-q", parent], cwd=worktree)
+        # The plan's files (and its .gitattributes) are read and rewritten: no filter driver runs.
+        env = no_drivers_env(worktree, scrubbed_env())
+        run_git([*_NO_HOOKS, "reset", "--keep", "-q", parent], cwd=worktree, env=env)
     else:
         run_git([*_NO_HOOKS, "update-ref", "-m", f"papayu undo {resolved}", ref, parent, commit], cwd=repo.path)
     update_outcome(pdir, resolved, undone_to=parent)

@@ -1,0 +1,54 @@
+"""No program of the user's configuration runs on a plan's files while they land (docs/DESIGN.md,
+"Landing").
+
+Landing writes the plan's files into the user's work tree with the user's own git, and git runs
+the filter driver that a file's attributes name: `git lfs install` puts
+`filter.lfs.{clean,smudge,process}` and `filter.lfs.required` into ~/.gitconfig, so a plan adding
+`.gitattributes` (`* filter=lfs`) and `.lfsconfig` would pick which of its files git-lfs reads and
+which server it talks to, outside the sandbox. The bytes landed would not be those the check ran
+on either: the check's checkout runs no filter (worktree.py). So every filter driver configured at
+any level is switched off for the commands that land: smudge, clean and process set empty (git
+then runs nothing and writes the blob as it is) and required false (else git refuses a file whose
+filter did not run). core.fsmonitor is off too: a program the user named, possibly by a path in
+the work tree. Diff and merge drivers do not run there: the fast path's diff passes
+--no-ext-diff --no-textconv, and a fast-forward merges no content. git's own conversions (line
+endings, working-tree-encoding) run no program and are left as the user set them.
+
+The values go into GIT_CONFIG_PARAMETERS, where `git -c` puts its own: after whatever is there
+already (the last value wins), inherited by every git the landing starts, and quoted as git
+quotes them, so no driver name needs to survive a shell.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from papayu_git.git import run_git
+
+_FILTER_VARIABLES = (("smudge", ""), ("clean", ""), ("process", ""), ("required", "false"))
+
+
+def no_drivers_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the user's filter drivers and fsmonitor switched off for git in ``workdir``."""
+    pairs = [("core.fsmonitor", "false")]
+    for name in filter_names(workdir, env):
+        pairs += [(f"filter.{name}.{variable}", value) for variable, value in _FILTER_VARIABLES]
+    ours = " ".join(f"{_quoted(key)}={_quoted(value)}" for key, value in pairs)
+    before = env.get("GIT_CONFIG_PARAMETERS", "").strip()
+    return {**env, "GIT_CONFIG_PARAMETERS": f"{before} {ours}" if before else ours}
+
+
+def filter_names(workdir: Path, env: dict[str, str]) -> list[str]:
+    """Every filter driver configured for ``workdir`` at any level (`filter.<name>.<variable>`)."""
+    proc = run_git(["config", "-z", "--get-regexp", r"^filter\."], cwd=workdir, check=False, env=env)
+    names = set()
+    for record in proc.stdout.split("\0"):
+        key = record.split("\n", 1)[0]
+        if key.startswith("filter.") and key.count(".") >= 2:
+            names.add(key[len("filter.") : key.rindex(".")])
+    return sorted(names)
+
+
+def _quoted(text: str) -> str:
+    """As git's sq_quote: in single quotes, a quote as '\\''."""
+    return "'" + text.replace("'", "'\\''") + "'"
