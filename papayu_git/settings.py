@@ -162,6 +162,14 @@ SETTINGS: list[Setting] = [
         "size of the check's private /tmp, and of its runners' report directory, in MiB",
     ),
     Setting(
+        "check_select",
+        "PAPAYU_CHECK_SELECT",
+        "papayu.check.select",
+        "observe",
+        "off | observe | on: pytest checks run only the tests whose recorded inputs a plan changed (on), or "
+        "run every test and record what that selection would have missed (observe; git papayu stats shows it)",
+    ),
+    Setting(
         "check_output_mb",
         "PAPAYU_CHECK_OUTPUT_MB",
         "papayu.check.outputMB",

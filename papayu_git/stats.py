@@ -97,6 +97,38 @@ def check_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"check_runs": len(states), "check_passed": passed, "check_pass_rate": _ratio(passed, len(states))}
 
 
+def selection_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The selective check's evidence (papayu.check.select): in observe mode every test ran, and
+    each run says which tests selection would have reused and which of those did not pass (missed);
+    in on mode, how much ran and how often the tripwire fired."""
+    runs = [r for t in applies for r in _selections((t.get("check") or {}).get("selection"))]
+    observed = [r for r in runs if r.get("mode") == "observe" and not r.get("full")]
+    selective = [r for r in runs if r.get("mode") == "on" and not r.get("full") and r.get("reused")]
+
+    def share(rows: list[Mapping[str, Any]]) -> float | None:
+        total = sum(float(r.get("seconds_all") or 0) for r in rows)
+        part = sum(float(r.get("seconds_selected") or 0) for r in rows)
+        return round(part / total, 6) if total else None
+
+    return {
+        "observed_runs": len(observed),
+        "missed": sum(len(r.get("missed") or ()) for r in observed),
+        "missed_tests": sorted({t for r in observed for t in r.get("missed") or ()})[:20],
+        "observed_share_of_time": share(observed),
+        "selective_runs": len(selective),
+        "selective_share_of_time": share(selective),
+        "tripwires": sum(1 for r in runs if r.get("tripwire")),
+        "full_runs": len([r for r in runs if r.get("full")]),
+    }
+
+
+def _selections(value: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(value, Mapping):
+        return []
+    own = value.get("own")
+    return [value, *([own] if isinstance(own, Mapping) else [])] if value.get("mode") else _selections(own)
+
+
 def latency_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     values = [v for v in map(_latency, traces) if v is not None]
     return {"count": len(values), "mean": round(sum(values) / len(values), 3) if values else None, "p95": p95(values)}
@@ -354,6 +386,7 @@ def compute_stats(
         "traces": len(traces),
         **metrics,
         **check_metrics(applies),
+        "selection": selection_metrics(applies),
         "latency_ms": latency_metrics(rounds),
         "graduation": graduation(applies, metrics),
         "agent": agent_metrics(traces),

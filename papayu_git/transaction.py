@@ -741,6 +741,7 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
             "exit_code": check.get("exit_code"),
             "duration_sec": check.get("duration_sec"),
             "state": check_state(result),
+            **({"selection": check["selection"]} if check.get("selection") else {}),
         },
         apply={"state": result.state, "branch": result.branch, "commit": result.commit},
         test_edits=list(result.test_edits),

@@ -23,6 +23,7 @@ from papayu_git.check.environment import ENV_DIR_NAMES, manifest_dirs
 from papayu_git.check.includes import included
 from papayu_git.check.lockfiles import ignored_lockfiles
 from papayu_git.check.results import TestResults
+from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.results.outcome import IDS_VERSION
 from papayu_git.check.run import run_check
 from papayu_git.check.sandbox import check_env
@@ -104,6 +105,7 @@ def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, check: Check
         environment_fingerprint(repo_root),
         RESULTS_FORMAT,
         f"ids={IDS_VERSION}",
+        f"inputs={recording(repo_root)}",
     )
     for part in parts:
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
@@ -146,6 +148,16 @@ def _stamp(path: Path) -> str:
     return hashlib.sha256(",".join(stamps).encode()).hexdigest()[:16]
 
 
+def recording(repo_root: Path) -> bool:
+    """Whether base runs record what each test read (papayu.check.select is observe or on)."""
+    return settings.get("check_select", str(repo_root)).strip().lower() != "off"
+
+
+def inputs_path(pdir: Path, key: str) -> Path:
+    """The base run's record of what each test read (check/selection/inputs.py), beside it."""
+    return pdir / BASE_DIR / f"{key}.inputs.jsonl"
+
+
 def cached(pdir: Path, key: str) -> BaseRun | None:
     try:
         return BaseRun.from_record(json.loads((pdir / BASE_DIR / f"{key}.json").read_text(encoding="utf-8")))
@@ -184,12 +196,15 @@ def base_run(
         checkout = acquire_checkout(repo, pdir, commit, plan_id="base", on_stale=dead_check)
         try:
             log = pdir / "checks" / f"base-{key[:16]}{'-rerun' if fresh else ''}.log"
-            result = run_check(check, checkout, log, timeout_sec=timeout_sec, sandbox=sandbox, repo_root=repo_root)
+            ask = PluginAsk(record=recording(repo_root) and not fresh)
+            result = run_check(
+                check, checkout, log, timeout_sec=timeout_sec, sandbox=sandbox, repo_root=repo_root, ask=ask
+            )
         finally:
             release_checkout(checkout)
         run = BaseRun.of(key, commit, result)
         if not fresh:
-            atomic.write_json(pdir / BASE_DIR / f"{key}.json", run.to_record(), indent=None)
+            _keep(pdir, key, run, result.inputs)
         return run
     finally:
         locks.release(lock)
@@ -206,4 +221,13 @@ def remember(
         return
     key = base_key(repo, repo_root, commit, check, sandbox)
     if cached(pdir, key) is None:
-        atomic.write_json(pdir / BASE_DIR / f"{key}.json", BaseRun.of(key, commit, run).to_record(), indent=None)
+        _keep(pdir, key, BaseRun.of(key, commit, run), run.inputs)
+
+
+def _keep(pdir: Path, key: str, run: BaseRun, inputs: bytes) -> None:
+    """The base's record, its record of inputs first (a base found without one runs every test)."""
+    (pdir / BASE_DIR).mkdir(parents=True, exist_ok=True)
+    if inputs:
+        with atomic.replacing(inputs_path(pdir, key)) as tmp:
+            tmp.write_bytes(inputs)
+    atomic.write_json(pdir / BASE_DIR / f"{key}.json", run.to_record(), indent=None)

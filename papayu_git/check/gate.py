@@ -14,9 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papayu_git.check.base import BaseRun, base_run, remember
+from papayu_git.check import selection
+from papayu_git.check.base import BaseRun, base_run, inputs_path, recording, remember
 from papayu_git.check.judge_tree import tip_tests_commit
 from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
+from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.run import CheckResult, run_check
 from papayu_git.check.verdict import Run, Verdict, judge
 from papayu_git.housekeeping import dead_check
@@ -82,15 +84,20 @@ def run_gate(request: GateRequest) -> Gate:
         request.repo, request.tip, request.commit, request.root, request.command.command
     )
     own = None
+    how = selection.mode(request.root)
     if judge_commit is None:
-        regression = _run(request, request.commit, f"{request.plan_id}.log", request.extra_commands)
-        if not request.extra_commands:  # the tip's tests on this tree: the base of the tip it may become
+        # The tip's tests on this tree: the base of the tip it may become (recorded as one).
+        plain = not request.extra_commands
+        regression = _judged(
+            request, base, how, request.commit, f"{request.plan_id}.log", request.extra_commands, plain
+        )
+        if plain and regression.tests is not None and not regression.tests.reused:
             remember(
                 request.repo, request.pdir, request.commit, request.command, request.sandbox, request.root, regression
             )
     else:
-        regression = _run(request, judge_commit, f"{request.plan_id}.log", ())
-        own = _run(request, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
+        regression = _judged(request, base, how, judge_commit, f"{request.plan_id}.log", (), False)
+        own = _judged(request, base, how, request.commit, f"{request.plan_id}.own.log", request.extra_commands, False)
 
     def rerun_base(ids: list[str]) -> Run:
         again = tip_run(fresh=True)
@@ -107,12 +114,16 @@ def run_gate(request: GateRequest) -> Gate:
         shared=shared_services(request.root, request.sandbox),
     )
     # What is recorded as "the check" of the plan's commit: the regression run with the verdict.
+    chosen = regression.selection
+    if own is not None and own.selection is not None:  # the own run's selection is said beside it
+        chosen = {**(chosen or {}), "own": own.selection}
     checked = replace(
         regression,
         commit=request.commit,
         verdict=verdict.to_dict(),
         lands=verdict.lands,
         own_log=own.log if own is not None else "",
+        selection=chosen,
     )
     return Gate(checked, own, base, verdict, tuple(judged))
 
@@ -128,7 +139,31 @@ def shared_services(root: Path, sandbox: Sandbox) -> str:
     return f"papayu.check.localPorts {','.join(map(str, ports))}" if ports else ""
 
 
-def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...]) -> CheckResult:
+def _judged(
+    request: GateRequest, base: BaseRun, how: str, commit: str, log: str, extra: tuple[str, ...], record: bool
+) -> CheckResult:
+    """One run of the plan's tree (or its regression tree) with the selective check as set
+    (check/selection/): every test (off, observe: then what selection would have missed is
+    recorded) or those whose inputs ``commit`` changed, the base's other passes reused (on); a
+    sampled test that does not pass trips the wire: every test runs, the base's record is dropped."""
+    record = record and recording(request.root)
+    if how == "off" or extra:
+        return _run(request, commit, log, extra, PluginAsk(record=record))
+    chosen = selection.plan(request.repo, request.pdir, base, request.tip, commit, seed=f"{request.plan_id}:{commit}")
+    if how == "observe" or not chosen.selective:
+        result = _run(request, commit, log, extra, PluginAsk(record=record))
+        said = {"missed": selection.missed(result, base, chosen)} if how == "observe" else {}
+        return replace(result, selection=selection.record(chosen, how, **said))
+    result = selection.with_reused(_run(request, commit, log, extra, selection.ask(chosen)), base, chosen)
+    wire = selection.tripped(result, chosen)
+    if not wire:
+        return replace(result, selection=selection.record(chosen, how))
+    inputs_path(request.pdir, base.key).unlink(missing_ok=True)  # the record missed something: no more of it
+    again = _run(request, commit, log, extra, PluginAsk(record=record))
+    return replace(again, selection=selection.record(chosen, how, tripwire=wire))
+
+
+def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...], ask: PluginAsk) -> CheckResult:
     checkout = acquire_checkout(request.repo, request.pdir, commit, plan_id=request.plan_id, on_stale=dead_check)
     try:
         return run_check(
@@ -140,6 +175,7 @@ def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...]) ->
             repo_root=request.root,
             commit=commit,
             extra_commands=extra,
+            ask=ask,
         )
     finally:
         release_checkout(checkout)

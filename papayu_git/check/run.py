@@ -17,14 +17,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, settings
 from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.results import Outcome, TestResults, go_plain_text, instrumented, junit_patterns, summary
-from papayu_git.check.results.channel import Channel, Delivery
+from papayu_git.check.results.channel import INPUTS_DIR, Channel, Delivery, PluginAsk, delivered_inputs
 from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
@@ -56,6 +56,8 @@ class CheckResult:
     environment: tuple[str, ...] = ()  # causes of a failure in the check's environment, not the plan
     user_tree_links: tuple[str, ...] = ()  # unsandboxed: the environment reaches the user's tree
     tests: TestResults | None = None  # per test, as the runners reported (results/)
+    inputs: bytes = field(default=b"", repr=False)  # what each test read, when recorded (selection/)
+    selection: dict[str, Any] | None = None  # which tests ran and which kept the base's pass (selection/)
     verdict: dict[str, Any] | None = None  # the gate's per-test verdict (gate.py), when it judged
     lands: bool | None = None  # the gate's decision; None: the exit code decides
     own_log: str = ""  # the log of the plan's own run (its tree as is), when there was one
@@ -68,6 +70,7 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = {**asdict(self), "passed": self.passed}
+        data.pop("inputs", None)  # kept apart (check/base.py), never in records
         data["tests"] = summary(self.tests) if self.tests is not None else None
         if self.tests is not None and self.tests.failures:  # what a retry tells the model (retry.py)
             said = self.verdict or {}
@@ -91,8 +94,10 @@ def run_check(
     repo_root: Path,
     commit: str = "",
     extra_commands: tuple[str, ...] = (),
+    ask: PluginAsk | None = None,
 ) -> CheckResult:
-    """Run the check (then any consented proposed commands) in ``checkout``; never raises on red."""
+    """Run the check (then any consented proposed commands) in ``checkout``; never raises on red.
+    ``ask``: what papayu's pytest plugin is to do beyond reporting (record inputs, select tests)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     exit_code: int | None = 0
@@ -122,7 +127,7 @@ def run_check(
             cap = settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024
             if index == 0:  # the check writes its per-test results where papayu reads them back (results/)
                 exit_code, timed_out, own = _run_reported(
-                    check.command, view, junit_globs, checkout, log, remaining, cap
+                    check.command, view, junit_globs, checkout, log, remaining, cap, ask or PluginAsk()
                 )
             else:
                 argv, env = view.command_line(command)
@@ -152,6 +157,7 @@ def run_check(
         environment=tuple(environment_causes(tail, repo_root, sandbox, safe_path=safe_path)) if failed else (),
         user_tree_links=tuple(view.user_tree_links),
         tests=tests,
+        inputs=mask(delivered_inputs(own.delivery).decode("utf-8", "replace")).encode() if ask and ask.record else b"",
     )
 
 
@@ -166,13 +172,23 @@ class _Reading:
 
 
 def _run_reported(
-    command: str, view: CheckView, junit_globs: list[str], checkout: CheckCheckout, log: Any, remaining: float, cap: int
+    command: str,
+    view: CheckView,
+    junit_globs: list[str],
+    checkout: CheckCheckout,
+    log: Any,
+    remaining: float,
+    cap: int,
+    ask: PluginAsk,
 ) -> tuple[int | None, bool, _Reading]:
     """The check's command, instrumented, with its report channel (results/channel.py)."""
     done = instrumented(command, view.report, env=view.env)
     readers = done.readers | ({JUNIT_COPY} if junit_globs else frozenset())
-    channel = Channel(Path(view.host_helpers))
+    helpers = Path(view.host_helpers)
+    channel = Channel(helpers, ask.plugin_config(helpers, view.helpers, view.root, view.report))
     config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs}
+    if ask.record:
+        config["globs"] = [f"{INPUTS_DIR}/*.jsonl"]
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
     argv, env = view.command_line(done.command, done.env, config)
     begin = log.tell()

@@ -107,12 +107,14 @@ class Verdict:
     explained: tuple[str, ...] = ()  # do not pass in the regression run, pass in the own run
     removed: tuple[str, ...] = ()  # passed on the base, gone (absent or skipped) from the own run
     restored: tuple[str, ...] = ()  # what the plan changes besides its code, taken from the tip
+    reused: int = 0  # passes of the regression run kept from the base, not run (check/selection/)
 
     def trailer(self) -> str:
         """The commit trailer's value: "passed 41, fixed 1, already failing 2", then what else is not 0."""
         if self.exit_code_only:
             return "exit code only"
-        parts = [f"passed {self.passed}", f"fixed {len(self.fixed)}", f"already failing {len(self.already_failing)}"]
+        passed = f"passed {self.passed}" + (f" ({self.reused} reused)" if self.reused else "")
+        parts = [passed, f"fixed {len(self.fixed)}", f"already failing {len(self.already_failing)}"]
         optional = (
             ("new", self.new_passing),
             ("flaky", len(self.flaky)),
@@ -136,7 +138,10 @@ class Verdict:
             ("passing only with the plan's own versions of " + _names(self.restored, 5), self.explained),
             ("removed by the plan (passed on the tip)", self.removed),
         )
-        return [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
+        lines = [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
+        if self.reused:
+            lines.append(f"reused: {self.reused} tests passed on the tip and read nothing the plan changed (not run)")
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -352,6 +357,7 @@ class _Tally:
             explained=tuple(self.explained),
             removed=tuple(self.removed),
             restored=self.restored,
+            reused=len(regression.results.reused),
         )
 
 

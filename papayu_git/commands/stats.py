@@ -129,6 +129,14 @@ def print_report(stats: dict[str, Any]) -> None:
             f"pages ok {online['pages_ok']} / failed {online['pages_failed']}, cache hits {online['cache_hits']}, "
             f"early stops {online['early_stops']}"
         )
+    chosen = stats.get("selection") or {}
+    if chosen.get("observed_runs") or chosen.get("selective_runs"):
+        output.result(
+            f"selective check: observed {chosen['observed_runs']} runs, selection would have missed "
+            f"{chosen['missed']} failing tests and run {_pct(chosen['observed_share_of_time'])} of the time; "
+            f"{chosen['selective_runs']} selective runs ({_pct(chosen['selective_share_of_time'])} of the time), "
+            f"{chosen['tripwires']} tripwires"
+        )
     grad = stats["graduation"]
     output.result(f"v2 graduation ({'READY' if grad['ready'] else 'not yet'}): {grad['action']}")
     for c in grad["criteria"]:

@@ -27,6 +27,9 @@ HELPERS = "papayu-check"  # in the slot; inside the sandbox at view.HELPERS_INSI
 PLUGIN_DIR = "pytest"
 PLUGIN_MODULE = "papayu_pytest_results"
 PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
+INPUTS_MODULE = "papayu_pytest_inputs.py"  # the selective check's part (pytest_inputs.py), imported by the plugin
+SELECTION_FILE = "selection.json"  # beside the plugin: the tests a run is to run (pytest_inputs.Selector)
+INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536
@@ -44,9 +47,43 @@ def write_helpers(slot: Path) -> Path:
     here = Path(__file__).parent
     shutil.copyfile(here / "inside.py", where / "inside.py")
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
+    shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
     (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
     return where
+
+
+@dataclass(frozen=True)
+class PluginAsk:
+    """What one run asks of papayu's pytest plugin beyond its results: the selective check's part
+    (pytest_inputs.py; docs/DESIGN.md, "Pay for what the plan changed")."""
+
+    record: bool = False  # record what each test read (the base run)
+    reuse: frozenset[str] = frozenset()  # node ids not to run (their base outcome stands)
+    skip_files: frozenset[str] = frozenset()  # test files to leave uncollected (all their tests reused)
+
+    def plugin_config(self, helpers: Path, helpers_inside: str, root: str, report_dir: str) -> dict[str, object]:
+        """The plugin's configuration for this ask; writes the selection file into ``helpers``."""
+        config: dict[str, object] = {"root": root}
+        if self.record:
+            config["inputs_dir"] = f"{report_dir}/{INPUTS_DIR}"
+        if self.reuse:
+            selection = {"reuse": sorted(self.reuse), "skip_files": sorted(self.skip_files)}
+            (helpers / PLUGIN_DIR / SELECTION_FILE).write_text(json.dumps(selection))
+            config["select"] = f"{helpers_inside}/{PLUGIN_DIR}/{SELECTION_FILE}"
+        return config
+
+
+def delivered_inputs(delivery: Delivery) -> bytes:
+    """The inputs records each pytest process wrote (pytest_inputs.Recorder), one after another,
+    each process's introduced by a line naming it (its unit numbers are its own)."""
+    out = bytearray()
+    prefix = INPUTS_DIR + "/"
+    for name in sorted(n for n in delivery.files if n.startswith(prefix)):
+        out += json.dumps({"process": name[len(prefix) :]}).encode() + b"\n" + delivery.files[name]
+        if not out.endswith(b"\n"):
+            out += b"\n"
+    return bytes(out)
 
 
 @dataclass
@@ -96,10 +133,11 @@ class _Drain(threading.Thread):
 class Channel:
     """The two pipes of one run of the check's command."""
 
-    def __init__(self, helpers: Path) -> None:
+    def __init__(self, helpers: Path, plugin: dict[str, object] | None = None) -> None:
+        """``plugin``: more of the plugin's configuration (the selective check's: see asks())."""
         self.stream_r, self.stream_w = os.pipe()
         self.files_r, self.files_w = os.pipe()
-        config = {"fd": self.stream_w, "ino": os.fstat(self.stream_w).st_ino}
+        config = {"fd": self.stream_w, "ino": os.fstat(self.stream_w).st_ino, **(plugin or {})}
         (helpers / PLUGIN_DIR / f"{PLUGIN_MODULE}.json").write_text(json.dumps(config))
         self.drains: tuple[_Drain, _Drain] | None = None
 

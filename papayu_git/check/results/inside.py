@@ -28,7 +28,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # one report
 MAX_REPORTS_BYTES = 128 * 1024 * 1024  # all of one run's
@@ -100,11 +100,15 @@ def _expand(base: str, rel: str, parts: list[str]) -> Iterator[str]:
             yield from _expand(base, sub, parts[1:])
 
 
-def collect(report_dir: str, names: list[str], root: str, junit: list[str]) -> Iterator[tuple[str, bytes | None, str]]:
-    """(name, bytes or None, why not) of each report there: ``names`` in ``report_dir``, then
-    the ``junit`` globs under ``root`` as `junit/<path>`; at most MAX_REPORTS_BYTES in all."""
+def collect(
+    report_dir: str, names: list[str], root: str, junit: list[str], globs: Sequence[str] = ()
+) -> Iterator[tuple[str, bytes | None, str]]:
+    """(name, bytes or None, why not) of each report there: ``names`` and the ``globs`` in
+    ``report_dir``, then the ``junit`` globs under ``root`` as `junit/<path>`; at most
+    MAX_REPORTS_BYTES in all."""
     total = 0
-    wanted = [(report_dir, n, n) for n in names] + [(root, r, f"junit/{r}") for r in matching_files(root, junit)]
+    wanted = [(report_dir, n, n) for n in names] + [(report_dir, r, r) for r in matching_files(report_dir, list(globs))]
+    wanted += [(root, r, f"junit/{r}") for r in matching_files(root, junit)]
     for base, rel, name in wanted:
         data, why = read_file(base, rel)
         if data is not None and total + len(data) > MAX_REPORTS_BYTES:
@@ -139,7 +143,8 @@ def send(out: int, config: dict[str, object], exit_code: int) -> None:
             pipe.write(_frame("N", note.encode()))
         names = [str(n) for n in config["names"]]  # type: ignore[attr-defined]
         junit = [str(g) for g in config["junit"]]  # type: ignore[attr-defined]
-        for name, data, why in collect(report_dir, names, root, junit):
+        globs = [str(g) for g in config.get("globs", [])]  # type: ignore[attr-defined]
+        for name, data, why in collect(report_dir, names, root, junit, globs):
             kind, body = ("F", data) if data is not None else ("U", why.encode())
             pipe.write(f"{kind} {len(name.encode())} {len(body)}\n".encode() + name.encode() + body)
         pipe.write(f"E {exit_code}\n".encode())

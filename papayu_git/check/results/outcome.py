@@ -54,6 +54,7 @@ class TestResults:
     errors: tuple[str, ...] = ()
     collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"); never merged
     sources: tuple[str, ...] = ()  # what was read, one name each; empty: split from ``source``
+    reused: tuple[str, ...] = ()  # passes kept from the base, not run (check/selection/)
 
     @property
     def exit_code_only(self) -> bool:
@@ -79,6 +80,7 @@ class TestResults:
             "unreadable": list(self.unreadable),
             "errors": list(self.errors),
             "collisions": list(self.collisions),
+            **({"reused": list(self.reused)} if self.reused else {}),
         }
 
     @classmethod
@@ -91,6 +93,7 @@ class TestResults:
             tuple(data.get("errors", ())),
             tuple(data.get("collisions", ())),
             tuple(data.get("sources", ())),
+            tuple(data.get("reused", ())),
         )
 
 
@@ -112,6 +115,7 @@ def summary(results: TestResults) -> dict[str, Any]:
         "unreadable": list(results.unreadable),
         "errors": list(results.errors),
         "collisions": list(results.collisions),
+        "reused": len(results.reused),
     }
 
 

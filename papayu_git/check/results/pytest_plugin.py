@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from typing import Any
 
 import pytest
@@ -34,10 +35,17 @@ MESSAGE_CHARS = 2000
 _active: list[Reporter] = []  # the reporter of this process's session: a session started inside it is nested
 
 
-def _pipe() -> int | None:
+def _config() -> dict[str, Any]:
     try:
         with open(CONFIG, encoding="utf-8") as handle:
             wanted = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return wanted if isinstance(wanted, dict) else {}
+
+
+def _pipe(wanted: dict[str, Any]) -> int | None:
+    try:
         fd = int(wanted["fd"])
         info = os.fstat(fd)
     except (OSError, ValueError, KeyError, TypeError):
@@ -115,15 +123,36 @@ class Reporter:
 
 
 def pytest_configure(config: Any) -> None:
-    # xdist's workers: their controller reports every test; a session inside a session: its
-    # tests are not the check's.
-    if hasattr(config, "workerinput") or hasattr(config, "slaveinput") or _active:
+    # A session inside a session: its tests are not the check's.
+    if _active:
         return
-    fd = _pipe()
+    wanted = _config()
+    _inputs(config, wanted)
+    # xdist's workers: their controller reports every test.
+    if hasattr(config, "workerinput") or hasattr(config, "slaveinput"):
+        return
+    fd = _pipe(wanted)
     if fd is not None:
         reporter = Reporter(fd, config)
         _active.append(reporter)
         config.pluginmanager.register(reporter, "papayu-results-reporter")
+
+
+def _inputs(config: Any, wanted: dict[str, Any]) -> None:
+    """The selective check (pytest_inputs.py): record each test's inputs (the base run), or run
+    only the tests papayu names (a plan's run); in xdist's workers too, which run the tests."""
+    if not wanted.get("inputs_dir") and not wanted.get("select"):
+        return
+    sys.path.insert(0, os.path.dirname(CONFIG))
+    try:
+        import papayu_pytest_inputs as inputs
+    finally:
+        sys.path.pop(0)
+    if wanted.get("inputs_dir"):
+        recorder = inputs.Recorder(str(wanted["root"]), str(wanted["inputs_dir"]))
+        config.pluginmanager.register(recorder, "papayu-inputs-recorder")
+    if wanted.get("select"):
+        config.pluginmanager.register(inputs.Selector(str(wanted["select"])), "papayu-inputs-selector")
 
 
 def pytest_unconfigure(config: Any) -> None:

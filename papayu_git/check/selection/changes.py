@@ -1,0 +1,127 @@
+"""Which units of a Python file a change touches: its functions and methods (by qualified name,
+the outermost def: a nested function is part of the one defining it), or its module-level code
+(imports, constants, class bodies, decorators, default values: what runs when the module is
+imported, and what every importer may read).
+
+Compared as syntax trees without positions, so moving code or editing comments changes nothing.
+A new plain function (no decorator, constant defaults) only adds a name to the module: not module
+code. A file that does not parse on either side is changed whole.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass
+
+MODULE = "<module>"
+
+
+@dataclass(frozen=True)
+class Change:
+    module: bool  # the module-level code changed (or the file is new, gone or unreadable)
+    units: frozenset[str]  # functions whose code changed (qualified names), module code aside
+
+
+def python_change(old: bytes | None, new: bytes | None) -> Change:
+    if old is None or new is None:
+        return Change(True, frozenset())
+    before, after = _units(old), _units(new)
+    if before is None or after is None:
+        return Change(True, frozenset())
+    (skeleton_before, defs_before), (skeleton_after, defs_after) = before, after
+    changed = {name for name in defs_before.keys() | defs_after.keys() if defs_before.get(name) != defs_after.get(name)}
+    return Change(skeleton_before != skeleton_after, frozenset(changed))
+
+
+def _units(source: bytes) -> tuple[str, dict[str, str]] | None:
+    """(the module without its functions' bodies, qualified name -> the function's tree)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    defs: dict[str, str] = {}
+    _collect(tree.body, "", defs)
+    return ast.dump(_skeleton(tree)), defs
+
+
+def _collect(body: list[ast.stmt], prefix: str, defs: dict[str, str]) -> None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs[prefix + node.name] = ast.dump(node)
+        elif isinstance(node, ast.ClassDef):
+            _collect(node.body, f"{prefix}{node.name}.", defs)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):  # defs under `if TYPE_CHECKING`, `try`
+            for block in _blocks(node):
+                _collect(block, prefix, defs)
+
+
+def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
+    if isinstance(node, ast.If):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.Try):
+        return [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody]
+    if isinstance(node, ast.With):
+        return [node.body]
+    return []
+
+
+class _Bodiless(ast.NodeTransformer):
+    """Function bodies emptied: what runs at import is left. A plain module-level function whose
+    name nothing else binds (no import, assignment, other def or builtin of that name) is dropped:
+    it only adds a name. Methods are kept whatever they are: a new one may override another."""
+
+    def __init__(self, droppable: frozenset[str]) -> None:
+        self.droppable = droppable
+        self.depth = 0
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self.depth += 1
+        try:
+            self.generic_visit(node)
+        finally:
+            self.depth -= 1
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST | None:
+        return self._def(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST | None:
+        return self._def(node)
+
+    def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST | None:
+        plain = not node.decorator_list and _constant_defaults(node.args)
+        if plain and self.depth == 0 and node.name in self.droppable:
+            return None
+        node.body = [ast.Pass()]
+        node.returns = None
+        return node
+
+
+def _constant_defaults(args: ast.arguments) -> bool:
+    defaults = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+    return all(isinstance(d, ast.Constant) for d in defaults)
+
+
+def _skeleton(tree: ast.Module) -> ast.Module:
+    bound: dict[str, int] = {}
+    for node in ast.walk(tree):
+        for name in _binds(node):
+            bound[name] = bound.get(name, 0) + 1
+    droppable = frozenset(n for n, count in bound.items() if count == 1 and n not in _BUILTINS)
+    return _Bodiless(droppable).visit(tree)
+
+
+def _binds(node: ast.AST) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        return [node.id]
+    if isinstance(node, ast.Global):
+        return list(node.names)
+    return []
+
+
+_BUILTINS = frozenset(dir(builtins))
