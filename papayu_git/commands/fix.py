@@ -18,7 +18,7 @@ from papayu_git import output, prewarm, retry
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
-from papayu_git.error_handler import handle_errors
+from papayu_git.error_handler import Terminated, handle_errors
 from papayu_git.git import find_toplevel, open_repo, papayu_dir
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
@@ -96,11 +96,25 @@ class Landing:
         from papayu_git.git import open_repo
 
         diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
-        with output.paged():
-            output.result(render_diff(diff, output.use_colour(sys.stdout)))
-            for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
-                output.result(line)
-        return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
+        try:
+            with output.paged():
+                output.result(render_diff(diff, output.use_colour(sys.stdout)))
+                for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
+                    output.result(line)
+            return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
+        except (click.Abort, KeyboardInterrupt) as exc:
+            return not_answered(exc)
+
+
+def not_answered(exc: BaseException) -> bool:
+    """Ctrl-C or Ctrl-D at the landing question is a no: the checked plan stays on papayu/<id> for
+    `land ID` (docs/TRANSACTION.md, "Landing"). A termination signal is not an answer."""
+    if isinstance(exc, Terminated):
+        raise exc
+    key = "Ctrl-D" if isinstance(exc.__context__, EOFError) else "Ctrl-C"
+    output.info("")  # the question's line ends here
+    output.info(f"papayu: {key} at the question: not landing")
+    return False
 
 
 # -y of the commands that run Loop (fix, retry): the same question, skipped the same way.
