@@ -113,7 +113,7 @@ def test_undo_takes_a_landing_back_only_while_nothing_came_after(tmp_path: Path)
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
     data = json.loads(papayu("apply", str(plan), "-y", "--check", "true", "--json", cwd=repo).stdout)
     assert data["state"] == "landed"
-    proc = papayu("undo", cwd=repo)  # @: the newest plan
+    proc = papayu("undo", cwd=repo)  # the newest landing
     assert proc.returncode == 0, proc.stderr
     assert git(repo, "rev-parse", "HEAD").strip() == before and not (repo / "new.txt").exists()
     assert (repo / "mine.txt").read_text() == "uncommitted\n"

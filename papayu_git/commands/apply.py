@@ -166,8 +166,10 @@ FAILED_STATES = frozenset(
 )
 
 
-def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False) -> None:
-    """The outcome for a human (or as JSON); ``diffstat_shown``: the confirmation printed it already."""
+def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False, say_next: bool = True) -> None:
+    """The outcome for a human (or as JSON); ``diffstat_shown``: the confirmation printed it already;
+    ``say_next``: end a plan that did not land with the commands that go on from it (not when
+    `fix` asks the model again by itself)."""
     if as_json:
         output.emit_json(result.to_dict())
         return
@@ -181,27 +183,45 @@ def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False) 
         else:  # a branch checked out nowhere: no ORIG_HEAD of its own
             output.result(f"  undo: git papayu undo {result.plan_id}")
     elif result.state == ApplyState.REVIEW and result.declined:
-        output.result(
-            f"plan {result.plan_id} not landed; kept as {short} on {result.branch}\n"
-            f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
-        )
+        output.result(f"plan {result.plan_id} not landed; kept as {short} on {result.branch}")
     elif result.state == ApplyState.REVIEW:
         if result.error:  # said once, here: the transaction only records it (one message per event)
             error = result.error
             reason, hint = (safe_text(error[k], multiline=True) for k in ("reason", "hint"))
             output.error(f"{error['code']}: {reason}" + (f" ({hint})" if hint else ""))
-        output.result(
-            f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
-            f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
-        )
+        output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)")
     elif result.state == ApplyState.NO_CHANGES:
         output.result(f"plan {result.plan_id}: nothing to apply")
     else:
         _report_rollback(result)
+    if say_next:
+        for line in next_steps(result):
+            output.result(f"  {line}")
     if result.check:
         # A refusal already named every test in its error.
         for line in check_lines(result.check, tests_named=result.state == ApplyState.LANDED):
             output.info(line)
+
+
+def next_steps(result: ApplyResult) -> list[str]:
+    """What goes on from a plan that did not land, each command as it would work when pasted: a red
+    check is asked again (`retry`), a kept branch lands (with --force where `land` would refuse
+    it: a red or unchecked commit, checked.py) or is dropped (docs/TRANSACTION.md, "What next")."""
+    from papayu_git import checked, retry  # see run
+
+    plan_id, outcome = result.plan_id, result.to_dict()
+    steps = [f"ask the model again: git papayu retry {plan_id}"] if retry.retryable(outcome) else []
+    if result.state == ApplyState.REVIEW and result.commit:
+        refused = checked.verdict_of(plan_id, outcome, result.commit).problem is not None
+        land = (
+            f"land it anyway: git papayu land {plan_id} --force" if refused else f"land it: git papayu land {plan_id}"
+        )
+        steps += [land, f"drop it: git papayu drop {plan_id}"]
+    elif result.state in FAILED_STATES and result.commit and steps:
+        steps.append(f"see its change: git papayu show {plan_id}")
+    if result.branch_kept and result.state != ApplyState.REVIEW:
+        steps.append(f"drop it: git papayu drop {plan_id}")
+    return steps
 
 
 def check_lines(check: dict[str, Any], *, tests_named: bool = True) -> list[str]:

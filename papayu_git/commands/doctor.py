@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
@@ -49,6 +49,9 @@ from papayu_git.llm.config import Provider, api_key_source, load_config
 from papayu_git.llm.local import MODEL_PACKAGE
 from papayu_git.objects import GitTree
 from papayu_git.secrets import mask, mask_data
+
+if TYPE_CHECKING:
+    from papayu_git.check.tip import TipCheck
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 # `git ls-tree --format` (context/basetree.py) arrived in git 2.36.
@@ -650,12 +653,34 @@ def tip_check_item(here: _Here) -> Item:
     seen = f"; environment: {', '.join(report.env_dirs)}" if report.env_dirs else "; no environment directory"
     if report.passed:
         return Item(name, OK, f"passed in the sandbox ({report.sandbox}) in {timing}{seen}", data=data)
+    return _tip_failed(
+        name, report, f"FAILED in the sandbox ({report.sandbox}, exit {report.exit_code}) in {timing}{seen}"
+    )
+
+
+def _tip_failed(name: str, report: TipCheck, failed: str) -> Item:
+    """A red check on the tip: the sandbox lacks something (it passes in the user's tree), or the tip
+    itself is red, where plans still land by fixing a failing test."""
+    data = report.to_dict()
     missing = "; ".join(report.environment) or "nothing recognisable: read the log"
+    if report.direct_passed:  # the sandbox lacks something the tests need: every plan's check would fail
+        return Item(
+            name,
+            FAIL,
+            f"{failed}; missing: {missing}",
+            f"Read {report.log}: the check passes in your tree but not where plans are checked, so no plan can "
+            "pass it until the check gets what it needs (README: What the tests need).",
+            code="ERR_CHECK_FAILED",
+            data=data,
+        )
+    red = "; it fails in your tree too: the tip is red" if report.direct_passed is False else ""
+    noticed = f"; noticed: {missing}" if report.environment else ""
     return Item(
         name,
-        FAIL if report.direct_passed else WARN,
-        f"FAILED in the sandbox ({report.sandbox}, exit {report.exit_code}) in {timing}{seen}; missing: {missing}",
-        f"Read {report.log}; plans cannot land while the check fails on the tip for a reason outside the plan.",
+        WARN,
+        f"{failed}{red}{noticed}",
+        f"Read {report.log}. A plan still lands on a red tip when it makes at least one of the failing tests pass "
+        "and breaks none (otherwise it is kept for review: ERR_CHECK_FIXES_NOTHING).",
         code="ERR_CHECK_FAILED",
         data=data,
     )

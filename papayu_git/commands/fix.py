@@ -174,7 +174,7 @@ class Loop:
                 plan_command.render(outcome, say_next=False)
             if outcome.response.is_no_changes or not may_apply(outcome.plan.id, self.options.yes):
                 break
-            attempt.result = self.apply(outcome)
+            attempt.result = self.apply(outcome, last=number == attempts)
             after = attempt.result.to_dict()
             if number == attempts or not retry.retryable(after):
                 break
@@ -200,7 +200,8 @@ class Loop:
             f"failures{safe_text(failing)}"
         )
 
-    def apply(self, outcome: PlanOutcome) -> ApplyResult:
+    def apply(self, outcome: PlanOutcome, *, last: bool) -> ApplyResult:
+        """Commit and check the plan, land it on a yes; ``last``: no attempt follows a red check."""
         plan, response = apply_command.response_of(
             self.root, outcome.plan, self.protocol, self.options.onto, self.client
         )
@@ -211,7 +212,8 @@ class Loop:
         options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
-            apply_command.report(result, False, diffstat_shown=landing.diffstat_shown)
+            again = not last and retry.retryable(result.to_dict())  # the loop asks the model again itself
+            apply_command.report(result, False, diffstat_shown=landing.diffstat_shown, say_next=not again)
         return result
 
     def drop_superseded(self) -> None:
