@@ -19,6 +19,7 @@ from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
 from papayu_git.error_handler import Terminated, handle_errors
+from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel, open_repo, papayu_dir
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
@@ -53,11 +54,25 @@ def run(
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
     root = find_toplevel()
+    refuse_unlandable(root, options.onto)
     # The check's checkout is prepared while the model (and an embedded one's start) takes its time.
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
     with open_client(root) as client:
         loop = Loop(root, route, options, protocol, accept_memory, as_json, client)
         return loop.run(attempts or default_attempts(options), from_file=from_file)
+
+
+def refuse_unlandable(root: Path, onto: str | None) -> None:
+    """Where the plan would land is known before the model is asked (and paid): a detached HEAD
+    without --onto, an --onto branch that does not exist or a branch without a commit refuse now,
+    not after the answer (docs/TRANSACTION.md, "The transaction")."""
+    from papayu_git.landing import resolve_target
+
+    try:
+        resolve_target(open_repo(root), onto)
+    except PapayuError as exc:
+        exc.reason += "; nothing was sent to the model"
+        raise
 
 
 @dataclass
