@@ -31,6 +31,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
+	@case ",$(EXTRAS)," in *,local,*) echo "make: installing the embedded model's llama.cpp (llama-cpp-python): a first build compiles it, silently, for 15-25 minutes on 2 cores; later ones reuse the wheel cached in $(LLAMA_CACHE). To skip the local model: make $(or $(MAKECMDGOALS),venv) EXTRAS=test,lint";; esac
 	case ",$(EXTRAS)," in *,local,*) CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" FORCE_CMAKE=1 \
 	  $(PIP) install --quiet --cache-dir "$(LLAMA_CACHE)" "llama-cpp-python[server]>=0.3";; esac
 	$(PIP) install --quiet -e ".[$(EXTRAS)]"
