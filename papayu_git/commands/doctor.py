@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -45,7 +45,7 @@ from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, find_toplevel, open_repo
 from papayu_git.hooks import HOOKS
-from papayu_git.llm.config import Provider, api_key_source, load_config
+from papayu_git.llm.config import LLMConfig, Provider, api_key_source, load_config
 from papayu_git.llm.local import MODEL_PACKAGE
 from papayu_git.objects import GitTree
 from papayu_git.secrets import mask, mask_data
@@ -104,6 +104,7 @@ class _Here:
     bwrap: str | None = None
     bwrap_works: bool = False
     provider: str = ""
+    model: str = ""  # the model plans are asked of ("" when none could be named)
 
 
 # --- git and the repository ---------------------------------------------------------
@@ -537,7 +538,7 @@ def provider_item(here: _Here) -> Item:
         config = load_config(cwd)
     except PapayuError as exc:
         return Item(name, FAIL, f"{exc.code}: {exc.reason}", exc.hint, code=exc.code)
-    here.provider = config.provider.value
+    here.provider, here.model = config.provider.value, config.model
     key_from = api_key_source(config.provider, config.base_url)
     base_url = mask(config.base_url)
     data = {
@@ -571,7 +572,22 @@ def provider_item(here: _Here) -> Item:
             "Start the server, or fix PAPAYU_LLM_BASE_URL or the network, then `git papayu doctor`.",
             data=data,
         )
-    return Item(name, OK, f"{detail}; reachable", data=data)
+    if config.model:
+        return Item(name, OK, f"{detail}; reachable", data=data)
+    return _served_model(here, config, data, f"{config.provider.value} at {base_url}; {key}")
+
+
+def _served_model(here: _Here, config: LLMConfig, data: dict[str, Any], said: str) -> Item:
+    """No model configured: the one the server lists at /models, asked the way a plan asks it."""
+    from papayu_git.llm.client import ChatClient  # only here: httpx and the client
+
+    try:
+        with ChatClient(replace(config, timeout_sec=_PROBE_TIMEOUT_SEC, retries=0)) as client:
+            here.model = client.model()
+    except PapayuError as exc:
+        return Item("llm provider", WARN, f"{said}; no model: {exc.reason}", exc.hint, code=exc.code, data=data)
+    data["model"] = here.model
+    return Item("llm provider", OK, f"{said}; reachable, model {here.model} (the one it serves)", data=data)
 
 
 # --- hooks -------------------------------------------------------------------------------------
@@ -686,8 +702,8 @@ def _tip_failed(name: str, report: TipCheck, failed: str) -> Item:
     )
 
 
-def collect(check: bool = False) -> list[Item]:
-    here = _Here()
+def collect(check: bool = False, here: _Here | None = None) -> list[Item]:
+    here = here or _Here()
     items = [
         git_item(),
         repository_item(here),
@@ -710,10 +726,12 @@ _STATUS_COLOURS = {OK: "green", WARN: "yellow", FAIL: "red", INFO: "cyan"}
 
 
 def run(as_json: bool = False, check: bool = False) -> int:
-    checks = mask_data([item.to_dict() for item in collect(check)])
+    here = _Here()
+    checks = mask_data([item.to_dict() for item in collect(check, here)])
     ok = all(c["status"] != FAIL for c in checks)
+    model = {"provider": here.provider or None, "name": here.model or None}
     if as_json:
-        output.emit_json({"ok": ok, "checks": checks})
+        output.emit_json({"ok": ok, "model": model, "checks": checks})
         return 0 if ok else 1
     width = max(len(c["name"]) for c in checks)
     for c in checks:
@@ -729,6 +747,8 @@ def run(as_json: bool = False, check: bool = False) -> int:
         output.result(f"papayu works here, with warnings: {', '.join(warned)}")
     else:
         output.result(output.colour("papayu works here", "green"))
+    if here.model:
+        output.result(f"plans are asked of: {mask(here.model)} ({here.provider})")
     return 0 if ok else 1
 
 
