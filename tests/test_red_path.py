@@ -80,7 +80,11 @@ def test_a_plan_that_fixes_nothing_names_retry_and_land_force_never_a_land_that_
         "drop it": f"git papayu drop {plan_id}",
     }, proc.stdout
     assert f"git papayu land {plan_id}\n" not in proc.stdout + proc.stderr  # land without --force refuses it
-    assert f"'git papayu retry {plan_id}' asks the model again" in proc.stderr  # the error's own hint
+    # The error says what happened; its hint (the same commands) is said once, as the steps, last.
+    error = next(line for line in proc.stderr.splitlines() if line.startswith("ERR_CHECK_FIXES_NOTHING"))
+    assert "git papayu" not in error and proc.stdout.rstrip().endswith(f"drop it: git papayu drop {plan_id}")
+    hint = stored_plans(calc)[-1]["extra"]["apply"]["error"]["hint"]  # as --json and the record keep it
+    assert f"'git papayu retry {plan_id}' asks the model again" in hint and " ID" not in hint
     # Each one does what it says: the retry tells the model, and its plan lands.
     llm.script = [*attempt(GOOD)]
     retried = run_printed(calc, steps["ask the model again"] + " -y", llm)
@@ -97,9 +101,9 @@ def test_a_regression_speaks_to_the_user_and_names_retry_with_the_plan_id(calc: 
     proc = papayu("fix", GOAL, "-y", "--attempts", "1", cwd=calc, env=llm.env(), timeout=300)
     plan_id = stored_plans(calc)[-1]["id"]
     assert proc.returncode == 1 and "ERR_CHECK_REGRESSION" in proc.stderr, proc.stderr
-    error = next(line for line in proc.stderr.splitlines() if line.startswith("ERR_CHECK_REGRESSION"))
-    assert f"'git papayu retry {plan_id}' asks the model again" in error and " ID" not in error
-    assert "Make the tests named above pass" not in proc.stderr  # words for the model, not for the user
+    hint = stored_plans(calc)[-1]["extra"]["apply"]["error"]["hint"]
+    assert f"'git papayu retry {plan_id}' asks the model again" in hint and " ID" not in hint
+    assert "Make the tests named above pass" not in proc.stderr + hint  # words for the model, not for the user
     assert next_commands(proc.stdout) == {
         "ask the model again": f"git papayu retry {plan_id}",
         "see its change": f"git papayu show {plan_id}",

@@ -78,7 +78,7 @@ def run(
     if as_json:
         output.emit_json({"ok": apply_command.exit_code(result) == 0, "agent": report, "apply": result.to_dict()})
     else:
-        apply_command.report(result, False, diffstat_shown=landing.diffstat_shown)
+        apply_command.report(result, False, diffstat_shown=landing.diffstat_shown, check_shown=landing.check_shown)
     return apply_command.exit_code(result)
 
 

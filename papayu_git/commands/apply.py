@@ -166,13 +166,21 @@ FAILED_STATES = frozenset(
 )
 
 
-def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False, say_next: bool = True) -> None:
-    """The outcome for a human (or as JSON); ``diffstat_shown``: the confirmation printed it already;
-    ``say_next``: end a plan that did not land with the commands that go on from it (not when
-    `fix` asks the model again by itself)."""
+def report(
+    result: ApplyResult,
+    as_json: bool,
+    *,
+    diffstat_shown: bool = False,
+    check_shown: bool = False,
+    say_next: bool = True,
+) -> None:
+    """The outcome for a human (or as JSON); ``diffstat_shown``/``check_shown``: the confirmation
+    printed them already; ``say_next``: end a plan that did not land with the commands that go on
+    from it (not when `fix` asks the model again by itself), said last."""
     if as_json:
         output.emit_json(result.to_dict())
         return
+    steps = next_steps(result) if say_next else []
     short = (result.commit or "")[:12]
     if result.state == ApplyState.LANDED:
         output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
@@ -186,21 +194,31 @@ def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False, 
         output.result(f"plan {result.plan_id} not landed; kept as {short} on {result.branch}")
     elif result.state == ApplyState.REVIEW:
         if result.error:  # said once, here: the transaction only records it (one message per event)
-            error = result.error
-            reason, hint = (safe_text(error[k], multiline=True) for k in ("reason", "hint"))
-            output.error(f"{error['code']}: {reason}" + (f" ({hint})" if hint else ""))
+            output.error(_error_line(result, steps))
         output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)")
     elif result.state == ApplyState.NO_CHANGES:
         output.result(f"plan {result.plan_id}: nothing to apply")
     else:
-        _report_rollback(result)
-    if say_next:
-        for line in next_steps(result):
-            output.result(f"  {line}")
-    if result.check:
+        _report_rollback(result, steps)
+    if result.check and not check_shown:
         # A refusal already named every test in its error.
         for line in check_lines(result.check, tests_named=result.state == ApplyState.LANDED):
             output.info(line)
+    for line in steps:
+        output.result(f"  {line}")
+
+
+def _error_line(result: ApplyResult, steps: list[str]) -> str:
+    """`CODE (where): reason (hint)`; a red check's hint is left out where the next steps below say
+    the same commands."""
+    error = result.error or {}
+    reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
+    from papayu_git import retry  # see run
+
+    if steps and error.get("code") in retry.RETRY_CODES:
+        hint = ""
+    where = f" ({STAGES[result.stage]})" if result.state != ApplyState.REVIEW and result.stage in STAGES else ""
+    return f"{error.get('code', 'ERR_CHECK_FAILED')}{where}: {reason}" + (f" ({hint})" if hint else "")
 
 
 def next_steps(result: ApplyResult) -> list[str]:
@@ -257,15 +275,12 @@ def tests_said(tests: dict[str, Any] | None) -> str:
     return f"; {said} ({tests.get('source')})"
 
 
-def _report_rollback(result: ApplyResult) -> None:
+def _report_rollback(result: ApplyResult, steps: list[str]) -> None:
     if result.check and result.check.get("tail"):
         output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
         output.info(safe_text(result.check["tail"], multiline=True))
         output.info(output.colour("---", "dim", sys.stderr))
-    error = result.error or {}
-    reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
-    where = f" ({STAGES[result.stage]})" if result.stage in STAGES else ""
-    output.error(f"{error.get('code', 'ERR_CHECK_FAILED')}{where}: {reason} ({hint})")
+    output.error(_error_line(result, steps))
     kept = f"; branch {result.branch} kept" if result.branch_kept else ""
     done = {
         ApplyState.REFUSED: "refused",

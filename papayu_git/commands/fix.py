@@ -99,6 +99,7 @@ class Landing:
     def __init__(self, root: Path, yes: bool, as_json: bool) -> None:
         self.root, self.yes, self.as_json = root, yes, as_json
         self.diffstat_shown = False  # the landing report then leaves it out
+        self.check_shown = False  # the same for the check's lines (shown with the diff)
 
     def confirm(self, preview: LandingPreview) -> bool:
         if self.yes:
@@ -116,6 +117,7 @@ class Landing:
                 output.result(render_diff(diff, output.use_colour(sys.stdout)))
                 for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
                     output.result(line)
+            self.diffstat_shown = self.check_shown = True  # the diff starts with its stat
             return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
         except (click.Abort, KeyboardInterrupt) as exc:
             return not_answered(exc)
@@ -228,7 +230,13 @@ class Loop:
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
             again = not last and retry.retryable(result.to_dict())  # the loop asks the model again itself
-            apply_command.report(result, False, diffstat_shown=landing.diffstat_shown, say_next=not again)
+            apply_command.report(
+                result,
+                False,
+                diffstat_shown=landing.diffstat_shown,
+                check_shown=landing.check_shown,
+                say_next=not again,
+            )
         return result
 
     def drop_superseded(self) -> None:
