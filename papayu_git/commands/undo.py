@@ -12,15 +12,12 @@ from papayu_git import output, plans
 from papayu_git.commands.drop import resolve_generated
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import run_git
+from papayu_git.git import NO_HOOKS, run_git
 from papayu_git.housekeeping import open_checkout
 from papayu_git.landing import branch_tip, checked_out_in
 from papayu_git.objects import commit_of
 from papayu_git.outcomes import ApplyState
 from papayu_git.transaction import update_outcome
-
-# Hooks and fsmonitor stay off: the commit being taken back is the plan's (docs/DESIGN.md, "Landing").
-_NO_HOOKS = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 
 
 def newest_landed(pdir: Path) -> str:
@@ -32,12 +29,11 @@ def newest_landed(pdir: Path) -> str:
     ]
     if not landed:
         raise PapayuError(
-            "ERR_PLAN_NOT_LANDED", "no plan has landed (or each landing was undone): nothing to undo", hint=_LIST
+            "ERR_PLAN_NOT_LANDED",
+            "no plan has landed (or each landing was undone): nothing to undo",
+            hint="`git papayu list` shows each plan's state.",
         )
     return max(landed, key=lambda p: (str(p.extra["apply"].get("at", "")), p.created_at, p.id)).id
-
-
-_LIST = "`git papayu list` shows each plan's state."
 
 
 def run(plan_id: str | None, as_json: bool = False) -> int:
@@ -67,7 +63,7 @@ def run(plan_id: str | None, as_json: bool = False) -> int:
     if worktree is not None:  # like the undo papayu prints: your uncommitted changes are kept
         _reset_keep(worktree, parent, resolved)
     else:
-        run_git([*_NO_HOOKS, "update-ref", "-m", f"papayu undo {resolved}", ref, parent, commit], cwd=repo.path)
+        run_git([*NO_HOOKS, "update-ref", "-m", f"papayu undo {resolved}", ref, parent, commit], cwd=repo.path)
     update_outcome(pdir, resolved, undone_to=parent)
     if as_json:
         output.emit_json({"ok": True, "plan_id": resolved, "branch": target, "from": commit, "to": parent})
@@ -79,7 +75,7 @@ def run(plan_id: str | None, as_json: bool = False) -> int:
 def _reset_keep(worktree: Path, parent: str, plan_id: str) -> None:
     """`git reset --keep PARENT` where the branch is checked out; a refusal said as the user would
     see it from that command (not papayu's own -c flags), with the way past it."""
-    proc = run_git([*_NO_HOOKS, "reset", "--keep", "-q", parent], cwd=worktree, check=False)
+    proc = run_git([*NO_HOOKS, "reset", "--keep", "-q", parent], cwd=worktree, check=False)
     if proc.returncode == 0:
         return
     said = proc.stderr.strip()
