@@ -80,7 +80,7 @@ class SuggestingGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
-        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+        if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
             import difflib  # only on the way to the usage error
 
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
