@@ -374,7 +374,7 @@ def demo_agent(papayu: list[str]) -> None:
 
 def demo_observability(papayu: list[str]) -> None:
     repo = WORK / "sample"
-    step("Every apply left a trace (secrets masked); stats judge the v2 protocol over the last applies")
+    step("Every apply left a trace (secrets masked); stats say how the applies went and whether diffs-only is safe")
     sh(*papayu, "trace", "list", cwd=repo)
     sh(*papayu, "stats", "--last", "10", cwd=repo)
     step("Engineering memory: project defaults the model sees in ENGINEERING_MEMORY")

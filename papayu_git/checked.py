@@ -21,8 +21,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import output
-from papayu_git.errors import ERROR_CODES, PapayuError
+from papayu_git.errors import PapayuError, hint_for
 from papayu_git.objects import branch_name
+from papayu_git.retry import RETRY_CODES
 
 if TYPE_CHECKING:
     from papayu_git.plans import StoredPlan
@@ -53,8 +54,34 @@ class Verdict:
 
 
 def _error(code: str, plan_id: str, reason: str) -> PapayuError:
-    hint = ERROR_CODES[code].hint.replace(" ID", f" {plan_id}")
-    return PapayuError(code, reason, path=branch_name(plan_id), hint=hint)
+    return PapayuError(code, reason, path=branch_name(plan_id), hint=hint_for(code, plan_id))
+
+
+def nothing_to_land(plan_id: str, plan: StoredPlan | None) -> PapayuError:
+    """`land ID` of a plan without its `papayu/<id>`: what became of it, and the command that
+    still gets it onto the branch (apply: commit, check, land)."""
+    if plan is None:
+        return PapayuError(
+            "ERR_PLAN_NOT_FOUND",
+            f"no plan and no branch {branch_name(plan_id)} to land",
+            hint="Run 'git papayu list' to see plan ids.",
+        )
+    outcome = plan.extra.get("apply") or {}
+    state = outcome.get("state") or "not applied"
+    if outcome.get("undone_to"):
+        became = f"it landed on {outcome.get('target')} and was undone"
+    elif state == "landed":
+        became = f"it landed on {outcome.get('target')} already"
+    else:
+        became = f"it is {state}"
+    hint = hint_for("ERR_NOTHING_TO_LAND", plan_id)
+    if state == "landed" and not outcome.get("undone_to"):
+        hint = f"Nothing to land: its commit is on {outcome.get('target')} ('git papayu show {plan_id}')."
+    elif (outcome.get("error") or {}).get("code") in RETRY_CODES:
+        hint += f" 'git papayu retry {plan_id}' asks the model for a better plan first."
+    return PapayuError(
+        "ERR_NOTHING_TO_LAND", f"plan {plan_id} has no branch {branch_name(plan_id)}: {became}", hint=hint
+    )
 
 
 def _describe(check: dict[str, Any]) -> str:
@@ -73,7 +100,14 @@ def verdict(plan_id: str, plan: StoredPlan | None, commit: str, *, unchecked_ok:
 
     ``unchecked_ok``: the forge's CI is the check (pr, a green land --when-green), so a commit
     without a local check may move; a red or changed one still may not."""
-    outcome = (plan.extra.get("apply") or {}) if plan is not None else {}
+    outcome = (plan.extra.get("apply") or {}) if plan is not None else None
+    return verdict_of(plan_id, outcome, commit, unchecked_ok=unchecked_ok)
+
+
+def verdict_of(plan_id: str, outcome: dict[str, Any] | None, commit: str, *, unchecked_ok: bool = False) -> Verdict:
+    """`verdict` on the apply outcome itself (the plan record's, or ApplyResult.to_dict()); None:
+    there is no plan record."""
+    recorded, outcome = outcome is not None, outcome or {}
     check = outcome.get("check") or None
     checked = outcome.get("commit") or None
     branch = branch_name(plan_id)
@@ -82,7 +116,7 @@ def verdict(plan_id: str, plan: StoredPlan | None, commit: str, *, unchecked_ok:
     if not check:
         why = (
             "there is no plan record for it"
-            if plan is None
+            if not recorded
             else "its plan record has no apply outcome"
             if not outcome
             else "no check command was found"

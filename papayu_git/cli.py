@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from papayu_git import __version__
+from papayu_git import __version__, invocation
 from papayu_git.error_handler import install_signal_handlers
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
@@ -63,7 +63,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "trace": ("papayu_git.commands.trace", "Traces: list | show ID | golden ID [OUT]."),
     "stats": (
         "papayu_git.commands.stats",
-        "Protocol metrics from traces, the v2 graduation criteria, tokens per model and their cost.",
+        "How the applies went (fallbacks, repairs, checks, latency), tokens per model and their cost.",
     ),
     "research": (
         "papayu_git.commands.research",
@@ -73,7 +73,23 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
+class SuggestingGroup(click.Group):
+    """A typo'd subcommand gets git's "did you mean" (click has none for commands)."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            import difflib  # only on the way to the usage error
+
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {' or '.join(repr(c) for c in close)}?")
+        return super().resolve_command(ctx, args)
+
+
+class LazyGroup(SuggestingGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(LAZY_COMMANDS)
 
@@ -93,7 +109,8 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="papayu-git")
 @click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if started in DIRECTORY.")
 @click.option("-v", "--verbose", is_flag=True, help="Print events (EVENT key=value ...) on stderr.")
-def cli(directory: str | None, verbose: bool) -> None:
+@click.pass_context
+def cli(ctx: click.Context, directory: str | None, verbose: bool) -> None:
     """papayu-git: plans from a language model land as commits only when the check passes.
 
     \b
@@ -108,6 +125,7 @@ def cli(directory: str | None, verbose: bool) -> None:
         os.chdir(directory)
     if verbose:
         os.environ["PAPAYU_LOG"] = "1"
+    invocation.set_command(ctx.invoked_subcommand or "")
 
 
 def main(argv: list[str] | None = None) -> Any:

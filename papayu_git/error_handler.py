@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import click
+
 from papayu_git import output
 from papayu_git.errors import PapayuError
 from papayu_git.secrets import mask, safe_text
@@ -55,7 +57,7 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
         else:
             output.error(safe_text(exc.format(), multiline=True))
         sys.exit(EXIT_FAILURE)
-    except KeyboardInterrupt as exc:
+    except (KeyboardInterrupt, click.Abort) as exc:  # Abort: Ctrl-C or Ctrl-D at one of click's questions
         if isinstance(exc, Terminated):
             import signal
 

@@ -7,6 +7,7 @@ one repair retry, which sends it back verbatim (docs/DESIGN.md, "Providers").
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 
@@ -239,18 +240,20 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_CHECK_FAILED": ErrorSpec(
         "the check command failed; nothing landed",
-        "Read the output tail; keep the branch with --keep-failed to inspect it.",
+        "Read the output tail above; 'git papayu retry ID' asks the model again with this failure; "
+        "'git papayu doctor --check' if the tip fails the same way; --keep-failed keeps the branch.",
     ),
     "ERR_CHECK_REGRESSION": ErrorSpec(
         "a test that passed on the tip fails or is missing when the tip's tests run on the plan's code "
         "(or that run crashed or left no results); nothing landed",
-        "Make the tests named above pass again without changing them: the tip's tests judge the plan. "
-        "Their output is in the check log; --keep-failed keeps the branch to inspect it.",
+        "'git papayu retry ID' asks the model again, telling it which tests broke and how (their output is "
+        "in the check log); 'git papayu show ID' shows the change; --keep-failed keeps the branch.",
     ),
     "ERR_CHECK_NEW_TESTS_FAIL": ErrorSpec(
         "tests fail in the plan's own tree that did not fail on the tip: its new tests, tests in files "
         "approved with --allow-test-edits, or tip tests its test changes break; nothing landed",
-        "Fix the code or the new tests so the tests named above pass; their output is in the check log.",
+        "'git papayu retry ID' asks the model again with the failing tests' output (also in the check log); "
+        "'git papayu show ID' shows the change.",
     ),
     "ERR_CHECK_RESULTS_UNTRUSTED": ErrorSpec(
         "the check's per-test results cannot be trusted: a report was rewritten after its runner "
@@ -262,8 +265,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_CHECK_FIXES_NOTHING": ErrorSpec(
         "the tip's check was already red and the plan fixes none of its failing tests (and breaks none); "
         "kept on papayu/<id> for review",
-        "Review it ('git papayu show ID') and land it with 'git papayu land ID --force' if it helps anyway; "
-        "or aim the plan at the failing tests named above.",
+        "'git papayu retry ID' asks the model again, aimed at the failing tests named above; or review it "
+        "('git papayu show ID') and land it anyway: 'git papayu land ID --force'.",
     ),
     "ERR_NO_CHECK": ErrorSpec(
         "no check command was found, so nothing landed automatically; the commit is kept on papayu/<id>",
@@ -310,7 +313,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_CHECK_TIMEOUT": ErrorSpec(
         "the check command ran past PAPAYU_CHECK_TIMEOUT_SEC and was killed",
-        "Raise PAPAYU_CHECK_TIMEOUT_SEC or give a faster --check command.",
+        "Raise PAPAYU_CHECK_TIMEOUT_SEC or give a faster --check command; if the plan made the tests hang, "
+        "'git papayu retry ID' asks the model again.",
     ),
     "ERR_BRANCH_CHANGED_SINCE_CHECK": ErrorSpec(
         "papayu/<id> is not the commit its recorded check ran on (amended or moved since)",
@@ -337,6 +341,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "reviews and lands the plan with the CLI ('git papayu show ID', 'git papayu land ID').",
     ),
     "ERR_PLAN_NOT_FOUND": ErrorSpec("no stored plan with that id", "Run 'git papayu list' to see plan ids."),
+    "ERR_NOTHING_TO_LAND": ErrorSpec(
+        "the plan has no papayu/<id> branch to land: it was rolled back, dropped, undone, landed or never applied",
+        "Apply it instead: 'git papayu apply ID' commits it, runs the check and lands it when it passes.",
+    ),
     "ERR_PLAN_ID_INVALID": ErrorSpec(
         "a plan record's id is not of the form papayu generates (YYYYMMDD-HHMMSS-xxxxxx)",
         "Keep the id papayu wrote, or apply the record's 'response' alone as a response file (it gets a new id).",
@@ -490,6 +498,11 @@ class ValidationFailed(PapayuError):
 
     def format(self) -> str:
         return "\n".join(e.format() for e in getattr(self, "errors", [])) or super().format()
+
+
+def hint_for(code: str, plan_id: str) -> str:
+    """The table's hint for ``code`` with the real plan id in its commands ('git papayu land ID')."""
+    return re.sub(r"\bID\b", plan_id, ERROR_CODES[code].hint)
 
 
 def repair_text(errors: list[PapayuError]) -> str:

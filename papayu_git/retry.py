@@ -31,6 +31,7 @@ MAX_CHARS = 12_000  # the whole PREVIOUS ATTEMPT block, before the window's shar
 DIFF_SHARE = 2  # the diff takes at most half of it
 MESSAGE_CHARS = 1_500  # per failing test
 TAIL_CHARS = 3_000  # the output's tail when the runner named no test
+LOG_TAIL_BYTES = 100_000  # of the check log, for the context's heuristics (the files its tracebacks name)
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Feedback:
     plan_id: str
     failing: tuple[str, ...]  # the tests that made the check red, by name ("" when unnamed)
     text: str  # the PREVIOUS ATTEMPT block of the next request
-    log: str  # the failing output, for the context's traceback heuristics
+    log: str  # the failing output, unclipped, for the context's traceback heuristics (files it names)
 
 
 def retryable(outcome: dict[str, Any]) -> bool:
@@ -99,14 +100,7 @@ def feedback(root: Path, plan_id: str, summary: str, outcome: dict[str, Any], wi
             + ", ".join(failing[:20])
             + (f" and {len(failing) - 20} more" if len(failing) > 20 else "")
         )
-    log_parts: list[str] = []
-    if not names_only:
-        messages = check.get("failures") or {}
-        shown = [t for t in failing if t in messages] or list(messages)
-        for test in shown:
-            log_parts.append(f"--- {test} ---\n{_clip(str(messages[test]), MESSAGE_CHARS)}")
-        if not log_parts and check.get("tail"):
-            log_parts.append(_tail(str(check["tail"]), TAIL_CHARS))
+    log_parts, whole = ([], "") if names_only else _failing_output(check, failing)
     diff = _diff(root, outcome.get("commit"))
     room = max(0, limit - sum(len(x) + 1 for x in lines))
     if diff:
@@ -116,7 +110,34 @@ def feedback(root: Path, plan_id: str, summary: str, outcome: dict[str, Any], wi
         room = max(200, limit - sum(len(x) + 1 for x in lines) - 40)
         lines += ["The failing output:", _clip(output_text, room)]
     mask = repository_masker(root)
-    return Feedback(plan_id, failing, mask("\n".join(lines)), mask(output_text))
+    return Feedback(plan_id, failing, mask("\n".join(lines)), mask(whole))
+
+
+def _failing_output(check: dict[str, Any], failing: tuple[str, ...]) -> tuple[list[str], str]:
+    """Each failing test's output for the model (head and tail: the innermost frame of a traceback
+    comes last), and for the context's heuristics all of it plus the check log's tail, where the
+    runner printed every frame (a recorded failure message may be cut short)."""
+    messages = check.get("failures") or {}
+    shown = [t for t in failing if t in messages] or list(messages)
+    parts = [f"--- {test} ---\n{_clip_middle(str(messages[test]), MESSAGE_CHARS)}" for test in shown]
+    whole = [f"--- {test} ---\n{messages[test]}" for test in shown]
+    if not parts and check.get("tail"):
+        parts.append(_tail(str(check["tail"]), TAIL_CHARS))
+    whole.append(_log_tail(check.get("log")) or str(check.get("tail") or ""))
+    return parts, "\n".join(whole)
+
+
+def _log_tail(path: Any) -> str:
+    """The end of the check's log (papayu's own file under .git/papayu/checks/)."""
+    if not isinstance(path, str) or not path:
+        return ""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - LOG_TAIL_BYTES))
+            return log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _diff(root: Path, commit: Any) -> str:
@@ -134,6 +155,15 @@ def _clip(text: str, limit: int) -> str:
         return text
     note = f"\n...[{len(text) - limit} characters cut]"
     return text[: max(0, limit - len(note))] + note
+
+
+def _clip_middle(text: str, limit: int) -> str:
+    """A traceback's head (the test) and its tail (the innermost frame, the error), the middle cut."""
+    if len(text) <= limit:
+        return text
+    note = f"\n...[{len(text) - limit} characters cut]\n"
+    head = max(0, limit - len(note)) // 3
+    return text[:head] + note + text[len(text) - (max(0, limit - len(note)) - head) :]
 
 
 def _tail(text: str, limit: int) -> str:

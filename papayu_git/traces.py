@@ -9,7 +9,8 @@ round's trace (trace_id_for_apply), so `stats` counts one trace as one APPLY. La
     trace_format              1
     trace_id                  uuid4 string
     created_at                ISO-8601 UTC with microseconds (sort key for `stats --last N`)
-    command                   "plan" | "apply" | "fix" | "validate" ...
+    command                   the round or step it holds: "plan" | "apply" | "agent" | "research" ...
+    invoked_as                the command line's subcommand that ran it: "fix", "retry", "plan", "apply", "mcp" ...
     plan_id, goal             the stored plan this trace belongs to, and its goal
     papayu_version            the papayu that wrote it
     config_snapshot           {setting name: value} of settings.SETTINGS (never API keys)
@@ -38,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git import __version__, atomic, settings
+from papayu_git import __version__, atomic, invocation, settings
 from papayu_git.errors import PapayuError
 from papayu_git.plans import find_record
 from papayu_git.schemas import RESPONSE_SCHEMAS, schema_hash
@@ -116,6 +117,8 @@ def record(
     result as it is (adding config_snapshot, which `config_snapshot` masks itself).
     """
     data: dict[str, Any] = {"command": command}
+    if invocation.command():
+        data["invoked_as"] = invocation.command()
     if plan is not None:
         data.update(plan_id=plan.id, goal=plan.goal)
     data["papayu_version"] = __version__

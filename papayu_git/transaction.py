@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import checked, locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
-from papayu_git.errors import PapayuError, ValidationFailed
+from papayu_git.errors import PapayuError, ValidationFailed, hint_for
 from papayu_git.git import open_repo, papayu_dir, run_git
 from papayu_git.housekeeping import clear_stale
 from papayu_git.landing import Target, land, resolve_target
@@ -364,8 +364,9 @@ class _Run:
             "ERR_DIRTY_WORKTREE",
             f"uncommitted changes in files the plan touches: {', '.join(dirty)}; stopped before the check",
             path=str(workdir),
-            hint=f"commit them, or stash them and apply the plan again: git stash push -u -- {quoted} && "
-            f"git papayu apply {self.plan.id} && git stash pop",
+            # The pop runs whatever the apply ends in: a red check must not leave the edits stashed.
+            hint=f"commit them, or stash them around a new apply: git stash push -u -- {quoted} && "
+            f"{{ git papayu apply {self.plan.id}; git stash pop; }}",
         )
 
     def commit(self, prepared: Prepared) -> str | None:
@@ -610,7 +611,7 @@ class _Run:
             )
             self.warnings.append(f"{what}: {said}; NOT landed. {ways[0].upper()}{ways[1:]}")
             return PapayuError(verdict.code or "ERR_JUDGE_EDITS_HELD", said, path=self.branch, hint=ways)
-        ways = f"review it (git papayu show {self.plan.id}); land it anyway with git papayu land {self.plan.id} --force"
+        ways = hint_for("ERR_CHECK_FIXES_NOTHING", self.plan.id)
         self.warnings.append(f"the tip's check is red and the plan fixes none of its failures; NOT landed. {ways}")
         return PapayuError(verdict.code or "ERR_CHECK_FIXES_NOTHING", said, path=self.branch, hint=ways)
 
@@ -622,12 +623,14 @@ class _Run:
         verdict = self.gate.verdict if self.gate else None
         if verdict is not None and verdict.code not in (None, "ERR_CHECK_FAILED"):
             said = "; ".join(verdict.lines()) or verdict.trailer()
-            return PapayuError(verdict.code or "ERR_CHECK_FAILED", f"{said}; full output: {self.check.log}")
+            code = verdict.code or "ERR_CHECK_FAILED"
+            return PapayuError(code, f"{said}; full output: {self.check.log}", hint=hint_for(code, self.plan.id))
         if self.check.timed_out:
             return PapayuError(
                 "ERR_CHECK_TIMEOUT",
                 f"`{self.check.command}` ran past "
                 f"{settings.get_int('check_timeout_sec', str(self.root))}s and was killed",
+                hint=hint_for("ERR_CHECK_TIMEOUT", self.plan.id),
             )
         if self.check.environment:
             return PapayuError(
@@ -637,7 +640,9 @@ class _Run:
                 hint="; ".join([*self.check.environment[1:3], "`git papayu doctor --check` runs the check on the tip"]),
             )
         return PapayuError(
-            "ERR_CHECK_FAILED", f"`{self.check.command}` exited {self.check.exit_code}; full output: {self.check.log}"
+            "ERR_CHECK_FAILED",
+            f"`{self.check.command}` exited {self.check.exit_code}; full output: {self.check.log}",
+            hint=hint_for("ERR_CHECK_FAILED", self.plan.id),
         )
 
     def warn(self, text: str) -> None:
@@ -804,19 +809,15 @@ def land_branch(
     Only the commit whose recorded check passed lands (checked.py) unless ``force``;
     ``forge_green``: the commit the forge's checks found green (land --when-green), which
     counts as checked when it is exactly the commit being landed."""
-    commit = generated_branches(repo).get(plan_id)
-    if commit is None:
-        raise PapayuError(
-            "ERR_PLAN_NOT_FOUND",
-            f"no branch {branch_name(plan_id)} to land",
-            hint="Run 'git papayu list'; only kept (--review / failed) plans can be landed.",
-        )
     plan: StoredPlan | None
     try:
         plan = plans.load(pdir, plan_id)
         recorded = (plan.extra.get("apply") or {}).get("target") or plan.branch
     except PapayuError:
         plan, recorded = None, ""
+    commit = generated_branches(repo).get(plan_id)
+    if commit is None:
+        raise checked.nothing_to_land(plan_id, plan)
     found = checked.verdict(plan_id, plan, commit, unchecked_ok=forge_green == commit)
     target = resolve_target(repo, onto or recorded or None)
     target = Target(target.branch, target.ref, str(commit_of(repo, commit).parents[0].id))

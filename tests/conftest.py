@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import make_repo
+from calc_project import CALC, PYPROJECT, PYTEST, TESTS
+from helpers import git, make_repo
 from llm_server import ScriptedLLM
 
 
@@ -52,6 +53,14 @@ def llm() -> Iterator[ScriptedLLM]:
     server = ScriptedLLM([])
     yield server
     server.close()
+
+
+@pytest.fixture
+def calc(tmp_path: Path) -> Path:
+    """The calc project (calc_project.py) with pytest as its check: test_add fails on the tip."""
+    repo = make_repo(tmp_path / "calc", {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT})
+    git(repo, "config", "papayu.checkCommand", PYTEST)
+    return repo
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

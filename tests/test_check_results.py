@@ -51,6 +51,20 @@ def which(tool: str) -> str | None:
     return shutil.which(tool, path=TOOL_PATH)
 
 
+def cargo_missing() -> str | None:
+    """Why cargo cannot run here; None when it can. A rustup shim is on PATH without any toolchain
+    installed as often as cargo itself is missing: then `cargo --version` fails."""
+    if which("cargo") is None:
+        return "cargo not installed"
+    env = {"PATH": TOOL_PATH, "HOME": os.environ["HOME"], **TOOL_ENV}
+    proc = subprocess.run(["cargo", "--version"], env=env, capture_output=True, text=True, timeout=60)
+    return (
+        None
+        if proc.returncode == 0
+        else f"cargo does not run (a rustup shim without a toolchain?): {proc.stderr.strip()[:200]}"
+    )
+
+
 def run_check(
     project: Path, command: str, junit_globs: tuple[str, ...] = (), *, stream: bool = False
 ) -> tuple[int, str, TestResults]:
@@ -291,8 +305,11 @@ mod tests {
 }
 
 
+CARGO_MISSING = cargo_missing()
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(which("cargo") is None, reason="cargo not installed")
+@pytest.mark.skipif(CARGO_MISSING is not None, reason=str(CARGO_MISSING))
 def test_cargo_test_results_come_from_libtest_lines_with_the_binary_hash_dropped(tmp_path: Path) -> None:
     project = make_project(tmp_path / "rs", CARGO_PROJECT)
     code, log, results = run_check(project, "cargo test --no-fail-fast")
@@ -534,3 +551,18 @@ test('top level', () => {});
     code, log, results = run_check(project, "npx vitest run vt")
     assert code == 1 and results.source == "vitest junit" and "subtracts" in log
     assert results.outcomes == {f"vt/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
+
+
+@pytest.mark.skipif(which("rustup") is None, reason="cargo is no rustup shim here")
+def test_the_cargo_test_skips_where_cargo_is_a_rustup_shim_without_a_toolchain(tmp_path: Path) -> None:
+    """The run above must say "skipped", not fail, where rustup has no toolchain (a fresh rustup)."""
+    empty = tmp_path / "rustup-home"
+    empty.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider", __file__, "-k", "libtest"],
+        env={**os.environ, "RUSTUP_HOME": str(empty)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "1 skipped" in proc.stdout and "rustup shim" in proc.stdout, proc.stdout

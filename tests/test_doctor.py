@@ -225,6 +225,7 @@ def test_human_table_is_aligned_and_coloured_on_request(repo: Path) -> None:
     column = 4 + 2 + len("pre-commit config") + 2  # status, name, then every detail in one column
     assert all(row[column - 1] == " " and row[column] != " " for row in rows), plain.stdout
     assert all(row[6] != " " for row in rows)
-    assert plain.stdout.splitlines()[-1].startswith("papayu works here")
+    assert plain.stdout.splitlines()[-2].startswith("papayu works here")
+    assert plain.stdout.splitlines()[-1] == "plans are asked of: gemma-3-270m-q4_k_m (local)"
     coloured = papayu("doctor", cwd=repo, env={"PAPAYU_COLOR": "always"})
     assert "\033[32mok" in coloured.stdout

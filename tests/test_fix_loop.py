@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -15,57 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, git, make_repo, papayu, snapshot, stored_plans
-from llm_server import Reply, ScriptedLLM, chat, plan_answer, shown_files
+from calc_project import CALC, GOAL, GOOD, WRONG, attempt
+from helpers import ROOT, git, papayu, snapshot, stored_plans
+from llm_server import Reply, ScriptedLLM
+from terminal import Terminal
 
 from papayu_git.check import sandbox
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
 )
-
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
-GOAL = "fix the failing test tests/test_calc.py"
-CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
-TESTS = (
-    "from calc import add, sub\n\n\n"
-    "def test_add():\n    assert add(2, 3) == 5\n\n\n"
-    "def test_sub():\n    assert sub(5, 3) == 2\n"
-)
-PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
-
-
-def patch(old: str, new: str) -> str:
-    return f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return {old}\n+    return {new}\n"
-
-
-WRONG = patch("a - b", "a * b")  # add(2, 3) == 6: test_add still fails
-GOOD = patch("a - b", "a + b")
-
-
-def apply_answer(diff: str, summary: str = "add() fixed") -> Any:
-    def reply(body: dict[str, Any]) -> Reply:
-        base = shown_files(body)["calc.py"]
-        return chat(
-            {
-                "summary": summary,
-                "actions": [{"kind": "PATCH_FILE", "path": "calc.py", "patch": diff, "base_sha256": base}],
-            }
-        )
-
-    return reply
-
-
-def attempt(diff: str) -> list[Any]:
-    """One attempt of `fix`: the PLAN round's answer, then the APPLY round's change."""
-    return [chat(plan_answer("add() subtracts")), apply_answer(diff)]
-
-
-@pytest.fixture
-def calc(tmp_path: Path) -> Path:
-    repo = make_repo(tmp_path / "calc", {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT})
-    git(repo, "config", "papayu.checkCommand", PYTEST)
-    return repo
 
 
 def user_text(body: dict[str, Any]) -> str:
@@ -168,38 +126,11 @@ def test_yes_prints_the_diffstat_before_landing(calc: Path, llm: ScriptedLLM) ->
 
 
 def _run_on_a_terminal(repo: Path, env: dict[str, str], answer: str, *args: str) -> tuple[int, str]:
-    """`fix` with its stdin, stdout and stderr on a pty; ``answer`` to the landing question."""
-    import pty
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "papayu_git", "fix", GOAL, *args],
-        cwd=repo,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, **env, "GIT_PAGER": "cat", "PYTHONPATH": str(ROOT)},
-    )
-    os.close(slave)
-    seen, deadline = b"", time.monotonic() + 240
-    try:
-        while b"Land plan" not in seen:
-            assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
-            if select.select([master], [], [], 1.0)[0]:
-                seen += os.read(master, 65536)
-        os.write(master, f"{answer}\n".encode())
-        while proc.poll() is None or select.select([master], [], [], 0.2)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        os.close(master)
-        proc.wait(timeout=60)
-    return proc.returncode, seen.decode(errors="replace")
+    """`fix` on a terminal; ``answer`` to the landing question."""
+    term = Terminal(["fix", GOAL, *args], repo, env)
+    term.expect("Land plan")
+    term.type(f"{answer}\n".encode())
+    return term.wait(), term.text
 
 
 @pytest.mark.parametrize("answer, lands", [("y", True), ("n", False)])

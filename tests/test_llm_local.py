@@ -13,13 +13,15 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import test_model_window as click_sized
-from helpers import git, make_repo, papayu, run_papayu_bg, snapshot, trace_record, wait_for_marker
+from helpers import git, make_repo, papayu, processes_with, run_papayu_bg, snapshot, trace_record, wait_for_marker
+from terminal import CTRL_C, Terminal
 
 pytestmark = [pytest.mark.local_llm, pytest.mark.xdist_group("local-model")]  # one model server, one worker
 
@@ -186,3 +188,20 @@ def test_a_click_sized_plan_fits_the_embedded_models_window_and_goes_through(
         assert usage["prompt_tokens"] <= int(sent[0]["prompt_tokens"])  # papayu counts on the safe side
     else:
         assert proc.returncode == 1 and out["errors"][0]["code"] in CLEAR_ERRORS, proc.stderr
+
+
+def test_ctrl_c_while_the_local_model_answers_ends_papayu_and_its_server_within_a_second(sample: Path) -> None:
+    """The embedded server is killed, not asked to drain: a SIGTERM'd uvicorn finishes the answer
+    nobody waits for any more (that took 10 s, the old grace period)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("papayu-git[local] is not installed")
+    term = Terminal(["plan", GOAL], sample, {**MODEL_ENV, "PAPAYU_LLM_MAX_TOKENS": "4000"})
+    term.expect("waiting for gemma", timeout=600)  # the terminal's spinner: the request is out
+    time.sleep(1.0)  # the model is inside its answer
+    typed = term.type(CTRL_C)
+    code = term.wait(timeout=60)
+    took = time.monotonic() - typed
+    print(f"Ctrl-C to exit: {took:.3f} s")
+    assert code == 130 and "interrupted" in term.text, term.text
+    assert took < 1.0, f"papayu took {took:.2f} s to end after Ctrl-C"
+    assert processes_with(f"--watch-pid {term.pid}") == []  # the server went with it

@@ -121,7 +121,8 @@ def test_show_diff_and_trace_list_page_on_a_terminal(repo: Path, plan_id: str, p
     on_terminal(repo, "trace", "list", env=env)
     paged = pagers.got("git-pager")
     assert paged is not None and paged.startswith("AT ") and "TRACE" in paged.splitlines()[0]
-    assert plan_id not in paged and len(paged.splitlines()) == 2  # the header and the apply's trace
+    assert len(paged.splitlines()) == 2  # the header and the apply's trace
+    assert paged.splitlines()[1].split()[2] == plan_id and "diff --git" not in paged
 
 
 def test_no_pager_when_stdout_is_not_a_terminal(repo: Path, plan_id: str, pagers: Pagers) -> None:

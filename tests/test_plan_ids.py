@@ -62,7 +62,7 @@ def _applied(tmp_path: Path, *how: str) -> tuple[Path, dict[str, Any]]:
 
 def _listed_state(repo: Path, plan_id: str) -> str:
     lines = papayu("list", cwd=repo).stdout.splitlines()
-    assert lines[0].split() == ["ID", "STATE", "TARGET", "SUMMARY"]
+    assert lines[0].split() == ["ID", "STATE", "TARGET", "TRACE", "SUMMARY"]
     row = next(line for line in lines if line.startswith(plan_id))
     return row[len(plan_id) :].strip().split("  ")[0]
 
@@ -93,7 +93,7 @@ def test_trace_list_has_a_header_and_landing_names_what_landed(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     assert " new.txt | 1 +" in proc.stdout and "undo: git reset --keep ORIG_HEAD" in proc.stdout  # the diffstat
     lines = papayu("trace", "list", cwd=repo).stdout.splitlines()
-    assert lines[0].split() == ["AT", "TRACE", "COMMAND", "MODE", "PROTO", "OUTCOME", "NOTES"] and len(lines) == 2
+    assert lines[0].split() == ["AT", "TRACE", "PLAN", "COMMAND", "PROTO", "OUTCOME", "NOTES"] and len(lines) == 2
 
 
 def test_keep_failed_says_where_the_branch_is(tmp_path: Path) -> None:
@@ -113,7 +113,7 @@ def test_undo_takes_a_landing_back_only_while_nothing_came_after(tmp_path: Path)
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "new.txt", "content": "x\n"}])
     data = json.loads(papayu("apply", str(plan), "-y", "--check", "true", "--json", cwd=repo).stdout)
     assert data["state"] == "landed"
-    proc = papayu("undo", cwd=repo)  # @: the newest plan
+    proc = papayu("undo", cwd=repo)  # the newest landing
     assert proc.returncode == 0, proc.stderr
     assert git(repo, "rev-parse", "HEAD").strip() == before and not (repo / "new.txt").exists()
     assert (repo / "mine.txt").read_text() == "uncommitted\n"

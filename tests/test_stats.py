@@ -96,9 +96,10 @@ def test_graduation_holds_when_only_non_utf8_falls_back(repo: Path) -> None:
     _write(papayu_dir, [_apply(100, fallback=NON_UTF8)] + [_apply(200) for _ in range(99)])
     proc = cli("stats", cwd=repo)
     assert proc.returncode == 0
-    assert "fallback_rate                     1.0%" in proc.stdout
-    assert "fallback_rate_excluding_non_utf8  0.0%" in proc.stdout
-    assert "v2 graduation (READY)" in proc.stdout
+    assert "  whole-file fallback               1.0% (1 answers)" in proc.stdout
+    assert "    non-UTF-8 files aside           0.0%" in proc.stdout
+    assert "diffs only, no whole-file fallback? yes: PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 is safe" in proc.stdout
+    assert "graduation" not in proc.stdout and "v2" not in proc.stdout  # the user's words, not the project's
 
 
 def test_stats_with_no_traces(repo: Path) -> None:

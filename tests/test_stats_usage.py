@@ -253,7 +253,10 @@ def test_the_research_command_traces_its_summary_calls_for_stats(repo: Path, llm
     listed = papayu("trace", "list", "--json", cwd=repo)
     assert listed.returncode == 0, listed.stderr
     records = [r for r in json.loads(listed.stdout)["traces"] if r.get("command") == "research"]
-    assert [(r["outcome"], r["error_code"]) for r in records] == [("ok", None), ("error", "ERR_RESEARCH_INVALID")]
+    assert [(r["validation"], r["outcome"], r["error_code"]) for r in records] == [
+        ("ok", "ok", None),
+        ("error", "failed", "ERR_RESEARCH_INVALID"),
+    ]
     shown = papayu("trace", "show", records[0]["trace_id"], "--json", cwd=repo)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["online_research"]["id"] == research_id, shown.stdout

@@ -15,7 +15,7 @@ import click
 from papayu_git import agent, output, prewarm
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands.apply import transaction_options
-from papayu_git.commands.fix import Landing, may_apply
+from papayu_git.commands.fix import Landing, may_apply, refuse_unlandable
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
@@ -34,6 +34,7 @@ def run(
 ) -> int:
     repo, root, pdir = open_checkout()
     log_text = read_log_file(from_file) if from_file else None
+    refuse_unlandable(root, options.onto)
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
     with open_client(root) as client:
         done = agent.run_agent(
@@ -77,7 +78,7 @@ def run(
     if as_json:
         output.emit_json({"ok": apply_command.exit_code(result) == 0, "agent": report, "apply": result.to_dict()})
     else:
-        apply_command.report(result, False, diffstat_shown=landing.diffstat_shown)
+        apply_command.report(result, False, diffstat_shown=landing.diffstat_shown, check_shown=landing.check_shown)
     return apply_command.exit_code(result)
 
 

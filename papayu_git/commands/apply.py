@@ -166,11 +166,21 @@ FAILED_STATES = frozenset(
 )
 
 
-def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False) -> None:
-    """The outcome for a human (or as JSON); ``diffstat_shown``: the confirmation printed it already."""
+def report(
+    result: ApplyResult,
+    as_json: bool,
+    *,
+    diffstat_shown: bool = False,
+    check_shown: bool = False,
+    say_next: bool = True,
+) -> None:
+    """The outcome for a human (or as JSON); ``diffstat_shown``/``check_shown``: the confirmation
+    printed them already; ``say_next``: end a plan that did not land with the commands that go on
+    from it (not when `fix` asks the model again by itself), said last."""
     if as_json:
         output.emit_json(result.to_dict())
         return
+    steps = next_steps(result) if say_next else []
     short = (result.commit or "")[:12]
     if result.state == ApplyState.LANDED:
         output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
@@ -181,27 +191,55 @@ def report(result: ApplyResult, as_json: bool, *, diffstat_shown: bool = False) 
         else:  # a branch checked out nowhere: no ORIG_HEAD of its own
             output.result(f"  undo: git papayu undo {result.plan_id}")
     elif result.state == ApplyState.REVIEW and result.declined:
-        output.result(
-            f"plan {result.plan_id} not landed; kept as {short} on {result.branch}\n"
-            f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
-        )
+        output.result(f"plan {result.plan_id} not landed; kept as {short} on {result.branch}")
     elif result.state == ApplyState.REVIEW:
         if result.error:  # said once, here: the transaction only records it (one message per event)
-            error = result.error
-            reason, hint = (safe_text(error[k], multiline=True) for k in ("reason", "hint"))
-            output.error(f"{error['code']}: {reason}" + (f" ({hint})" if hint else ""))
-        output.result(
-            f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)\n"
-            f"  land it: git papayu land {result.plan_id}    drop it: git papayu drop {result.plan_id}"
-        )
+            output.error(_error_line(result, steps))
+        output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)")
     elif result.state == ApplyState.NO_CHANGES:
         output.result(f"plan {result.plan_id}: nothing to apply")
     else:
-        _report_rollback(result)
-    if result.check:
+        _report_rollback(result, steps)
+    if result.check and not check_shown:
         # A refusal already named every test in its error.
         for line in check_lines(result.check, tests_named=result.state == ApplyState.LANDED):
             output.info(line)
+    for line in steps:
+        output.result(f"  {line}")
+
+
+def _error_line(result: ApplyResult, steps: list[str]) -> str:
+    """`CODE (where): reason (hint)`; a red check's hint is left out where the next steps below say
+    the same commands."""
+    error = result.error or {}
+    reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
+    from papayu_git import retry  # see run
+
+    if steps and error.get("code") in retry.RETRY_CODES:
+        hint = ""
+    where = f" ({STAGES[result.stage]})" if result.state != ApplyState.REVIEW and result.stage in STAGES else ""
+    return f"{error.get('code', 'ERR_CHECK_FAILED')}{where}: {reason}" + (f" ({hint})" if hint else "")
+
+
+def next_steps(result: ApplyResult) -> list[str]:
+    """What goes on from a plan that did not land, each command as it would work when pasted: a red
+    check is asked again (`retry`), a kept branch lands (with --force where `land` would refuse
+    it: a red or unchecked commit, checked.py) or is dropped (docs/TRANSACTION.md, "What next")."""
+    from papayu_git import checked, retry  # see run
+
+    plan_id, outcome = result.plan_id, result.to_dict()
+    steps = [f"ask the model again: git papayu retry {plan_id}"] if retry.retryable(outcome) else []
+    if result.state == ApplyState.REVIEW and result.commit:
+        refused = checked.verdict_of(plan_id, outcome, result.commit).problem is not None
+        land = (
+            f"land it anyway: git papayu land {plan_id} --force" if refused else f"land it: git papayu land {plan_id}"
+        )
+        steps += [land, f"drop it: git papayu drop {plan_id}"]
+    elif result.state in FAILED_STATES and result.commit and steps:
+        steps.append(f"see its change: git papayu show {plan_id}")
+    if result.branch_kept and result.state != ApplyState.REVIEW:
+        steps.append(f"drop it: git papayu drop {plan_id}")
+    return steps
 
 
 def check_lines(check: dict[str, Any], *, tests_named: bool = True) -> list[str]:
@@ -237,15 +275,12 @@ def tests_said(tests: dict[str, Any] | None) -> str:
     return f"; {said} ({tests.get('source')})"
 
 
-def _report_rollback(result: ApplyResult) -> None:
+def _report_rollback(result: ApplyResult, steps: list[str]) -> None:
     if result.check and result.check.get("tail"):
         output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
         output.info(safe_text(result.check["tail"], multiline=True))
         output.info(output.colour("---", "dim", sys.stderr))
-    error = result.error or {}
-    reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
-    where = f" ({STAGES[result.stage]})" if result.stage in STAGES else ""
-    output.error(f"{error.get('code', 'ERR_CHECK_FAILED')}{where}: {reason} ({hint})")
+    output.error(_error_line(result, steps))
     kept = f"; branch {result.branch} kept" if result.branch_kept else ""
     done = {
         ApplyState.REFUSED: "refused",

@@ -21,9 +21,9 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
@@ -45,10 +45,13 @@ from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, find_toplevel, open_repo
 from papayu_git.hooks import HOOKS
-from papayu_git.llm.config import Provider, api_key_source, load_config
+from papayu_git.llm.config import LLMConfig, Provider, api_key_source, load_config
 from papayu_git.llm.local import MODEL_PACKAGE
 from papayu_git.objects import GitTree
 from papayu_git.secrets import mask, mask_data
+
+if TYPE_CHECKING:
+    from papayu_git.check.tip import TipCheck
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 # `git ls-tree --format` (context/basetree.py) arrived in git 2.36.
@@ -101,6 +104,7 @@ class _Here:
     bwrap: str | None = None
     bwrap_works: bool = False
     provider: str = ""
+    model: str = ""  # the model plans are asked of ("" when none could be named)
 
 
 # --- git and the repository ---------------------------------------------------------
@@ -534,7 +538,7 @@ def provider_item(here: _Here) -> Item:
         config = load_config(cwd)
     except PapayuError as exc:
         return Item(name, FAIL, f"{exc.code}: {exc.reason}", exc.hint, code=exc.code)
-    here.provider = config.provider.value
+    here.provider, here.model = config.provider.value, config.model
     key_from = api_key_source(config.provider, config.base_url)
     base_url = mask(config.base_url)
     data = {
@@ -568,7 +572,22 @@ def provider_item(here: _Here) -> Item:
             "Start the server, or fix PAPAYU_LLM_BASE_URL or the network, then `git papayu doctor`.",
             data=data,
         )
-    return Item(name, OK, f"{detail}; reachable", data=data)
+    if config.model:
+        return Item(name, OK, f"{detail}; reachable", data=data)
+    return _served_model(here, config, data, f"{config.provider.value} at {base_url}; {key}")
+
+
+def _served_model(here: _Here, config: LLMConfig, data: dict[str, Any], said: str) -> Item:
+    """No model configured: the one the server lists at /models, asked the way a plan asks it."""
+    from papayu_git.llm.client import ChatClient  # only here: httpx and the client
+
+    try:
+        with ChatClient(replace(config, timeout_sec=_PROBE_TIMEOUT_SEC, retries=0)) as client:
+            here.model = client.model()
+    except PapayuError as exc:
+        return Item("llm provider", WARN, f"{said}; no model: {exc.reason}", exc.hint, code=exc.code, data=data)
+    data["model"] = here.model
+    return Item("llm provider", OK, f"{said}; reachable, model {here.model} (the one it serves)", data=data)
 
 
 # --- hooks -------------------------------------------------------------------------------------
@@ -650,19 +669,41 @@ def tip_check_item(here: _Here) -> Item:
     seen = f"; environment: {', '.join(report.env_dirs)}" if report.env_dirs else "; no environment directory"
     if report.passed:
         return Item(name, OK, f"passed in the sandbox ({report.sandbox}) in {timing}{seen}", data=data)
+    return _tip_failed(
+        name, report, f"FAILED in the sandbox ({report.sandbox}, exit {report.exit_code}) in {timing}{seen}"
+    )
+
+
+def _tip_failed(name: str, report: TipCheck, failed: str) -> Item:
+    """A red check on the tip: the sandbox lacks something (it passes in the user's tree), or the tip
+    itself is red, where plans still land by fixing a failing test."""
+    data = report.to_dict()
     missing = "; ".join(report.environment) or "nothing recognisable: read the log"
+    if report.direct_passed:  # the sandbox lacks something the tests need: every plan's check would fail
+        return Item(
+            name,
+            FAIL,
+            f"{failed}; missing: {missing}",
+            f"Read {report.log}: the check passes in your tree but not where plans are checked, so no plan can "
+            "pass it until the check gets what it needs (README: What the tests need).",
+            code="ERR_CHECK_FAILED",
+            data=data,
+        )
+    red = "; it fails in your tree too: the tip is red" if report.direct_passed is False else ""
+    noticed = f"; noticed: {missing}" if report.environment else ""
     return Item(
         name,
-        FAIL if report.direct_passed else WARN,
-        f"FAILED in the sandbox ({report.sandbox}, exit {report.exit_code}) in {timing}{seen}; missing: {missing}",
-        f"Read {report.log}; plans cannot land while the check fails on the tip for a reason outside the plan.",
+        WARN,
+        f"{failed}{red}{noticed}",
+        f"Read {report.log}. A plan still lands on a red tip when it makes at least one of the failing tests pass "
+        "and breaks none (otherwise it is kept for review: ERR_CHECK_FIXES_NOTHING).",
         code="ERR_CHECK_FAILED",
         data=data,
     )
 
 
-def collect(check: bool = False) -> list[Item]:
-    here = _Here()
+def collect(check: bool = False, here: _Here | None = None) -> list[Item]:
+    here = here or _Here()
     items = [
         git_item(),
         repository_item(here),
@@ -685,10 +726,12 @@ _STATUS_COLOURS = {OK: "green", WARN: "yellow", FAIL: "red", INFO: "cyan"}
 
 
 def run(as_json: bool = False, check: bool = False) -> int:
-    checks = mask_data([item.to_dict() for item in collect(check)])
+    here = _Here()
+    checks = mask_data([item.to_dict() for item in collect(check, here)])
     ok = all(c["status"] != FAIL for c in checks)
+    model = {"provider": here.provider or None, "name": here.model or None}
     if as_json:
-        output.emit_json({"ok": ok, "checks": checks})
+        output.emit_json({"ok": ok, "model": model, "checks": checks})
         return 0 if ok else 1
     width = max(len(c["name"]) for c in checks)
     for c in checks:
@@ -704,6 +747,8 @@ def run(as_json: bool = False, check: bool = False) -> int:
         output.result(f"papayu works here, with warnings: {', '.join(warned)}")
     else:
         output.result(output.colour("papayu works here", "green"))
+    if here.model:
+        output.result(f"plans are asked of: {mask(here.model)} ({here.provider})")
     return 0 if ok else 1
 
 

@@ -18,7 +18,8 @@ from papayu_git import output, prewarm, retry
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
-from papayu_git.error_handler import handle_errors
+from papayu_git.error_handler import Terminated, handle_errors
+from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel, open_repo, papayu_dir
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
@@ -53,11 +54,25 @@ def run(
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
     root = find_toplevel()
+    refuse_unlandable(root, options.onto)
     # The check's checkout is prepared while the model (and an embedded one's start) takes its time.
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
     with open_client(root) as client:
         loop = Loop(root, route, options, protocol, accept_memory, as_json, client)
         return loop.run(attempts or default_attempts(options), from_file=from_file)
+
+
+def refuse_unlandable(root: Path, onto: str | None) -> None:
+    """Where the plan would land is known before the model is asked (and paid): a detached HEAD
+    without --onto, an --onto branch that does not exist or a branch without a commit refuse now,
+    not after the answer (docs/TRANSACTION.md, "The transaction")."""
+    from papayu_git.landing import resolve_target
+
+    try:
+        resolve_target(open_repo(root), onto)
+    except PapayuError as exc:
+        exc.reason += "; nothing was sent to the model"
+        raise
 
 
 @dataclass
@@ -84,6 +99,7 @@ class Landing:
     def __init__(self, root: Path, yes: bool, as_json: bool) -> None:
         self.root, self.yes, self.as_json = root, yes, as_json
         self.diffstat_shown = False  # the landing report then leaves it out
+        self.check_shown = False  # the same for the check's lines (shown with the diff)
 
     def confirm(self, preview: LandingPreview) -> bool:
         if self.yes:
@@ -96,11 +112,26 @@ class Landing:
         from papayu_git.git import open_repo
 
         diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
-        with output.paged():
-            output.result(render_diff(diff, output.use_colour(sys.stdout)))
-            for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
-                output.result(line)
-        return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
+        try:
+            with output.paged():
+                output.result(render_diff(diff, output.use_colour(sys.stdout)))
+                for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
+                    output.result(line)
+            self.diffstat_shown = self.check_shown = True  # the diff starts with its stat
+            return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
+        except (click.Abort, KeyboardInterrupt) as exc:
+            return not_answered(exc)
+
+
+def not_answered(exc: BaseException) -> bool:
+    """Ctrl-C or Ctrl-D at the landing question is a no: the checked plan stays on papayu/<id> for
+    `land ID` (docs/TRANSACTION.md, "Landing"). A termination signal is not an answer."""
+    if isinstance(exc, Terminated):
+        raise exc
+    key = "Ctrl-D" if isinstance(exc.__context__, EOFError) else "Ctrl-C"
+    output.info("")  # the question's line ends here
+    output.info(f"papayu: {key} at the question: not landing")
+    return False
 
 
 # -y of the commands that run Loop (fix, retry): the same question, skipped the same way.
@@ -160,7 +191,7 @@ class Loop:
                 plan_command.render(outcome, say_next=False)
             if outcome.response.is_no_changes or not may_apply(outcome.plan.id, self.options.yes):
                 break
-            attempt.result = self.apply(outcome)
+            attempt.result = self.apply(outcome, last=number == attempts)
             after = attempt.result.to_dict()
             if number == attempts or not retry.retryable(after):
                 break
@@ -186,7 +217,8 @@ class Loop:
             f"failures{safe_text(failing)}"
         )
 
-    def apply(self, outcome: PlanOutcome) -> ApplyResult:
+    def apply(self, outcome: PlanOutcome, *, last: bool) -> ApplyResult:
+        """Commit and check the plan, land it on a yes; ``last``: no attempt follows a red check."""
         plan, response = apply_command.response_of(
             self.root, outcome.plan, self.protocol, self.options.onto, self.client
         )
@@ -197,7 +229,14 @@ class Loop:
         options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
-            apply_command.report(result, False, diffstat_shown=landing.diffstat_shown)
+            again = not last and retry.retryable(result.to_dict())  # the loop asks the model again itself
+            apply_command.report(
+                result,
+                False,
+                diffstat_shown=landing.diffstat_shown,
+                check_shown=landing.check_shown,
+                say_next=not again,
+            )
         return result
 
     def drop_superseded(self) -> None:

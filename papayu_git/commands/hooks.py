@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from papayu_git import output
+from papayu_git.cli import SuggestingGroup
 from papayu_git.error_handler import handle_errors
 from papayu_git.hooks import InstallState, install_shim, uninstall_shim
 
@@ -31,7 +32,7 @@ def run_install(chain: bool = False, force: bool = False, as_json: bool = False)
     return 0
 
 
-@click.group("hooks")
+@click.group("hooks", cls=SuggestingGroup)
 def command() -> None:
     """Git hooks of papayu-git.
 

@@ -39,7 +39,7 @@ def _landed_now(repo: Any, outcome: dict[str, Any]) -> str:
     except (KeyError, ValueError, TypeError):
         return "landed"
     if tip != landed and not repo.descendant_of(tip, landed):
-        return "landed (not on branch)"
+        return "landed (undone)" if outcome.get("undone_to") else "landed (not on branch)"
     short = str(landed)[:12]
     for entry in repo.walk(tip):  # a revert of it since? (only the commits after it are read)
         if entry.id == landed:
@@ -61,12 +61,22 @@ def rows() -> list[dict[str, Any]]:
                 "state": _state(plan, plan.id in branches, repo),
                 "branch": branch_name(plan.id) if plan.id in branches else "",
                 "target": (plan.extra.get("apply") or {}).get("target") or plan.branch,
+                "trace_id": plan.trace_id,  # its latest: the apply's, else the PLAN round's
                 "summary": (summary or plan.goal).splitlines()[0] if (summary or plan.goal) else "",
             }
         )
     known = {row["id"] for row in out}
     for plan_id in sorted(set(branches) - known):
-        out.append({"id": plan_id, "state": "branch only", "branch": branch_name(plan_id), "target": "", "summary": ""})
+        out.append(
+            {
+                "id": plan_id,
+                "state": "branch only",
+                "branch": branch_name(plan_id),
+                "target": "",
+                "trace_id": "",
+                "summary": "",
+            }
+        )
     return out
 
 
@@ -81,12 +91,15 @@ def run(as_json: bool = False) -> int:
     shown = [{k: safe_text(v) for k, v in row.items()} for row in table]  # the summary is the model's
     width = max([len("STATE"), *(len(r["state"]) for r in shown)])
     target = max([len("TARGET"), *(len(r["target"] or "-") for r in shown)])
-    if shown:
-        output.result(f"{'ID':<22}  {'STATE':<{width}}  {'TARGET':<{target}}  SUMMARY")
+    if shown:  # TRACE: a prefix for `trace show` (which also takes the plan's own id)
+        output.result(f"{'ID':<22}  {'STATE':<{width}}  {'TARGET':<{target}}  {'TRACE':<8}  SUMMARY")
     for row in shown:  # masked before it is cut (a cut token no longer matches)
         branch = f"  [{row['branch']}]" if row["branch"] else ""
         summary = row["summary"][:60]
-        output.result(f"{row['id']:<22}  {row['state']:<{width}}  {row['target'] or '-':<{target}}  {summary}{branch}")
+        trace = row["trace_id"][:8] or "-"
+        output.result(
+            f"{row['id']:<22}  {row['state']:<{width}}  {row['target'] or '-':<{target}}  {trace:<8}  {summary}{branch}"
+        )
     return 0
 
 
@@ -94,6 +107,7 @@ def run(as_json: bool = False) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(as_json: bool) -> None:
     """List stored plans and papayu/* branches: id, state (planned, ready, committed,
-    review, landed, rolled_back, dropped), target branch and summary."""
+    review, landed, rolled_back, dropped), target branch, trace (`git papayu trace show ID`)
+    and summary."""
     with handle_errors(as_json):
         raise SystemExit(run(as_json))

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from papayu_git import output
+from papayu_git.cli import SuggestingGroup
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel
@@ -92,7 +93,7 @@ def run_unset(key: str, as_json: bool) -> int:
     return 0
 
 
-@click.group("memory")
+@click.group("memory", cls=SuggestingGroup)
 def command() -> None:
     """Engineering memory: defaults the model sees in its ENGINEERING_MEMORY block.
 

@@ -10,6 +10,7 @@ import click
 
 from papayu_git import output, prewarm, settings
 from papayu_git.commands import apply as apply_command
+from papayu_git.commands.show import step_lines
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.git import find_toplevel
@@ -36,15 +37,6 @@ def _bullets(title: str, items: Any) -> list[str]:
     return [output.colour(title, "bold"), *(f"  - {r}" for r in rows)] if rows else []
 
 
-def _steps(items: Any) -> list[str]:
-    rows = []
-    for n, step in enumerate(items or (), 1):
-        if isinstance(step, dict):
-            details = f" — {safe_text(step['details'])}" if step.get("details") else ""
-            rows.append(f"  {n}. {safe_text(step.get('step', ''))}{details}")
-    return [output.colour("Plan:", "bold"), *rows] if rows else []
-
-
 def next_command(outcome: PlanOutcome) -> str:
     if outcome.response.is_no_changes:
         return "nothing to apply (NO_CHANGES)"
@@ -62,7 +54,7 @@ def render(outcome: PlanOutcome, *, say_next: bool = True) -> None:
         output.colour("Summary:", "bold"),
         *(f"  {line}" for line in safe_text(response.summary.strip() or "-", multiline=True).split("\n")),
     ]
-    lines += _steps(response.plan)
+    lines += step_lines(response.plan)
     lines += _bullets("Questions:", response.questions)
     lines += _bullets("Risks:", response.risks)
     lines += _bullets("Proposed actions:", [f"{a.kind.value} {a.path}" for a in response.ordered_actions()])

