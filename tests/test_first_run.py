@@ -43,15 +43,27 @@ def test_the_quickstart_puts_only_git_papayu_on_the_path(tmp_path: Path) -> None
 
 
 def make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`make ARGS` on papayu's Makefile with a fresh VENV and the installers stubbed by `true`."""
-    venv = tmp_path / "venv"
+    """`make ARGS` on papayu's Makefile with a fresh VENV and HOME (no llama.cpp wheel built yet),
+    the installers stubbed: `pip wheel` leaves a fake wheel where the recipe expects one."""
+    venv, home = tmp_path / "venv", tmp_path / "home"
     venv.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    pip = tmp_path / "pip"
+    pip.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = wheel ] || exit 0\n'
+        'for a in "$@"; do case "$a" in llama-cpp-python==*) version="${a#*==}";; esac; done\n'
+        'while [ $# -gt 0 ]; do [ "$1" = --wheel-dir ] && mkdir -p "$2" && '
+        'touch "$2/llama_cpp_python-$version-py3-none-any.whl"; shift; done\n'
+    )
+    pip.chmod(0o755)
     return subprocess.run(
-        ["make", "--no-print-directory", f"VENV={venv}", "PYTHON=true", "PIP=true", *args],
+        ["make", "--no-print-directory", f"VENV={venv}", "PYTHON=true", f"PIP={pip}", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "HOME": str(home)},
     )
 
 
@@ -59,10 +71,12 @@ def make(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_make_says_what_the_llama_build_is_and_how_to_skip_it_before_it_starts(tmp_path: Path) -> None:
     with_model = make(tmp_path, "venv", "EXTRAS=test,local")
     assert with_model.returncode == 0, with_model.stderr
-    said = next(line for line in with_model.stdout.splitlines() if "llama.cpp" in line and "minutes" in line)
-    assert "make venv EXTRAS=test,lint" in said and ".cache/papayu-git/llama-" in said
-    assert with_model.stdout.index(said) < with_model.stdout.index("llama-cpp-python[server]")  # before the build
+    said = with_model.stdout
+    assert "building llama-cpp-python" in said and "minutes" in said.replace("min ", "minutes "), said
+    assert "make venv EXTRAS=test,lint" in said and ".cache/papayu-git/llama-wheel-" in said
+    again = make(tmp_path, "venv", "EXTRAS=test,local", "-B")  # the same HOME: the wheel is there now
+    assert "reusing the wheel built earlier" in again.stdout, again.stdout
     for_demo = make(tmp_path / "demo", "-n", "demo", "EXTRAS=test,local")  # a fresh venv: the recipe runs
-    assert "make demo EXTRAS=test,lint" in for_demo.stdout
+    assert "EXTRAS=test,local" in for_demo.stdout
     without = make(tmp_path / "plain", "venv", "EXTRAS=test")
     assert without.returncode == 0 and "llama.cpp" not in without.stdout, without.stdout

@@ -45,9 +45,14 @@ def _configure_driver(tmp_path: Path, repo: Path) -> Path:
 def _land(
     repo: Path, tmp_path: Path, name: str, actions: list[dict[str, str]], check: str
 ) -> tuple[dict[str, Any], str]:
+    """Applied and landed; the check's logs (the regression run's, then the plan's own run's: data
+    files are the plan's own only there, and --allow-test-edits lets that run judge them)."""
     plan = write_plan(tmp_path, actions, name=f"{name}.json")
-    data = apply_json(repo, plan, "-y", "--check", check, env={"PAPAYU_PROTOCOL_VERSION": "1"})
-    return data, Path(data["check"]["log"]).read_text() if data.get("check") else ""
+    flags = ("-y", "--allow-test-edits", "--check", check)
+    data = apply_json(repo, plan, *flags, env={"PAPAYU_PROTOCOL_VERSION": "1"})
+    check_record = data.get("check") or {}
+    logs = [Path(p).read_text() for p in (check_record.get("log"), check_record.get("own_log")) if p]
+    return data, "\n".join(logs)
 
 
 def _same_as_blobs(repo: Path, paths: list[str]) -> None:
