@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git.check import selection
-from papayu_git.check.base import BaseRun, base_run, inputs_path, recording, remember
+from papayu_git.check.base import BaseRun, base_run, inputs_path, remember
 from papayu_git.check.judge_tree import tip_tests_commit
 from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
 from papayu_git.check.results.channel import PluginAsk
@@ -86,18 +86,16 @@ def run_gate(request: GateRequest) -> Gate:
     own = None
     how = selection.mode(request.root)
     if judge_commit is None:
-        # The tip's tests on this tree: the base of the tip it may become (recorded as one).
-        plain = not request.extra_commands
-        regression = _judged(
-            request, base, how, request.commit, f"{request.plan_id}.log", request.extra_commands, plain
-        )
-        if plain and regression.tests is not None and not regression.tests.reused:
+        regression = _judged(request, base, how, request.commit, f"{request.plan_id}.log", request.extra_commands)
+        # The tip's tests on this tree: the base of the tip it may become. Not when bases record
+        # what each test read (a plan's run does not): the next plan's prewarm records one.
+        if not request.extra_commands and how == "off":
             remember(
                 request.repo, request.pdir, request.commit, request.command, request.sandbox, request.root, regression
             )
     else:
-        regression = _judged(request, base, how, judge_commit, f"{request.plan_id}.log", (), False)
-        own = _judged(request, base, how, request.commit, f"{request.plan_id}.own.log", request.extra_commands, False)
+        regression = _judged(request, base, how, judge_commit, f"{request.plan_id}.log", ())
+        own = _judged(request, base, how, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
 
     def rerun_base(ids: list[str]) -> Run:
         again = tip_run(fresh=True)
@@ -140,18 +138,17 @@ def shared_services(root: Path, sandbox: Sandbox) -> str:
 
 
 def _judged(
-    request: GateRequest, base: BaseRun, how: str, commit: str, log: str, extra: tuple[str, ...], record: bool
+    request: GateRequest, base: BaseRun, how: str, commit: str, log: str, extra: tuple[str, ...]
 ) -> CheckResult:
     """One run of the plan's tree (or its regression tree) with the selective check as set
     (check/selection/): every test (off, observe: then what selection would have missed is
     recorded) or those whose inputs ``commit`` changed, the base's other passes reused (on); a
     sampled test that does not pass trips the wire: every test runs, the base's record is dropped."""
-    record = record and recording(request.root)
     if how == "off" or extra:
-        return _run(request, commit, log, extra, PluginAsk(record=record))
+        return _run(request, commit, log, extra, PluginAsk())
     chosen = selection.plan(request.repo, request.pdir, base, request.tip, commit, seed=f"{request.plan_id}:{commit}")
     if how == "observe" or not chosen.selective:
-        result = _run(request, commit, log, extra, PluginAsk(record=record))
+        result = _run(request, commit, log, extra, PluginAsk())
         said = {"missed": selection.missed(result, base, chosen)} if how == "observe" else {}
         return replace(result, selection=selection.record(chosen, how, **said))
     result = selection.with_reused(_run(request, commit, log, extra, selection.ask(chosen)), base, chosen)
@@ -159,7 +156,7 @@ def _judged(
     if not wire:
         return replace(result, selection=selection.record(chosen, how))
     inputs_path(request.pdir, base.key).unlink(missing_ok=True)  # the record missed something: no more of it
-    again = _run(request, commit, log, extra, PluginAsk(record=record))
+    again = _run(request, commit, log, extra, PluginAsk())
     return replace(again, selection=selection.record(chosen, how, tripwire=wire))
 
 
