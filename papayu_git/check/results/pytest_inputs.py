@@ -70,6 +70,7 @@ class Recorder:
         elif self.monitor is None:
             self.profiler.enable()
         sys.addaudithook(self._audit)
+        self._loaded()
 
     def _started(self, code: Any, offset: int) -> Any:
         """sys.monitoring's PY_START: the first start of ``code`` since the last switch."""
@@ -186,9 +187,23 @@ class Recorder:
         finally:
             self._switch(test)
 
+    def _loaded(self) -> None:
+        """The repository's modules imported so far (before recording began too: plugins, the
+        runner's own imports) count as run outside any test: their module code ran."""
+        for module in list(sys.modules.values()):
+            filename = getattr(module, "__file__", None)
+            if isinstance(filename, str) and filename.startswith(self.root):
+                key = (filename[len(self.root) :], "<module>")
+                number = self.numbers.get(key)
+                if number is None:
+                    number = self.numbers[key] = len(self.numbers)
+                    self._write({"n": number, "f": key[0], "q": key[1]})
+                self.global_["u"].add(number)
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
         self._switch(self.global_)
+        self._loaded()
         self._flush("g", str(os.getpid()), self.global_)
         self.handle.flush()
 

@@ -122,12 +122,18 @@ class Reporter:
         self.write({"kind": "end", "status": int(exitstatus)})
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
+    # Before the conftests are imported: what they import and run is recorded too.
+    if not _active:
+        _inputs(early_config, _config())
+
+
 def pytest_configure(config: Any) -> None:
     # A session inside a session: its tests are not the check's.
     if _active:
         return
     wanted = _config()
-    _inputs(config, wanted)
     # xdist's workers: their controller reports every test.
     if hasattr(config, "workerinput") or hasattr(config, "slaveinput"):
         return
@@ -142,6 +148,10 @@ def _inputs(config: Any, wanted: dict[str, Any]) -> None:
     """The selective check (pytest_inputs.py): record each test's inputs (the base run), or run
     only the tests papayu names (a plan's run); in xdist's workers too, which run the tests."""
     if not wanted.get("inputs_dir") and not wanted.get("select"):
+        return
+    if config.pluginmanager.has_plugin("papayu-inputs-recorder") or config.pluginmanager.has_plugin(
+        "papayu-inputs-selector"
+    ):
         return
     sys.path.insert(0, os.path.dirname(CONFIG))
     try:

@@ -5,9 +5,9 @@ A test re-runs when an input it read differs between the tip and the run's tree:
 ran changed (changes.py), a file of the repository it opened changed, or anything every test may
 read changed (what ran or was opened outside any test, the runner's and the packaging's files, a
 module's import-time code, code not in Python, a file added or deleted). It re-runs too when it
-did not pass on the base, could not be recorded (a subprocess, a socket, a read outside the
-repository), is not in the base's record, and in a random sample of the rest: a tripwire, since a
-recorded input is only what the recording could see. Every other test keeps its base pass;
+did not pass on the base, could not be recorded (a subprocess, a socket, a thread, a read outside
+the repository), is not in the base's record, and in a random sample of the rest (5% of the test
+files, whole): a tripwire, since a recorded input is only what the recording could see. Every other test keeps its base pass;
 a failure is never reused.
 """
 
@@ -77,8 +77,7 @@ def select(
     run = set(affected) & outcomes.keys()
     run |= {t for t, o in outcomes.items() if o != Outcome.PASSED}
     run |= {t for t in outcomes if t not in recorded.tests or recorded.tests[t].unselectable}
-    rest = sorted(outcomes.keys() - run)
-    picked = random.Random(seed).sample(rest, min(len(rest), math.ceil(len(rest) * sample))) if rest else []
+    picked = _sample(sorted(outcomes.keys() - run), seed, sample)
     run |= set(picked)
     reused = frozenset(outcomes.keys() - run)
     timing = (_seconds(recorded, run), _seconds(recorded, outcomes))
@@ -116,6 +115,19 @@ def _python(recorded: Recorded, path: str, old: bytes, new: bytes, readers: set[
     if (path, MODULE) in recorded.shared.units and change.module:
         return "its module-level code changed"
     return out
+
+
+def _sample(rest: list[str], seed: str, share: float) -> list[str]:
+    """The tripwire: the tests of a random ``share`` of the test files (at least one file) among
+    ``rest``. Whole files, since importing a test module is most of what running one test costs."""
+    if not rest or share <= 0:
+        return []
+    files: dict[str, list[str]] = {}
+    for test in rest:
+        files.setdefault(test.split("::", 1)[0], []).append(test)
+    names = sorted(files)
+    chosen = random.Random(seed).sample(names, min(len(names), math.ceil(len(names) * share)))
+    return [test for name in chosen for test in files[name]]
 
 
 def _seconds(recorded: Recorded, tests: Iterable[str]) -> float:
