@@ -33,9 +33,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from papayu_git.check.selection.changes import python_change  # noqa: E402
 from papayu_git.judges import is_code  # noqa: E402
 
 TARGET_RATIO = 0.25
+MIN_TESTS = 100  # a base with fewer passing tests did not run at that commit
 MUTATIONS = (
     ("==", "!="),
     (" + ", " - "),
@@ -129,29 +131,43 @@ def apply(project: Project, name: str, path: str, content: str, select: str) -> 
 
 
 def mutants(old: str, new: str, limit: int) -> list[str]:
-    """``new`` with one of the lines the commit changed mutated, a few ways."""
-    before = set(old.splitlines())
+    """``new`` with one line of a function the commit changed mutated (an operator flipped, a
+    constant changed), a few ways: what a wrong plan looks like."""
+    import ast
+
+    units = python_change(old.encode(), new.encode()).units
+    spans: list[tuple[int, int]] = []
+    for node in ast.walk(ast.parse(new)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in {
+            u.rsplit(".", 1)[-1] for u in units
+        }:
+            spans.append((node.body[0].lineno, node.end_lineno or node.lineno))
     lines = new.splitlines(keepends=True)
     out: list[str] = []
-    for i, line in enumerate(lines):
-        if line.rstrip("\n") in before or line.lstrip().startswith(("#", "def ", "class ", "@", "import", "from")):
-            continue
-        for a, b in MUTATIONS:
-            if a in line:
-                out.append("".join([*lines[:i], line.replace(a, b, 1), *lines[i + 1 :]]))
-                break
-        if len(out) >= limit:
-            break
+    for start, end in spans:
+        for i in range(start - 1, end):
+            stripped = lines[i].lstrip()
+            if stripped.startswith(("#", '"', "'", "def ", "class ", "@", "import", "from")):
+                continue
+            for a, b in MUTATIONS:
+                if a in lines[i]:
+                    out.append("".join([*lines[:i], lines[i].replace(a, b, 1), *lines[i + 1 :]]))
+                    break
+            if len(out) >= limit:
+                return out
     return out
 
 
-def replay(project: Project, commit: str, path: str, n_mutants: int) -> dict[str, Any]:
+def replay(project: Project, commit: str, path: str, n_mutants: int) -> dict[str, Any] | None:
     parent = git(project.repo, "rev-parse", f"{commit}^").strip()
     git(project.repo, "checkout", "-q", "-f", "-B", "main", parent)
     git(project.repo, "clean", "-q", "-fdx", "-e", ".venv")
     old = git(project.repo, "show", f"{parent}:{path}")
     new = git(project.repo, "show", f"{commit}:{path}")
     observed = apply(project, f"{commit[:8]}-observe", path, new, "observe")
+    passed = ((observed.get("check") or {}).get("verdict") or {}).get("passed") or 0
+    if passed < MIN_TESTS:  # the suite does not run at this old commit with today's tools
+        return None
     chosen = apply(project, f"{commit[:8]}-on", path, new, "on")
     row: dict[str, Any] = {"commit": commit[:10], "path": path}
     for key, data in (("observe", observed), ("on", chosen)):
@@ -220,10 +236,15 @@ def main() -> None:
         projects.append(Project(name, Path(source), [d for d in deps.split(",") if d]))
     for project in projects:
         setup(project, work)
-        for commit, path in one_file_commits(project, args.commits):
+        for commit, path in one_file_commits(project, args.commits * 4):
             row = replay(project, commit, path, args.mutants)
-            project.rows.append(row)
-            print(json.dumps(row), file=sys.stderr)
+            print(
+                json.dumps(row or {"commit": commit[:10], "skipped": "the suite does not run there"}), file=sys.stderr
+            )
+            if row is not None:
+                project.rows.append(row)
+            if len(project.rows) >= args.commits:
+                break
     report(projects)
 
 

@@ -5,7 +5,8 @@ imported, and what every importer may read).
 
 Compared as syntax trees without positions, so moving code or editing comments changes nothing.
 A new plain function (no decorator, constant defaults) only adds a name to the module: not module
-code. A file that does not parse on either side is changed whole.
+code. Under `from __future__ import annotations` an undecorated function's annotations are strings
+nobody evaluates at import: part of the function, not of the module. A file that does not parse on either side is changed whole.
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ class _Bodiless(ast.NodeTransformer):
     name nothing else binds (no import, assignment, other def or builtin of that name) is dropped:
     it only adds a name. Methods are kept whatever they are: a new one may override another."""
 
-    def __init__(self, droppable: frozenset[str]) -> None:
+    def __init__(self, droppable: frozenset[str], lazy_annotations: bool) -> None:
         self.droppable = droppable
+        self.lazy_annotations = lazy_annotations  # `from __future__ import annotations`: never evaluated
         self.depth = 0
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
@@ -90,12 +92,44 @@ class _Bodiless(ast.NodeTransformer):
         return self._def(node)
 
     def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST | None:
-        plain = not node.decorator_list and _constant_defaults(node.args)
+        transparent = all(_decorator_name(d) in TRANSPARENT for d in node.decorator_list)
+        plain = transparent and _constant_defaults(node.args)
         if plain and self.depth == 0 and node.name in self.droppable:
             return None
         node.body = [ast.Pass()]
-        node.returns = None
+        if self.lazy_annotations and transparent:
+            # Strings nobody evaluates at import (a decorator might: then they stay).
+            node.returns = None
+            for arg in (
+                *node.args.posonlyargs,
+                *node.args.args,
+                *node.args.kwonlyargs,
+                node.args.vararg,
+                node.args.kwarg,
+            ):
+                if arg is not None:
+                    arg.annotation = None
         return node
+
+
+# Decorators that wrap or mark a function without reading its signature when the module is
+# imported: the function's own changes stay the function's.
+TRANSPARENT = frozenset(
+    {
+        "contextmanager", "asynccontextmanager", "staticmethod", "classmethod", "property", "setter", "getter",
+        "deleter", "cached_property", "cache", "lru_cache", "wraps", "overload", "override", "abstractmethod",
+        "final", "no_type_check",
+    }
+)  # fmt: skip
+
+
+def _decorator_name(node: ast.expr) -> str:
+    """`contextlib.contextmanager` -> contextmanager; `lru_cache(maxsize=8)` -> lru_cache."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _constant_defaults(args: ast.arguments) -> bool:
@@ -109,7 +143,13 @@ def _skeleton(tree: ast.Module) -> ast.Module:
         for name in _binds(node):
             bound[name] = bound.get(name, 0) + 1
     droppable = frozenset(n for n, count in bound.items() if count == 1 and n not in _BUILTINS)
-    return _Bodiless(droppable).visit(tree)
+    lazy = any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "__future__"
+        and any(a.name == "annotations" for a in node.names)
+        for node in tree.body
+    )
+    return _Bodiless(droppable, lazy).visit(tree)
 
 
 def _binds(node: ast.AST) -> list[str]:
