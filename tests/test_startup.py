@@ -13,6 +13,8 @@ from typing import Any
 
 from helpers import git, make_repo, patch_action, write_plan
 
+from papayu_git import paths
+
 HEAVY = [
     "pygit2",
     "httpx",
@@ -56,7 +58,9 @@ def report(code):
     loaded = set(sys.modules)
     found = lambda names: sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in loaded))
     with open(os.environ["STARTUP_PROBE_OUT"], "w") as out:
-        json.dump({"code": code, "heavy": found(%r), "stacks": found(%r)}, out)
+        paths = sys.modules.get("papayu_git.paths")  # the path-pattern lists it compiled
+        compiled = sorted(len(p) for p in paths._COMPILED) if paths else []
+        json.dump({"code": code, "heavy": found(%r), "stacks": found(%r), "patterns": compiled}, out)
 
 try:
     cli.main(sys.argv[1:])
@@ -68,8 +72,9 @@ report(None)
 
 
 def probe(*args: str, cwd: Path | None = None, preamble: str = "") -> dict[str, Any]:
-    """`papayu ARGS` in a fresh interpreter: exit code, stdout, stderr, and the heavy libraries
-    and feature stacks in sys.modules once the command has finished."""
+    """`papayu ARGS` in a fresh interpreter: exit code, stdout, stderr, the heavy libraries and
+    feature stacks in sys.modules once the command has finished, and the sizes of the path-pattern
+    lists (paths.py) it compiled."""
     out = Path(os.environ["HOME"]) / "startup-probe.json"
     out.unlink(missing_ok=True)
     proc = subprocess.run(
@@ -185,3 +190,21 @@ def test_the_probe_would_notice_a_feature_stack(tmp_path: Path) -> None:
     result = probe("list", cwd=repo, preamble="import papayu_git.research\n")
     assert result["code"] == 0
     assert {"papayu_git.research", "papayu_git.webfetch"} <= set(result["stacks"])
+
+
+def test_apply_compiles_only_the_path_patterns_a_plan_could_match(tmp_path: Path) -> None:
+    """Protected paths, test files, runner configs, startup hooks and runner shadows are pattern
+    lists whose regexes cost ~4 ms to compile: a plan whose paths hold none of their patterns' text
+    lands without compiling them; one that writes `.env` compiles the protected list and is refused."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    fix = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix add", name="fix.json"))
+    landed = probe("apply", fix, "--no-check", "--json", cwd=repo)
+    assert json.loads(landed["stdout"])["state"] == "landed", landed["stderr"][-2000:]
+    assert landed["patterns"] == []
+    env = {"kind": "CREATE_FILE", "path": "sub/.env", "content": "TOKEN=x\n"}
+    secret = str(write_plan(tmp_path, [env], "add env", name="env.json"))
+    refused = probe("apply", secret, "--no-check", "--json", cwd=repo)
+    assert refused["code"] == 1 and "ERR_PROTECTED_PATH" in refused["stdout"], refused["stdout"][-2000:]
+    assert refused["patterns"] == [len(paths.DEFAULT_PROTECTED)]
+    assert git(repo, "ls-tree", "-r", "--name-only", "main").split() == ["calc.py"]
+    assert git(repo, "show", "main:calc.py") == CALC.replace("a - b", "a + b")
