@@ -208,3 +208,29 @@ def test_apply_compiles_only_the_path_patterns_a_plan_could_match(tmp_path: Path
     assert refused["patterns"] == [len(paths.DEFAULT_PROTECTED)]
     assert git(repo, "ls-tree", "-r", "--name-only", "main").split() == ["calc.py"]
     assert git(repo, "show", "main:calc.py") == CALC.replace("a - b", "a + b")
+
+
+def test_the_program_loads_without_the_collector_walking_what_it_loads(tmp_path: Path) -> None:
+    """The console scripts and `python -m papayu_git` enter through __main__.main, which sets the
+    collector's first threshold before click and papayu load: an apply then runs a collection or
+    two, where cli.main entered directly runs ~25 (counted from the script's first line)."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    report = (
+        "import atexit, gc, json, sys\n"
+        "before = [s['collections'] for s in gc.get_stats()]\n"
+        "atexit.register(lambda: print(json.dumps([gc.get_threshold()[0], "
+        "[s['collections'] - b for s, b in zip(gc.get_stats(), before)]]), file=sys.stderr))\n"
+    )
+    counts = {}
+    for entry in ("papayu_git.__main__", "papayu_git.cli"):
+        plan = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix", name=f"{entry}.json"))
+        run = f"sys.argv = ['papayu', 'apply', {plan!r}, '--no-check', '--json']\nfrom {entry} import main\nmain()\n"
+        proc = subprocess.run(
+            [sys.executable, "-c", report + run], cwd=repo, capture_output=True, text=True, timeout=120
+        )
+        assert json.loads(proc.stdout)["state"] == "landed", proc.stderr[-2000:]
+        counts[entry] = json.loads(proc.stderr.strip().splitlines()[-1])
+        git(repo, "reset", "-q", "--hard", "HEAD~1")
+    threshold, (young, middle, old) = counts["papayu_git.__main__"]
+    assert threshold == 50_000 and young <= 3 and middle == old == 0, counts
+    assert counts["papayu_git.cli"][0] == 700 and counts["papayu_git.cli"][1][0] >= 15, counts
