@@ -206,23 +206,29 @@ _ANY_DEPTH = "(?:[^/]*/)*"  # '**': any number of segments, also none
 def _glob_segment(segment: str) -> list[tuple[str, str]]:
     """fnmatch syntax for one path segment as (regex, text) pieces: '*' and '?' never cross '/';
     ``text`` is what a literal piece matches, "" for a wildcard or a bracket class."""
-    out, i = [], 0
+    out: list[tuple[str, str]] = []
+    literal, i = "", 0
     while i < len(segment):
         c = segment[i]
         close = segment.find("]", i + 2) if c == "[" else -1
+        if c not in "*?" and close < 0:
+            literal += c  # escaped as one run: re.escape works character by character
+            i += 1
+            continue
+        if literal:
+            out.append((re.escape(literal), literal))
+            literal = ""
         if c == "*":
             out.append(("[^/]*", ""))
         elif c == "?":
             out.append(("[^/]", ""))
-        elif close > 0:
+        else:
             body = segment[i + 1 : close]
             body = "^" + body[1:] if body.startswith("!") else body
             out.append(("[" + body.replace("\\", "\\\\") + "]", ""))
             i = close
-        else:
-            out.append((re.escape(c), c))
         i += 1
-    return out
+    return [*out, (re.escape(literal), literal)] if literal else out
 
 
 def _pattern_pieces(pattern: str) -> list[tuple[str, str]]:
