@@ -60,7 +60,8 @@ def report(code):
     with open(os.environ["STARTUP_PROBE_OUT"], "w") as out:
         paths = sys.modules.get("papayu_git.paths")  # the path-pattern lists it compiled
         compiled = sorted(len(p) for p in paths._COMPILED) if paths else []
-        json.dump({"code": code, "heavy": found(%r), "stacks": found(%r), "patterns": compiled}, out)
+        ours = sorted(m for m in loaded if m.startswith("papayu_git."))
+        json.dump({"code": code, "heavy": found(%r), "stacks": found(%r), "patterns": compiled, "ours": ours}, out)
 
 try:
     cli.main(sys.argv[1:])
@@ -73,8 +74,8 @@ report(None)
 
 def probe(*args: str, cwd: Path | None = None, preamble: str = "") -> dict[str, Any]:
     """`papayu ARGS` in a fresh interpreter: exit code, stdout, stderr, the heavy libraries and
-    feature stacks in sys.modules once the command has finished, and the sizes of the path-pattern
-    lists (paths.py) it compiled."""
+    feature stacks in sys.modules once the command has finished, the sizes of the path-pattern
+    lists (paths.py) it compiled, and papayu's modules it loaded."""
     out = Path(os.environ["HOME"]) / "startup-probe.json"
     out.unlink(missing_ok=True)
     proc = subprocess.run(
@@ -174,7 +175,7 @@ def test_commands_that_never_ask_a_model_load_no_feature_stack(tmp_path: Path) -
 def test_apply_of_a_plan_with_actions_never_imports_pygit2(tmp_path: Path) -> None:
     """Commit and fast-forward go through git plumbing (repository.py, objects.py): pygit2's
     ~45 ms is for commands that walk history or build the check's trees (docs/DESIGN.md, "Start-up
-    and cost")."""
+    and cost"). Nor does `apply --no-check` load what only `land ID` and `gc` use."""
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
     fix = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix add", name="fix.json"))
     landed = probe("apply", fix, "--no-check", "--json", cwd=repo)
@@ -183,6 +184,14 @@ def test_apply_of_a_plan_with_actions_never_imports_pygit2(tmp_path: Path) -> No
     kept = probe("apply", create(tmp_path, "notes"), "--no-check", "--review", "--json", cwd=repo)
     assert json.loads(kept["stdout"])["state"] == "review", kept["stderr"][-2000:]
     assert landed["heavy"] == [] and kept["heavy"] == [], (landed["heavy"], kept["heavy"])
+    # What only `land ID` (the recorded check's verdict) and `gc` (the check's pool) need.
+    for module in ("papayu_git.checked", "papayu_git.worktree", "papayu_git.check"):
+        assert module not in landed["ours"] and module not in kept["ours"], module
+    plan_id = json.loads(kept["stdout"])["plan_id"]
+    forced = probe("land", plan_id, "--force", cwd=repo)
+    assert forced["code"] == 0 and "papayu_git.checked" in forced["ours"], forced["stderr"][-2000:]
+    assert git(repo, "show", "main:notes.txt") == "notes\n"
+    assert "papayu_git.worktree" in probe("gc", cwd=repo)["ours"]
 
 
 def test_the_probe_would_notice_a_feature_stack(tmp_path: Path) -> None:
