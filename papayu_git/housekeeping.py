@@ -19,7 +19,6 @@ from papayu_git.git import common_dir, open_repo, papayu_dir
 from papayu_git.landing import clear_dead_land
 from papayu_git.objects import branch_name, commit_of, delete_branch, generated_branches
 from papayu_git.outcomes import ApplyState
-from papayu_git.worktree import remove_idle_checkouts
 
 if TYPE_CHECKING:
     import pygit2
@@ -82,6 +81,10 @@ class GcReport:
 
 
 def gc(repo: pygit2.Repository, repo_root: Path, pdir: Path, days: float) -> GcReport:
+    # `gc` only: every command opens its checkout through this module (open_checkout), and the
+    # check's pool is not theirs to load (docs/DESIGN.md, "Start-up and cost").
+    from papayu_git.worktree import remove_idle_checkouts
+
     report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
     report.worktrees = [str(p) for p in remove_idle_checkouts(repo_root, pdir, on_stale=dead_check)]
     cutoff = time.time() - days * 86400

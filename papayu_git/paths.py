@@ -203,34 +203,63 @@ def fold_key(path: str) -> str:
 _ANY_DEPTH = "(?:[^/]*/)*"  # '**': any number of segments, also none
 
 
-def _glob_segment(segment: str) -> str:
-    """fnmatch syntax for one path segment: '*' and '?' never cross '/'."""
-    out, i = [], 0
+def _glob_segment(segment: str) -> list[tuple[str, str]]:
+    """fnmatch syntax for one path segment as (regex, text) pieces: '*' and '?' never cross '/';
+    ``text`` is what a literal piece matches, "" for a wildcard or a bracket class."""
+    out: list[tuple[str, str]] = []
+    literal, i = "", 0
     while i < len(segment):
         c = segment[i]
         close = segment.find("]", i + 2) if c == "[" else -1
+        if c not in "*?" and close < 0:
+            literal += c  # escaped as one run: re.escape works character by character
+            i += 1
+            continue
+        if literal:
+            out.append((re.escape(literal), literal))
+            literal = ""
         if c == "*":
-            out.append("[^/]*")
+            out.append(("[^/]*", ""))
         elif c == "?":
-            out.append("[^/]")
-        elif close > 0:
+            out.append(("[^/]", ""))
+        else:
             body = segment[i + 1 : close]
             body = "^" + body[1:] if body.startswith("!") else body
-            out.append("[" + body.replace("\\", "\\\\") + "]")
+            out.append(("[" + body.replace("\\", "\\\\") + "]", ""))
             i = close
-        else:
-            out.append(re.escape(c))
         i += 1
-    return "".join(out)
+    return [*out, (re.escape(literal), literal)] if literal else out
 
 
-def pattern_regex(pattern: str) -> str:
+def _pattern_pieces(pattern: str) -> list[tuple[str, str]]:
     """gitignore-like: a pattern without '/' matches the base name at any depth; '**' is any
-    number of segments (also none). The regex runs on the case-folded path plus a final '/'."""
+    number of segments (also none). Each segment ends in '/': the regex runs on the case-folded
+    path plus a final '/'."""
     segments = pattern.casefold().split("/")
     if len(segments) == 1:
         segments = ["**", segments[0]]
-    return "".join(_ANY_DEPTH if seg == "**" else _glob_segment(seg) + "/" for seg in segments)
+    pieces: list[tuple[str, str]] = []
+    for segment in segments:
+        pieces += [(_ANY_DEPTH, "")] if segment == "**" else [*_glob_segment(segment), ("/", "/")]
+    return pieces
+
+
+def pattern_regex(pattern: str) -> str:
+    """The regex of one pattern (see _pattern_pieces), for fullmatch on ``path.casefold() + "/"``."""
+    return "".join(regex for regex, _text in _pattern_pieces(pattern))
+
+
+def _required(pattern: str) -> tuple[str, str]:
+    """(prefix, text) from the literal runs of ``pattern``'s regex: every path it matches starts
+    with the first run ("" where the pattern starts with a wildcard) and contains the longest."""
+    runs = "".join(text or "\0" for _regex, text in _pattern_pieces(pattern)).split("\0")
+    return runs[0], max(runs, key=len)
+
+
+@lru_cache(maxsize=64)
+def _requirements(patterns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """What a path must start with and contain for a pattern but the '!' ones to match it."""
+    return tuple({_required(p) for p in patterns if not p.startswith("!")})
 
 
 @lru_cache(maxsize=64)
@@ -268,9 +297,21 @@ def is_protected(path: str, patterns: Sequence[str] = DEFAULT_PROTECTED) -> bool
     return False
 
 
+# Pattern lists whose regexes exist in this process (see _matches_protected).
+_COMPILED: set[tuple[str, ...]] = set()
+
+
 def _matches_protected(path: str, patterns: Sequence[str]) -> bool:
     folded = path.casefold() + "/"
-    any_pattern, runs = _compiled(tuple(patterns))
+    key = tuple(patterns)
+    if key not in _COMPILED:
+        # Compiling a list's regexes costs ~0.3-1.5 ms (five lists on every apply): while no
+        # pattern's literal text is where a match needs it, none can match and none is compiled
+        # (docs/DESIGN.md, "Start-up and cost"). Once compiled, the regexes decide alone.
+        if not any(folded.startswith(prefix) and text in folded for prefix, text in _requirements(key)):
+            return False
+        _COMPILED.add(key)
+    any_pattern, runs = _compiled(key)
     if not any_pattern.fullmatch(folded):
         return False  # the common case: one regex and done
     for negate, regex in runs:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -152,6 +153,12 @@ def _expand(pattern: str) -> str | None:
 
 
 def compile_patterns(patterns: Sequence[str]) -> tuple[str, ...]:
+    return _expanded(tuple(patterns))
+
+
+@lru_cache(maxsize=32)
+def _expanded(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """Asked once per path and pattern list (edited_tests, shadows_runner): expanded once."""
     return tuple(p for p in (_expand(raw) for raw in patterns) if p)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git import checked, locks, output, plans, settings, stale, traces
+from papayu_git import locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
 from papayu_git.errors import PapayuError, ValidationFailed, hint_for
 from papayu_git.git import open_repo, papayu_dir, run_git
@@ -809,6 +809,9 @@ def land_branch(
     Only the commit whose recorded check passed lands (checked.py) unless ``force``;
     ``forge_green``: the commit the forge's checks found green (land --when-green), which
     counts as checked when it is exactly the commit being landed."""
+    # `land` only: apply lands the commit it checked itself (docs/DESIGN.md, "Start-up and cost").
+    from papayu_git import checked
+
     plan: StoredPlan | None
     try:
         plan = plans.load(pdir, plan_id)

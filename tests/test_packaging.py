@@ -71,8 +71,8 @@ def test_wheel_contains_the_schemas_man_page_and_entry_points(wheel: Path) -> No
             json.loads(data)
         assert any(n.endswith(".data/data/share/man/man1/git-papayu.1") for n in names)
         entry_points = zf.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "git-papayu = papayu_git.cli:main" in entry_points
-    assert "papayu = papayu_git.cli:main" in entry_points
+    assert "git-papayu = papayu_git.__main__:main" in entry_points
+    assert "papayu = papayu_git.__main__:main" in entry_points
 
 
 def run_installed(wheel: Path, site: Path, probe: str) -> str:

@@ -222,3 +222,70 @@ def test_fast_path_never_accepts_what_a_rule_rejects(path: str) -> None:
         assert not any(s.casefold().rstrip(". ") in (".git", "git~1") for s in segments)
         assert path[0] not in "/\\~" and ":" not in path
         assert check_path(path) == path
+
+
+def _by_regexes_alone(path: str, patterns: tuple[str, ...]) -> bool:
+    """is_protected as the compiled regexes decide it, without the check for the patterns' text."""
+    from papayu_git.paths import _compiled
+
+    def matches(candidate: str) -> bool:
+        folded = candidate.casefold() + "/"
+        any_pattern, runs = _compiled(patterns)
+        if not any_pattern.fullmatch(folded):
+            return False
+        return next((not negate for negate, regex in runs if regex.fullmatch(folded)), False)
+
+    windows = "/".join(s.rstrip(". ") for s in path.split("/"))
+    return matches(path) or (windows != path and matches(windows))
+
+
+_GLOB_PIECES = ["a", "B", "é", "ß", ".", "-", "_", "*", "?", "**", "[ab]", "[!a]", "env", "pem", "/"]
+_PATH_PIECES = ["a", "b", "B", "é", "SS", "ß", ".", " ", "-", "_", "env", "pem", "/", "x/", ".env", "sub/"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    patterns=st.lists(
+        st.lists(st.sampled_from(_GLOB_PIECES), min_size=1, max_size=6)
+        .map("".join)
+        .map(lambda p: p if p.strip("/") else "a"),
+        min_size=1,
+        max_size=5,
+    ).map(lambda ps: tuple(("!" + p) if i and len(p) % 3 == 0 else p for i, p in enumerate(ps))),
+    paths=st.lists(st.lists(st.sampled_from(_PATH_PIECES), min_size=1, max_size=8).map("".join), max_size=8),
+)
+def test_a_pattern_list_compiled_only_when_needed_decides_as_its_regexes(
+    patterns: tuple[str, ...], paths: list[str]
+) -> None:
+    """A pattern list's regexes are compiled once a path holds the literal text of one of its
+    patterns (paths._matches_protected): until then the answer is the one they would give."""
+    from papayu_git import paths as module
+
+    module._COMPILED.discard(patterns)
+    for path in [*paths, *(p.replace("*", "x").replace("?", "y") for p in patterns)]:
+        assert is_protected(path, patterns) == _by_regexes_alone(path, patterns), (path, patterns)
+
+
+def test_built_in_lists_compiled_only_when_needed_decide_as_their_regexes() -> None:
+    from papayu_git import paths as module
+    from papayu_git import testfiles
+
+    lists = [
+        DEFAULT_PROTECTED,
+        *(
+            testfiles.compile_patterns(p)
+            for p in (
+                testfiles.BUILTIN_TEST_PATTERNS,
+                testfiles.HARNESS_PATTERNS,
+                testfiles.STARTUP_HOOK_PATTERNS,
+                testfiles.RUNNER_MODULE_PATTERNS,
+            )
+        ),
+    ]
+    names = ["src/app.py", "README.md", "src/d001/s2/f00042.txt", *PROTECTED, *ALLOWED]
+    names += ["tests/test_a.py", "src/pytest.py", "pytest/__init__.py", "a/b.pth", "sitecustomize.py", "tox.ini"]
+    names += ["SRC/Unittest/x.py", "pkg/conftest.py", "web/a.spec.ts", "go/x_test.go", "jest.config.js", "x.pth."]
+    for patterns in lists:
+        for name in names:
+            module._COMPILED.discard(patterns)
+            assert is_protected(name, patterns) == _by_regexes_alone(name, patterns), (name, patterns)

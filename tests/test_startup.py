@@ -13,6 +13,8 @@ from typing import Any
 
 from helpers import git, make_repo, patch_action, write_plan
 
+from papayu_git import paths
+
 HEAVY = [
     "pygit2",
     "httpx",
@@ -56,7 +58,10 @@ def report(code):
     loaded = set(sys.modules)
     found = lambda names: sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in loaded))
     with open(os.environ["STARTUP_PROBE_OUT"], "w") as out:
-        json.dump({"code": code, "heavy": found(%r), "stacks": found(%r)}, out)
+        paths = sys.modules.get("papayu_git.paths")  # the path-pattern lists it compiled
+        compiled = sorted(len(p) for p in paths._COMPILED) if paths else []
+        ours = sorted(m for m in loaded if m.startswith("papayu_git."))
+        json.dump({"code": code, "heavy": found(%r), "stacks": found(%r), "patterns": compiled, "ours": ours}, out)
 
 try:
     cli.main(sys.argv[1:])
@@ -68,8 +73,9 @@ report(None)
 
 
 def probe(*args: str, cwd: Path | None = None, preamble: str = "") -> dict[str, Any]:
-    """`papayu ARGS` in a fresh interpreter: exit code, stdout, stderr, and the heavy libraries
-    and feature stacks in sys.modules once the command has finished."""
+    """`papayu ARGS` in a fresh interpreter: exit code, stdout, stderr, the heavy libraries and
+    feature stacks in sys.modules once the command has finished, the sizes of the path-pattern
+    lists (paths.py) it compiled, and papayu's modules it loaded."""
     out = Path(os.environ["HOME"]) / "startup-probe.json"
     out.unlink(missing_ok=True)
     proc = subprocess.run(
@@ -169,7 +175,7 @@ def test_commands_that_never_ask_a_model_load_no_feature_stack(tmp_path: Path) -
 def test_apply_of_a_plan_with_actions_never_imports_pygit2(tmp_path: Path) -> None:
     """Commit and fast-forward go through git plumbing (repository.py, objects.py): pygit2's
     ~45 ms is for commands that walk history or build the check's trees (docs/DESIGN.md, "Start-up
-    and cost")."""
+    and cost"). Nor does `apply --no-check` load what only `land ID` and `gc` use."""
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
     fix = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix add", name="fix.json"))
     landed = probe("apply", fix, "--no-check", "--json", cwd=repo)
@@ -178,6 +184,14 @@ def test_apply_of_a_plan_with_actions_never_imports_pygit2(tmp_path: Path) -> No
     kept = probe("apply", create(tmp_path, "notes"), "--no-check", "--review", "--json", cwd=repo)
     assert json.loads(kept["stdout"])["state"] == "review", kept["stderr"][-2000:]
     assert landed["heavy"] == [] and kept["heavy"] == [], (landed["heavy"], kept["heavy"])
+    # What only `land ID` (the recorded check's verdict) and `gc` (the check's pool) need.
+    for module in ("papayu_git.checked", "papayu_git.worktree", "papayu_git.check"):
+        assert module not in landed["ours"] and module not in kept["ours"], module
+    plan_id = json.loads(kept["stdout"])["plan_id"]
+    forced = probe("land", plan_id, "--force", cwd=repo)
+    assert forced["code"] == 0 and "papayu_git.checked" in forced["ours"], forced["stderr"][-2000:]
+    assert git(repo, "show", "main:notes.txt") == "notes\n"
+    assert "papayu_git.worktree" in probe("gc", cwd=repo)["ours"]
 
 
 def test_the_probe_would_notice_a_feature_stack(tmp_path: Path) -> None:
@@ -185,3 +199,47 @@ def test_the_probe_would_notice_a_feature_stack(tmp_path: Path) -> None:
     result = probe("list", cwd=repo, preamble="import papayu_git.research\n")
     assert result["code"] == 0
     assert {"papayu_git.research", "papayu_git.webfetch"} <= set(result["stacks"])
+
+
+def test_apply_compiles_only_the_path_patterns_a_plan_could_match(tmp_path: Path) -> None:
+    """Protected paths, test files, runner configs, startup hooks and runner shadows are pattern
+    lists whose regexes cost ~4 ms to compile: a plan whose paths hold none of their patterns' text
+    lands without compiling them; one that writes `.env` compiles the protected list and is refused."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    fix = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix add", name="fix.json"))
+    landed = probe("apply", fix, "--no-check", "--json", cwd=repo)
+    assert json.loads(landed["stdout"])["state"] == "landed", landed["stderr"][-2000:]
+    assert landed["patterns"] == []
+    env = {"kind": "CREATE_FILE", "path": "sub/.env", "content": "TOKEN=x\n"}
+    secret = str(write_plan(tmp_path, [env], "add env", name="env.json"))
+    refused = probe("apply", secret, "--no-check", "--json", cwd=repo)
+    assert refused["code"] == 1 and "ERR_PROTECTED_PATH" in refused["stdout"], refused["stdout"][-2000:]
+    assert refused["patterns"] == [len(paths.DEFAULT_PROTECTED)]
+    assert git(repo, "ls-tree", "-r", "--name-only", "main").split() == ["calc.py"]
+    assert git(repo, "show", "main:calc.py") == CALC.replace("a - b", "a + b")
+
+
+def test_the_program_loads_without_the_collector_walking_what_it_loads(tmp_path: Path) -> None:
+    """The console scripts and `python -m papayu_git` enter through __main__.main, which sets the
+    collector's first threshold before click and papayu load: an apply then runs a collection or
+    two, where cli.main entered directly runs ~25 (counted from the script's first line)."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    report = (
+        "import atexit, gc, json, sys\n"
+        "before = [s['collections'] for s in gc.get_stats()]\n"
+        "atexit.register(lambda: print(json.dumps([gc.get_threshold()[0], "
+        "[s['collections'] - b for s, b in zip(gc.get_stats(), before)]]), file=sys.stderr))\n"
+    )
+    counts = {}
+    for entry in ("papayu_git.__main__", "papayu_git.cli"):
+        plan = str(write_plan(tmp_path, [patch_action("calc.py", CALC.encode(), FIX)], "fix", name=f"{entry}.json"))
+        run = f"sys.argv = ['papayu', 'apply', {plan!r}, '--no-check', '--json']\nfrom {entry} import main\nmain()\n"
+        proc = subprocess.run(
+            [sys.executable, "-c", report + run], cwd=repo, capture_output=True, text=True, timeout=120
+        )
+        assert json.loads(proc.stdout)["state"] == "landed", proc.stderr[-2000:]
+        counts[entry] = json.loads(proc.stderr.strip().splitlines()[-1])
+        git(repo, "reset", "-q", "--hard", "HEAD~1")
+    threshold, (young, middle, old) = counts["papayu_git.__main__"]
+    assert threshold == 50_000 and young <= 3 and middle == old == 0, counts
+    assert counts["papayu_git.cli"][0] == 700 and counts["papayu_git.cli"][1][0] >= 15, counts
