@@ -14,27 +14,27 @@ from papayu_git import plans
 
 def test_review_then_show_list_and_land(repo: Path, tmp_path: Path) -> None:
     plan = write_plan(
-        tmp_path, [{"kind": "CREATE_FILE", "path": "r.txt", "content": "reviewed\n"}], summary="add r.txt"
+        tmp_path, [{"kind": "CREATE_FILE", "path": "r.py", "content": "reviewed\n"}], summary="add r.py"
     )
     proc = papayu(
-        "apply", str(plan), "--review", "--check", "test -f r.txt", "--json", cwd=repo, env={"PAPAYU_LOG": "1"}
+        "apply", str(plan), "--review", "--check", "test -f r.py", "--json", cwd=repo, env={"PAPAYU_LOG": "1"}
     )
     data = json.loads(proc.stdout)
     assert proc.returncode == 0 and data["state"] == "review"
     assert "PREVIEW_READY" in proc.stderr
-    assert not (repo / "r.txt").exists()
+    assert not (repo / "r.py").exists()
     plan_id = data["plan_id"]
     listing = json.loads(papayu("list", "--json", cwd=repo).stdout)["plans"]
     assert [(r["id"], r["state"], r["branch"]) for r in listing] == [(plan_id, "review", f"papayu/{plan_id}")]
     shown = papayu("show", plan_id[:10], cwd=repo)
-    assert shown.returncode == 0 and "+reviewed" in shown.stdout and "add r.txt" in shown.stdout
+    assert shown.returncode == 0 and "+reviewed" in shown.stdout and "add r.py" in shown.stdout
     assert "\x1b[" not in shown.stdout  # no colour when not a terminal
     coloured = papayu("show", plan_id, cwd=repo, env={"PAPAYU_COLOR": "always"})
     assert "\x1b[" in coloured.stdout
     landed = papayu("land", plan_id, "--json", cwd=repo, env={"PAPAYU_LOG": "1"})
     assert landed.returncode == 0, landed.stderr
     assert "APPLY_SUCCESS" in landed.stderr
-    assert (repo / "r.txt").read_text() == "reviewed\n"
+    assert (repo / "r.py").read_text() == "reviewed\n"
     assert json.loads(papayu("list", "--json", cwd=repo).stdout)["plans"][0]["state"] == "landed"
     assert git(repo, "branch", "--list", "papayu/*") == ""
 

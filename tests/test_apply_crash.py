@@ -69,8 +69,8 @@ def test_gc_removes_a_worktree_left_initializing_by_a_killed_worktree_add(repo: 
     git(repo, "worktree", "add", "-q", "--detach", str(slot), "HEAD")
     (repo / ".git/worktrees/papayu-wt-0/locked").write_text("initializing")
     (slot / "README.md").unlink()  # the checkout never finished
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "a.txt", "content": "a\n"}])
-    proc = papayu("apply", str(plan), "--check", "test -f README.md && test -f a.txt", cwd=repo)
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "a.py", "content": "a\n"}])
+    proc = papayu("apply", str(plan), "--check", "test -f README.md && test -f a.py", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert papayu("gc", cwd=repo).returncode == 0
     _assert_nothing_left(repo)

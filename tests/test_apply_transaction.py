@@ -44,11 +44,11 @@ def test_create_file_lands_without_check(repo: Path, tmp_path: Path) -> None:
 
 
 def test_green_check_lands_in_pooled_worktree(repo: Path, tmp_path: Path) -> None:
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "ok.txt", "content": "ok\n"}])
-    data = apply_json(repo, plan, "--check", 'test -f ok.txt && test -z "$PAPAYU_CHECK" && test -z "$GIT_DIR"')
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "ok.py", "content": "ok\n"}])
+    data = apply_json(repo, plan, "--check", 'test -f ok.py && test -z "$PAPAYU_CHECK" && test -z "$GIT_DIR"')
     assert data["_rc"] == 0, data
     assert data["check"]["passed"] and data["check"]["source"] == "--check"
-    assert (repo / "ok.txt").read_text() == "ok\n"
+    assert (repo / "ok.py").read_text() == "ok\n"
     assert "check" in data["timings"]
     log = Path(data["check"]["log"])
     assert log.parent == repo / ".git/papayu/checks" and log.is_file()

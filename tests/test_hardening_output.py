@@ -5,6 +5,7 @@ show, list, commit messages, stored plans, the check log, `--json`, pull request
 from __future__ import annotations
 
 import json
+import sys
 import re
 from pathlib import Path
 
@@ -269,8 +270,9 @@ def test_errors_quoting_the_model_are_escaped(repo: Path, tmp_path: Path) -> Non
 
 
 def test_a_failing_check_printing_a_secret_is_masked_in_log_stderr_json_and_plan(repo: Path, tmp_path: Path) -> None:
-    script = f"printf 'token {TOKEN}\\n'; printf 'clip \\033]52;c;aGk=\\007 done\\n'; exit 1\n"
-    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "leak.sh", "content": script}], summary="leak")
+    # The plan's code prints them (a plan's new shell script would be no code of it: taken from the tip).
+    script = f"import sys\n\nprint('token {TOKEN}')\nprint('clip \\033]52;c;aGk=\\007 done')\nsys.exit(1)\n"
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "leak.py", "content": script}], summary="leak")
     pdir = repo / ".git" / "papayu"
     for as_json in (False, True):
         before = set(pdir.glob("plans/*.json"))
@@ -278,7 +280,7 @@ def test_a_failing_check_printing_a_secret_is_masked_in_log_stderr_json_and_plan
             "apply",
             str(plan),
             "--check",
-            "sh leak.sh",
+            f"{sys.executable} leak.py",
             *(["--json"] if as_json else []),
             cwd=repo,
             env={"PAPAYU_COLOR": "always"},
