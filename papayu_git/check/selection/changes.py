@@ -6,7 +6,8 @@ imported, and what every importer may read).
 Compared as syntax trees without positions, so moving code or editing comments changes nothing.
 A new plain function (no decorator, constant defaults) only adds a name to the module: not module
 code. Under `from __future__ import annotations` an undecorated function's annotations are strings
-nobody evaluates at import: part of the function, not of the module. A file that does not parse on either side is changed whole.
+nobody evaluates at import: part of the function, not of the module. A module's or class's docstring is no module code either (only `__doc__` and doctests read
+it). A file that does not parse on either side is changed whole.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ MODULE = "<module>"
 class Change:
     module: bool  # the module-level code changed (or the file is new, gone or unreadable)
     units: frozenset[str]  # functions whose code changed (qualified names), module code aside
+    docstrings: bool = False  # a module's or class's docstring changed (what a doctest reads)
 
 
 def python_change(old: bytes | None, new: bytes | None) -> Change:
@@ -30,20 +32,36 @@ def python_change(old: bytes | None, new: bytes | None) -> Change:
     before, after = _units(old), _units(new)
     if before is None or after is None:
         return Change(True, frozenset())
-    (skeleton_before, defs_before), (skeleton_after, defs_after) = before, after
+    (skeleton_before, defs_before, docs_before), (skeleton_after, defs_after, docs_after) = before, after
     changed = {name for name in defs_before.keys() | defs_after.keys() if defs_before.get(name) != defs_after.get(name)}
-    return Change(skeleton_before != skeleton_after, frozenset(changed))
+    return Change(skeleton_before != skeleton_after, frozenset(changed), docs_before != docs_after)
 
 
-def _units(source: bytes) -> tuple[str, dict[str, str]] | None:
-    """(the module without its functions' bodies, qualified name -> the function's tree)."""
+def _units(source: bytes) -> tuple[str, dict[str, str], list[str]] | None:
+    """(the module without its functions' bodies and its docstrings, qualified name -> the
+    function's tree, the module's and classes' docstrings)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
     defs: dict[str, str] = {}
     _collect(tree.body, "", defs)
-    return ast.dump(_skeleton(tree)), defs
+    docs = _docstrings(tree)
+    return ast.dump(_skeleton(tree)), defs, docs
+
+
+def _docstrings(tree: ast.Module) -> list[str]:
+    """The module's and its classes' docstrings, taken out of the tree: a change there is no
+    module code (only `__doc__` and doctests read them)."""
+    out = []
+    nodes: list[ast.Module | ast.ClassDef] = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]
+    for node in nodes:
+        body = node.body
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            out.append(first.value.value)
+            body[0] = ast.Pass()
+    return out
 
 
 def _collect(body: list[ast.stmt], prefix: str, defs: dict[str, str]) -> None:

@@ -108,6 +108,8 @@ def _python(recorded: Recorded, path: str, old: bytes, new: bytes, readers: set[
     if change.module and path in recorded.loaded:
         return "its module-level code changed, and every test after its import may read what that code made"
     out = set(readers)
+    if change.docstrings or change.units:  # the file's own tests (its doctests read its docstrings)
+        out |= {t for t in recorded.tests if t.startswith(path + "::")}
     for unit in change.units:
         if (path, unit) in recorded.shared.units:
             return f"{unit} ran outside any test (at collection or in a fixture wider than one test)"
