@@ -242,7 +242,13 @@ class _Tally:
     def compare(self, base: Run, regression: Run, approved: frozenset[str]) -> None:
         before, after = base.results.outcomes, regression.results.outcomes
         green = _green(regression)
-        for test in sorted((before.keys() | after.keys()) - approved):
+        renamed = renamed_ids(before, after)
+        if renamed:
+            self.notes.append(
+                f"{len(renamed)} test ids change from run to run (parametrized by a value that differs each "
+                "run): their tests are judged under the ids this run gave them"
+            )
+        for test in sorted((before.keys() | after.keys()) - approved - renamed):
             was, now = before.get(test), after.get(test)
             if now == Outcome.PASSED:
                 self.passed += 1
@@ -359,6 +365,22 @@ class _Tally:
             restored=self.restored,
             reused=len(regression.results.reused),
         )
+
+
+def renamed_ids(before: dict[str, Outcome], after: dict[str, Outcome]) -> frozenset[str]:
+    """The ids of ``before`` that are gone from ``after`` because the test's parameters are named
+    after a value that differs each run (the time, a temporary path): as many new ids of the same
+    test function (the id without its `[...]`) as gone ones. Those tests are there, renamed."""
+    gone: dict[str, list[str]] = {}
+    new: dict[str, int] = {}
+    for test in before.keys() - after.keys():
+        if test.endswith("]") and "[" in test:
+            gone.setdefault(test[: test.index("[")], []).append(test)
+    for test in after.keys() - before.keys():
+        if test.endswith("]") and "[" in test:
+            key = test[: test.index("[")]
+            new[key] = new.get(key, 0) + 1
+    return frozenset(t for key, ids in gone.items() if new.get(key) == len(ids) for t in ids)
 
 
 def _approved(edits: Collection[str], *runs: Run | None) -> frozenset[str]:
