@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from helpers import ROOT, git, make_repo, papayu, snapshot, stored_plans, user_view
 from llm_server import Reply, ScriptedLLM, chat, plan_answer, shown_files
+from test_startup import probe
 
 from papayu_git.check import sandbox
 
@@ -141,6 +142,14 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
     ]
     shown = papayu("show", run, cwd=calc)
     assert shown.returncode == 0 and "larger change" in shown.stdout and "ERR_CHECK_REGRESSION" in shown.stdout
+    stats = json.loads(papayu("stats", "--json", cwd=calc).stdout)  # each candidate counted
+    assert stats["best_of"] == {
+        "runs": 1,
+        "outcomes": {"landed": 1},
+        "candidates": 4,
+        "candidate_states": {"green": 1, "held": 1, "landed": 1, "red": 1},
+    }
+    assert stats["usage"]["calls"] == 8 and stats["check_runs"] >= 4
     undo = papayu("undo", matrix[4]["plan_id"], cwd=calc)
     assert undo.returncode == 0, undo.stderr
     assert git(calc, "rev-parse", "main").strip() == tip
@@ -159,13 +168,18 @@ def test_the_user_tree_is_untouched_until_the_winner_lands(calc: Path, llm: Scri
     assert user_view(snapshot(calc)) == user_view(before) and out["landed"] is None
     run = out["run"]["id"]
     assert out["run"]["winner"] == 2 and out["run"]["state"] == "kept"
-    landed = papayu("land", f"{run}:2", "--json", cwd=calc)
-    assert landed.returncode == 0, landed.stderr
-    assert json.loads(landed.stdout)["branch"] == f"papayu/{run}/2"
+    # The run's commands load no model stack (docs/DESIGN.md, "Start-up and cost").
+    shown = probe("show", run, cwd=calc)
+    assert shown["code"] == 0 and "land one: git papayu land" in shown["stdout"] and shown["stacks"] == []
+    assert f"papayu/{run}/1" in probe("list", cwd=calc)["stdout"]
+    landed = probe("land", f"{run}:2", "--json", cwd=calc)
+    assert landed["code"] == 0 and landed["stacks"] == [], landed["stderr"]
+    assert json.loads(landed["stdout"])["branch"] == f"papayu/{run}/2"
     assert (calc / "calc.py").read_text() == CALC.replace("a - b", "a + b", 1)
     assert (calc / "notes.txt").read_text() == "mine, untracked\n"
-    dropped = papayu("drop", run, cwd=calc)
-    assert dropped.returncode == 0 and git(calc, "branch", "--list", "papayu/*") == ""
+    dropped = probe("drop", run, cwd=calc)
+    assert dropped["code"] == 0 and dropped["stacks"] == [] and git(calc, "branch", "--list", "papayu/*") == ""
+    assert json.loads(papayu("show", run, "--json", cwd=calc).stdout)["run"]["state"] == "landed"
 
 
 def test_a_candidate_that_games_the_verdict_never_wins(calc: Path, llm: ScriptedLLM) -> None:

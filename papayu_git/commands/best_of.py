@@ -17,6 +17,7 @@ from papayu_git.git import find_toplevel
 
 if TYPE_CHECKING:
     from papayu_git.bestof.session import Options
+    from papayu_git.transaction import ApplyOptions
 
 MAX_CANDIDATES = 16
 
@@ -55,6 +56,34 @@ def run(
                 session.abort("interrupted")
             raise
     return decide.conclude(session, winner)
+
+
+def from_fix(
+    goal: str,
+    apply: ApplyOptions,
+    count: int,
+    mode: str | None,
+    from_file: str | None,
+    protocol: int | None,
+    as_json: bool,
+    attempts: int | None,
+) -> int:
+    """`fix GOAL --candidates N`: best-of with fix's options; those that mean nothing for a run of
+    candidates (or would let one land unchecked) are refused."""
+    from papayu_git.bestof.session import Options
+
+    refused = [name for name, given in (("--no-check", apply.no_check), ("--attempts", attempts)) if given]
+    if refused:
+        raise PapayuError(
+            "ERR_USAGE",
+            f"{' and '.join(refused)} cannot go with --candidates: each candidate is checked once, on one tip",
+            hint="Leave it out, or use `git papayu retry ID` on the best red candidate afterwards.",
+        )
+    options = Options(
+        count, apply.check, apply.onto, apply.yes, apply.review, apply.allow_test_edits, apply.run_proposed,
+        as_json=as_json,
+    )  # fmt: skip
+    return run(goal, options, mode, from_file, protocol)
 
 
 @contextmanager

@@ -129,6 +129,11 @@ def print_report(stats: dict[str, Any]) -> None:
             f"pages ok {online['pages_ok']} / failed {online['pages_failed']}, cache hits {online['cache_hits']}, "
             f"early stops {online['early_stops']}"
         )
+    best = stats.get("best_of") or {}
+    if best.get("runs"):
+        outcomes = ", ".join(f"{k} {v}" for k, v in best["outcomes"].items())
+        states = ", ".join(f"{k} {v}" for k, v in best["candidate_states"].items())
+        output.result(f"best-of runs: {best['runs']} ({outcomes}); candidates {best['candidates']} ({states})")
     grad = stats["graduation"]
     output.result(f"v2 graduation ({'READY' if grad['ready'] else 'not yet'}): {grad['action']}")
     for c in grad["criteria"]:
