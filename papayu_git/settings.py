@@ -351,7 +351,7 @@ SETTINGS: list[Setting] = [
         "PAPAYU_CANDIDATES_CHECKS",
         "papayu.candidates.checks",
         "0",
-        "best-of candidates checked at once, each in its own pooled checkout (0: one per CPU)",
+        "best-of candidates checked at once, each in its own pooled checkout (0: two per CPU)",
     ),
     Setting(
         "local_model_path",
