@@ -89,14 +89,17 @@ class Child:
             env["PAPAYU_CHECK_TIMEOUT_SEC"] = str(max(1, int(timeout_sec)))
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "papayu_git.bestof.child", json.dumps(spec.__dict__)],
+                [sys.executable, "-m", "papayu_git.bestof.child"],
                 cwd=spec.root,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,  # the spec (the check command among it) stays out of `ps`
                 stdout=out,
                 stderr=err,
                 env=env,
                 start_new_session=True,  # Ctrl-C reaches the session only; it stops each child once
             )
+        assert self.proc.stdin is not None
+        with self.proc.stdin:
+            self.proc.stdin.write(json.dumps(spec.__dict__).encode())
         self.stopped = False
 
     def poll(self) -> dict[str, Any] | None:

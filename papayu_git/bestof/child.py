@@ -1,4 +1,4 @@
-"""`python -m papayu_git.bestof.child SPEC`: one best-of candidate's transaction, in a process of
+"""`python -m papayu_git.bestof.child < SPEC`: one best-of candidate's transaction, in a process of
 its own (docs/DESIGN.md, "Best of N").
 
 The same transaction as `apply ID --review --keep-failed`, built on the run's pinned tip and kept
@@ -26,9 +26,9 @@ from papayu_git.error_handler import handle_errors, install_signal_handlers
 PARENT_POLL_SEC = 0.5
 
 
-def main(argv: list[str]) -> int:
+def main() -> int:
     install_signal_handlers()
-    spec = json.loads(argv[0])
+    spec = json.loads(sys.stdin.read())
     _watch_parent(os.getppid())
     with handle_errors(json_output=True):
         return _apply(spec)
@@ -78,4 +78,4 @@ def _watch_parent(parent: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

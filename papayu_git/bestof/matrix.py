@@ -100,7 +100,8 @@ class Row:
 
     def why_not(self) -> str:
         """Why a candidate that was not ranked green did not win: the gate's word, or its own end."""
-        said = f"{self.code}: {first_line(self.reason)}" if self.code else first_line(self.reason)
+        reason = first_line(self.reason.split("; full output: ", 1)[0])  # the log is in the record
+        said = f"{self.code}: {reason}" if self.code else reason
         if self.state == DUPLICATE:
             return f"the same tree as #{self.duplicate_of} (checked once)"
         prefix = {
@@ -120,31 +121,41 @@ def first_line(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-HEADER = f"{'#':>2}  {'MODEL':<28} {'TEMP':>4}  {'STATE':<12} {'FIXED':>5} {'BROKEN':>6}  {'DIFF':<14} {'SEC':>5} {'TOKENS':>6}"
+MODEL_WIDTH = 40
 
 
-def line(row: Row) -> str:
+def header(width: int) -> str:
+    return f"{'#':>2}  {'MODEL':<{width}}  {'TEMP':>4}  {'STATE':<12} {'FIXED':>5} {'BROKEN':>6}  {'DIFF':<12} {'SEC':>5} {'TOKENS':>6}"
+
+
+def line(row: Row, width: int) -> str:
     diff = f"{row.files}f +{row.added}/-{row.deleted}" if row.tree else "-"
     state = row.state if not row.duplicate_of else f"= #{row.duplicate_of}"
     checked = row.state in CHECKED or row.duplicate_of
     fixed, broken = (str(len(row.fixed)), str(len(row.broken))) if checked else ("-", "-")
     model = safe_text(row.model)
-    model = model if len(model) <= 28 else model[:25] + "..."
+    model = model if len(model) <= width else model[: width - 3] + "..."
     return (
-        f"{row.index:>2}  {model:<28} {row.temperature:>4.1f}  {state:<12} {fixed:>5} {broken:>6}  "
-        f"{diff:<14} {row.seconds:>5.1f} {row.tokens:>6}"
+        f"{row.index:>2}  {model:<{width}}  {row.temperature:>4.1f}  {state:<12} {fixed:>5} {broken:>6}  "
+        f"{diff:<12} {row.seconds:>5.1f} {row.tokens:>6}"
     )
 
 
+def _width(rows: list[Row]) -> int:
+    return min(MODEL_WIDTH, max([5, *(len(safe_text(row.model)) for row in rows)]))
+
+
 def table(rows: list[Row]) -> list[str]:
-    return [HEADER, *(line(row) for row in rows)]
+    width = _width(rows)
+    return [header(width), *(line(row, width) for row in rows)]
 
 
 def final(rows: list[Row]) -> list[str]:
-    """The matrix as the run ended, each loser with why it lost."""
-    out = [HEADER]
+    """The matrix as the run ended, best first, each loser with why it lost."""
+    width = _width(rows)
+    out = [header(width)]
     for row in sorted(rows, key=lambda r: (r.rank or 10_000, r.index)):
-        out.append(line(row))
+        out.append(line(row, width))
         if row.lost:
             out.append(f"      lost: {safe_text(row.lost)}")
         elif row.rank == 1:

@@ -140,8 +140,10 @@ class Session:
         row.plan_id = answer.plan.id if answer.plan else ""
         if answer.error is not None:
             code = answer.error.code
-            state = matrix.SKIPPED if code in SKIP_CODES else matrix.MODEL_FAILED
-            row.failed(state if code.startswith("ERR_LLM") or code in SKIP_CODES else matrix.INVALID, answer.error)
+            if code in SKIP_CODES:
+                row.failed(matrix.SKIPPED, answer.error)
+            else:  # the model's own failure, or an answer the transaction would refuse
+                row.failed(matrix.MODEL_FAILED if code.startswith("ERR_LLM") else matrix.INVALID, answer.error)
             return
         assert answer.plan is not None and answer.response is not None
         try:

@@ -48,9 +48,13 @@ def lines(record: dict[str, Any]) -> list[str]:
         out.append(f"judge {safe_text(judge.get('model', ''))}: {safe_text(said)}")
     for offer in record.get("retry") or []:
         out.append(f"retry: {safe_text(offer)}")
-    kept = [row.index for row in rows if row.kept]
-    if winner and kept:
-        out.append(f"land one: git papayu land {record['id']}:{winner}    drop them: git papayu drop {record['id']}")
+    if any(row.kept for row in rows):
+        land = (
+            f"land one: git papayu land {record['id']}:{winner}    "
+            if winner and record.get("state") != "landed"
+            else ""
+        )
+        out.append(f"{land}drop them: git papayu drop {record['id']}")
     return out
 
 
