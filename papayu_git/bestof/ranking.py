@@ -80,7 +80,7 @@ def goal_named(goal: str, tests: Iterable[str]) -> list[str]:
         file = test
         for separator in FILE_SEPARATORS:
             file = file.split(separator, 1)[0]
-        leaf = re.split(r"::|\s>\s|[./\[]", test.rstrip("]"))[-1]
+        leaf = re.split(r"::| > |[./]", test.split("[", 1)[0])[-1]  # test_add of tests/x.py::T::test_add[1]
         if test in goal or (file != test and file in goal) or leaf in words:
             named.append(test)
     return named
