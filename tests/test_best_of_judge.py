@@ -7,6 +7,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -109,28 +110,30 @@ def test_fix_candidates_is_best_of(calc: Path, llm: ScriptedLLM) -> None:  # noq
     assert refused.returncode == 1 and json.loads(refused.stdout)["errors"][0]["code"] == "ERR_USAGE"
 
 
-def test_on_a_terminal_a_live_table_then_the_winners_diff_and_the_question(calc: Path, llm: ScriptedLLM) -> None:  # noqa: F811
+def _at_the_question(repo: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int, bytes]:
+    """`best-of 2 GOAL` on a pty, read until it asks; (process, the pty's master end, what it printed)."""
     import pty
 
-    llm.script = [router({0.0: [action(NOTHING)], 0.3: [action(GOOD)]})] * 4
-    before = git(calc, "rev-parse", "main")
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "papayu_git", "best-of", "2", GOAL],
-        cwd=calc,
+        cwd=repo,
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        env={**os.environ, **llm.env(), "GIT_PAGER": "cat", "PYTHONPATH": str(ROOT)},
+        env={**os.environ, **env, "GIT_PAGER": "cat", "PYTHONPATH": str(ROOT)},
     )
     os.close(slave)
     seen, deadline = b"", time.monotonic() + 240
+    while b"Land plan" not in seen:
+        assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
+        if select.select([master], [], [], 1.0)[0]:
+            seen += os.read(master, 65536)
+    return proc, master, seen
+
+
+def _rest(proc: subprocess.Popen[bytes], master: int, seen: bytes) -> str:
     try:
-        while b"Land plan" not in seen:
-            assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
-            if select.select([master], [], [], 1.0)[0]:
-                seen += os.read(master, 65536)
-        os.write(master, b"y\n")
         while proc.poll() is None or select.select([master], [], [], 0.2)[0]:
             try:
                 chunk = os.read(master, 65536)
@@ -142,7 +145,16 @@ def test_on_a_terminal_a_live_table_then_the_winners_diff_and_the_question(calc:
     finally:
         os.close(master)
         proc.wait(timeout=60)
-    text = seen.decode(errors="replace")
+    return seen.decode(errors="replace")
+
+
+def test_on_a_terminal_a_live_table_then_the_winners_diff_and_the_question(calc: Path, llm: ScriptedLLM) -> None:  # noqa: F811
+    llm.script = [router({0.0: [action(NOTHING)], 0.3: [action(GOOD)]})] * 4
+    before, untouched = git(calc, "rev-parse", "main"), user_view(snapshot(calc))
+    proc, master, seen = _at_the_question(calc, llm.env())
+    assert user_view(snapshot(calc)) == untouched  # all asked and checked: the user's side as it was
+    os.write(master, b"y\n")
+    text = _rest(proc, master, seen)
     asked = text[: text.index("Land plan")]
     assert "MODEL" in asked and "checking" in asked and "\x1b[" in asked  # the live table, redrawn
     assert "lost: held at review: ERR_CHECK_FIXES_NOTHING" in asked  # the matrix, then the winner
@@ -150,6 +162,18 @@ def test_on_a_terminal_a_live_table_then_the_winners_diff_and_the_question(calc:
     assert "verdict against the tip: passed 2, fixed 1" in asked
     assert proc.returncode == 0, text
     assert git(calc, "rev-parse", "main") != before and "landed plan" in text
+
+
+def test_ctrl_c_at_the_question_rolls_every_candidate_back(calc: Path, llm: ScriptedLLM) -> None:  # noqa: F811
+    llm.script = [router({0.0: [action(NOTHING)], 0.3: [action(GOOD)]})] * 4
+    before = snapshot(calc)
+    proc, master, seen = _at_the_question(calc, llm.env())
+    proc.send_signal(signal.SIGINT)  # Ctrl-C while it asks
+    text = _rest(proc, master, seen)
+    assert proc.returncode == 130, text
+    assert git(calc, "branch", "--list", "papayu/*") == "" and snapshot(calc) == before
+    run = json.loads(next((calc / ".git/papayu/runs").glob("*.json")).read_text())
+    assert run["state"] == "interrupted" and run["winner"] == 2
 
 
 def _mcp(repo: Path, env: dict[str, str], **arguments: Any) -> tuple[bool, dict[str, Any]]:

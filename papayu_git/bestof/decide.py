@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+import click
+
 from papayu_git import output, plans, settings, traces
 from papayu_git.bestof import matrix, ranking, runs
 from papayu_git.errors import PapayuError
@@ -113,7 +115,11 @@ def _land(session: Session, winner: Row) -> tuple[ApplyResult | None, PapayuErro
     check = (plans.load(session.pdir, winner.plan_id).extra.get("apply") or {}).get("check")
     landing = Landing(session.root, session.options.yes, session.options.as_json)
     preview = LandingPreview(winner.plan_id, winner.branch, winner.commit, session.target.branch, check)
-    if not landing.confirm(preview):
+    try:
+        confirmed = landing.confirm(preview)
+    except click.exceptions.Abort:  # Ctrl-C at the question reaches us as click's Abort
+        raise KeyboardInterrupt from None
+    if not confirmed:
         output.result(f"#{winner.index} not landed; kept on {winner.branch}: git papayu land {where}")
         return None, None
     key = runs.branch_key(session.run_id, winner.index)

@@ -27,12 +27,14 @@ from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir
 from papayu_git.housekeeping import clear_stale
 from papayu_git.landing import resolve_target
+from papayu_git.llm.config import Provider
 from papayu_git.objects import delete_branch
 from papayu_git.traces import now_iso
 
 if TYPE_CHECKING:
     import pygit2
 
+    from papayu_git.bestof.sampling import Sample
     from papayu_git.landing import Target
     from papayu_git.llm.local import LocalServer
 
@@ -92,8 +94,8 @@ class Session:
         self.save()
         with contextlib.ExitStack() as stack, output.live() as update:
             server = self._local_server(stack)
-            for answer in self.answers:
-                asking.start(self.question, answer, self.budget, server)
+            for answer in self.answers:  # the embedded server only for the candidates of provider local
+                asking.start(self.question, answer, self.budget, server if _local(answer.sample) else None)
             while any(row.state in matrix.BUSY for row in self.rows):
                 self._take_answers()
                 self._collect()
@@ -109,7 +111,7 @@ class Session:
         runs.drop(self.repo, self.pdir, self.run_id)
         for row in self.rows:
             row.kept = False
-        self.save("interrupted")
+        self.save("landed" if self.record.get("landed") else "interrupted")  # a landing stays one
 
     def save(self, state: str | None = None) -> None:
         if state:
@@ -120,9 +122,7 @@ class Session:
 
     # --- steps ----------------------------------------------------------------------------------
     def _local_server(self, stack: contextlib.ExitStack) -> LocalServer | None:
-        from papayu_git.llm.config import Provider  # lazy: see commands/best_of.py
-
-        if not any(s.config is not None and s.config.provider is Provider.LOCAL for s in self.samples):
+        if not any(_local(s) for s in self.samples):
             return None
         from papayu_git.llm.local import running_server
 
@@ -230,6 +230,10 @@ class Session:
         self.children.clear()
         self.queue.clear()
         self.save()
+
+
+def _local(sample: Sample) -> bool:
+    return sample.config is not None and sample.config.provider is Provider.LOCAL
 
 
 def lock(session: Session) -> Any:

@@ -47,15 +47,16 @@ def run(
         f"papayu: best of {len(session.rows)} on {session.target.branch} @ {session.target.tip[:12]} "
         f"(run {session.run_id})"
     )
-    with lock(session):
-        try:
+    try:
+        with lock(session):
             session.gather()
             winner = decide.rank(session)
-        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: every candidate rolls back
-            with _signals_held():
-                session.abort("interrupted")
-            raise
-    return decide.conclude(session, winner)
+            session.save()
+        return decide.conclude(session, winner)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM (at the question too): every candidate rolls back
+        with _signals_held():
+            session.abort("interrupted")
+        raise
 
 
 def from_fix(
