@@ -254,6 +254,14 @@ def test_without_a_green_candidate_nothing_lands_and_the_best_red_ones_are_offer
     assert len(offered) == 2 and all(o.startswith("git papayu retry ") and o.split()[3] in plan_ids for o in offered)
     assert "test_sub" in " ".join(offered)
     assert out["run"]["state"] == "no_green"
+    # The offer works: the red candidate goes back to the model with its failures, and lands.
+    breaker = next(o.split()[3] for o in offered if "test_sub" in o)
+    llm.script = [router({0.0: [action(GOOD)]})] * 2
+    retried = papayu("retry", breaker, "-y", "--json", cwd=calc, env=llm.env(), timeout=300)
+    assert retried.returncode == 0, retried.stderr
+    assert json.loads(retried.stdout)["apply"]["state"] == "landed"
+    told = "\n".join(str(m.get("content")) for m in llm.requests[-2]["messages"])
+    assert f"PREVIOUS ATTEMPT: plan {breaker}" in told and "tests/test_calc.py::test_sub" in told
 
 
 def test_identical_trees_are_checked_once_and_the_base_once(calc: Path, llm: ScriptedLLM, tmp_path: Path) -> None:
