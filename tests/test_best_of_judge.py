@@ -133,8 +133,13 @@ def _at_the_question(repo: Path, env: dict[str, str]) -> tuple[subprocess.Popen[
 
 
 def _rest(proc: subprocess.Popen[bytes], master: int, seen: bytes) -> str:
+    """What it prints until it exits (never a blocking read: a run that hangs fails the test)."""
+    deadline = time.monotonic() + 120
     try:
         while proc.poll() is None or select.select([master], [], [], 0.2)[0]:
+            assert time.monotonic() < deadline, seen.decode(errors="replace")
+            if not select.select([master], [], [], 0.5)[0]:
+                continue
             try:
                 chunk = os.read(master, 65536)
             except OSError:
@@ -144,6 +149,8 @@ def _rest(proc: subprocess.Popen[bytes], master: int, seen: bytes) -> str:
             seen += chunk
     finally:
         os.close(master)
+        if proc.poll() is None:
+            proc.kill()
         proc.wait(timeout=60)
     return seen.decode(errors="replace")
 
@@ -168,6 +175,7 @@ def test_ctrl_c_at_the_question_rolls_every_candidate_back(calc: Path, llm: Scri
     llm.script = [router({0.0: [action(NOTHING)], 0.3: [action(GOOD)]})] * 4
     before = snapshot(calc)
     proc, master, seen = _at_the_question(calc, llm.env())
+    time.sleep(0.5)  # waiting for the answer (a signal between the prompt and the read would be lost to readline)
     proc.send_signal(signal.SIGINT)  # Ctrl-C while it asks
     text = _rest(proc, master, seen)
     assert proc.returncode == 130, text
