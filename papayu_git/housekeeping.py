@@ -45,7 +45,17 @@ def clear_stale(repo: pygit2.Repository, pdir: Path) -> list[locks.LockInfo]:
         if is_id(plan_id) and not _kept_on_purpose(repo, pdir, plan_id):
             delete_branch(repo, plan_id)
 
-    handlers = {"apply": dead_apply, "land": lambda info: clear_dead_land(info, git_common), "checkout": dead_check}
+    def dead_run(info: locks.LockInfo) -> None:
+        from papayu_git.bestof.runs import clear_dead  # lazy: a dead best-of's leftovers only
+
+        clear_dead(repo, pdir, info)
+
+    handlers = {
+        "apply": dead_apply,
+        "land": lambda info: clear_dead_land(info, git_common),
+        "checkout": dead_check,
+        "bestof": dead_run,
+    }
     return locks.clear_stale(pdir, handlers)
 
 
@@ -88,8 +98,11 @@ def gc(repo: pygit2.Repository, repo_root: Path, pdir: Path, days: float) -> GcR
     report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
     report.worktrees = [str(p) for p in remove_idle_checkouts(repo_root, pdir, on_stale=dead_check)]
     cutoff = time.time() - days * 86400
+    from papayu_git.bestof import runs  # lazy: plans and protocol would slow every command, see dead_check
+
+    report.branches += runs.gc(repo, pdir, cutoff)  # a best-of run's candidates, papayu/<run>/<i>
     for plan_id, commit in sorted(generated_branches(repo).items()):
-        if _applying(pdir, plan_id) or commit_of(repo, commit).commit_time > cutoff:
+        if runs.parse_key(plan_id) or _applying(pdir, plan_id) or commit_of(repo, commit).commit_time > cutoff:
             continue
         if delete_branch(repo, plan_id):
             report.branches.append(branch_name(plan_id))

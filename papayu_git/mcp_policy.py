@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from papayu_git import plans, settings
+from papayu_git.bestof.runs import candidate_key
 from papayu_git.checked import VerdictState, verdict
 from papayu_git.errors import PapayuError
 from papayu_git.git import open_repo, papayu_dir
@@ -63,7 +64,7 @@ def land_refusals(root: Path, plan_id: str) -> list[PapayuError]:
     check passed on it, and the operator did not allow that. Judged on the kept commit itself."""
     settings.forget_cached_config()
     repo = open_repo(root)
-    sha = generated_branches(repo).get(plan_id)
+    sha = generated_branches(repo).get(candidate_key(papayu_dir(repo), plan_id) or plan_id)
     if sha is None:
         return []  # the CLI says ERR_PLAN_NOT_FOUND
     try:

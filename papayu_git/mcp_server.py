@@ -192,6 +192,43 @@ class PapayuTools:
             return data
         return tool_result(apply_summary(data), not data.get("ok", False))
 
+    async def best_of(
+        self,
+        goal: str,
+        ctx: Context[Any, Any],
+        candidates: int,
+        options: dict[str, Any],
+        check: str | None = None,
+        allow_test_edits: bool = False,
+    ) -> CallToolResult:
+        """`best-of N GOAL --review`, then the winner landed as land_plan lands: the operator's
+        rules apply to the arguments and, judged on its commit, to the winner."""
+        refused = refused_arguments(self.root, {"check": bool(check), "allow_test_edits": allow_test_edits})
+        if refused:
+            return failed(*refused)
+        args = ["best-of", "--json", "--review", *([f"--check={check}"] if check else [])]
+        args += ["--allow-test-edits"] if allow_test_edits else []
+        args += ["--first-green"] if options["first_green"] else []
+        args += [f"--budget-tokens={options['budget_tokens']}", f"--timeout={options['timeout_sec']}"]
+        data = await self.cli_result([*args, "--", str(candidates), goal], ctx=ctx, what="best-of")
+        if isinstance(data, CallToolResult):
+            return data
+        run, summary = data.get("run") or {}, {**best_of_summary(data), "landed": None}
+        winner = next((r for r in run.get("candidates") or [] if r.get("index") == run.get("winner")), None)
+        if winner is None or options["review"]:
+            return tool_result(summary, not data.get("ok", False))
+        refusals = await anyio.to_thread.run_sync(land_refusals, self.root, winner["plan_id"])
+        if refusals:
+            return tool_result({**summary, "ok": False, "errors": [error_dict(e) for e in refusals]}, True)
+        landed = await self.cli_result(["land", f"{run['id']}:{winner['index']}", "--json"], what="land")
+        if isinstance(landed, CallToolResult):
+            return landed
+        if landed.get("state") == "landed":  # what `show RUN` now says too
+            summary["state"] = "landed"
+            for row in summary["candidates"]:
+                row["state"] = "landed" if row["index"] == winner["index"] else row["state"]
+        return tool_result({**summary, "landed": apply_summary(landed)}, not landed.get("ok", False))
+
     async def land_plan(self, plan_id: str) -> CallToolResult:
         try:
             plans.check_id(plan_id, path="plan_id")
@@ -269,6 +306,20 @@ def apply_summary(data: dict[str, Any]) -> dict[str, Any]:
         "error": data.get("error"),
         "test_edits": data.get("test_edits") or [],
         "warnings": data.get("warnings") or [],
+    }
+
+
+def best_of_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """A best-of run's matrix (docs/FEATURES.md, "MCP server"): each candidate, its state and why it lost."""
+    run = data.get("run") or {}
+    keys = ("index", "model", "plan_id", "state", "code", "fixed", "broken", "files", "added", "deleted", "lost")
+    return {
+        "ok": bool(data.get("ok")),
+        "run": run.get("id", ""),
+        "state": run.get("state", ""),
+        "winner": run.get("winner"),
+        "candidates": [{k: row.get(k) for k in keys} for row in run.get("candidates") or []],
+        "error": data.get("error"),
     }
 
 
@@ -365,6 +416,38 @@ def build_server(root: Path) -> MCPServer[Any]:
             plan, ctx, check, no_check, review, keep_failed, onto, rebase, allow_test_edits, allow_deletions
         )
 
+    async def best_of(
+        goal: Annotated[
+            str, Field(description="What the plans should achieve, e.g. 'fix the failing test tests/x.py'.")
+        ],
+        ctx: Context[Any, Any],
+        candidates: Annotated[int, Field(ge=1, le=16, description="How many plans to ask for.")] = 3,
+        first_green: Annotated[bool, Field(description="Stop the others once one passes the gate.")] = False,
+        budget_tokens: Annotated[int, Field(ge=0, description="Token bound for the run's model calls (0: none).")] = 0,
+        timeout_sec: Annotated[float, Field(ge=0, description="Stop what still runs after this (0: none).")] = 0,
+        review: Annotated[bool, Field(description="Rank and keep every candidate; land nothing.")] = False,
+        check: Annotated[
+            str | None, Field(description="Check command; refused unless the operator set papayu.mcp.allowCheck.")
+        ] = None,
+        allow_test_edits: Annotated[
+            bool,
+            Field(
+                description="Candidates editing tests may win; refused unless the operator set papayu.mcp.allowTestEdits."
+            ),
+        ] = False,
+    ) -> CallToolResult:
+        """Ask the configured model(s) for several plans for GOAL on one tip, check them side by side in
+        sandboxed checkouts, rank them (the gate first, then tests fixed, no flaky signal, the smaller change)
+        and land the best green one, as land_plan would. Returns the score matrix: each candidate's state and
+        why it lost. Progress every second."""
+        bounds = {
+            "first_green": first_green,
+            "budget_tokens": budget_tokens,
+            "timeout_sec": timeout_sec,
+            "review": review,
+        }
+        return await tools.best_of(goal, ctx, candidates, bounds, check, allow_test_edits)
+
     async def land_plan(plan_id: PlanId) -> CallToolResult:
         """Land a reviewed plan: fast-forward its branch to papayu/<id> (only the commit whose check passed).
         A plan that edits tests, deletes files or has no passed check is the operator's or a human's to land."""
@@ -397,6 +480,7 @@ def build_server(root: Path) -> MCPServer[Any]:
     for fn, hints in (
         (validate_plan, READ_ONLY),
         (apply_plan, DESTRUCTIVE),
+        (best_of, DESTRUCTIVE),
         (land_plan, DESTRUCTIVE),
         (drop_plan, DESTRUCTIVE),
         (list_plans, READ_ONLY),

@@ -14,7 +14,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
@@ -54,8 +54,78 @@ def _own_or_escaped(match: re.Match[str]) -> str:
 
 
 def _write(text: str, stream: TextIO) -> None:
-    """The way out for every line: control characters escaped, papayu's colours kept."""
-    print(_OWN_OR_CONTROL.sub(_own_or_escaped, text), file=stream, flush=True)
+    """The way out for every line: control characters escaped, papayu's colours kept; above a
+    live table, when one is on stderr."""
+    board = _live
+    if board is None or stream is not sys.stderr:
+        print(_OWN_OR_CONTROL.sub(_own_or_escaped, text), file=stream, flush=True)
+        return
+    with board.lock:
+        board.erase()
+        print(_OWN_OR_CONTROL.sub(_own_or_escaped, text), file=stream, flush=True)
+        board.draw()
+
+
+class _Board:
+    """The lines of a live table at the bottom of stderr (``live``): papayu's own cursor moves only."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+
+    def erase(self) -> None:
+        if self.lines:
+            sys.stderr.write(f"\033[{len(self.lines)}F\033[J")
+
+    def draw(self) -> None:
+        for line in self.lines:
+            sys.stderr.write(_OWN_OR_CONTROL.sub(_own_or_escaped, line) + "\n")
+        sys.stderr.flush()
+
+
+_live: _Board | None = None
+_quiet = threading.local()
+
+
+@contextmanager
+def live() -> Iterator[Callable[[list[str]], None]]:
+    """An updater of lines redrawn in place at the bottom of stderr on a terminal (best-of's table,
+    docs/DESIGN.md, "Best of N"); other stderr lines print above them, spinners are off. Elsewhere
+    the updater does nothing: the caller prints the final table as a result."""
+    global _live
+    if not is_tty(sys.stderr) or _live is not None:
+        yield lambda lines: None
+        return
+    import shutil
+
+    board = _live = _Board()
+    width = max(20, shutil.get_terminal_size().columns - 1)  # a wrapped line would break the redraw
+
+    def update(lines: list[str]) -> None:
+        with board.lock:
+            board.erase()
+            board.lines = [printable(line)[:width] for line in lines]
+            board.draw()
+
+    try:
+        yield update
+    finally:
+        _live = None  # the last table stays on the screen
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """In this thread, info, warn and progress print nothing (events still do): best-of asks its
+    models in threads under a live table, and what they would say is recorded in their plans."""
+    _quiet.on = True
+    try:
+        yield
+    finally:
+        _quiet.on = False
+
+
+def _quieted() -> bool:
+    return bool(getattr(_quiet, "on", False))
 
 
 def is_tty(stream: TextIO) -> bool:
@@ -138,11 +208,13 @@ def _page(text: str, command: str) -> None:
 
 def info(text: str) -> None:
     """Human progress/notes (stderr), so stdout stays clean for --json and pipes."""
-    _write(text, sys.stderr)
+    if not _quieted():
+        _write(text, sys.stderr)
 
 
 def warn(text: str) -> None:
-    _write(colour(f"warning: {text}", "yellow", sys.stderr), sys.stderr)
+    if not _quieted():
+        _write(colour(f"warning: {text}", "yellow", sys.stderr), sys.stderr)
 
 
 def error(text: str) -> None:
@@ -191,8 +263,8 @@ def event(name: str, **fields: object) -> None:
 
 @contextmanager
 def progress(label: str) -> Iterator[None]:
-    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal."""
-    if not is_tty(sys.stderr):
+    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal (or holds a live table)."""
+    if not is_tty(sys.stderr) or _live is not None or _quieted():
         yield
         return
 

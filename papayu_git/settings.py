@@ -338,6 +338,30 @@ SETTINGS: list[Setting] = [
         "cost; git config papayu.llm.price.<provider> prices one provider (it wins); empty: no estimate",
     ),
     Setting(
+        "candidates",
+        "PAPAYU_CANDIDATES",
+        "papayu.candidates",
+        "",
+        "the models `best-of` and `fix --candidates N` ask, comma-separated PROVIDER/MODEL[@BASE_URL] "
+        "(openai/gpt-4o-mini,ollama/qwen2.5-coder:7b); keys come from the environment as for one model; "
+        "empty: the configured model, sampled at rising temperatures with a different approach each",
+    ),
+    Setting(
+        "candidates_judge",
+        "PAPAYU_CANDIDATES_JUDGE",
+        "papayu.candidates.judge",
+        "",
+        "a model (PROVIDER/MODEL[@BASE_URL]) that breaks a tie between equally ranked green candidates, "
+        "shown their diffs unnamed and in random order; it never overrides the gate; empty: the lower number wins",
+    ),
+    Setting(
+        "candidates_checks",
+        "PAPAYU_CANDIDATES_CHECKS",
+        "papayu.candidates.checks",
+        "0",
+        "best-of candidates checked at once, each in its own pooled checkout (0: two per CPU)",
+    ),
+    Setting(
         "local_model_path",
         "PAPAYU_LOCAL_MODEL",
         "papayu.local.model",

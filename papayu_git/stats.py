@@ -231,6 +231,19 @@ def online_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def best_of_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`best-of` runs (docs/DESIGN.md, "Best of N"): how they ended and each candidate's end. The
+    candidates' plans and checks are counted with the other plans and applies; their tokens too."""
+    runs = [t["best_of"] for t in traces if t.get("command") == "best-of" and isinstance(t.get("best_of"), dict)]
+    candidates = [c for run in runs for c in run.get("candidates") or [] if isinstance(c, dict)]
+    return {
+        "runs": len(runs),
+        "outcomes": dict(sorted(Counter(str(run.get("state") or "unknown") for run in runs).items())),
+        "candidates": len(candidates),
+        "candidate_states": dict(sorted(Counter(str(c.get("state") or "unknown") for c in candidates).items())),
+    }
+
+
 class Price(NamedTuple):
     """USD per million tokens."""
 
@@ -391,5 +404,6 @@ def compute_stats(
         "graduation": graduation(applies, metrics),
         "agent": agent_metrics(traces),
         "online": online_metrics(traces),
+        "best_of": best_of_metrics(traces),
         "usage": usage_metrics(traces, prices),
     }

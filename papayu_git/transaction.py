@@ -73,6 +73,10 @@ class ApplyOptions:
     # Asked once, after a check that lets the plan land and before the landing: False keeps the
     # commit on papayu/<id> for review (`fix` shows the diff and the verdict, then asks).
     confirm_landing: Callable[[LandingPreview], bool] | None = field(default=None, compare=False)
+    # A best-of candidate (docs/DESIGN.md, "Best of N"): built on this pinned tip, not the branch's
+    # tip now, and kept on papayu/<branch> (`<run>/<i>`) instead of papayu/<plan id>.
+    tip: str = ""
+    branch: str = ""
 
 
 @dataclass(frozen=True)
@@ -224,7 +228,9 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
     run = _Run(repo, Path(repo.workdir or repo_root), pdir, plan, options, trace_id_for_apply(pdir, plan.trace_id))
     try:
         with run.watch.stage("validate"):
-            prepared = prepare(repo, plan, response, resolve_target(repo, options.onto))
+            target = resolve_target(repo, options.onto)
+            target = replace(target, tip=options.tip) if options.tip else target
+            prepared = prepare(repo, plan, response, target)
         if any(a.kind in DELETING_KINDS for a in prepared.response.actions) and not options.yes:
             raise PapayuError(
                 "ERR_DELETE_NOT_CONFIRMED",
@@ -248,6 +254,7 @@ class _Run:
     ) -> None:
         self.repo, self.root, self.pdir, self.plan, self.options = repo, root, pdir, plan, options
         self.trace_id = trace_id
+        self.key = options.branch or plan.id  # the branch is papayu/<key>
         self.watch = Stopwatch()
         self.check: CheckResult | None = None
         self.gate: Gate | None = None
@@ -262,7 +269,7 @@ class _Run:
 
     @property
     def branch(self) -> str:
-        return branch_name(self.plan.id)
+        return branch_name(self.key)
 
     def transaction(self, prepared: Prepared) -> ApplyResult:
         self.proposed = prepared.response.commands_to_run
@@ -386,7 +393,7 @@ class _Run:
                 prepared.response.summary or self.plan.goal, self.plan.id, self.trace_id, trailers=trailers
             )
             commit = create_commit(self.repo, tree_id, prepared.target.tip, message)
-            set_branch(self.repo, self.plan.id, commit)
+            set_branch(self.repo, self.key, commit)
         return commit
 
     def say_rebased(self, prepared: Prepared) -> None:
@@ -587,7 +594,7 @@ class _Run:
         amended = create_commit(
             self.repo, old.tree_id, old.parent_ids[0], old.message.rstrip("\n") + "\n" + trailer + "\n"
         )
-        set_branch(self.repo, self.plan.id, amended)
+        set_branch(self.repo, self.key, amended)
         self.check = replace(self.check, commit=amended)
         return amended
 
@@ -650,7 +657,7 @@ class _Run:
         output.warn(text)
 
     def delete_branch(self) -> None:
-        delete_branch(self.repo, self.plan.id)
+        delete_branch(self.repo, self.key)
 
     def check_record(self) -> dict[str, Any] | None:
         return self.check.to_dict() if self.check else None
@@ -803,22 +810,25 @@ def land_branch(
     *,
     force: bool = False,
     forge_green: str | None = None,
+    branch: str = "",
 ) -> ApplyResult:
     """`land ID`: fast-forward the target with a kept `papayu/<id>` (its parent must still be the tip).
 
     Only the commit whose recorded check passed lands (checked.py) unless ``force``;
     ``forge_green``: the commit the forge's checks found green (land --when-green), which
-    counts as checked when it is exactly the commit being landed."""
+    counts as checked when it is exactly the commit being landed; ``branch``: the kept branch's
+    name under papayu/ when it is not the plan id (a best-of candidate's `<run>/<i>`)."""
     # `land` only: apply lands the commit it checked itself (docs/DESIGN.md, "Start-up and cost").
     from papayu_git import checked
 
+    key = branch or plan_id
     plan: StoredPlan | None
     try:
         plan = plans.load(pdir, plan_id)
         recorded = (plan.extra.get("apply") or {}).get("target") or plan.branch
     except PapayuError:
         plan, recorded = None, ""
-    commit = generated_branches(repo).get(plan_id)
+    commit = generated_branches(repo).get(key)
     if commit is None:
         raise checked.nothing_to_land(plan_id, plan)
     found = checked.verdict(plan_id, plan, commit, unchecked_ok=forge_green == commit)
@@ -828,7 +838,7 @@ def land_branch(
     watch = Stopwatch()
     with watch.stage("land"):
         how = land(repo, pdir, target, commit, plan_id)
-    delete_branch(repo, plan_id)
+    delete_branch(repo, key)
     update_outcome(
         pdir,
         plan_id,
@@ -849,7 +859,7 @@ def land_branch(
     return ApplyResult(
         plan_id,
         ApplyState.LANDED,
-        branch_name(plan_id),
+        branch_name(key),
         commit,
         target.branch,
         None,

@@ -13,9 +13,7 @@ from papayu_git import plans
 
 
 def test_review_then_show_list_and_land(repo: Path, tmp_path: Path) -> None:
-    plan = write_plan(
-        tmp_path, [{"kind": "CREATE_FILE", "path": "r.py", "content": "reviewed\n"}], summary="add r.py"
-    )
+    plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "r.py", "content": "reviewed\n"}], summary="add r.py")
     proc = papayu(
         "apply", str(plan), "--review", "--check", "test -f r.py", "--json", cwd=repo, env={"PAPAYU_LOG": "1"}
     )

@@ -61,6 +61,7 @@ def test_tools_are_listed_with_annotations(repo: Path) -> None:
     assert set(tools) == {
         "validate_plan",
         "apply_plan",
+        "best_of",
         "land_plan",
         "drop_plan",
         "list_plans",
@@ -69,7 +70,7 @@ def test_tools_are_listed_with_annotations(repo: Path) -> None:
         "list_files",
         "search_in_repo",
     }
-    for name in ("apply_plan", "land_plan", "drop_plan"):
+    for name in ("apply_plan", "best_of", "land_plan", "drop_plan"):
         annotations = tools[name].annotations
         assert annotations is not None and annotations.destructive_hint and not annotations.read_only_hint
     for name in ("validate_plan", "list_plans", "show_plan", "read_file", "list_files", "search_in_repo"):

@@ -75,6 +75,15 @@ def test_wheel_contains_the_schemas_man_page_and_entry_points(wheel: Path) -> No
     assert "papayu = papayu_git.__main__:main" in entry_points
 
 
+def test_wheel_carries_every_module_of_the_package(wheel: Path) -> None:
+    """pyproject.toml lists the subpackages by hand: one left out (a new room such as bestof/)
+    would be missing from every install while the checkout works."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    modules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "papayu_git").rglob("*.py"))
+    assert [m for m in modules if m not in names] == []
+
+
 def run_installed(wheel: Path, site: Path, probe: str) -> str:
     """Run ``probe`` against the wheel unpacked into ``site`` (nothing of this checkout on the
     path); its stdout."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from papayu_git import output, plans
+from papayu_git.bestof.runs import candidate_key, names_a_run
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
@@ -32,17 +33,20 @@ def resolve_generated(repo: pygit2.Repository, pdir: Path, id_or_prefix: str) ->
 
 
 def run(plan_id: str, as_json: bool = False) -> int:
+    if names_a_run(plan_id):  # a best-of run or one of its candidates (docs/DESIGN.md, "Best of N")
+        from papayu_git.bestof.views import drop
+
+        return drop(plan_id, as_json)
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
-    deleted = delete_branch(repo, resolved)
+    key = candidate_key(pdir, resolved) or resolved  # a best-of candidate is kept on papayu/<run>/<i>
+    deleted = delete_branch(repo, key)
     if deleted:
         update_outcome(pdir, resolved, state=ApplyState.DROPPED)
     if as_json:
         output.emit_json({"ok": True, "plan_id": resolved, "branch_deleted": deleted})
     else:
-        output.result(
-            f"dropped {branch_name(resolved)}" if deleted else f"plan {resolved} has no branch; nothing to drop"
-        )
+        output.result(f"dropped {branch_name(key)}" if deleted else f"plan {resolved} has no branch; nothing to drop")
     return 0
 
 

@@ -49,7 +49,12 @@ def run(
     accept_memory: bool = False,
     as_json: bool = False,
     attempts: int | None = None,
+    candidates: int = 1,
 ) -> int:
+    if candidates > 1:  # best of N (docs/DESIGN.md, "Best of N")
+        from papayu_git.commands import best_of
+
+        return best_of.from_fix(goal, options, candidates, mode, from_file, protocol, as_json, attempts)
     route = resolve(goal, mode)
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
@@ -292,6 +297,13 @@ class Loop:
     help="Plans to try: on a red check the model gets the failing tests and its previous plan "
     "(default 2 with -y, else 1).",
 )
+@click.option(
+    "--candidates",
+    type=click.IntRange(1, 16),
+    default=1,
+    metavar="N",
+    help="Ask for N plans on one tip, check them side by side, land the best green one (as best-of N GOAL).",
+)
 @click.option("--protocol", type=click.Choice(["1", "2"]), help="Protocol version (default PAPAYU_PROTOCOL_VERSION).")
 @click.option("--accept-memory", is_flag=True, help="Apply the model's memory_patch (else only on 'remember …').")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan and apply result.")
@@ -304,6 +316,7 @@ def command(
     accept_memory: bool,
     as_json: bool,
     attempts: int | None,
+    candidates: int,
 ) -> None:
     """Plan GOAL with the model, apply it, show what would land, and land it when you say yes.
 
@@ -318,5 +331,15 @@ def command(
     """
     with handle_errors(as_json):
         raise SystemExit(
-            run(goal, options, mode, from_file, int(protocol) if protocol else None, accept_memory, as_json, attempts)
+            run(
+                goal,
+                options,
+                mode,
+                from_file,
+                int(protocol) if protocol else None,
+                accept_memory,
+                as_json,
+                attempts,
+                candidates,
+            )
         )

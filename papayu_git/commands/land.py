@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import click
 
 from papayu_git import settings
+from papayu_git.bestof.runs import candidate_key, names_a_run
 from papayu_git.checked import verdict
 from papayu_git.commands.apply import report
 from papayu_git.commands.drop import resolve_generated
@@ -33,6 +34,10 @@ def run(
     when_green: WhenGreen | None = None,
     force: bool = False,
 ) -> int:
+    if names_a_run(plan_id) and when_green is None:  # a best-of run's candidate (docs/DESIGN.md, "Best of N")
+        from papayu_git.bestof.views import land
+
+        return land(plan_id, onto, force, as_json)
     forge_green: str | None = None
     if when_green is not None:
         kept = load_generated(plan_id)  # refuse a red / changed branch before waiting for the forge
@@ -49,7 +54,9 @@ def run(
         ensure_still_at(gen)
         forge_green = gen.sha
     repo, _root, pdir = open_checkout()
-    result = land_branch(repo, pdir, resolve_generated(repo, pdir, plan_id), onto, force=force, forge_green=forge_green)
+    resolved = resolve_generated(repo, pdir, plan_id)
+    key = candidate_key(pdir, resolved)  # a best-of candidate is kept on papayu/<run>/<i>
+    result = land_branch(repo, pdir, resolved, onto, force=force, forge_green=forge_green, branch=key)
     report(result, as_json)
     return 0
 

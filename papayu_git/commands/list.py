@@ -7,9 +7,10 @@ from typing import Any
 import click
 
 from papayu_git import output, plans
+from papayu_git.bestof.runs import parse_key
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
-from papayu_git.objects import branch_name, generated_branches
+from papayu_git.objects import BRANCH_PREFIX, branch_name, generated_branches
 from papayu_git.outcomes import ApplyState
 from papayu_git.protocol import raw_actions
 from papayu_git.secrets import safe_text
@@ -49,34 +50,34 @@ def _landed_now(repo: Any, outcome: dict[str, Any]) -> str:
     return "landed"
 
 
+def _branch_key(plan: Any) -> str:
+    """The plan's branch under papayu/: its id, or a best-of candidate's `<run>/<i>`."""
+    recorded = str((plan.extra.get("apply") or {}).get("branch") or "").removeprefix(BRANCH_PREFIX)
+    return recorded if parse_key(recorded) else plan.id
+
+
 def rows() -> list[dict[str, Any]]:
     repo, _root, pdir = open_checkout()
     branches = generated_branches(repo)
     out = []
+    claimed = set()
     for plan in plans.list_plans(pdir):
         summary = plan.response.get("summary", "") if isinstance(plan.response, dict) else ""
+        key = _branch_key(plan)
+        claimed.add(key)
         out.append(
             {
                 "id": plan.id,
-                "state": _state(plan, plan.id in branches, repo),
-                "branch": branch_name(plan.id) if plan.id in branches else "",
+                "state": _state(plan, key in branches, repo),
+                "branch": branch_name(key) if key in branches else "",
                 "target": (plan.extra.get("apply") or {}).get("target") or plan.branch,
                 "trace_id": plan.trace_id,  # its latest: the apply's, else the PLAN round's
                 "summary": (summary or plan.goal).splitlines()[0] if (summary or plan.goal) else "",
             }
         )
-    known = {row["id"] for row in out}
-    for plan_id in sorted(set(branches) - known):
-        out.append(
-            {
-                "id": plan_id,
-                "state": "branch only",
-                "branch": branch_name(plan_id),
-                "target": "",
-                "trace_id": "",
-                "summary": "",
-            }
-        )
+    for plan_id in sorted(set(branches) - claimed):
+        row = {"id": plan_id, "state": "branch only", "branch": branch_name(plan_id), "target": "", "trace_id": ""}
+        out.append({**row, "summary": ""})
     return out
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, plans
+from papayu_git.bestof.runs import names_a_run
 from papayu_git.commands.drop import resolve_generated
 from papayu_git.error_handler import handle_errors
 from papayu_git.git import run_git
@@ -66,6 +67,10 @@ def _coloured(line: str) -> str:
 
 
 def run(plan_id: str, as_json: bool = False) -> int:
+    if names_a_run(plan_id):  # a best-of run (docs/DESIGN.md, "Best of N")
+        from papayu_git.bestof.views import show
+
+        return show(plan_id, as_json)
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     try:

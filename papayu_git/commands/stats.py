@@ -152,6 +152,11 @@ def print_extras(stats: dict[str, Any]) -> None:
             f"{chosen['selective_runs']} selective runs ({_pct(chosen['selective_share_of_time'])} of the time), "
             f"{chosen['tripwires']} tripwires"
         )
+    best = stats.get("best_of") or {}
+    if best.get("runs"):
+        outcomes = ", ".join(f"{k} {v}" for k, v in best["outcomes"].items())
+        states = ", ".join(f"{k} {v}" for k, v in best["candidate_states"].items())
+        output.result(f"best-of runs: {best['runs']} ({outcomes}); candidates {best['candidates']} ({states})")
 
 
 def print_readiness(grad: dict[str, Any]) -> None:

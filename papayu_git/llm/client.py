@@ -2,7 +2,8 @@
 
 `ChatClient.complete` sends one chat request and returns the model's text. It speaks OpenAI
 Chat Completions (OpenAI, llama.cpp server, vLLM, LM Studio, Ollama /v1) and Ollama's native
-/api/chat. Generation is deterministic (temperature 0, top_p 1). It retries under the shared
+/api/chat. Generation is deterministic (temperature 0, top_p 1) unless the configuration asks for
+another temperature (a best-of candidate, bestof/sampling.py). It retries under the shared
 policy (net.RetryPolicy: 429, 5xx and connection errors, never a timeout), drops
 `response_format` once when the server rejects it (LLM_RESPONSE_FORMAT_FALLBACK), and ends
 every failure in an ERR_LLM_* code. When the model's window is known (llm/window.py) the answer
@@ -146,7 +147,7 @@ class ChatClient:
                 "model": self.model(),
                 "messages": messages,
                 "stream": False,
-                "options": {"temperature": 0, "top_p": 1, "num_predict": max_tokens},
+                "options": {"temperature": self.config.temperature, "top_p": 1, "num_predict": max_tokens},
             }
             if self.window.tokens:  # Ollama cuts a longer prompt silently: it runs with the window fitted to
                 body["options"]["num_ctx"] = self.window.tokens
@@ -156,7 +157,7 @@ class ChatClient:
         body = {
             "model": self.model(),
             "messages": messages,
-            "temperature": 0,
+            "temperature": self.config.temperature,
             "top_p": 1,
             "max_tokens": max_tokens,
             "presence_penalty": 0,

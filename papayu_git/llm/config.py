@@ -50,6 +50,7 @@ class LLMConfig:
     backoff_sec: float = 1.0
     max_tokens_cap: int = 0  # 0: no cap beyond the 16384/4096 rule above
     context_tokens: int = 0  # the model's window when the server does not say (llm/window.py); 0: ask it
+    temperature: float = 0.0  # deterministic, but for a best-of candidate sampled wider (bestof/sampling.py)
 
     def with_base_url(self, base_url: str) -> LLMConfig:
         """The same settings for papayu's own embedded server at ``base_url``: no key goes there."""
@@ -132,9 +133,18 @@ def _float(name: str, cwd: str | None) -> float:
 
 
 def load_config(cwd: str | None = None) -> LLMConfig:
-    base_url = settings.get("llm_base_url", cwd).strip().rstrip("/")
-    provider = _provider(settings.get("llm_provider", cwd), base_url)
-    model = settings.get("llm_model", cwd).strip()
+    return config_for(
+        settings.get("llm_provider", cwd), settings.get("llm_model", cwd), settings.get("llm_base_url", cwd), cwd
+    )
+
+
+def config_for(provider_name: str, model: str, base_url: str, cwd: str | None = None) -> LLMConfig:
+    """The configuration of one model: ``provider_name``/``model`` at ``base_url`` (each may be
+    empty, as in the settings), with every other setting and the key rules as for the configured
+    one. `load_config` is this with the settings; best-of asks several (papayu.candidates)."""
+    base_url = base_url.strip().rstrip("/")
+    provider = _provider(provider_name, base_url)
+    model = model.strip()
     if provider is Provider.OPENAI:
         # OpenAI's own default model only for OpenAI; another server is asked what it serves.
         own = not base_url or base_url == OPENAI_BASE_URL

@@ -42,6 +42,7 @@ class PlanRequest:
     online_context: str = ""  # an ONLINE_CONTEXT block (research.Research.context_block), from --use-research
     previous_attempt: str = ""  # a PREVIOUS ATTEMPT block: a plan whose check failed (retry.py)
     retry_of: str = ""  # that plan's id, recorded in the new plan
+    lens: str = ""  # the approach a best-of candidate is asked to take (bestof/sampling.py)
 
 
 @dataclass(frozen=True)
@@ -344,7 +345,7 @@ def _plan_cycle(
         shape=_shape(request.prompt_mode),
     )
     trace_id = cycle.trace_id = traces.new_trace_id()
-    first = user_message(request.goal, context_text, decision.note(budget), request.previous_attempt)
+    first = user_message(request.goal, context_text, decision.note(budget), request.previous_attempt, request.lens)
     response = _converse(cycle, conv, first, round_mode)
     response = _limit_questions(response, budget, cycle)
     shown_text = "\n".join([request.goal, request.log_text or "", *cycle.messages])
@@ -355,6 +356,7 @@ def _plan_cycle(
         "behaviour_flags": flags,
         "behaviour": {"act": decision.act, "reasons": list(decision.reasons), "missing": list(decision.missing)},
         **({"retry_of": request.retry_of} if request.retry_of else {}),
+        **({"lens": request.lens} if request.lens else {}),
         **_memory(repo_root, response, request, cycle),
     }
     cycle.warnings.extend(cycle.log.notes)
@@ -396,7 +398,7 @@ def _first_context(
     """The first message's context, fitted to the model's window when it is known, and the
     behaviour decision taken on what the model will see."""
     note = behaviour.decide(request.goal, request.log_text, "").note(budget)  # about as long as the final one
-    fixed = user_message(request.goal, request.online_context, note, request.previous_attempt)
+    fixed = user_message(request.goal, request.online_context, note, request.previous_attempt, request.lens)
     room = windows.room(client.window, [{"role": "system", "content": system}], fixed)
     text = _timed_context(cycle, cycle.session.render, blocks, room.budget(FIRST_SHARE) if room else None)
     if room:

@@ -134,11 +134,16 @@ def system_prompt(mode: PromptMode, protocol: int, memory_block: str, ask_budget
     return "\n".join(parts)
 
 
-def user_message(goal: str, context_text: str, behaviour_note: str = "", previous_attempt: str = "") -> str:
-    """The first message; ``previous_attempt``: a plan whose check failed, and how (retry.py)."""
+def user_message(
+    goal: str, context_text: str, behaviour_note: str = "", previous_attempt: str = "", lens: str = ""
+) -> str:
+    """The first message; ``previous_attempt``: a plan whose check failed, and how (retry.py);
+    ``lens``: the approach a best-of candidate is asked to take (bestof/sampling.py)."""
     parts = [f"TASK:\n{goal.strip()}\n"]
     if behaviour_note:
         parts.append(f"ORCHESTRATOR NOTE: {behaviour_note}\n")
+    if lens:
+        parts.append(f"APPROACH: {lens}\n")
     if previous_attempt:
         parts.append(f"{previous_attempt.strip()}\n")
     parts.append(f"CONTEXT:\n{context_text.strip() or '(no context gathered)'}\n")
