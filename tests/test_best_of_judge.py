@@ -171,17 +171,19 @@ def test_on_a_terminal_a_live_table_then_the_winners_diff_and_the_question(calc:
     assert git(calc, "rev-parse", "main") != before and "landed plan" in text
 
 
-def test_ctrl_c_at_the_question_rolls_every_candidate_back(calc: Path, llm: ScriptedLLM) -> None:  # noqa: F811
+def test_ctrl_c_at_the_question_keeps_the_winner_for_land(calc: Path, llm: ScriptedLLM) -> None:  # noqa: F811
+    """As at `fix`'s question: Ctrl-C means no. Nothing landed, the winner kept for `land RUN:N`."""
     llm.script = [router({0.0: [action(NOTHING)], 0.3: [action(GOOD)]})] * 4
     before = snapshot(calc)
     proc, master, seen = _at_the_question(calc, llm.env())
     time.sleep(0.5)  # waiting for the answer (a signal between the prompt and the read would be lost to readline)
     proc.send_signal(signal.SIGINT)  # Ctrl-C while it asks
     text = _rest(proc, master, seen)
-    assert proc.returncode == 130, text
-    assert git(calc, "branch", "--list", "papayu/*") == "" and snapshot(calc) == before
+    assert proc.returncode == 0 and "Ctrl-C at the question: not landing" in text, text
+    assert user_view(snapshot(calc)) == user_view(before)
     run = json.loads(next((calc / ".git/papayu/runs").glob("*.json")).read_text())
-    assert run["state"] == "interrupted" and run["winner"] == 2
+    assert run["winner"] == 2 and f"git papayu land {run['id']}:2" in text, (run, text)
+    assert git(calc, "branch", "--list", f"papayu/{run['id']}/2").strip()
 
 
 def _mcp(repo: Path, env: dict[str, str], **arguments: Any) -> tuple[bool, dict[str, Any]]:

@@ -5,8 +5,8 @@ show, list, commit messages, stored plans, the check log, `--json`, pull request
 from __future__ import annotations
 
 import json
-import sys
 import re
+import sys
 from pathlib import Path
 
 import pytest
