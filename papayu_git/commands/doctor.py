@@ -648,8 +648,12 @@ def tip_check_item(here: _Here) -> Item:
         direct = "passed" if report.direct_passed else "failed"
         timing += f" vs {report.direct_seconds:.1f}s run directly ({ratio:.2f}x; directly it {direct})"
     seen = f"; environment: {', '.join(report.env_dirs)}" if report.env_dirs else "; no environment directory"
+    seen += _per_test(report.tests)
     if report.passed:
-        return Item(name, OK, f"passed in the sandbox ({report.sandbox}) in {timing}{seen}", data=data)
+        hint = _results_hint(report.tests)
+        return Item(
+            name, WARN if hint else OK, f"passed in the sandbox ({report.sandbox}) in {timing}{seen}", hint, data=data
+        )
     missing = "; ".join(report.environment) or "nothing recognisable: read the log"
     return Item(
         name,
@@ -658,6 +662,24 @@ def tip_check_item(here: _Here) -> Item:
         f"Read {report.log}; plans cannot land while the check fails on the tip for a reason outside the plan.",
         code="ERR_CHECK_FAILED",
         data=data,
+    )
+
+
+def _per_test(tests: dict[str, Any]) -> str:
+    """ "; per test: 41 passed, 1 failed (jest json)", or why the verdict is the exit code's."""
+    counts = {k: v for k, v in (tests.get("counts") or {}).items() if v}
+    if counts:
+        return f"; per test: {', '.join(f'{n} {k}' for k, n in counts.items())} ({tests.get('source')})"
+    return "; verdict by exit code only" + (f" ({'; '.join(tests['unreadable'])})" if tests.get("unreadable") else "")
+
+
+def _results_hint(tests: dict[str, Any]) -> str:
+    """What to set when papayu cannot read the check's tests (docs/DESIGN.md, "What the check runs")."""
+    if any((tests.get("counts") or {}).values()) or not tests:
+        return ""
+    return (
+        "Plans are judged by the exit code alone: set `git config papayu.checkCommand` to a runner papayu reads "
+        "(README: What the check runs), or `git config papayu.check.junit GLOB` to the JUnit XML files the check writes."
     )
 
 
