@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from papayu_git.check.results import provenance
+from papayu_git.check.results import provenance, runners
 from papayu_git.check.results.outcome import Outcome, TestResults
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
@@ -204,7 +204,7 @@ def _judge(
     shared: str = "",
 ) -> Verdict:
     if base.results.exit_code_only:
-        return _by_exit_code(regression, own)
+        return _by_exit_code(regression, own, runners.why_exit_code_only(base.results))
     approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()
     tally = _Tally(restored=tuple(sorted(restored)), approve_restored=approve_restored)
     tally.compare(base, regression, approved)
@@ -390,10 +390,14 @@ def _run_notes(base: Run, regression: Run, own: Run | None) -> list[str]:
     return notes
 
 
-def _by_exit_code(regression: Run, own: Run | None) -> Verdict:
-    """The base's results are unreadable: the check's exit code decides, as before per-test results."""
+UNREADABLE = "the check's per-test results could not be read"
+
+
+def _by_exit_code(regression: Run, own: Run | None, why: str = "") -> Verdict:
+    """The base's results are unreadable: the check's exit code decides, as before per-test
+    results. ``why``: what papayu could not read, and what to set (results/runners.py)."""
     runs = [(REGRESSION, regression)] + ([(OWN, own)] if own is not None else [])
-    notes = ["the verdict is exit-code only: the check's per-test results could not be read"]
+    notes = [f"the verdict is exit-code only: {why or UNREADABLE}"]
     notes += [f"{name} {run.how_it_ended()}" for name, run in runs]
     failed = [run for _, run in runs if not run.passed_all]
     code = None

@@ -14,6 +14,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
+from papayu_git.check.results.outcome import TestResults
 from papayu_git.check.scripts import Leaf
 
 JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER = (
@@ -164,3 +165,13 @@ def notes(leaves: tuple[Leaf, ...]) -> list[str]:
         if found.unread:
             out.append(f"{leaf.said()}: {found.unread}")
     return out
+
+
+def why_exit_code_only(results: TestResults | None) -> str:
+    """Why a run's verdict is its exit code's, and what to set ("" when it is read per test, or
+    papayu has nothing to say): the runners it cannot read, the scripts it could not follow."""
+    if results is None or not results.exit_code_only or not results.unreadable:
+        return ""
+    said = "; ".join(results.unreadable[:5])
+    more = f" (and {len(results.unreadable) - 5} more)" if len(results.unreadable) > 5 else ""
+    return f"{said}{more}; {SET}"
