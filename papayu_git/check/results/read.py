@@ -51,15 +51,17 @@ def read_results(
     root: str = "",
     readers: Collection[str] | None = None,
     tools: Sequence[tuple[str, str]] = (),
+    since: float | None = None,
 ) -> TestResults:
     """The results a run left in a host directory: the report files at its top, the
     `papayu.check.junit` files under its `junit/` and the build tools' reports (``tools``:
-    (directory, glob)) under it (read as the check's first process reads them: no links
-    followed, no FIFO opened, bounded). ``readers``: the sources to read (see `instrumented`);
-    None reads every one."""
+    (directory, glob)) under it, those changed before ``since`` left out (read as the check's
+    first process reads them: no links followed, no FIFO opened, bounded). ``readers``: the
+    sources to read (see `instrumented`); None reads every one."""
     delivery = Delivery(ended=True)
     globs = [str(g) for g in junit_globs]
-    found = collect(str(report_dir), list(REPORT_FILES), str(report_dir / JUNIT_DIR), globs, [list(t) for t in tools])
+    tools_globs = [list(t) for t in tools]
+    found = collect(str(report_dir), list(REPORT_FILES), str(report_dir / JUNIT_DIR), globs, tools_globs, since)
     for name, data, why in found:
         if name == OLDER:
             delivery.notes.append(why)
