@@ -5,7 +5,7 @@ Maven Central), installed once per machine into a cache that outlives test runs:
 The first run on a fresh machine downloads them (CI has the registries), later runs install from
 the cache without the network: a pnpm workspace from its store and a lockfile kept per set of
 manifests, a Maven project from a local repository hard-linked into the test's HOME, as a
-user's ~/.m2/repository would be. Each step takes a lock, so parallel workers (pytest -n) wait
+user's ~/.m2/repository would be (Gradle's ~/.gradle/caches are downloaded for each test). Each step takes a lock, so parallel workers (pytest -n) wait
 for one download instead of racing. What cannot be had (no npm, no registry) is a skip reason.
 """
 
@@ -103,7 +103,7 @@ def maven_repository(project: Path, home: Path) -> None:
     then hard-linked in."""
     if shutil.which("mvn") is None:
         raise Unavailable("mvn is not installed")
-    marker = MAVEN_REPO / f".warm-{_poms_digest(project)}"
+    marker = MAVEN_REPO / f".warm-{_digest(project, 'pom.xml')}"
     if not marker.exists():
         with _locked("maven"), tempfile.TemporaryDirectory() as scratch:
             if not marker.exists():
@@ -117,8 +117,26 @@ def maven_repository(project: Path, home: Path) -> None:
     shutil.copytree(MAVEN_REPO, target, copy_function=os.link, dirs_exist_ok=True)
 
 
-def _poms_digest(project: Path) -> str:
+def gradle_caches(project: Path, home: Path) -> None:
+    """``home``'s ~/.gradle/caches with what ``project``'s build downloads: a build of a copy of
+    the project, online, as its user would have run once. Not from the machine's cache: the
+    Gradle installable here (4.4) records absolute paths in its cache, which cannot move."""
+    gradle = shutil.which("gradle")
+    if gradle is None:
+        raise Unavailable("gradle is not installed")
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "project"
+        shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".git"))
+        env = {**os.environ, "GRADLE_USER_HOME": str(home / ".gradle")}
+        # The tip's tests may fail: what matters is what the build downloaded.
+        subprocess.run([gradle, "--no-daemon", "-q", "test", "--continue"], cwd=copy, env=env, timeout=900)
+    if not (home / ".gradle" / "caches" / "modules-2").is_dir():
+        raise Unavailable("gradle downloaded nothing: is Maven Central reachable?")
+
+
+def _digest(project: Path, pattern: str) -> str:
     digest = hashlib.sha256()
-    for path in sorted(project.rglob("pom.xml")):
-        digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())
+    for path in sorted(project.rglob(pattern)):
+        if ".git" not in path.parts:
+            digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:24]

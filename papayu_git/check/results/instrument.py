@@ -12,9 +12,11 @@ in the command also writes JUnit (its spec output stays on stdout); run by a scr
 lines are read from the log. `go test` in the command becomes `go test -json`: go has no second
 reporter, so the check's log holds go's JSON events, read back for the results (`go_plain_text`
 gives the text go would have printed). `cargo test` needs nothing: libtest's lines in the log
-are read. Maven's surefire and failsafe reports and Gradle's test results are found under the
-root once the command ended, as are the files the project names itself (`papayu.check.junit`,
-which then replaces them); all are sent by the check's first process (inside.py).
+are read. Maven (`--fail-at-end`) and Gradle (`--continue`) named in the command go on past a
+failing module, so that its failure hides no other module's tests; their surefire and failsafe
+reports and test results are found under the root once the command ended, as are the files the
+project names itself (`papayu.check.junit`, which then replaces them); all are sent by the
+check's first process (inside.py).
 
 The log is read only for the formats the command's runners print there: go's events where the
 command runs `go test` with -json, libtest's lines where it runs `cargo test`, TAP where it runs
@@ -72,6 +74,8 @@ _WORD_END = r"(?=$|[\s;&|)])"
 _NODE_TEST = re.compile(r"(?<![\w./@-])(node(?:\s+-[^\s;&|]+)*?\s+--test)" + _WORD_END)
 _GO_TEST = re.compile(r"(?<![\w./@-])(go\s+test)" + _WORD_END)
 _CARGO_TEST = re.compile(r"(?<![\w./@-])cargo(?:\s+\+\S+)?(?:\s+-[^\s;&|]+)*\s+(?:test|t)" + _WORD_END)
+_MAVEN = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*(?:mvnw?|mvnd))" + _WORD_END)
+_GRADLE = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*gradlew?)" + _WORD_END)
 _TAP_RUNNER = re.compile(r"(?<![\w./@-])(?:[\w.@-]*/)*(?:prove|tape|tap)" + _WORD_END)
 # Characters a papayu.check.junit glob may use: none the shell would read as more than a glob.
 _SAFE_GLOB = re.compile(r"[\w./*?\[\]@+=:-]+")
@@ -131,6 +135,11 @@ def instrumented(
         command = _NODE_TEST.sub(rf"\1 {flags} --test-reporter-destination={destination}", command)
     if not re.search(r"(?<!\S)-json\b", original) and not _piped(r"go\s+test", original):
         command = _GO_TEST.sub(r"\1 -json", command)
+    # A failing module must not hide the tests of the modules after it (as cargo's --no-fail-fast).
+    if not re.search(r"(?<!\S)(-fae|--fail-at-end|-ff|--fail-fast|-fn|--fail-never)(?!\S)", original):
+        command = _MAVEN.sub(r"\1 --fail-at-end", command)
+    if not re.search(r"(?<!\S)--continue(?!\S)", original):
+        command = _GRADLE.sub(r"\1 --continue", command)
     readers |= _log_readers(original, command, report_dir)
     found = {runners.classify(leaf).runner for leaf in runs.leaves}
     found |= {
