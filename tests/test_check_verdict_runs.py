@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import toolchains
-from helpers import apply_json, git, make_repo, papayu_dir, rust_env, write_plan
+from helpers import apply_json, git, make_repo, papayu, papayu_dir, rust_env, write_plan
 
 from papayu_git.check import sandbox
 
@@ -698,12 +698,24 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     assert one["check"]["tests"]["source"] == "exit code only", _why(one)
     verdict = one["check"]["verdict"]
     assert verdict["exit_code_only"] and verdict["trailer"] == "exit code only" and not verdict["fixed"]
-    assert verdict["lines"][0] == "the verdict is exit-code only: the check's per-test results could not be read"
+    # Why, and what to set: in the verdict, and in the error the user reads.
+    why = "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
+    assert verdict["lines"][0].startswith("the verdict is exit-code only: `") and why in verdict["lines"][0]
+    assert "set papayu.checkCommand to the runner itself" in verdict["lines"][0]
+    assert f"(verdict by exit code only: `{sys.executable} -m unittest` (.): {why}" in one["error"]["reason"]
     assert "FAILED (failures=1)" in Path(one["check"]["log"]).read_text()
 
     both = _apply(repo, "fix-both", [_update("calc.py", CALC)], env={})
     assert (both["state"], both["_rc"], both["check"]["tests"]["source"]) == ("landed", 0, "exit code only"), _why(both)
     assert _trailer(repo) == "Papayu-Check: exit code only"
+
+    # doctor says it before any plan: in the command's item, and after running it on the (green) tip.
+    doctor = json.loads(papayu("doctor", "--check", "--json", cwd=repo).stdout)
+    items = {item["name"]: item for item in doctor["checks"]}
+    assert why in items["check command"]["detail"] and items["check command"]["data"]["unread"]
+    tip = items["check on the tip"]
+    assert f"verdict by exit code only (`{sys.executable} -m unittest` (.): {why})" in tip["detail"], tip
+    assert tip["status"] == "warn" and "papayu.check.junit" in tip["hint"] and tip["data"]["direct_passed"] is True
 
 
 def test_a_test_failing_on_the_plan_and_on_the_tip_re_run_is_flaky_and_does_not_block(tmp_path: Path) -> None:

@@ -29,7 +29,8 @@ from urllib.parse import urlsplit
 import click
 
 from papayu_git import hooks, output, settings
-from papayu_git.check import kept_under_tmp, resolve_command, safe_path
+from papayu_git.check import CheckCommand, kept_under_tmp, resolve_command, safe_path
+from papayu_git.check.results import junit_patterns
 from papayu_git.check.sandbox import (
     SANDBOX_MODES,
     LoopbackListener,
@@ -399,18 +400,37 @@ def check_command_item(here: _Here) -> Item:
     else:
         why = f"flat layout: {', '.join(flat[:3])}" if flat else "papayu.check.pythonSafePath=false"
         python = f"Python imports from the working directory ({why})"
+    reads, unread = _results_read(found, here.root)
     return Item(
         "check command",
         OK,
-        f"{found.command}  (source: {source}); {python}",
+        f"{found.command}  (source: {source}); {python}; {reads}"
+        + (f"; not read per test: {'; '.join(unread)}" if unread else ""),
         data={
             "command": found.command,
             "source": source,
             "commit": str(tip),
             "python_safe_path": found.python_safe_path,
             "flat_modules": flat,
+            "readers": reads,
+            "unread": unread,
         },
     )
+
+
+def _results_read(found: CheckCommand, root: Path) -> tuple[str, list[str]]:
+    """How the check's results will be read (docs/DESIGN.md, "What the check runs"): the
+    runners found in the command and its package scripts, and what papayu cannot read."""
+    from papayu_git.check.results.instrument import PYTEST_JUNIT, PYTEST_STREAM, instrumented
+
+    assert root is not None
+    try:
+        done = instrumented(found.command, "/report", runs=found.runs, junit=junit_patterns(root))
+    except PapayuError as exc:
+        return f"results: {exc.reason}", []
+    named = sorted(done.readers - {PYTEST_STREAM, PYTEST_JUNIT})
+    junit = " and papayu.check.junit's files" if settings.get("check_junit", str(root)).strip() else ""
+    return f"results per test from {', '.join([*named, 'pytest wherever it runs'])}{junit}", list(done.notes)
 
 
 # --- the model -----------------------------------------------------------------------------
