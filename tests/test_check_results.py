@@ -479,7 +479,7 @@ def test_instrument_leaves_runners_it_would_break_alone() -> None:
     for own in ("npx jest --json", "jest --outputFile=x.json", "vitest run --outputFile=x.xml", "vitest bench"):
         done = instrumented(own, "/r")
         assert not ({JEST, VITEST} & done.readers) and NODE_REPORTS_VAR not in done.env, own
-    assert "jest is given --json: papayu leaves its report to it" in instrumented("npx jest --json", "/r").notes[0]
+    assert "jest is given --json: papayu leaves that run alone" in instrumented("npx jest --json", "/r").notes[0]
     assert VITEST in instrumented("vitest run --reporter=verbose", "/r").readers  # json beside the user's reporter
     dropped = instrumented("NODE_OPTIONS=--experimental-vm-modules jest", "/r")
     assert JEST not in dropped.readers and "NODE_OPTIONS is set for it" in dropped.notes[0]

@@ -110,7 +110,7 @@ def classify(leaf: Leaf) -> Found:
 def _jest(leaf: Leaf, words: list[str]) -> Found:
     own = [w for w in words[1:] if w.split("=", 1)[0] in JEST_OWN]
     if own:
-        return Found(None, f"jest is given {own[0]}: papayu leaves its report to it")
+        return Found(None, f"jest is given {own[0]}: papayu leaves that run alone")
     if leaf.node_options_replaced:
         return Found(None, _NODE_OPTIONS)
     return Found(JEST)
@@ -122,7 +122,7 @@ def _vitest(leaf: Leaf, words: list[str]) -> Found:
         return Found(None)
     own = [w for w in words[1:] if w.split("=", 1)[0].split(".", 1)[0] in VITEST_OWN]
     if own:
-        return Found(None, f"vitest is given {own[0]}: papayu leaves its report to it")
+        return Found(None, f"vitest is given {own[0]}: papayu leaves that run alone")
     if leaf.node_options_replaced:
         return Found(None, _NODE_OPTIONS)
     return Found(VITEST)
