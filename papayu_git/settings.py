@@ -142,9 +142,9 @@ SETTINGS: list[Setting] = [
         "PAPAYU_CHECK_JUNIT",
         "papayu.check.junit",
         "",
-        "JUnit XML files the check writes (comma-separated globs from the root, e.g. "
-        "build/test-results/*.xml): read for a verdict per test, besides what papayu asks pytest, node "
-        "--test, jest, vitest, cargo test and go test for",
+        "JUnit XML files the check writes (comma-separated globs from the root, `**` for any depth, e.g. "
+        "reports/**/*.xml): read for a verdict per test, besides what papayu asks pytest, node --test, jest, "
+        "vitest, cargo test and go test for; set, it replaces the Maven and Gradle reports papayu finds itself",
     ),
     Setting(
         "check_local_ports",

@@ -646,9 +646,13 @@ class _Run:
                 f"environment, not the plan: {self.check.environment[0]}; full output: {self.check.log}",
                 hint="; ".join([*self.check.environment[1:3], "`git papayu doctor --check` runs the check on the tip"]),
             )
+        from papayu_git.check.results.runners import why_exit_code_only
+
+        why = why_exit_code_only(self.check.tests)  # the runners papayu could not read, and what to set
         return PapayuError(
             "ERR_CHECK_FAILED",
-            f"`{self.check.command}` exited {self.check.exit_code}; full output: {self.check.log}",
+            f"`{self.check.command}` exited {self.check.exit_code}{f' (verdict by exit code only: {why})' if why else ''}; "
+            f"full output: {self.check.log}",
             hint=hint_for("ERR_CHECK_FAILED", self.plan.id),
         )
 

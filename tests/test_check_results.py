@@ -1,8 +1,9 @@
 """Per-test results of a check run (papayu_git/check/results/): the real runners (pytest, node
---test, cargo test, go test) run on small projects with passing, failing and skipped tests, through
-`instrument`, and `read_results` must name every test by a stable id with its outcome. jest and
-vitest need the npm registry: their real run is below, skipped unless JS_RUNNERS_NODE_MODULES
-names a node_modules holding both (their report formats are also read from samples)."""
+--test, cargo test, go test, jest, vitest, Maven) run on small projects with passing, failing and
+skipped tests, through `instrument`, and `read_results` must name every test by a stable id with
+its outcome. jest, vitest and pnpm come from the npm registry, surefire from Maven Central: they
+are installed once per machine into a cache (toolchains.py); Gradle's reports are read from
+files a real Gradle wrote."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import toolchains
 from helpers import write
 
 from papayu_git.check.results import (
@@ -26,10 +29,23 @@ from papayu_git.check.results import (
     junit_patterns,
     read_results,
 )
-from papayu_git.check.results.channel import Channel, plugin_path, wrapper_argv, write_helpers
-from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
+from papayu_git.check.results.channel import Channel, node_options, plugin_path, wrapper_argv, write_helpers
+from papayu_git.check.results.instrument import (
+    GRADLE_DIR,
+    GRADLE_REPORTS,
+    JEST,
+    JUNIT_COPY,
+    MAVEN,
+    MAVEN_DIR,
+    MAVEN_REPORTS,
+    NODE_REPORTS_VAR,
+    NODE_RUNNERS_VAR,
+    REPORT_FILES,
+    VITEST,
+)
 from papayu_git.check.results.outcome import TestResults
 from papayu_git.check.results.read import read_delivery
+from papayu_git.check.scripts import resolve
 from papayu_git.errors import PapayuError
 
 P, F, S, E = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR
@@ -66,22 +82,24 @@ def cargo_missing() -> str | None:
 
 
 def run_check(
-    project: Path, command: str, junit_globs: tuple[str, ...] = (), *, stream: bool = False
+    project: Path, command: str, junit_globs: tuple[str, ...] = (), *, stream: bool = False, path: str = TOOL_PATH
 ) -> tuple[int, str, TestResults]:
-    """``command`` as the check runs it, unsandboxed: instrumented, under the check's first
-    process (results/inside.py) with its report channel, output and errors in one log, read
-    with the readers the command allows. ``stream``: papayu's pytest plugin on PYTHONPATH (else
-    pytest's results come from its JUnit file)."""
+    """``command`` as the check runs it, unsandboxed: instrumented (its package scripts read in
+    ``project``'s files), under the check's first process (results/inside.py) with its report
+    channel, output and errors in one log, read with the readers the command allows. ``stream``:
+    papayu's pytest plugin on PYTHONPATH (else pytest's results come from its JUnit file)."""
     report = project.parent / "report"
     report.mkdir(exist_ok=True)
     helpers = write_helpers(project.parent)
-    done = instrumented(command, str(report))
+    done = instrumented(command, str(report), runs=resolve(command, _Files(project)), junit=junit_globs)
     channel = Channel(helpers)
     config = {"stream_fd": channel.stream_w, "files_fd": channel.files_w, "names": list(REPORT_FILES)}
-    config.update(junit=list(junit_globs), report_dir=str(report), root=str(project))
-    env = {"PATH": TOOL_PATH, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "NO_COLOR": "1", **TOOL_ENV, **done.env}
+    config.update(junit=list(junit_globs), tools=list(done.reports), report_dir=str(report), root=str(project))
+    env = {"PATH": path, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "NO_COLOR": "1", **TOOL_ENV, **done.env}
     if stream:
         env["PYTHONPATH"] = plugin_path(str(helpers), "")
+    if NODE_REPORTS_VAR in env:  # as view.command_line does
+        env["NODE_OPTIONS"] = node_options(str(helpers), "")
     proc = subprocess.Popen(
         [*wrapper_argv(str(helpers), config), "/bin/sh", "-c", done.command],
         cwd=project,
@@ -95,6 +113,25 @@ def run_check(
     readers = done.readers | {JUNIT_COPY}
     results = read_delivery(channel.finish(), log, readers, root=str(project), report_dir=str(report))
     return proc.returncode, log, results
+
+
+class _Files:
+    """A project's files on disk as the tree the check command is resolved on (command.py's)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def entry_kind(self, path: str) -> str | None:
+        target = self.root / path
+        return "dir" if target.is_dir() else "file" if target.is_file() else None
+
+    def read_blob(self, path: str) -> bytes | None:
+        target = self.root / path
+        return target.read_bytes() if target.is_file() else None
+
+    def names_in(self, directory: str) -> list[str]:
+        target = self.root / directory
+        return sorted(p.name for p in target.iterdir()) if target.is_dir() else []
 
 
 # One TestCase body for the unittest fixtures: a pass, a failure, a skip.
@@ -442,22 +479,34 @@ def test_instrument_leaves_runners_it_would_break_alone() -> None:
     assert instrument("pytest --junitxml=out.xml", "/r")[1] == {}
     assert instrument("pytest -p no:junitxml", "/r")[1] == {}
     assert instrument("node --test --test-reporter=dot", "/r")[0] == "node --test --test-reporter=dot"
-    assert instrument("npm run jest", "/r")[0] == "npm run jest"  # --json would go to npm
-    assert instrument("npx jest --json", "/r")[0] == "npx jest --json"
-    assert instrument("vitest run --reporter=verbose", "/r")[0] == "vitest run --reporter=verbose"
+    assert instrument("cargo test --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("cargo test --no-fail-fast --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("go test -v ./... 2>&1 | go-junit-report", "/r")[0] == "go test -v ./... 2>&1 | go-junit-report"
     assert instrument("node --test | tap-spec", "/r")[0] == "node --test | tap-spec"
     assert instrument("go test ./... || exit 1", "/r")[0] == "go test -json ./... || exit 1"
-    assert instrument("node --test && vitest run", "/r")[0].endswith(
-        "vitest run --reporter=default --reporter=junit --outputFile.junit=/r/vitest.xml"
-    )
-    assert instrument("npx jest --ci", "/r d")[0] == "npx jest --json --outputFile='/r d/jest.json' --ci"
     line = instrument("node --experimental-vm-modules --test t/", "/r")[0]
     assert line.startswith(
         "node --experimental-vm-modules --test --test-reporter=spec --test-reporter-destination=stdout"
     )
     assert line.endswith("--test-reporter=junit --test-reporter-destination=/r/node.xml t/")
+    # jest and vitest keep their command line: papayu's hook in their own process adds the report
+    # (node_reports.cjs), so a runner deep in a script gets it too.
+    done = instrumented("node --test && npx jest --ci", "/r d")
+    assert done.command.endswith("&& npx jest --ci") and JEST in done.readers
+    assert (done.env[NODE_REPORTS_VAR], done.env[NODE_RUNNERS_VAR]) == ("/r d", "jest")
+    for own in ("npx jest --json", "jest --outputFile=x.json", "vitest run --outputFile=x.xml", "vitest bench"):
+        done = instrumented(own, "/r")
+        assert not ({JEST, VITEST} & done.readers) and NODE_REPORTS_VAR not in done.env, own
+    assert "jest is given --json: papayu leaves that run alone" in instrumented("npx jest --json", "/r").notes[0]
+    assert VITEST in instrumented("vitest run --reporter=verbose", "/r").readers  # json beside the user's reporter
+    dropped = instrumented("NODE_OPTIONS=--experimental-vm-modules jest", "/r")
+    assert JEST not in dropped.readers and "NODE_OPTIONS is set for it" in dropped.notes[0]
+    assert JEST in instrumented('NODE_OPTIONS="$NODE_OPTIONS --experimental-vm-modules" jest', "/r").readers
+    # Maven and Gradle: their reports, found under the root; papayu.check.junit replaces them.
+    assert instrumented("./mvnw -B verify", "/r").reports == tuple((MAVEN_DIR, g) for g in MAVEN_REPORTS)
+    assert instrumented("gradle test", "/r").reports == tuple((GRADLE_DIR, g) for g in GRADLE_REPORTS)
+    mine = instrumented("mvn test", "/r", junit=("target/surefire-reports/*.xml",))
+    assert mine.reports == () and MAVEN not in mine.readers
 
 
 # Samples of the reports jest 30.5.2 (`--json --outputFile`) and vitest 4.1.12 (junit) wrote for
@@ -489,29 +538,38 @@ JEST_SAMPLE = {
         },
     ]
 }
-VITEST_SAMPLE = """<?xml version="1.0" encoding="UTF-8" ?>
-<testsuites name="vitest tests" tests="5" failures="1" errors="0" time="0.006751887">
-    <testsuite name="src/calc.test.mjs" tests="5" failures="1" errors="0" skipped="2" time="0.006751887">
-        <testcase classname="src/calc.test.mjs" name="calc &gt; adds" time="0.001181764"></testcase>
-        <testcase classname="src/calc.test.mjs" name="calc &gt; subtracts" time="0.004429645">
-            <failure message="expected +0 to be 2 // Object.is equality" type="AssertionError">AssertionError</failure>
-        </testcase>
-        <testcase classname="src/calc.test.mjs" name="calc &gt; skipped one" time="0"><skipped/></testcase>
-        <testcase classname="src/calc.test.mjs" name="calc &gt; todo one" time="0"><skipped/></testcase>
-        <testcase classname="src/calc.test.mjs" name="top level" time="0.000190307"></testcase>
-    </testsuite>
-</testsuites>
-"""
+# vitest 4.1.12's json reporter (`--reporter=json --outputFile.json=…`) writes jest's format.
+VITEST_SAMPLE = {
+    "testResults": [
+        {
+            "name": "/work/js/src/calc.test.mjs",
+            "status": "failed",
+            "message": "",
+            "assertionResults": [
+                {"ancestorTitles": ["calc"], "title": "adds", "status": "passed", "failureMessages": []},
+                {
+                    "ancestorTitles": ["calc"],
+                    "title": "subtracts",
+                    "status": "failed",
+                    "failureMessages": ["AssertionError: expected +0 to be 2 // Object.is equality"],
+                },
+                {"ancestorTitles": ["calc"], "title": "skipped one", "status": "skipped", "failureMessages": []},
+                {"ancestorTitles": ["calc"], "title": "todo one", "status": "todo", "failureMessages": []},
+                {"ancestorTitles": [], "title": "top level", "status": "passed", "failureMessages": []},
+            ],
+        }
+    ]
+}
 JS_OUTCOMES = {"calc > adds": P, "calc > subtracts": F, "calc > skipped one": S, "calc > todo one": S, "top level": P}
 
 
-def test_jest_json_and_vitest_junit_samples_give_file_and_title_ids(tmp_path: Path) -> None:
+def test_jest_and_vitest_json_samples_give_file_and_title_ids(tmp_path: Path) -> None:
     report = tmp_path / "report"
     report.mkdir()
-    (report / "jest.json").write_text(json.dumps(JEST_SAMPLE))
-    (report / "vitest.xml").write_text(VITEST_SAMPLE)
+    (report / "jest-12.json").write_text(json.dumps(JEST_SAMPLE))  # one per runner process
+    (report / "vitest-13.json").write_text(json.dumps(VITEST_SAMPLE))
     results = read_results(report, "", root="/work/js")
-    assert results.source == "jest json + vitest junit"
+    assert results.source == "jest json + vitest json"
     expected = {f"src/calc.test.js > {k}": v for k, v in JS_OUTCOMES.items()}
     expected |= {f"src/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
     assert results.outcomes == {**expected, "src/broken.test.js": E}
@@ -519,13 +577,6 @@ def test_jest_json_and_vitest_junit_samples_give_file_and_title_ids(tmp_path: Pa
     assert results.failures["src/broken.test.js"] == "SyntaxError: x"
 
 
-JS_MODULES = os.environ.get("JS_RUNNERS_NODE_MODULES", "")
-
-
-@pytest.mark.skipif(
-    not (JS_MODULES and Path(JS_MODULES, ".bin/jest").exists() and Path(JS_MODULES, ".bin/vitest").exists()),
-    reason="jest and vitest come from the npm registry: set JS_RUNNERS_NODE_MODULES to a node_modules holding both",
-)
 def test_real_jest_and_vitest_write_reports_papayu_reads(tmp_path: Path) -> None:
     js = """describe('calc', () => {
   test('adds', () => { expect(1 + 1).toBe(2); });
@@ -535,21 +586,22 @@ def test_real_jest_and_vitest_write_reports_papayu_reads(tmp_path: Path) -> None
 });
 test('top level', () => {});
 """
+    versions = toolchains.JS_PACKAGES
     project = make_project(
         tmp_path / "js",
         {
-            "package.json": '{"name": "js", "private": true}',
+            "package.json": json.dumps({"name": "js", "private": True, "devDependencies": versions}),
             "src/calc.test.js": js,
             "vt/calc.test.mjs": "import { describe, test, expect } from 'vitest';\n" + js,
         },
     )
-    (project / "node_modules").symlink_to(JS_MODULES)
-    code, _, results = run_check(project, "npx jest src")
+    path = js_path(project)
+    code, _, results = run_check(project, "npx jest src", path=path)
     assert code == 1 and results.source == "jest json"
     assert results.outcomes == {f"src/calc.test.js > {k}": v for k, v in JS_OUTCOMES.items()}
     shutil.rmtree(project.parent / "report")
-    code, log, results = run_check(project, "npx vitest run vt")
-    assert code == 1 and results.source == "vitest junit" and "subtracts" in log
+    code, log, results = run_check(project, "npx vitest run vt", path=path)
+    assert code == 1 and results.source == "vitest json" and "subtracts" in log  # its own output stays
     assert results.outcomes == {f"vt/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
 
 
@@ -566,3 +618,121 @@ def test_the_cargo_test_skips_where_cargo_is_a_rustup_shim_without_a_toolchain(t
         timeout=300,
     )
     assert proc.returncode == 0 and "1 skipped" in proc.stdout and "rustup shim" in proc.stdout, proc.stdout
+
+
+def js_path(project: Path) -> str:
+    """``project``'s node_modules installed from the cache (pnpm, jest, vitest: toolchains.py);
+    PATH with pnpm on it."""
+    try:
+        toolchains.pnpm_install(project)
+        return f"{toolchains.pnpm_bin()}{os.pathsep}{TOOL_PATH}"
+    except toolchains.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_runners_behind_scripts_in_a_pnpm_workspace_each_write_their_report(tmp_path: Path) -> None:
+    """`npm test` -> `pnpm -r test` -> `cross-env ... jest` in one package, `npm run unit` ->
+    `vitest run` in another: one report per runner's process, ids from the root."""
+    project = make_project(tmp_path / "ws", JS_WORKSPACE)
+    path = js_path(project)
+    code, log, results = run_check(project, "npm test", path=path)
+    assert code == 1, log
+    assert results.source == "jest json + vitest json", results
+    expected = {f"packages/j/src/calc.test.js > {k}": v for k, v in JS_OUTCOMES.items()}
+    expected |= {f"packages/v/src/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
+    assert results.outcomes == expected and not results.collisions
+    # The same workspace run with the runner named: the same ids.
+    shutil.rmtree(project.parent / "report")
+    code, _, direct = run_check(project, "pnpm --filter v exec vitest run", path=path)
+    assert direct.outcomes == {k: v for k, v in expected.items() if k.startswith("packages/v/")}
+
+
+JS_TESTS = """describe('calc', () => {
+  test('adds', () => { expect(1 + 1).toBe(2); });
+  test('subtracts', () => { expect(1 - 1).toBe(2); });
+  test.skip('skipped one', () => {});
+  test.todo('todo one');
+});
+test('top level', () => {});
+"""
+JS_WORKSPACE = {
+    "package.json": json.dumps({"name": "ws", "private": True, "scripts": {"test": "pnpm -r --no-bail test"}}),
+    "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n",
+    "packages/j/package.json": json.dumps(
+        {
+            "name": "j",
+            "private": True,
+            "scripts": {"test": "cross-env NODE_ENV=test jest"},
+            "devDependencies": {
+                "jest": toolchains.JS_PACKAGES["jest"],
+                "cross-env": toolchains.JS_PACKAGES["cross-env"],
+            },
+        }
+    ),
+    "packages/j/src/calc.test.js": JS_TESTS,
+    "packages/v/package.json": json.dumps(
+        {
+            "name": "v",
+            "private": True,
+            "scripts": {"test": "npm run unit", "unit": "vitest run"},
+            "devDependencies": {"vitest": toolchains.JS_PACKAGES["vitest"]},
+        }
+    ),
+    "packages/v/src/calc.test.mjs": "import { describe, test, expect } from 'vitest';\n" + JS_TESTS,
+}
+
+
+# --- Maven and Gradle ----------------------------------------------------------------------------
+
+# What surefire 3.5.2 (JUnit 5) and Gradle 4.4.1 (JUnit 4) wrote for a class with a passing, a
+# failing and a skipped test (trimmed of their properties and output).
+SUREFIRE_SAMPLE = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuite xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" version="3.0.2" name="calc.CalcTest" time="0.5" tests="3" errors="0" skipped="1" failures="1">
+  <properties/>
+  <testcase name="adds" classname="calc.CalcTest" time="0.277"/>
+  <testcase name="multiplies" classname="calc.CalcTest" time="0.014">
+    <failure message="expected: &lt;6&gt; but was: &lt;5&gt;" type="org.opentest4j.AssertionFailedError">org.opentest4j.AssertionFailedError: expected: &lt;6&gt; but was: &lt;5&gt;
+	at calc.CalcTest.multiplies(CalcTest.java:6)</failure>
+  </testcase>
+  <testcase name="skipped" classname="calc.CalcTest" time="0"><skipped/></testcase>
+</testsuite>
+"""
+GRADLE_SAMPLE = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="calc.CalcTest" tests="3" skipped="1" failures="1" errors="0" timestamp="2026-11-27T00:09:16" hostname="vm" time="0.007">
+  <properties/>
+  <testcase name="adds" classname="calc.CalcTest" time="0.004"/>
+  <testcase name="multiplies" classname="calc.CalcTest" time="0.001">
+    <failure message="java.lang.AssertionError: expected:&lt;6&gt; but was:&lt;5&gt;" type="java.lang.AssertionError">java.lang.AssertionError: expected:&lt;6&gt; but was:&lt;5&gt;
+	at calc.CalcTest.multiplies(CalcTest.java:6)</failure>
+  </testcase>
+  <testcase name="skipped" classname="calc.CalcTest" time="0.0"><skipped/></testcase>
+  <system-out><![CDATA[]]></system-out>
+  <system-err><![CDATA[]]></system-err>
+</testsuite>
+"""
+BUILD_OUTCOMES = {"calc.CalcTest::adds": P, "calc.CalcTest::multiplies": F, "calc.CalcTest::skipped": S}
+
+
+def test_maven_and_gradle_reports_are_read_per_module_at_any_depth_and_a_stale_one_is_not(tmp_path: Path) -> None:
+    """Reports found under the root (the build tools' own places, any depth), each test named by
+    its module and class and method; the same class in two modules is two tests."""
+    root = tmp_path / "root"
+    surefire = "target/surefire-reports/TEST-calc.CalcTest.xml"
+    for module in ("", "core/", "apps/web/"):
+        write(root, module + surefire, SUREFIRE_SAMPLE)
+    write(root, "extra/target/failsafe-reports/TEST-calc.CalcIT.xml", SUREFIRE_SAMPLE.replace("CalcTest", "CalcIT"))
+    write(root, "sub/build/test-results/test/TEST-calc.CalcTest.xml", GRADLE_SAMPLE)
+    write(root, "node_modules/x/target/surefire-reports/TEST-calc.CalcTest.xml", SUREFIRE_SAMPLE)  # not searched
+    old = write(root, "old/target/surefire-reports/TEST-calc.CalcTest.xml", SUREFIRE_SAMPLE)
+    os.utime(root / old, (1_000_000_000, 1_000_000_000))  # a build of before the check
+    tools = [(MAVEN_DIR, g) for g in MAVEN_REPORTS] + [(GRADLE_DIR, g) for g in GRADLE_REPORTS]
+    delivered = tmp_path / "delivered"  # the report directory, with the root under junit/ as read_results reads it
+    shutil.copytree(root, delivered / "junit")
+    since = time.time() - 60
+    results = read_results(delivered, "", tools=tools, since=since)
+    expected = {f"{module}{k}": v for module in ("", "core/", "apps/web/") for k, v in BUILD_OUTCOMES.items()}
+    expected |= {f"extra/{k.replace('CalcTest', 'CalcIT')}": v for k, v in BUILD_OUTCOMES.items()}
+    expected |= {f"sub/{k}": v for k, v in BUILD_OUTCOMES.items()}
+    assert results.outcomes == expected and results.source == "gradle junit + maven surefire"
+    assert "expected: <6> but was: <5>" in results.failures["core/calc.CalcTest::multiplies"]
+    assert any("older than the check" in note and "old/target" in note for note in results.unreadable)

@@ -1,5 +1,6 @@
 """The per-test verdict end to end: real repositories, real runners (pytest, unittest, `node
---test`, cargo), the real CLI (`apply PLAN -y --json`), the real sandbox.
+--test`, cargo, jest and vitest behind `npm test` and `pnpm test`, Maven, Gradle), the real CLI
+(`apply PLAN -y --json`), the real sandbox.
 
 Every runner's repository starts red: add() and sub() are wrong on the tip, mul() is right. On
 that tip a plan that fixes nothing stops at review, one that fixes add() and breaks mul() rolls
@@ -8,12 +9,14 @@ back naming mul, and one that fixes add() lands naming add as fixed and sub as a
 Then what only Python shows: deleted test files, plans that write their own judge, a check
 with no per-test output (plain `python -m unittest`), and a flaky test.
 
-A runner is skipped only when it is absent here, and the skip says which.
+A runner is skipped only when it is absent here, and the skip says which. jest, vitest, pnpm and
+Maven's plugins come from their registries into a per-machine cache (toolchains.py).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -25,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import apply_json, git, make_repo, papayu_dir, rust_env, write_plan
+import toolchains
+from helpers import apply_json, git, make_repo, papayu, papayu_dir, rust_env, write_plan
 
 from papayu_git.check import sandbox
 
@@ -60,6 +64,8 @@ class Project:
     files: dict[str, str]
     ids: dict[str, str]
     env: dict[str, str]
+    prepare: Callable[[Path], None] | None = None  # installs what the check needs, once the repo exists
+    configured: bool = True  # papayu.checkCommand set to ``check``; False: detected (and ``check`` is what it finds)
 
 
 def _py_code(wrong: frozenset[str], note: str = "") -> str:
@@ -181,11 +187,89 @@ def _absent(tool: str, env: dict[str, str] | None = None) -> str | None:
     return None if proc.returncode == 0 else f"runner absent here: {tool} --version failed: {proc.stderr.strip()}"
 
 
+def _pnpm_installed(repo: Path) -> None:
+    """node_modules from the test cache's pnpm store, and the lockfile committed as a project's is."""
+    toolchains.pnpm_install(repo)
+    git(repo, "add", "pnpm-lock.yaml")
+    git(repo, "commit", "-q", "-m", "lockfile")
+
+
+def _js_env() -> dict[str, str]:
+    return {"PATH": f"{toolchains.pnpm_bin()}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def _js_tests(names: list[str], *, esm: bool) -> str:
+    """Tests of calc's ``names``, for jest (CommonJS, globals) or vitest (ESM)."""
+    if esm:
+        head = "import { test, expect } from 'vitest';\nimport { createRequire } from 'node:module';\n"
+        head += f"const {{ {', '.join(names)} }} = createRequire(import.meta.url)('../../lib/calc.js');\n"
+    else:
+        head = f"const {{ {', '.join(names)} }} = require('../../lib/calc');\n"
+    return head + "".join(
+        f"\ntest('{name}', () => {{\n  expect({name}({EXPECTED[name][0]})).toBe({EXPECTED[name][1]});\n}});\n"
+        for name in names
+    )
+
+
+def _manifest(name: str, scripts: dict[str, str], *runners: str) -> str:
+    deps = {r: toolchains.JS_PACKAGES[r] for r in runners}
+    return json.dumps({"name": name, "private": True, "scripts": scripts, "devDependencies": deps}, indent=2) + "\n"
+
+
+def _pnpm_workspace_project() -> Project:
+    """`pnpm test` runs `pnpm -r test`: jest (behind cross-env) tests add and mul in one package,
+    vitest tests sub in another; the code is shared at the root."""
+    return Project(
+        check="pnpm test",
+        code_path="lib/calc.js",
+        code=_js_code,
+        files={
+            ".gitignore": "node_modules/\n",
+            "package.json": _manifest("calc-workspace", {"test": "pnpm -r --no-bail test"}),
+            "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n",
+            "packages/jest-suite/package.json": _manifest(
+                "jest-suite", {"test": "cross-env NODE_ENV=test jest"}, "jest", "cross-env"
+            ),
+            "packages/jest-suite/calc.test.js": _js_tests(["add", "mul"], esm=False),
+            "packages/vitest-suite/package.json": _manifest("vitest-suite", {"test": "vitest run"}, "vitest"),
+            "packages/vitest-suite/calc.test.mjs": _js_tests(["sub"], esm=True),
+        },
+        ids={
+            "add": "packages/jest-suite/calc.test.js > add",
+            "mul": "packages/jest-suite/calc.test.js > mul",
+            "sub": "packages/vitest-suite/calc.test.mjs > sub",
+        },
+        env=_js_env(),
+        prepare=_pnpm_installed,
+    )
+
+
+def _npm_script_project() -> Project:
+    """`npm test` (detected) runs `npm run test:unit`, which runs jest behind cross-env."""
+    scripts = {"test": "npm run test:unit", "test:unit": "cross-env NODE_ENV=test jest"}
+    return Project(
+        check="npm test",
+        code_path="lib/calc.js",
+        code=_js_code,
+        files={
+            ".gitignore": "node_modules/\n",
+            "package.json": _manifest("calc", scripts, "jest", "cross-env"),
+            "test/unit/calc.test.js": _js_tests(["add", "mul", "sub"], esm=False),
+        },
+        ids={name: f"test/unit/calc.test.js > {name}" for name in RIGHT},
+        env=_js_env(),
+        prepare=_pnpm_installed,
+        configured=False,
+    )
+
+
 PROJECTS: dict[str, tuple[Callable[[], Project], str | None]] = {
     "pytest": (_pytest_project, None),
     "unittest-under-pytest": (_unittest_under_pytest_project, None),
     "node --test": (_node_project, _absent("node")),
     "cargo": (_cargo_project, _absent("cargo", rust_env())),
+    "pnpm test: jest and vitest in a workspace": (_pnpm_workspace_project, _absent("npm")),
+    "npm test: jest behind scripts": (_npm_script_project, _absent("npm")),
 }
 
 
@@ -244,15 +328,17 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     make, absent = PROJECTS[runner]
     if absent:
         pytest.skip(absent)
-    project = make()
-    repo = make_repo(tmp_path / "repo", {**project.files, project.code_path: project.code(TIP_BUGS, "")})
-    git(repo, "config", "papayu.checkCommand", project.check)
+    repo, project = _project_repo(tmp_path, make)
     ids, env = project.ids, project.env
     tip = _head(repo)
 
     # A red tip (add, sub) and a plan that fixes neither: a human decides, the branch is kept.
     nothing = _apply(repo, "nothing", [_update(project.code_path, project.code(TIP_BUGS, "tidy"))], env=env)
     _not_landed(repo, nothing, tip, "review", "ERR_CHECK_FIXES_NOTHING")
+    assert (nothing["check"]["command"], nothing["check"]["source"]) == (
+        project.check,
+        "git config papayu.checkCommand" if project.configured else "detected",
+    )
     verdict = nothing["check"]["verdict"]
     assert verdict["already_failing"] == sorted([ids["add"], ids["sub"]]) and verdict["passed"] == 1, _why(nothing)
     assert f"already failing on the tip: {', '.join(sorted([ids['add'], ids['sub']]))}" in verdict["lines"]
@@ -298,6 +384,202 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     assert (repo / project.code_path).read_text() == project.code(frozenset(), "")
     assert _base_logs(repo) == [base_log]  # five plans, three tips, one base run
     assert not git(repo, "branch", "--list", f"papayu/{broken['plan_id']}")
+
+
+def _project_repo(tmp_path: Path, make: Callable[[], Project]) -> tuple[Path, Project]:
+    """The project's repository on a red tip (add and sub wrong), its check set up."""
+    try:
+        project = make()
+        repo = make_repo(tmp_path / "repo", {**project.files, project.code_path: project.code(TIP_BUGS, "")})
+        if project.prepare is not None:
+            project.prepare(repo)
+    except toolchains.Unavailable as exc:
+        pytest.skip(str(exc))
+    if project.configured:
+        git(repo, "config", "papayu.checkCommand", project.check)
+    return repo, project
+
+
+# --- Maven and Gradle: read per test with no setting ---------------------------------------------
+
+
+def _java_code(wrong: frozenset[str], note: str = "") -> str:
+    comment = f"// {note}\n" if note else ""
+    body = "".join(
+        f"    public static int {name}(int a, int b) {{ return {(WRONG if name in wrong else RIGHT)[name]}; }}\n"
+        for name in RIGHT
+    )
+    return f"{comment}package calc;\n\npublic final class Calc {{\n{body}}}\n"
+
+
+def _java_tests(names: list[str], *, junit4: bool) -> str:
+    """A `calc.CalcTest` class testing calc's ``names`` (JUnit 5, or JUnit 4 for the Gradle here)."""
+    checks = {name: f"assertEquals({EXPECTED[name][1]}, Calc.{name}({EXPECTED[name][0]}))" for name in names}
+    return _java_test_class(checks, junit4=junit4)
+
+
+def _java_test_class(checks: dict[str, str], *, junit4: bool) -> str:
+    imports = (
+        "import static org.junit.Assert.assertEquals;\nimport org.junit.Test;\n"
+        if junit4
+        else "import static org.junit.jupiter.api.Assertions.assertEquals;\nimport org.junit.jupiter.api.Test;\n"
+    )
+    cases = "".join(f"    @Test public void {name}() {{ {check}; }}\n" for name, check in checks.items())
+    return f"package calc;\n\n{imports}\npublic class CalcTest {{\n{cases}}}\n"
+
+
+# The second module: code of its own and a test class named like core's, green throughout.
+TWICE = "package calc;\n\npublic final class Twice {\n    public static int twice(int a) { return 2 * a; }\n}\n"
+TWICE_ID = "extra/calc.CalcTest::twice"
+
+
+def _java_modules(junit4: bool) -> dict[str, str]:
+    return {
+        "core/src/test/java/calc/CalcTest.java": _java_tests(list(RIGHT), junit4=junit4),
+        "extra/src/main/java/calc/Twice.java": TWICE,
+        "extra/src/test/java/calc/CalcTest.java": _java_test_class(
+            {"twice": "assertEquals(6, Twice.twice(3))"}, junit4=junit4
+        ),
+    }
+
+
+MAVEN_PARENT = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>example</groupId>
+  <artifactId>calc-parent</artifactId>
+  <version>1.0</version>
+  <packaging>pom</packaging>
+  <modules><module>core</module><module>extra</module></modules>
+  <properties>
+    <maven.compiler.release>17</maven.compiler.release>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
+  </properties>
+  <dependencies>
+    <dependency>
+      <groupId>org.junit.jupiter</groupId><artifactId>junit-jupiter</artifactId><version>5.14.1</version>
+      <scope>test</scope>
+    </dependency>
+  </dependencies>
+  <build>
+    <plugins>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId><artifactId>maven-compiler-plugin</artifactId><version>3.13.0</version>
+      </plugin>
+      <plugin>
+        <groupId>org.apache.maven.plugins</groupId><artifactId>maven-surefire-plugin</artifactId><version>3.5.2</version>
+      </plugin>
+    </plugins>
+  </build>
+</project>
+"""
+
+
+def _maven_module(name: str) -> str:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+        "  <modelVersion>4.0.0</modelVersion>\n"
+        "  <parent><groupId>example</groupId><artifactId>calc-parent</artifactId><version>1.0</version></parent>\n"
+        f"  <artifactId>{name}</artifactId>\n</project>\n"
+    )
+
+
+JAVA_IDS = {name: f"core/calc.CalcTest::{name}" for name in RIGHT}
+
+
+def _maven_project() -> Project:
+    """Two modules, JUnit 5, a `calc.CalcTest` in each; the check is detected (`mvn test`) and no
+    setting names its reports. Java's user.home is the passwd entry's, not HOME: the hermetic
+    HOME's ~/.m2 is named to it (a user's are one)."""
+    home = os.environ["HOME"]
+    return Project(
+        check="mvn test",
+        code_path="core/src/main/java/calc/Calc.java",
+        code=_java_code,
+        files={
+            ".gitignore": "target/\n",
+            "pom.xml": MAVEN_PARENT,
+            "core/pom.xml": _maven_module("core"),
+            "extra/pom.xml": _maven_module("extra"),
+            **_java_modules(junit4=False),
+        },
+        ids=JAVA_IDS,
+        env={"MAVEN_OPTS": f"-Duser.home={home}", "PAPAYU_CHECK_ENV": "MAVEN_OPTS"},
+        prepare=lambda repo: toolchains.maven_repository(repo, Path(home)),
+        configured=False,
+    )
+
+
+def _gradle_project() -> Project:
+    """Two projects, JUnit 4 (the Gradle Debian ships: 4.4.1), detected as `gradle test`. Its JDK
+    cannot read this machine's cgroup v1 from inside the sandbox (a NullPointerException in
+    CgroupV1Subsystem): -XX:-UseContainerSupport, passed with papayu.check.env."""
+    home = os.environ["HOME"]
+    build = (
+        "subprojects {\n    apply plugin: 'java'\n    repositories { mavenCentral() }\n"
+        "    dependencies { testImplementation 'junit:junit:4.13.2' }\n}\n"
+    )
+    return Project(
+        check="gradle test",
+        code_path="core/src/main/java/calc/Calc.java",
+        code=_java_code,
+        files={
+            ".gitignore": ".gradle/\nbuild/\n",
+            "settings.gradle": "include 'core', 'extra'\n",
+            "build.gradle": build,
+            **_java_modules(junit4=True),
+        },
+        ids=JAVA_IDS,
+        env={
+            "GRADLE_USER_HOME": f"{home}/.gradle",
+            "JAVA_TOOL_OPTIONS": "-XX:-UseContainerSupport",
+            "PAPAYU_CHECK_ENV": "JAVA_TOOL_OPTIONS",
+        },
+        prepare=lambda repo: toolchains.gradle_caches(repo, Path(home)),
+        configured=False,
+    )
+
+
+BUILD_TOOLS: dict[str, tuple[Callable[[], Project], str | None]] = {
+    "maven": (_maven_project, _absent("mvn")),
+    "gradle": (
+        _gradle_project,
+        None if shutil.which("gradle") else "gradle is not installed (Debian: apt-get install gradle)",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", list(BUILD_TOOLS))
+def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path, tool: str) -> None:
+    """On a red tip (add and sub wrong in core), a plan that fixes add and breaks mul is rolled
+    back naming mul; the plan that fixes add lands naming it fixed and sub already failing. The
+    other module's `calc.CalcTest` is a test of its own, run although core's tests fail."""
+    make, absent = BUILD_TOOLS[tool]
+    if absent:
+        pytest.skip(absent)
+    repo, project = _project_repo(tmp_path, make)
+    ids, env, tip = project.ids, project.env, _head(repo)
+
+    trade = _apply(repo, "trade", [_update(project.code_path, project.code(frozenset({"mul", "sub"}), ""))], env=env)
+    _not_landed(repo, trade, tip, "rolled_back", "ERR_CHECK_REGRESSION")
+    assert (trade["check"]["command"], trade["check"]["source"]) == (project.check, "detected")
+    assert trade["check"]["tests"]["source"] == {"maven": "maven surefire", "gradle": "gradle junit"}[tool]
+    verdict = trade["check"]["verdict"]
+    assert (verdict["broken"], verdict["fixed"]) == ([ids["mul"]], [ids["add"]]), _why(trade)
+    assert f"newly failing: {ids['mul']}" in trade["error"]["reason"]
+    [base] = [json.loads(p.read_text()) for p in (papayu_dir(repo) / "base").glob("*.json") if tip in p.read_text()]
+    assert base["tests"]["outcomes"] == {
+        ids["add"]: "failed",
+        ids["mul"]: "passed",
+        ids["sub"]: "failed",
+        TWICE_ID: "passed",
+    }
+
+    fix = _apply(repo, "fix-add", [_update(project.code_path, project.code(frozenset({"sub"}), ""))], env=env)
+    assert (fix["state"], fix["_rc"]) == ("landed", 0), _why(fix)
+    assert fix["check"]["verdict"]["lines"] == [f"fixed: {ids['add']}", f"already failing on the tip: {ids['sub']}"]
+    assert _trailer(repo) == "Papayu-Check: passed 3, fixed 1, already failing 1"  # add, mul, and extra's twice
 
 
 # --- Python: deleted tests, plans writing their own judge, exit code only, flakes --------------
@@ -416,12 +698,24 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     assert one["check"]["tests"]["source"] == "exit code only", _why(one)
     verdict = one["check"]["verdict"]
     assert verdict["exit_code_only"] and verdict["trailer"] == "exit code only" and not verdict["fixed"]
-    assert verdict["lines"][0] == "the verdict is exit-code only: the check's per-test results could not be read"
+    # Why, and what to set: in the verdict, and in the error the user reads.
+    why = "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
+    assert verdict["lines"][0].startswith("the verdict is exit-code only: `") and why in verdict["lines"][0]
+    assert "set papayu.checkCommand to the runner itself" in verdict["lines"][0]
+    assert f"(verdict by exit code only: `{sys.executable} -m unittest` (.): {why}" in one["error"]["reason"]
     assert "FAILED (failures=1)" in Path(one["check"]["log"]).read_text()
 
     both = _apply(repo, "fix-both", [_update("calc.py", CALC)], env={})
     assert (both["state"], both["_rc"], both["check"]["tests"]["source"]) == ("landed", 0, "exit code only"), _why(both)
     assert _trailer(repo) == "Papayu-Check: exit code only"
+
+    # doctor says it before any plan: in the command's item, and after running it on the (green) tip.
+    doctor = json.loads(papayu("doctor", "--check", "--json", cwd=repo).stdout)
+    items = {item["name"]: item for item in doctor["checks"]}
+    assert why in items["check command"]["detail"] and items["check command"]["data"]["unread"]
+    tip = items["check on the tip"]
+    assert f"verdict by exit code only (`{sys.executable} -m unittest` (.): {why})" in tip["detail"], tip
+    assert tip["status"] == "warn" and "papayu.check.junit" in tip["hint"] and tip["data"]["direct_passed"] is True
 
 
 def test_a_test_failing_on_the_plan_and_on_the_tip_re_run_is_flaky_and_does_not_block(tmp_path: Path) -> None:

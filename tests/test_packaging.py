@@ -70,6 +70,9 @@ def test_wheel_contains_the_schemas_man_page_and_entry_points(wheel: Path) -> No
             assert data == (ROOT / "schemas" / f"{name}.json").read_bytes()
             json.loads(data)
         assert any(n.endswith(".data/data/share/man/man1/git-papayu.1") for n in names)
+        # What the check runs inside the sandbox, and how it reads the package scripts.
+        assert {"papayu_git/check/results/node_reports.cjs", "papayu_git/check/results/inside.py"} <= set(names)
+        assert "papayu_git/check/scripts/walk.py" in names
         entry_points = zf.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "git-papayu = papayu_git.__main__:main" in entry_points
     assert "papayu = papayu_git.__main__:main" in entry_points

@@ -1,7 +1,7 @@
 """The check: which command, where it runs, what it sees, and what it says about a plan.
 
-One room per concern: `command` resolves the check command on the tip, `sandbox` builds
-the bubblewrap command line, `environment` decides what of the user's machine the check
+One room per concern: `command` resolves the check command on the tip, `scripts` reads what it
+runs through its package scripts (on the tip too), `sandbox` builds the bubblewrap command line, `environment` decides what of the user's machine the check
 sees (variables and mounts), `run` runs it and keeps its log. docs/DESIGN.md, "The check's
 trust boundary", is the design.
 """

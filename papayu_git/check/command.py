@@ -2,11 +2,12 @@
 
 Resolution order: `--check`, `git config papayu.checkCommand` (or PAPAYU_CHECK_COMMAND),
 `project.default_test_command` of `.papa-yu/project.json`, else detected (pytest, npm
-test, cargo test, go test ./...). Everything read from the repository is read on the
-tip the plan is built on, never on the plan's result: the plan cannot choose, dodge or
+test, cargo test, go test ./..., Maven, Gradle). Everything read from the repository is read
+on the tip the plan is built on, never on the plan's result: the plan cannot choose, dodge or
 weaken its own check (docs/DESIGN.md, "The check's trust boundary"). None found →
 the transaction stops at review. So is whether the check's Python runs with PYTHONSAFEPATH
-(safe_path.py).
+(safe_path.py), and what the command runs through its package scripts (scripts.py), which
+decides how its results are read.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Protocol
 
 from papayu_git import settings
-from papayu_git.check import safe_path
+from papayu_git.check import safe_path, scripts
+from papayu_git.check.scripts import Runs
 from papayu_git.memory import git_config_key
 
 
@@ -38,11 +40,18 @@ class CheckCommand:
     # PYTHONSAFEPATH=1 for the check's Python (safe_path.py, decided on the tip); None: not
     # decided (a command of the model's), the variable is left as the environment has it.
     python_safe_path: bool | None = None
+    # What it runs through its package scripts, read on the tip (scripts.py); None: not read on
+    # a tree (a command of the model's), its own text alone is read.
+    runs: Runs | None = None
 
 
 def resolve_command(repo_root: Path, tree: _Tree, explicit: str | None) -> CheckCommand | None:
     found = _resolve(repo_root, tree, explicit)
-    return replace(found, python_safe_path=safe_path.resolve(repo_root, tree)) if found else None
+    if found is None:
+        return None
+    return replace(
+        found, python_safe_path=safe_path.resolve(repo_root, tree), runs=scripts.resolve(found.command, tree)
+    )
 
 
 def _resolve(repo_root: Path, tree: _Tree, explicit: str | None) -> CheckCommand | None:
@@ -91,6 +100,14 @@ def detect_command(repo_root: Path, tree: _Tree) -> str | None:
         return "cargo test"
     if tree.entry_kind("go.mod") == "file":
         return "go test ./..."
+    if tree.entry_kind("pom.xml") == "file":
+        return "./mvnw test" if tree.entry_kind("mvnw") == "file" else "mvn test"
+    if any(
+        tree.entry_kind(f"{name}{ext}") == "file"
+        for name in ("build.gradle", "settings.gradle")
+        for ext in ("", ".kts")
+    ):
+        return "./gradlew test" if tree.entry_kind("gradlew") == "file" else "gradle test"
     has_tests = tree.entry_kind("tests") == "dir" or tree.entry_kind("test") == "dir"
     if has_tests and any(tree.entry_kind(p) for p in ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt")):
         return _pytest(repo_root)

@@ -127,7 +127,7 @@ def run_check(
             cap = settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024
             if index == 0:  # the check writes its per-test results where papayu reads them back (results/)
                 exit_code, timed_out, own = _run_reported(
-                    check.command, view, junit_globs, checkout, log, remaining, cap, ask or PluginAsk()
+                    check, view, junit_globs, checkout, log, remaining, cap, ask or PluginAsk()
                 )
             else:
                 argv, env = view.command_line(command)
@@ -169,10 +169,11 @@ class _Reading:
     log: bytes
     delivery: Delivery
     readers: frozenset[str]
+    notes: tuple[str, ...] = ()  # the runners papayu cannot read, and what to set (instrument.py)
 
 
 def _run_reported(
-    command: str,
+    check: CheckCommand,
     view: CheckView,
     junit_globs: list[str],
     checkout: CheckCheckout,
@@ -182,11 +183,12 @@ def _run_reported(
     ask: PluginAsk,
 ) -> tuple[int | None, bool, _Reading]:
     """The check's command, instrumented, with its report channel (results/channel.py)."""
-    done = instrumented(command, view.report, env=view.env)
+    command, runs = check.command, check.runs
+    done = instrumented(command, view.report, env=view.env, runs=runs, junit=junit_globs)
     readers = done.readers | ({JUNIT_COPY} if junit_globs else frozenset())
     helpers = Path(view.host_helpers)
     channel = Channel(helpers, ask.plugin_config(helpers, view.helpers, view.root, view.report))
-    config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs}
+    config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs, "tools": list(done.reports)}
     if ask.record:
         config["globs"] = [f"{INPUTS_DIR}/*.jsonl"]
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
@@ -202,7 +204,7 @@ def _run_reported(
     with open(log.name, "rb") as again:  # its own output only: not a proposed command's after it
         again.seek(begin)
         text = again.read(min(end - begin, LOG_READ_CHARS))
-    return code, timed_out, _Reading(text, delivery, readers)
+    return code, timed_out, _Reading(text, delivery, readers, done.notes)
 
 
 def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> TestResults:
@@ -212,6 +214,7 @@ def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> Test
     alike are one test whose worst outcome stands, as for an id reported twice."""
     text = own.log.decode("utf-8", "replace")
     results = read_delivery(own.delivery, text, own.readers, root=view.root, report_dir=view.report)
+    results = replace(results, unreadable=(*own.notes, *results.unreadable))
     outcomes: dict[str, Outcome] = {}
     for test, outcome in results.outcomes.items():
         name = mask(test)

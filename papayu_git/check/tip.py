@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import settings
 from papayu_git.check.command import resolve_command
 from papayu_git.check.environment import env_dirs
+from papayu_git.check.results import summary
 from papayu_git.check.run import run_check
 from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.git import common_dir, scrubbed_env
@@ -36,6 +37,7 @@ class TipCheck:
     environment: list[str] = field(default_factory=list)  # what the failure points at
     env_dirs: list[str] = field(default_factory=list)  # the repository's environment, copy-on-write
     log: str = ""
+    tests: dict[str, Any] = field(default_factory=dict)  # per test, as read (results.summary)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -73,6 +75,7 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
         environment=list(result.environment),
         env_dirs=dirs,
         log=result.log,
+        tests=summary(result.tests) if result.tests is not None else {},
     )
     if direct:
         report.direct_passed, report.direct_seconds = _direct(found.command, root)

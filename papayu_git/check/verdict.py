@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from papayu_git.check.results import provenance
+from papayu_git.check.results import provenance, runners
 from papayu_git.check.results.outcome import Outcome, TestResults
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
@@ -209,7 +209,9 @@ def _judge(
     shared: str = "",
 ) -> Verdict:
     if base.results.exit_code_only:
-        return _by_exit_code(regression, own, tuple(sorted(restored)), approve_restored)
+        return _by_exit_code(
+            regression, own, runners.why_exit_code_only(base.results), tuple(sorted(restored)), approve_restored
+        )
     approved = _approved(approved_edits, base, regression, own) if own is not None else frozenset()
     tally = _Tally(restored=tuple(sorted(restored)), approve_restored=approve_restored)
     tally.compare(base, regression, approved)
@@ -418,15 +420,19 @@ def _run_notes(base: Run, regression: Run, own: Run | None) -> list[str]:
     return notes
 
 
+UNREADABLE = "the check's per-test results could not be read"
+
+
 def _by_exit_code(
-    regression: Run, own: Run | None, restored: tuple[str, ...] = (), approve_restored: bool = False
+    regression: Run, own: Run | None, why: str = "", restored: tuple[str, ...] = (), approve_restored: bool = False
 ) -> Verdict:
     """The base's results are unreadable: the check's exit code decides, as before per-test
-    results. A regression run that fails where the plan's own run passes is explained by what the
-    plan changes besides its code: held for a human, as per test (or judged by the own run when
+    results. ``why``: what papayu could not read, and what to set (results/runners.py). A
+    regression run that fails where the plan's own run passes is explained by what the plan changes
+    besides its code: held for a human, as per test (or judged by the own run when
     --allow-test-edits approved those changes)."""
     runs = [(REGRESSION, regression)] + ([(OWN, own)] if own is not None else [])
-    notes = ["the verdict is exit-code only: the check's per-test results could not be read"]
+    notes = [f"the verdict is exit-code only: {why or UNREADABLE}"]
     notes += [f"{name} {run.how_it_ended()}" for name, run in runs]
     explained = bool(restored) and own is not None and own.passed_all and not regression.passed_all
     if explained and not regression.timed_out and approve_restored:

@@ -24,7 +24,8 @@ from papayu_git import settings
 from papayu_git.check import environment, lockfiles, mtimes, seccomp
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
-from papayu_git.check.results.channel import plugin_path, wrapper_argv, write_helpers
+from papayu_git.check.results.channel import node_options, plugin_path, wrapper_argv, write_helpers
+from papayu_git.check.results.instrument import NODE_REPORTS_VAR
 from papayu_git.check.sandbox import bwrap_argv, check_env
 from papayu_git.worktree import remove_tree
 
@@ -157,12 +158,14 @@ class CheckView:
         shell = ["/bin/sh", "-c", self.limits + command]
         if self.wrap:
             shell = [*self.wrap, *shell]
-        config = {"files_fd": -1, "stream_fd": -1, "names": [], "junit": [], **(reports or {})}
+        config = {"files_fd": -1, "stream_fd": -1, "names": [], "junit": [], "tools": [], **(reports or {})}
         config.update(report_dir=self.report, root=self.root)
         first = [*wrapper_argv(self.helpers, config), *shell]
         env = {**self.env, **(extra_env or {})}
         if reports is not None:
             env["PYTHONPATH"] = plugin_path(self.helpers, env.get("PYTHONPATH", ""))
+        if reports is not None and NODE_REPORTS_VAR in env:
+            env["NODE_OPTIONS"] = node_options(self.helpers, env.get("NODE_OPTIONS", ""))
         return ([*self.prefix, "--", *first] if self.prefix else first), env
 
 

@@ -29,7 +29,8 @@ from urllib.parse import urlsplit
 import click
 
 from papayu_git import hooks, output, settings
-from papayu_git.check import kept_under_tmp, resolve_command, safe_path
+from papayu_git.check import CheckCommand, kept_under_tmp, resolve_command, safe_path
+from papayu_git.check.results import junit_patterns
 from papayu_git.check.sandbox import (
     SANDBOX_MODES,
     LoopbackListener,
@@ -403,18 +404,37 @@ def check_command_item(here: _Here) -> Item:
     else:
         why = f"flat layout: {', '.join(flat[:3])}" if flat else "papayu.check.pythonSafePath=false"
         python = f"Python imports from the working directory ({why})"
+    reads, unread = _results_read(found, here.root)
     return Item(
         "check command",
         OK,
-        f"{found.command}  (source: {source}); {python}",
+        f"{found.command}  (source: {source}); {python}; {reads}"
+        + (f"; not read per test: {'; '.join(unread)}" if unread else ""),
         data={
             "command": found.command,
             "source": source,
             "commit": str(tip),
             "python_safe_path": found.python_safe_path,
             "flat_modules": flat,
+            "readers": reads,
+            "unread": unread,
         },
     )
+
+
+def _results_read(found: CheckCommand, root: Path) -> tuple[str, list[str]]:
+    """How the check's results will be read (docs/DESIGN.md, "What the check runs"): the
+    runners found in the command and its package scripts, and what papayu cannot read."""
+    from papayu_git.check.results.instrument import PYTEST_JUNIT, PYTEST_STREAM, instrumented
+
+    assert root is not None
+    try:
+        done = instrumented(found.command, "/report", runs=found.runs, junit=junit_patterns(root))
+    except PapayuError as exc:
+        return f"results: {exc.reason}", []
+    named = sorted(done.readers - {PYTEST_STREAM, PYTEST_JUNIT})
+    junit = " and papayu.check.junit's files" if settings.get("check_junit", str(root)).strip() else ""
+    return f"results per test from {', '.join([*named, 'pytest wherever it runs'])}{junit}", list(done.notes)
 
 
 # --- the model -----------------------------------------------------------------------------
@@ -667,8 +687,12 @@ def tip_check_item(here: _Here) -> Item:
         direct = "passed" if report.direct_passed else "failed"
         timing += f" vs {report.direct_seconds:.1f}s run directly ({ratio:.2f}x; directly it {direct})"
     seen = f"; environment: {', '.join(report.env_dirs)}" if report.env_dirs else "; no environment directory"
+    seen += _per_test(report.tests)
     if report.passed:
-        return Item(name, OK, f"passed in the sandbox ({report.sandbox}) in {timing}{seen}", data=data)
+        hint = _results_hint(report.tests)
+        return Item(
+            name, WARN if hint else OK, f"passed in the sandbox ({report.sandbox}) in {timing}{seen}", hint, data=data
+        )
     return _tip_failed(
         name, report, f"FAILED in the sandbox ({report.sandbox}, exit {report.exit_code}) in {timing}{seen}"
     )
@@ -699,6 +723,24 @@ def _tip_failed(name: str, report: TipCheck, failed: str) -> Item:
         "and breaks none (otherwise it is kept for review: ERR_CHECK_FIXES_NOTHING).",
         code="ERR_CHECK_FAILED",
         data=data,
+    )
+
+
+def _per_test(tests: dict[str, Any]) -> str:
+    """ "; per test: 41 passed, 1 failed (jest json)", or why the verdict is the exit code's."""
+    counts = {k: v for k, v in (tests.get("counts") or {}).items() if v}
+    if counts:
+        return f"; per test: {', '.join(f'{n} {k}' for k, n in counts.items())} ({tests.get('source')})"
+    return "; verdict by exit code only" + (f" ({'; '.join(tests['unreadable'])})" if tests.get("unreadable") else "")
+
+
+def _results_hint(tests: dict[str, Any]) -> str:
+    """What to set when papayu cannot read the check's tests (docs/DESIGN.md, "What the check runs")."""
+    if any((tests.get("counts") or {}).values()) or not tests:
+        return ""
+    return (
+        "Plans are judged by the exit code alone: set `git config papayu.checkCommand` to a runner papayu reads "
+        "(README: What the check runs), or `git config papayu.check.junit GLOB` to the JUnit XML files the check writes."
     )
 
 

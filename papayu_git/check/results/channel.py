@@ -7,7 +7,8 @@ writes a record there per test as pytest reports it. The report pipe is held by 
 first process alone (inside.py), which sends the report files once the command and everything
 it started have ended. Both are read into memory: nothing the check writes is put on the
 user's disk. papayu's helpers for the check live in a directory of their own (the slot's
-`papayu-check/`), given to the check read-only: inside.py, and the plugin with its entry point.
+`papayu-check/`), given to the check read-only: inside.py, the plugin with its entry point, and
+the hook that gives jest and vitest their reports (node_reports.cjs).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
 INPUTS_MODULE = "papayu_pytest_inputs.py"  # the selective check's part (pytest_inputs.py), imported by the plugin
 SELECTION_FILE = "selection.json"  # beside the plugin: the tests a run is to run (pytest_inputs.Selector)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
+NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536
@@ -46,6 +48,7 @@ def write_helpers(slot: Path) -> Path:
     dist.mkdir(parents=True)
     here = Path(__file__).parent
     shutil.copyfile(here / "inside.py", where / "inside.py")
+    shutil.copyfile(here / NODE_HOOK, where / NODE_HOOK)
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
     shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
@@ -176,6 +179,13 @@ def wrapper_argv(helpers_inside: str, config: dict[str, object]) -> list[str]:
 def plugin_path(helpers_inside: str, pythonpath: str) -> str:
     """PYTHONPATH with the plugin's directory last: it shadows nothing of the project's."""
     return os.pathsep.join(filter(None, (pythonpath, f"{helpers_inside}/{PLUGIN_DIR}")))
+
+
+def node_options(helpers_inside: str, node_options: str) -> str:
+    """NODE_OPTIONS with papayu's hook required after what the project's environment has."""
+    path = f"{helpers_inside}/{NODE_HOOK}"
+    quoted = '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"' if " " in path or '"' in path else path
+    return f"{node_options} --require {quoted}".strip()
 
 
 def parse_reports(data: bytes, *, over: int = 0) -> Delivery:

@@ -8,8 +8,9 @@ not dumpable, nothing can open its descriptors through /proc; the report pipe is
 command's processes. So whatever the command does (`exit`, `exec`, a trap, `os._exit`, a
 background process rewriting a report), its reports are read only after it and everything it
 started are gone: the command ends, the rest of the sandbox is killed, then the known report
-files (and the `papayu.check.junit` files under the root) are sent, framed, with a note of
-what was wrong, and last the command's exit code:
+files (and, under the root, the `papayu.check.junit` files and Maven's or Gradle's reports, when
+last changed after the command started) are sent, framed, with a note of what was wrong, and
+last the command's exit code:
 
     F <name bytes> <data bytes>\\n NAME DATA       a report
     U <name bytes> <reason bytes>\\n NAME REASON   a report that is there and was not sent
@@ -28,12 +29,16 @@ import os
 import signal
 import stat
 import sys
+import time
 from collections.abc import Iterator, Sequence
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # one report
 MAX_REPORTS_BYTES = 128 * 1024 * 1024  # all of one run's
 MAX_REPORT_FILES = 200
 MANY_ENTRIES = 1000  # a report directory holding more than this is named in a note
+MAX_DIRS_WALKED = 20000  # directories one report search may list (`**` in a large tree)
+MAX_DEPTH = 12  # directories `**` goes down
+CLOCK_SLACK_SEC = 1.0  # a file's time comes from a coarser clock than time.time()
 _FULL_BYTES = 64 * 1024
 
 
@@ -72,11 +77,13 @@ def read_file(base: str, rel: str) -> tuple[bytes | None, str]:
 
 def matching_files(base: str, patterns: list[str]) -> list[str]:
     """Paths under ``base`` (relative, sorted, at most MAX_REPORT_FILES) of the regular files
-    matching one of ``patterns`` (globs from the root: `*`, `?`, `[...]` within one segment),
-    expanded one segment at a time without following symbolic links."""
+    matching one of ``patterns`` (globs from the root: `*`, `?`, `[...]` within one segment, `**`
+    for any number of directories), expanded one segment at a time without following symbolic
+    links."""
     found: list[str] = []
+    budget = [MAX_DIRS_WALKED]
     for pattern in patterns:
-        for rel in _expand(base, "", [p for p in pattern.split("/") if p]):
+        for rel in _expand(base, "", [p for p in pattern.split("/") if p], budget, 0):
             if rel not in found:
                 found.append(rel)
             if len(found) >= MAX_REPORT_FILES:
@@ -84,38 +91,97 @@ def matching_files(base: str, patterns: list[str]) -> list[str]:
     return found
 
 
-def _expand(base: str, rel: str, parts: list[str]) -> Iterator[str]:
-    try:
-        with os.scandir(os.path.join(base, rel) if rel else base) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
-    except OSError:
+def _expand(base: str, rel: str, parts: list[str], budget: list[int], depth: int) -> Iterator[str]:
+    if parts[0] == "**":
+        yield from _deeper(base, rel, parts, budget, depth)
         return
-    for entry in entries:
+    for entry in _listing(base, rel, budget):
         if not fnmatch.fnmatchcase(entry.name, parts[0]):
             continue
         sub = f"{rel}/{entry.name}" if rel else entry.name
         if len(parts) == 1 and entry.is_file(follow_symlinks=False):
             yield sub
         elif len(parts) > 1 and entry.is_dir(follow_symlinks=False):
-            yield from _expand(base, sub, parts[1:])
+            yield from _expand(base, sub, parts[1:], budget, depth + 1)
+
+
+def _deeper(base: str, rel: str, parts: list[str], budget: list[int], depth: int) -> Iterator[str]:
+    """`**`: none or more directories; never a hidden one, node_modules, or the directory the
+    next segment names (`**/target/...` does not search inside `target`), at most MAX_DEPTH deep."""
+    rest = parts[1:]
+    if not rest:
+        return
+    yield from _expand(base, rel, rest, budget, depth)
+    if depth >= MAX_DEPTH:
+        return
+    for entry in _listing(base, rel, budget):
+        skip = entry.name.startswith(".") or entry.name in ("node_modules", rest[0])
+        if not skip and entry.is_dir(follow_symlinks=False):
+            yield from _deeper(base, f"{rel}/{entry.name}" if rel else entry.name, parts, budget, depth + 1)
+
+
+def _listing(base: str, rel: str, budget: list[int]) -> list[os.DirEntry[str]]:
+    if budget[0] <= 0:
+        return []
+    budget[0] -= 1
+    try:
+        with os.scandir(os.path.join(base, rel) if rel else base) as listing:
+            return sorted(listing, key=lambda e: e.name)
+    except OSError:
+        return []
 
 
 def collect(
-    report_dir: str, names: list[str], root: str, junit: list[str], globs: Sequence[str] = ()
+    report_dir: str,
+    names: list[str],
+    root: str,
+    junit: list[str],
+    tools: list[list[str]] | None = None,
+    since: float | None = None,
+    globs: Sequence[str] = (),
 ) -> Iterator[tuple[str, bytes | None, str]]:
-    """(name, bytes or None, why not) of each report there: ``names`` and the ``globs`` in
-    ``report_dir``, then the ``junit`` globs under ``root`` as `junit/<path>`; at most
-    MAX_REPORTS_BYTES in all."""
+    """(name, bytes or None, why not) of each report there: ``names`` (or globs) in
+    ``report_dir``, then the ``junit`` globs under ``root`` as `junit/<path>`, and each
+    (directory, glob) of ``tools`` under ``root`` as `<directory>/<path>`; at most
+    MAX_REPORTS_BYTES in all. Files under the root last changed before ``since`` (the check's
+    start) are no results of this check (a build of the user's, seen through the overlay of
+    `target/`): said as one entry named "older", not read."""
     total = 0
-    wanted = [(report_dir, n, n) for n in names] + [(report_dir, r, r) for r in matching_files(report_dir, list(globs))]
+    wanted = [(report_dir, r, r) for r in _names(report_dir, names)]
+    wanted += [(report_dir, r, r) for r in matching_files(report_dir, list(globs))]  # the selective check's
     wanted += [(root, r, f"junit/{r}") for r in matching_files(root, junit)]
+    for directory, glob in tools or []:
+        wanted += [(root, r, f"{directory}/{r}") for r in matching_files(root, [glob])]
+    older = []
     for base, rel, name in wanted:
+        if base == root and since is not None and _older(os.path.join(root, rel), since):
+            older.append(rel)
+            continue
         data, why = read_file(base, rel)
         if data is not None and total + len(data) > MAX_REPORTS_BYTES:
             data, why = None, f"over the {MAX_REPORTS_BYTES} bytes all reports may have"
         if data is not None or why:
             total += len(data or b"")
             yield name, data, why
+    if older:
+        yield OLDER, None, f"{len(older)} report(s) older than the check, not read: {', '.join(older[:3])}"
+
+
+OLDER = "older"
+
+
+def _names(report_dir: str, names: list[str]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        out += matching_files(report_dir, [name]) if any(c in name for c in "*?[") else [name]
+    return out
+
+
+def _older(path: str, since: float) -> bool:
+    try:
+        return os.lstat(path).st_mtime < since - CLOCK_SLACK_SEC
+    except OSError:
+        return False
 
 
 def report_dir_notes(report_dir: str) -> list[str]:
@@ -136,7 +202,7 @@ def report_dir_notes(report_dir: str) -> list[str]:
     return notes
 
 
-def send(out: int, config: dict[str, object], exit_code: int) -> None:
+def send(out: int, config: dict[str, object], exit_code: int, since: float | None = None) -> None:
     with os.fdopen(out, "wb") as pipe:
         report_dir, root = str(config["report_dir"]), str(config["root"])
         for note in report_dir_notes(report_dir):
@@ -144,7 +210,11 @@ def send(out: int, config: dict[str, object], exit_code: int) -> None:
         names = [str(n) for n in config["names"]]  # type: ignore[attr-defined]
         junit = [str(g) for g in config["junit"]]  # type: ignore[attr-defined]
         globs = [str(g) for g in config.get("globs", [])]  # type: ignore[attr-defined]
-        for name, data, why in collect(report_dir, names, root, junit, globs):
+        tools = [[str(d), str(g)] for d, g in config.get("tools") or []]  # type: ignore[attr-defined]
+        for name, data, why in collect(report_dir, names, root, junit, tools, since, globs):
+            if name == OLDER:
+                pipe.write(_frame("N", why.encode()))
+                continue
             kind, body = ("F", data) if data is not None else ("U", why.encode())
             pipe.write(f"{kind} {len(name.encode())} {len(body)}\n".encode() + name.encode() + body)
         pipe.write(f"E {exit_code}\n".encode())
@@ -222,6 +292,7 @@ def main(argv: list[str]) -> int:
         _undumpable()
     if out >= 0:
         os.set_inheritable(out, False)
+    since = time.time()
     child = _start(command, stream)
     if stream >= 0:
         os.close(stream)
@@ -230,7 +301,7 @@ def main(argv: list[str]) -> int:
     code = _wait(child)
     _stop_the_rest(child, pid1)
     if out >= 0:
-        send(out, config, code)
+        send(out, config, code, since)
     return code
 
 

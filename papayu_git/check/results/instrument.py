@@ -1,69 +1,95 @@
-"""Making the check's test runner write results papayu can read, without changing what passes,
-and knowing from the command which results a run may have (docs/DESIGN.md, "A verdict per test").
+"""Making the check's test runners write results papayu can read, without changing what passes,
+and knowing from the command which results a run may have (docs/DESIGN.md, "A verdict per test"
+and "What the check runs").
 
-pytest (and unittest suites run by pytest) are told through PYTEST_ADDOPTS, whatever runs them
-(`make test`, tox, a script), and papayu's plugin streams them where it loads (pytest_plugin.py).
-The runners that need a flag are found in the command's text: `node --test` also writes JUnit
-(its spec output stays on stdout), jest its JSON, vitest JUnit (its default output stays), and
-`go test` becomes `go test -json`: go has no second reporter, so the check's log holds go's JSON
-events, read back for the results (`go_plain_text` gives the text go would have printed).
-`cargo test` gets `--no-fail-fast` (it stops at the first test binary that fails, and every
-test after it would be "missing"); its libtest lines in the log are read. Files the project writes
-itself (`papayu.check.junit`) are sent by the check's first process once the command ended
-(inside.py).
+What the command runs is read on the tip's tree, through its package scripts (check/scripts.py),
+and each command that runs is classified (runners.py). pytest (and unittest suites run by
+pytest) is told through PYTEST_ADDOPTS, wherever it runs, and papayu's plugin streams it where
+it loads (pytest_plugin.py). jest and vitest, wherever a script runs them, are given a report by
+papayu's hook in their own process (node_reports.cjs, loaded through NODE_OPTIONS): jest its
+JSON, vitest its JSON reporter (its usual output stays), one file per run. `node --test` named
+in the command also writes JUnit (its spec output stays on stdout); run by a script, its TAP
+lines are read from the log. `go test` in the command becomes `go test -json`: go has no second
+reporter, so the check's log holds go's JSON events, read back for the results (`go_plain_text`
+gives the text go would have printed). `cargo test` gets `--no-fail-fast` (it stops at the first
+test binary that fails, and every test after it would be "missing"); its libtest lines in the log
+are read. Maven (`--fail-at-end`) and Gradle (`--continue`) named in the command go on past a
+failing module, so that its failure hides no other module's tests; their surefire and failsafe
+reports and test results are found under the root once the command ended, as are the files the
+project names itself (`papayu.check.junit`, which then replaces them); all are sent by the
+check's first process (inside.py).
 
 The log is read only for the formats the command's runners print there: go's events where the
 command runs `go test` with -json, libtest's lines where it runs `cargo test`, TAP where it runs
-`node --test` with a reporter of its own (or `prove`, `tape`, `tap`). Lines of those formats
-printed by anything else (code under test) are not results.
+`node --test` with a reporter of its own or through a script (or `prove`, `tape`, `tap`). Lines
+of those formats printed by anything else (code under test) are not results.
 
 Left alone: a runner whose output is piped (the reader at the pipe's end expects its usual
-output), one given its own reporter or report file. A runner run twice in one check writes its
-report twice: the last run's is read. A runner named only inside a script (`make test` running
-`cargo test`) is not seen: its log lines are not read.
+output), one given its own reporter or report file. A runner run twice in one check reports its
+tests twice: a collision. A runner papayu knows and cannot read is said (`notes`), with what to
+set; the verdict is then the exit code's unless another runner gives per-test results.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from papayu_git import settings
+from papayu_git.check import scripts
+from papayu_git.check.results import runners
+from papayu_git.check.scripts import Runs
 from papayu_git.errors import PapayuError
 
 PYTEST_XML = "pytest.xml"
 NODE_XML = "node.xml"
-JEST_JSON = "jest.json"
-VITEST_XML = "vitest.xml"
-REPORT_FILES = (PYTEST_XML, NODE_XML, JEST_JSON, VITEST_XML)
+JEST_JSON = "jest-*.json"  # one per jest run: node_reports.cjs names them after the process
+VITEST_JSON = "vitest-*.json"
+REPORT_FILES = (PYTEST_XML, NODE_XML, JEST_JSON, VITEST_JSON)
 JUNIT_DIR = "junit"  # the papayu.check.junit files, at their paths from the root
+# The build tools' reports, found under the root (inside.py matches `**` at any depth).
+MAVEN_DIR, GRADLE_DIR = "maven", "gradle"
+MAVEN_REPORTS = ("**/target/surefire-reports/TEST-*.xml", "**/target/failsafe-reports/TEST-*.xml")
+GRADLE_REPORTS = ("**/build/test-results/*/TEST-*.xml",)
+# node_reports.cjs reads these: where to write, and which runners to give a report.
+NODE_REPORTS_VAR = "PAPAYU_NODE_REPORTS"
+NODE_RUNNERS_VAR = "PAPAYU_NODE_RUNNERS"
 
 # The sources a run's results come from, by name (TestResults.sources).
 PYTEST_STREAM = "pytest stream"
 PYTEST_JUNIT = "pytest junit"
 NODE_JUNIT = "node junit"
 JEST = "jest json"
-VITEST = "vitest junit"
+VITEST = "vitest json"
 GO_JSON = "go test -json"
 LIBTEST = "cargo libtest"
 TAP = "tap"
+MAVEN = "maven surefire"
+GRADLE = "gradle junit"
 JUNIT_COPY = "junit:"  # + the file's path from the root
-_FILES = {NODE_JUNIT: NODE_XML, JEST: JEST_JSON, VITEST: VITEST_XML}
 
 _WORD_END = r"(?=$|[\s;&|)])"
 _NODE_TEST = re.compile(r"(?<![\w./@-])(node(?:\s+-[^\s;&|]+)*?\s+--test)" + _WORD_END)
-_JEST = re.compile(r"(?<![\w./@-])((?:[\w.@-]*/)*jest)" + _WORD_END)
-_VITEST = re.compile(r"(?<![\w./@-])((?:[\w.@-]*/)*vitest(?:\s+(?:run|watch|dev|related))?)" + _WORD_END)
 _CARGO_TEST_COMMAND = re.compile(r"(?<![\w./@-])(cargo(?:\s+\+[\w.-]+)?\s+test)" + _WORD_END)
+_NPM_SCRIPT = re.compile(r"(?:npm|pnpm)\s+(?:run|run-script)\s+$")
 _GO_TEST = re.compile(r"(?<![\w./@-])(go\s+test)" + _WORD_END)
 _CARGO_TEST = re.compile(r"(?<![\w./@-])cargo(?:\s+\+\S+)?(?:\s+-[^\s;&|]+)*\s+(?:test|t)" + _WORD_END)
+_MAVEN = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*(?:mvnw?|mvnd))" + _WORD_END)
+_GRADLE = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*gradlew?)" + _WORD_END)
 _TAP_RUNNER = re.compile(r"(?<![\w./@-])(?:[\w.@-]*/)*(?:prove|tape|tap)" + _WORD_END)
-_NPM_SCRIPT = re.compile(r"(?:npm|pnpm)\s+(?:run|run-script)\s+$")
 # Characters a papayu.check.junit glob may use: none the shell would read as more than a glob.
 _SAFE_GLOB = re.compile(r"[\w./*?\[\]@+=:-]+")
+_BY_RUNNER = {
+    runners.JEST: JEST,
+    runners.VITEST: VITEST,
+    runners.CARGO: LIBTEST,
+    runners.TAP_PRODUCER: TAP,
+    runners.MAVEN: MAVEN,
+    runners.GRADLE: GRADLE,
+}
 
 
 @dataclass(frozen=True)
@@ -71,6 +97,8 @@ class Instrumented:
     command: str  # what runs
     env: dict[str, str]  # the variables to add
     readers: frozenset[str]  # the sources its results may come from (besides papayu.check.junit files)
+    reports: tuple[tuple[str, str], ...] = ()  # (directory in the delivery, glob from the root): build tools'
+    notes: tuple[str, ...] = ()  # the runners papayu cannot read, and what to set
 
 
 def instrument(command: str, report_dir: str, *, env: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
@@ -81,10 +109,20 @@ def instrument(command: str, report_dir: str, *, env: Mapping[str, str] | None =
     return done.command, done.env
 
 
-def instrumented(command: str, report_dir: str, *, env: Mapping[str, str] | None = None) -> Instrumented:
+def instrumented(
+    command: str,
+    report_dir: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    runs: Runs | None = None,
+    junit: Sequence[str] = (),
+) -> Instrumented:
     """`instrument`, and which sources the run's results may come from: a report papayu asked
-    for, or a format a runner of the command prints to the log."""
+    for, or a format a runner of the command prints to the log. ``runs``: what the command runs
+    through its scripts, read on the tip (None: its own text alone); ``junit``: the
+    papayu.check.junit globs, which replace the build tools' reports."""
     env = env or {}
+    runs = runs if runs is not None else scripts.resolve(command, None)
     extra: dict[str, str] = {}
     original = command  # what the user asked for decides; our own flags do not
     readers = {PYTEST_STREAM}
@@ -98,22 +136,35 @@ def instrumented(command: str, report_dir: str, *, env: Mapping[str, str] | None
         flags = "--test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit"
         destination = shlex.quote(f"{report_dir}/{NODE_XML}")
         command = _NODE_TEST.sub(rf"\1 {flags} --test-reporter-destination={destination}", command)
-    if not re.search(r"--json\b|--outputFile", original):
-        command = _after(_JEST, command, f"--json --outputFile={shlex.quote(f'{report_dir}/{JEST_JSON}')}")
-    if "--reporter" not in original:
-        junit = shlex.quote(f"{report_dir}/{VITEST_XML}")
-        command = _after(_VITEST, command, f"--reporter=default --reporter=junit --outputFile.junit={junit}")
     if not re.search(r"(?<!\S)-json\b", original) and not _piped(r"go\s+test", original):
         command = _GO_TEST.sub(r"\1 -json", command)
     command = _CARGO_TEST_COMMAND.sub(_no_fail_fast, command)
+    # A failing module must not hide the tests of the modules after it (as cargo's --no-fail-fast).
+    if not re.search(r"(?<!\S)(-fae|--fail-at-end|-ff|--fail-fast|-fn|--fail-never)(?!\S)", original):
+        command = _MAVEN.sub(r"\1 --fail-at-end", command)
+    if not re.search(r"(?<!\S)--continue(?!\S)", original):
+        command = _GRADLE.sub(r"\1 --continue", command)
     readers |= _log_readers(original, command, report_dir)
-    return Instrumented(command, extra, frozenset(readers))
+    found = {runners.classify(leaf).runner for leaf in runs.leaves}
+    found |= {
+        runners.TAP_PRODUCER for leaf in runs.leaves if leaf.via and runners.classify(leaf).runner == runners.NODE_TEST
+    }
+    if junit:  # the user named the JUnit files: the build tools' are among them
+        found -= {runners.MAVEN, runners.GRADLE}
+    readers |= {_BY_RUNNER[r] for r in found if r in _BY_RUNNER}
+    node = sorted(r for r in found if r in (runners.JEST, runners.VITEST))
+    if node:
+        extra.update({NODE_REPORTS_VAR: report_dir, NODE_RUNNERS_VAR: ",".join(node)})
+    reports = [(MAVEN_DIR, g) for g in MAVEN_REPORTS] if runners.MAVEN in found else []
+    reports += [(GRADLE_DIR, g) for g in GRADLE_REPORTS] if runners.GRADLE in found else []
+    notes = (*runs.notes, *runners.notes(runs.leaves))
+    return Instrumented(command, extra, frozenset(readers), tuple(reports), notes)
 
 
 def _log_readers(original: str, command: str, report_dir: str) -> set[str]:
-    """The reports asked for (their paths are in the command now) and the formats the command's
-    runners print to the log."""
-    asked = {name for name, file in _FILES.items() if shlex.quote(f"{report_dir}/{file}") in command}
+    """The reports asked for in the command (node's) and the formats the command's runners print
+    to the log."""
+    asked = {NODE_JUNIT} if shlex.quote(f"{report_dir}/{NODE_XML}") in command else set()
     out = set(asked)
     if _GO_TEST.search(original) and re.search(r"(?<!\S)-json\b", command) and not _piped(r"go\s+test", original):
         out.add(GO_JSON)
@@ -137,18 +188,6 @@ def _no_fail_fast(match: re.Match[str]) -> str:
     if re.search(r"(?<!\S)--no-fail-fast(?!\S)", own) or _NPM_SCRIPT.search(match.string[: match.start()]):
         return match.group(0)
     return f"{match.group(0)} --no-fail-fast"
-
-
-def _after(pattern: re.Pattern[str], command: str, flags: str) -> str:
-    """``flags`` after each match of ``pattern`` that is the runner itself, not an npm script's name
-    (`npm run jest --json` would give --json to npm)."""
-
-    def insert(match: re.Match[str]) -> str:
-        if _NPM_SCRIPT.search(command[: match.start()]):
-            return match.group(0)
-        return f"{match.group(0)} {flags}"
-
-    return pattern.sub(insert, command)
 
 
 def junit_patterns(repo_root: Path) -> list[str]:

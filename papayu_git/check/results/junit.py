@@ -1,5 +1,5 @@
-"""JUnit XML, read with junitparser: pytest's, node's, vitest's, and any runner's the project
-names (`papayu.check.junit`). Imported only when such a file is there (lxml is a feature stack
+"""JUnit XML, read with junitparser: pytest's, node's, vitest's, Maven's (surefire, failsafe) and
+Gradle's, and any runner's the project names (`papayu.check.junit`). Imported only when such a file is there (lxml is a feature stack
 for start-up, tests/test_startup.py).
 
 pytest's ids are rebuilt as its node ids from what pytest wrote: the classname is the collected
@@ -24,7 +24,7 @@ from lxml import etree
 from papayu_git.check.results.files import relative_to_root
 from papayu_git.check.results.outcome import RANK, CaseResult, Outcome, ReportUnreadable
 
-PYTEST, NODE, VITEST, ANY = "pytest", "node", "vitest", "any"
+PYTEST, NODE, VITEST, BUILD, ANY = "pytest", "node", "vitest", "build", "any"
 # pytest writes a test that failed and then errored in teardown as two entries, the second
 # an error with this message: one test, not two.
 TEARDOWN_ERROR = 'failed on teardown with "'
@@ -44,10 +44,14 @@ class Entry(NamedTuple):
     message: str
 
 
-def read_junit(data: bytes, dialect: str, root: str = "") -> list[CaseResult]:
+def read_junit(data: bytes, dialect: str, root: str = "", module: str = "") -> list[CaseResult]:
     """Every test case of the report. ``root``: the check's directory inside the check, to make
-    absolute file names (node's) relative."""
+    absolute file names (node's) relative; ``module``: the Maven module or Gradle project whose
+    report it is (BUILD), from the root ("" the root's own)."""
     entries = junit_entries(data)
+    if dialect == BUILD:  # class and method, per module: `core/calc.CalcTest::adds`
+        prefix = f"{module}/" if module else ""
+        return [CaseResult(f"{prefix}{e.classname}::{e.name}", e.outcome, e.message) for e in entries]
     modules = _known_modules(entries)
     return [CaseResult(_test_id(e, dialect, root, modules), e.outcome, e.message) for e in entries]
 

@@ -3,20 +3,26 @@ log's lines of the formats the command's runners print (docs/DESIGN.md, "A verdi
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePath
 
 from papayu_git.check.results.channel import Delivery
 from papayu_git.check.results.gotest import read_go_json
-from papayu_git.check.results.inside import collect
+from papayu_git.check.results.inside import OLDER, collect
 from papayu_git.check.results.instrument import (
     GO_JSON,
+    GRADLE,
+    GRADLE_DIR,
     JEST,
     JEST_JSON,
     JUNIT_COPY,
     JUNIT_DIR,
     LIBTEST,
+    MAVEN,
+    MAVEN_DIR,
     NODE_JUNIT,
     NODE_XML,
     PYTEST_JUNIT,
@@ -25,7 +31,7 @@ from papayu_git.check.results.instrument import (
     REPORT_FILES,
     TAP,
     VITEST,
-    VITEST_XML,
+    VITEST_JSON,
 )
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
@@ -44,15 +50,22 @@ def read_results(
     *,
     root: str = "",
     readers: Collection[str] | None = None,
+    tools: Sequence[tuple[str, str]] = (),
+    since: float | None = None,
 ) -> TestResults:
     """The results a run left in a host directory: the report files at its top, the
-    `papayu.check.junit` files under its `junit/` (read as the check's first process reads
-    them: no links followed, no FIFO opened, bounded). ``readers``: the sources to read (see
-    `instrumented`); None reads every one."""
+    `papayu.check.junit` files under its `junit/` and the build tools' reports (``tools``:
+    (directory, glob)) under it, those changed before ``since`` left out (read as the check's
+    first process reads them: no links followed, no FIFO opened, bounded). ``readers``: the
+    sources to read (see `instrumented`); None reads every one."""
     delivery = Delivery(ended=True)
     globs = [str(g) for g in junit_globs]
-    for name, data, why in collect(str(report_dir), list(REPORT_FILES), str(report_dir / JUNIT_DIR), globs):
-        if data is not None:
+    tools_globs = [list(t) for t in tools]
+    found = collect(str(report_dir), list(REPORT_FILES), str(report_dir / JUNIT_DIR), globs, tools_globs, since)
+    for name, data, why in found:
+        if name == OLDER:
+            delivery.notes.append(why)
+        elif data is not None:
             delivery.files[name] = data
         else:
             delivery.unreadable.append(f"{name}: {why}")
@@ -98,7 +111,7 @@ def read_delivery(
         if found is not None:
             sources.append(source)
             collected.extend(found, source)
-    return collected.results(sources, unreadable, errors)
+    return collected.results(list(dict.fromkeys(sources)), unreadable, errors)
 
 
 def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:
@@ -106,13 +119,25 @@ def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]
     out = []
     for line in delivery.unreadable:
         name = line.split(": ", 1)[0]
-        source = _SOURCE_OF.get(name) or (JUNIT_COPY + name.removeprefix(JUNIT_DIR + "/"))
+        source = source_of(name)
         if allowed(source):
             out.append(f"{source}: {line.split(': ', 1)[-1]}")
     return out
 
 
-_SOURCE_OF = {PYTEST_XML: PYTEST_JUNIT, NODE_XML: NODE_JUNIT, JEST_JSON: JEST, VITEST_XML: VITEST}
+def source_of(name: str) -> str:
+    """The source a delivered report is read as, by its name in the delivery."""
+    top = name.split("/", 1)[0]
+    if top == MAVEN_DIR and "/" in name:
+        return MAVEN
+    if top == GRADLE_DIR and "/" in name:
+        return GRADLE
+    if top == JUNIT_DIR and "/" in name:
+        return JUNIT_COPY + name[len(JUNIT_DIR) + 1 :]
+    for pattern, source in ((JEST_JSON, JEST), (VITEST_JSON, VITEST)):
+        if fnmatch.fnmatchcase(name, pattern):
+            return source
+    return {PYTEST_XML: PYTEST_JUNIT, NODE_XML: NODE_JUNIT}.get(name, name)
 
 
 def _reports(delivery: Delivery, root: str) -> list[tuple[str, str, FileReader]]:
@@ -120,12 +145,28 @@ def _reports(delivery: Delivery, root: str) -> list[tuple[str, str, FileReader]]
     reports: list[tuple[str, str, FileReader]] = [
         (PYTEST_XML, PYTEST_JUNIT, lambda data: _junit(data, "pytest", root)),
         (NODE_XML, NODE_JUNIT, lambda data: _junit(data, "node", root)),
-        (JEST_JSON, JEST, lambda data: read_jest(data, root)),
-        (VITEST_XML, VITEST, lambda data: _junit(data, "vitest", root)),
     ]
-    copies = sorted(n for n in delivery.files if n.startswith(JUNIT_DIR + "/"))
-    reports += [(n, JUNIT_COPY + n[len(JUNIT_DIR) + 1 :], lambda data: _junit(data, "any", root)) for n in copies]
+    for name in sorted(delivery.files):
+        source = source_of(name)
+        if source in (JEST, VITEST):  # vitest's JSON reporter writes jest's format
+            reports.append((name, source, lambda data: read_jest(data, root)))
+        elif source in (MAVEN, GRADLE):
+            reports.append(
+                (name, source, functools.partial(_junit, dialect="build", root=root, module=build_module(name)))
+            )
+        elif source.startswith(JUNIT_COPY):
+            reports.append((name, source, lambda data: _junit(data, "any", root)))
     return reports
+
+
+def build_module(name: str) -> str:
+    """The module (Maven) or project (Gradle) directory of a build tool's report, from the root:
+    `maven/core/target/surefire-reports/TEST-x.xml` is core's, `maven/target/...` the root's."""
+    path = "/" + name.split("/", 1)[1]
+    for marker in ("/target/surefire-reports/", "/target/failsafe-reports/", "/build/test-results/"):
+        if marker in path:
+            return path[: path.rindex(marker)].strip("/")
+    return ""
 
 
 def _log_readers(root: str) -> list[tuple[str, LogReader]]:
@@ -144,7 +185,7 @@ def _verify(
         if session.ended and name is not None:
             written[name] = session
     for name, session in written.items():
-        source = _SOURCE_OF.get(name) or JUNIT_COPY + name[len(JUNIT_DIR) + 1 :]
+        source = source_of(name)
         data = delivery.files.get(name)
         said = "the report pytest was asked for" if name == PYTEST_XML else f"{name[len(JUNIT_DIR) + 1 :]}"
         if data is None:
@@ -189,9 +230,9 @@ def _compare(session: Session, data: bytes, root: str) -> str:
     return "; ".join(differences(by_id, reported))
 
 
-def _junit(data: bytes, dialect: str, root: str) -> list[CaseResult]:
+def _junit(data: bytes, dialect: str, root: str, module: str = "") -> list[CaseResult]:
     # Imported here: junitparser brings lxml, which commands that never read a report (and
     # checks that write none) do not load (docs/DESIGN.md, "Start-up and cost").
     from papayu_git.check.results.junit import read_junit
 
-    return read_junit(data, dialect, root)
+    return read_junit(data, dialect, root, module)

@@ -1,0 +1,182 @@
+"""What the check costs on real projects: the check of the tip as a plan's check runs (the pooled
+checkout, the sandbox, the check's first process, the report channel, papayu's pytest plugin or
+node hook, reading and masking) against the same command run directly in the user's tree, in one
+run, interleaved, after a warm-up round of each.
+
+    python bench/check_cost_bench.py PROJECT [PROJECT ...] [--repeat 5] [--profile]
+
+Each PROJECT is a git repository with its environment installed, as a user has it (the command
+is resolved on its tip as `doctor --check` resolves it; a `.venv` or `node_modules` in place).
+Besides the ratio it times the check's parts for one run: the view's set-up (mounts, helpers),
+the command in the sandbox from start to its exit, what follows (the channel's drain, reading
+the reports, masking the log); `--profile` prints the top of a cProfile of one papayu check.
+
+Target: <= 1.3x the direct run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from papayu_git import worktree  # noqa: E402
+from papayu_git.check import resolve_command, run_check  # noqa: E402
+from papayu_git.check import run as run_module  # noqa: E402
+from papayu_git.check import sandbox as sandbox_mod  # noqa: E402
+from papayu_git.check import view as view_module  # noqa: E402
+from papayu_git.git import scrubbed_env  # noqa: E402
+from papayu_git.objects import GitTree  # noqa: E402
+
+TARGET_RATIO = 1.3
+
+
+def papayu_runner(repo: Path) -> tuple[str, Callable[[], str]]:
+    import pygit2
+
+    pyrepo = pygit2.Repository(str(repo))
+    tip = str(pyrepo.head.target)
+    found = resolve_command(repo, GitTree(pyrepo, pyrepo[tip].tree), None)
+    if found is None:
+        raise SystemExit(f"{repo}: no check command")
+    box = sandbox_mod.resolve(str(repo))
+    if not box.sandboxed:
+        raise SystemExit(f"no bwrap sandbox here ({box.reason})")
+    pdir = repo / ".git" / "papayu"
+
+    def run() -> str:
+        checkout = worktree.acquire_checkout(pyrepo, pdir, tip, plan_id="bench")
+        try:
+            result = run_check(
+                found, checkout, pdir / "checks" / "bench.log", timeout_sec=900, sandbox=box, repo_root=repo, commit=tip
+            )
+        finally:
+            worktree.release_checkout(checkout)
+        if not result.passed:
+            raise SystemExit(f"{repo}: the check failed: {result.tail}")
+        return result.tests.source if result.tests else ""
+
+    return found.command, run
+
+
+def direct_runner(repo: Path, command: str) -> Callable[[], str]:
+    def run() -> str:
+        subprocess.run(
+            ["/bin/sh", "-c", command], cwd=repo, check=True, capture_output=True, env=scrubbed_env(), timeout=900
+        )
+        return ""
+
+    return run
+
+
+def timed(fn: Callable[[], str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    said = fn()
+    return time.perf_counter() - start, said
+
+
+class Parts:
+    """The parts of one papayu check, timed by wrapping the functions that do them."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+
+    def wrap(self, owner: object, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        def timed_call(*args: object, **kwargs: object) -> object:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.times[label] = self.times.get(label, 0.0) + time.perf_counter() - start
+
+        setattr(owner, name, timed_call)
+
+
+def parts_of(run: Callable[[], str]) -> dict[str, float]:
+    parts = Parts()
+    saved = (view_module.CheckView.prepare, run_module._run_group, run_module._results, run_module._masked_tail)
+    acquire = worktree.acquire_checkout
+    try:
+        parts.wrap(worktree, "acquire_checkout", "checkout (slot at the tip)")
+        parts.wrap(view_module.CheckView, "prepare", "view: mounts, helpers")
+        parts.wrap(run_module, "_run_group", "the command in the sandbox, to its exit")
+        parts.wrap(run_module, "_results", "reading the results")
+        parts.wrap(run_module, "_masked_tail", "masking the log")
+        total, _ = timed(run)
+    finally:
+        worktree.acquire_checkout = acquire
+        view_module.CheckView.prepare = saved[0]  # type: ignore[method-assign]
+        run_module._run_group, run_module._results, run_module._masked_tail = saved[1:]
+    parts.times["total"] = total
+    return parts.times
+
+
+def bench(repo: Path, repeat: int, profile: bool) -> dict[str, object]:
+    command, papayu = papayu_runner(repo)
+    direct = direct_runner(repo, command)
+    times: dict[str, list[float]] = {"papayu": [], "direct": []}
+    source = ""
+    pair = [("papayu", papayu), ("direct", direct)]
+    for r in range(repeat + 1):
+        for label, fn in pair if r % 2 else pair[::-1]:
+            elapsed, said = timed(fn)
+            source = said or source
+            if r:  # the first round warms caches
+                times[label].append(elapsed)
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(papayu)
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
+        print(text.getvalue())
+    return {
+        "project": repo.name,
+        "command": command,
+        "source": source,
+        "papayu": statistics.median(times["papayu"]),
+        "direct": statistics.median(times["direct"]),
+        "papayu_all": times["papayu"],
+        "direct_all": times["direct"],
+        "parts": parts_of(papayu),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("projects", nargs="+", type=Path)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    rows = [bench(p.resolve(), args.repeat, args.profile) for p in args.projects]
+    print("| project | command | results | papayu check | direct | ratio |")
+    print("|---|---|---|---:|---:|---:|")
+    for row in rows:
+        ratio = row["papayu"] / row["direct"]  # type: ignore[operator]
+        print(
+            f"| {row['project']} | `{row['command']}` | {row['source']} | {row['papayu']:.2f} s "
+            f"| {row['direct']:.2f} s | {ratio:.2f}x |"
+        )
+    for row in rows:
+        papayu_all = ", ".join(f"{t:.2f}" for t in row["papayu_all"])  # type: ignore[attr-defined]
+        direct_all = ", ".join(f"{t:.2f}" for t in row["direct_all"])  # type: ignore[attr-defined]
+        print(f"\n{row['project']}: papayu {papayu_all}; direct {direct_all}")
+        for label, seconds in row["parts"].items():  # type: ignore[attr-defined]
+            print(f"  {label}: {seconds:.3f} s")
+    worst = max(r["papayu"] / r["direct"] for r in rows)  # type: ignore[operator]
+    print(f"\nworst ratio {worst:.2f}x (target <= {TARGET_RATIO}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Test runners that come from a registry (jest, vitest and pnpm from npm; surefire and JUnit from
+Maven Central), installed once per machine into a cache that outlives test runs:
+~/.cache/papayu-git-tests (of the real HOME: the hermetic fixture replaces HOME per test).
+
+The first run on a fresh machine downloads them (CI has the registries), later runs install from
+the cache without the network: a pnpm workspace from its store and a lockfile kept per set of
+manifests, a Maven project from a local repository hard-linked into the test's HOME, as a
+user's ~/.m2/repository would be (Gradle's ~/.gradle/caches are downloaded for each test). Each step takes a lock, so parallel workers (pytest -n) wait
+for one download instead of racing. What cannot be had (no npm, no registry) is a skip reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+REAL_HOME = Path(os.path.expanduser("~"))  # read at import, before the fixture moves HOME
+CACHE = Path(os.environ.get("PAPAYU_TEST_CACHE") or REAL_HOME / ".cache" / "papayu-git-tests")
+PNPM_VERSION = "10.33.0"
+# The versions the JS test projects pin: jest 30 and vitest 4 run on Node 20.
+JS_PACKAGES = {"jest": "30.5.2", "vitest": "4.1.12", "cross-env": "10.1.0"}
+PNPM_STORE = CACHE / "pnpm-store"
+MAVEN_REPO = CACHE / "m2"
+
+
+class Unavailable(Exception):
+    """A runner that cannot be installed here: the test is skipped with this reason."""
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> str:
+    proc = subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+    if proc.returncode != 0:
+        raise Unavailable(f"`{' '.join(args)}` failed: {(proc.stderr or proc.stdout).strip()[-600:]}")
+    return proc.stdout
+
+
+def pnpm_bin() -> Path:
+    """pnpm's bin directory (put it on PATH), installed with npm into the cache."""
+    prefix = CACHE / f"pnpm-{PNPM_VERSION}"
+    binary = prefix / "bin" / "pnpm"
+    if binary.exists():
+        return binary.parent
+    if shutil.which("npm") is None:
+        raise Unavailable("npm is not installed: pnpm, jest and vitest come from the npm registry")
+    with _locked("pnpm"):
+        if not binary.exists():
+            _run(["npm", "install", "-g", "--prefix", str(prefix), f"pnpm@{PNPM_VERSION}"], CACHE, _npm_env())
+    return binary.parent
+
+
+def pnpm_install(project: Path) -> None:
+    """`pnpm install` in ``project`` (a workspace whose manifests depend only on JS_PACKAGES): from
+    the cache's store and a lockfile kept for exactly these manifests; online the first time."""
+    env = {**_npm_env(), "PATH": f"{pnpm_bin()}{os.pathsep}{os.environ.get('PATH', '')}"}
+    store = ["--store-dir", str(PNPM_STORE), "--config.cache-dir=" + str(CACHE / "pnpm-cache")]
+    lock = CACHE / "pnpm-locks" / f"{_manifests_digest(project)}.yaml"
+    if lock.exists():
+        shutil.copyfile(lock, project / "pnpm-lock.yaml")
+        try:
+            _run(["pnpm", "install", "--offline", "--frozen-lockfile", *store], project, env)
+            return
+        except Unavailable:
+            pass  # the store lost a package: fetch it again
+    with _locked("pnpm-store"):
+        _run(["pnpm", "install", "--prefer-offline", *store], project, env)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(project / "pnpm-lock.yaml", lock)
+
+
+def _manifests_digest(project: Path) -> str:
+    digest = hashlib.sha256(PNPM_VERSION.encode())
+    for path in sorted([*project.rglob("package.json"), *project.glob("pnpm-workspace.yaml")]):
+        if "node_modules" not in path.parts:
+            digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def _npm_env() -> dict[str, str]:
+    """npm's own cache in the test cache (HOME is a temporary directory in tests)."""
+    return {"npm_config_cache": str(CACHE / "npm-cache"), "npm_config_update_notifier": "false"}
+
+
+def maven_repository(project: Path, home: Path) -> None:
+    """``home``'s ~/.m2/repository with what ``project``'s build needs: its plugins and test
+    dependencies downloaded once into the cache (a build of a copy of the project, online),
+    then hard-linked in."""
+    if shutil.which("mvn") is None:
+        raise Unavailable("mvn is not installed")
+    marker = MAVEN_REPO / f".warm-{_digest(project, 'pom.xml')}"
+    if not marker.exists():
+        with _locked("maven"), tempfile.TemporaryDirectory() as scratch:
+            if not marker.exists():
+                copy = Path(scratch) / "project"
+                shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".git"))
+                args = ["mvn", "-B", "-q", f"-Dmaven.repo.local={MAVEN_REPO}", "-Dmaven.test.failure.ignore=true"]
+                _run([*args, "test"], copy, timeout=900)
+                marker.touch()
+    target = home / ".m2" / "repository"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(MAVEN_REPO, target, copy_function=os.link, dirs_exist_ok=True)
+
+
+def gradle_caches(project: Path, home: Path) -> None:
+    """``home``'s ~/.gradle/caches with what ``project``'s build downloads: a build of a copy of
+    the project, online, as its user would have run once. Not from the machine's cache: the
+    Gradle installable here (4.4) records absolute paths in its cache, which cannot move."""
+    gradle = shutil.which("gradle")
+    if gradle is None:
+        raise Unavailable("gradle is not installed")
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "project"
+        shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".git"))
+        env = {**os.environ, "GRADLE_USER_HOME": str(home / ".gradle")}
+        # The tip's tests may fail: what matters is what the build downloaded.
+        subprocess.run([gradle, "--no-daemon", "-q", "test", "--continue"], cwd=copy, env=env, timeout=900)
+    if not (home / ".gradle" / "caches" / "modules-2").is_dir():
+        raise Unavailable("gradle downloaded nothing: is Maven Central reachable?")
+
+
+def _digest(project: Path, pattern: str) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(project.rglob(pattern)):
+        if ".git" not in path.parts:
+            digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:24]
