@@ -285,13 +285,13 @@ def test_a_plan_adding_a_cached_dependency_resolves_offline_in_the_checks_copy_o
         {"kind": "UPDATE_FILE", "path": "src/lib.rs", "content": LIB_CRATE["src/lib.rs"] + ITOA_USE},
     ]
     plan = write_plan(repo.parent, actions, name="itoa.json")
-    data = apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1", **rust_env()})
+    # Cargo.toml is no code of the plan: the user approves it (the plan's own run judges it).
+    data = apply_json(repo, plan, "-y", "--allow-test-edits", env={"PAPAYU_PROTOCOL_VERSION": "1", **rust_env()})
     assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
-    log = _log(data)
+    log = Path(data["check"]["own_log"]).read_text()
     # cargo added itoa to the check's copy of the lock, from the cache, without the network.
     assert "[papayu] carried: Cargo.lock" in log and "Compiling itoa v1." in log, log
     assert f"Compiling cfg-if v{PINNED}" in log and "index.crates.io" not in log, log
-    assert data["check"]["duration_sec"] < 10, _why(data)
     assert (repo / "Cargo.lock").read_bytes() == before  # the user's lock is only read
 
 
@@ -300,7 +300,8 @@ def test_a_dependency_the_cache_lacks_fails_at_once_and_the_diagnosis_names_it(t
     repo = _repo(tmp_path, {"src/lib.rs": "pub fn one() -> i32 {\n    1\n}\n", "tests/one.rs": ONE_TEST})
     manifest = CARGO_TOML + '\n[dependencies]\npapayu-no-such-crate = "1"\n'
     data = _apply(repo, "unknown-dep", "Cargo.toml", manifest)
-    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), _why(data)
+    # The tip's manifest builds (the regression run); the plan's own does not, at once.
+    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_NEW_TESTS_FAIL"), _why(data)
     [cause] = data["check"]["environment"]
     assert cause.startswith("cargo could not get the crate papayu-no-such-crate offline"), cause
-    assert "index.crates.io" not in _log(data) and data["check"]["duration_sec"] < 10, _why(data)
+    assert "index.crates.io" not in Path(data["check"]["own_log"]).read_text(), _why(data)

@@ -67,6 +67,8 @@ def test_an_included_path_never_covers_the_plans_files(tmp_path: Path) -> None:
     check = "cat config/app.txt config/local.txt"
     data = apply_json(repo, plan, "-y", "--check", check, env={**env, "PAPAYU_PROTOCOL_VERSION": "1"})
     assert (data.get("state"), data["_rc"]) == ("landed", 0), data
-    log = Path(data["check"]["log"]).read_text()
-    assert "mode plan" in log and "mode tip" not in log, log  # the plan's file, not the user's over it
+    # A data file is no code: the regression run reads the tip's, the plan's own run the plan's,
+    # never the user's copy laid over it.
+    log = Path(data["check"]["own_log"]).read_text()
+    assert "mode plan" in log and "mode tip" not in log, log
     assert "local settings of the user" in log, log

@@ -212,7 +212,9 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     except OSError:
         server.close()
     data = json.loads(proc.stdout)
-    assert proc.returncode == 0 and data["state"] == "review" and data["check"]["passed"], data
+    assert data["state"] == "review" and data["check"]["passed"], data
+    # An attack test reaches for the process (sockets, files, setsid at import): held for a human too.
+    assert proc.returncode == 1 and data["error"]["code"] == "ERR_RUNNER_REACH_HELD", data["error"]
     assert data["check"]["sandbox"] == "bwrap"
     # The planted test is new: it runs in the plan's own run (the regression run has the tip's tests).
     log = Path(data["check"]["own_log"]).read_text()
@@ -363,7 +365,8 @@ def test_nothing_a_check_writes_can_poison_a_later_check(tmp_path: Path) -> None
     for _ in range(2):
         env = {"PAPAYU_PROTOCOL_VERSION": "1"}
         a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo, env=env).stdout)
-        assert a["state"] == "review" and "planted" in Path(a["check"]["log"]).read_text()
+        # notes.txt is no code: the proposed command runs after the plan's own run (its tree as is).
+        assert a["state"] == "review" and "planted" in Path(a["check"]["own_log"]).read_text()
         assert not list((repo / ".git/papayu/checkouts").glob("slot-*/work/build"))
         assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
         # Plan B breaks calc.py: its check fails, nothing lands.

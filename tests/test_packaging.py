@@ -154,7 +154,10 @@ def imported_libraries(package: Path) -> dict[str, str]:
     """Top-level name of every module the package imports that is neither ours nor the standard
     library -> one file importing it (lazy imports inside functions included)."""
     found: dict[str, str] = {}
-    for path in sorted(package.rglob("*.py")):
+    from papayu_git.check.results.channel import CHECK_SIDE_FILES
+
+    check_side = {package / "check" / "results" / name for name in CHECK_SIDE_FILES}
+    for path in sorted(set(package.rglob("*.py")) - check_side):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]

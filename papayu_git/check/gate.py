@@ -86,10 +86,13 @@ def run_gate(request: GateRequest) -> Gate:
     own = None
     how = selection.mode(request.root)
     if judge_commit is None:
-        regression = _judged(request, base, how, request.commit, f"{request.plan_id}.log", request.extra_commands)
-        # The tip's tests on this tree: the base of the tip it may become. Not when bases record
-        # what each test read (a plan's run does not): the next plan's prewarm records one.
-        if not request.extra_commands and how == "off":
+        # The tip's tests on this tree: the base of the tip it may become, recorded as one (a run
+        # whose selection reused passes is no base).
+        plain = not request.extra_commands
+        regression = _judged(
+            request, base, how, request.commit, f"{request.plan_id}.log", request.extra_commands, plain
+        )
+        if plain and regression.tests is not None and not regression.tests.reused:
             remember(
                 request.repo, request.pdir, request.commit, request.command, request.sandbox, request.root, regression
             )
@@ -115,8 +118,12 @@ def run_gate(request: GateRequest) -> Gate:
     chosen = regression.selection
     if own is not None and own.selection is not None:  # the own run's selection is said beside it
         chosen = {**(chosen or {}), "own": own.selection}
+    # Where the plan's own run failed on something of the environment (a crate its manifest adds
+    # that the offline cache lacks), that run's diagnosis is the one to show.
+    causes = regression.environment or (own.environment if own is not None else ())
     checked = replace(
         regression,
+        environment=causes,
         commit=request.commit,
         verdict=verdict.to_dict(),
         lands=verdict.lands,
@@ -138,17 +145,18 @@ def shared_services(root: Path, sandbox: Sandbox) -> str:
 
 
 def _judged(
-    request: GateRequest, base: BaseRun, how: str, commit: str, log: str, extra: tuple[str, ...]
+    request: GateRequest, base: BaseRun, how: str, commit: str, log: str, extra: tuple[str, ...], record: bool = False
 ) -> CheckResult:
     """One run of the plan's tree (or its regression tree) with the selective check as set
     (check/selection/): every test (off, observe: then what selection would have missed is
     recorded) or those whose inputs ``commit`` changed, the base's other passes reused (on); a
     sampled test that does not pass trips the wire: every test runs, the base's record is dropped."""
+    ask = PluginAsk(record=record and how != "off")  # a run that may become a base records as one
     if how == "off" or extra:
-        return _run(request, commit, log, extra, PluginAsk())
+        return _run(request, commit, log, extra, ask)
     chosen = selection.plan(request.repo, request.pdir, base, request.tip, commit, seed=f"{request.plan_id}:{commit}")
     if how == "observe" or not chosen.selective:
-        result = _run(request, commit, log, extra, PluginAsk())
+        result = _run(request, commit, log, extra, ask)
         said = {"missed": selection.missed(result, base, chosen)} if how == "observe" else {}
         return replace(result, selection=selection.record(chosen, how, **said))
     result = selection.with_reused(_run(request, commit, log, extra, selection.ask(chosen)), base, chosen)

@@ -333,7 +333,7 @@ class _Tally:
         regressed = self.broken or self.missing or _regression_failed(base, regression)
         if regression.timed_out or (own is not None and own.timed_out):
             code = "ERR_CHECK_TIMEOUT"
-        elif regressed and not (excused and not _regression_failed(base, regression)):
+        elif regressed and not excused:
             code = "ERR_CHECK_REGRESSION"
         elif self.new_failing or (own is not None and _own_failed(base, own)):
             code = "ERR_CHECK_NEW_TESTS_FAIL"

@@ -32,6 +32,9 @@ INPUTS_MODULE = "papayu_pytest_inputs.py"  # the selective check's part (pytest_
 SELECTION_FILE = "selection.json"  # beside the plugin: the tests a run is to run (pytest_inputs.Selector)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
 NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
+# papayu's files the check's own interpreter runs (copied into the helpers' directory, never
+# imported by papayu): what they import is the check's environment's, not papayu's dependencies.
+CHECK_SIDE_FILES = ("inside.py", "pytest_plugin.py", "pytest_inputs.py", NODE_HOOK)
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536

@@ -78,7 +78,11 @@ def problems(base: TestResults, base_exit: int | None, run: TestResults, run_exi
     if new:
         out.append(f"ids reported more than once: {', '.join(new)}")
     comparable = not base.errors and not base.exit_code_only and base_exit is not None
-    if comparable and run_exit is not None:
+    # A run that failed before any result (a build error: a crate its tip's manifest lacks) lies
+    # about nothing: it crashed, and the verdict says so. One that exited 0 without any is what
+    # `os._exit(0)` looks like.
+    crashed = run_exit not in (None, 0) and not run.outcomes
+    if comparable and run_exit is not None and not crashed:
         out += _sources_differ(base, run)
     if run_exit == 0 and _failing(run) and not (base_exit == 0 and _failing(base)):
         count = len(_failing(run))
