@@ -74,8 +74,9 @@ def _seconds(work: Callable[[str], object], text: str) -> float:
 
 
 def assert_linear(work: Callable[[str], object], needle: str, run: str) -> list[tuple[float, float]]:
-    """1 MB under a second, 2 MB under three times that, in CPU time (more measures of each
-    before that fails: the machine is shared). Returns the (1 MB, 2 MB) seconds of each shape."""
+    """1 MB under a second, 2 MB under 3.5 times that, in CPU time (more measures of each before
+    that fails: the machine is shared). A quadratic pattern takes 4 times as long on twice the
+    text, and already fails the 64 kB bound. Returns the (1 MB, 2 MB) seconds of each shape."""
     timings = []
     for shape, (small, one, two) in enumerate(
         zip(_hostile(needle, run, 64_000), _hostile(needle, run, MB), _hostile(needle, run, 2 * MB), strict=True)
@@ -83,11 +84,11 @@ def assert_linear(work: Callable[[str], object], needle: str, run: str) -> list[
         where = f"needle {needle!r}, run {run!r}, shape {shape}"
         assert min(_seconds(work, small), _seconds(work, small)) < 0.25, f"{where}: 64 kB already slow (quadratic?)"
         t1, t2 = _seconds(work, one), _seconds(work, two)
-        for _ in range(2):  # the best of three when the first measures fail: caches are shared too
+        for _ in range(4):  # the best of five when the first measures fail: caches are shared too
             if t2 > 3 * t1 or t1 >= 1.0:
                 t1, t2 = min(t1, _seconds(work, one)), min(t2, _seconds(work, two))
         assert t1 < 1.0, f"{where}: 1 MB took {t1:.2f} s"
-        assert t2 < 3 * max(t1, 0.02), f"{where}: 1 MB {t1:.3f} s, 2 MB {t2:.3f} s"
+        assert t2 < 3.5 * max(t1, 0.02), f"{where}: 1 MB {t1:.3f} s, 2 MB {t2:.3f} s"
         timings.append((t1, t2))
     return timings
 
