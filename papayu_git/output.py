@@ -261,6 +261,84 @@ def event(name: str, **fields: object) -> None:
         _write(mask(format_event(name, masked)), sys.stderr)
 
 
+def confirm(question: str, default: bool = False) -> bool:
+    """Ask a yes/no question on stderr and read the answer from stdin: Ctrl-C raises
+    KeyboardInterrupt, Ctrl-D click's Abort (its ``__context__`` an EOFError), as click.confirm.
+
+    Not click.confirm: it reads through input(), which writes the prompt and then blocks in
+    read(); a Ctrl-C that lands between the two is handled by Python's signal handler and never
+    interrupts the read, so the question waits for Enter (a person typing Ctrl-C the moment the
+    question shows hit it about once in two). Here the read is a select() loop of short waits,
+    after each of which a pending Ctrl-C is raised."""
+    import click
+
+    choices = "[Y/n]" if default else "[y/N]"
+    while True:
+        sys.stderr.write(f"{question} {choices}: ")
+        sys.stderr.flush()
+        try:
+            answer = _read_line(sys.stdin).strip().lower()
+        except EOFError:
+            raise click.Abort() from None  # __context__ stays the EOFError: Ctrl-D
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("n", "no"):
+            return False
+        if not answer:
+            return default
+        sys.stderr.write("Error: invalid input\n")
+
+
+def _read_line(stream: TextIO) -> str:
+    import select
+
+    fd, got = stream.fileno(), b""
+    while True:
+        if not select.select([fd], [], [], 0.2)[0]:
+            continue  # a Ctrl-C that came before the select is raised here
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            if got:
+                return got.decode("utf-8", "replace")
+            raise EOFError
+        got += chunk
+        if b"\n" in got:
+            return got.split(b"\n", 1)[0].decode("utf-8", "replace")
+
+
+# The terminal's signals are for the main thread: a read of the user's answer or a wait on a
+# lock is interrupted only by a signal delivered to the thread doing it, and the kernel gives a
+# process's signal to any thread that does not block it. A Ctrl-C that reached a helper thread
+# left the question waiting for Enter. Every thread papayu starts blocks them
+# (docs/ARCHITECTURE.md, "Conventions").
+_MAIN_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM")
+
+
+def block_signals() -> None:
+    """Block the terminal's signals in the calling thread (a thread pool's ``initializer``)."""
+    import signal
+
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {getattr(signal, n) for n in _MAIN_SIGNALS if hasattr(signal, n)})
+
+
+def start_thread(thread: threading.Thread) -> threading.Thread:
+    """Start ``thread`` with the terminal's signals blocked in it (a new thread inherits the
+    mask of the one that starts it); a signal arriving meanwhile waits for the caller."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        thread.start()
+        return thread
+    wanted = {getattr(signal, n) for n in _MAIN_SIGNALS if hasattr(signal, n)}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    return thread
+
+
 @contextmanager
 def progress(label: str) -> Iterator[None]:
     """A spinner with elapsed time on a TTY; silent when stderr is not a terminal (or holds a live table)."""
@@ -280,8 +358,7 @@ def progress(label: str) -> Iterator[None]:
             sys.stderr.flush()
             i += 1
 
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
+    thread = start_thread(threading.Thread(target=spin, daemon=True))
     try:
         yield
     finally:

@@ -413,7 +413,7 @@ def fetch_pages(
             return exc
 
     index = 0
-    with ThreadPoolExecutor(max_workers=FETCH_PARALLEL) as pool:
+    with ThreadPoolExecutor(max_workers=FETCH_PARALLEL, initializer=output.block_signals) as pool:
         while index < len(urls) and len(pages) < cfg.max_pages and time.monotonic() < deadline:
             batch = urls[index : index + min(FETCH_PARALLEL, cfg.max_pages - len(pages))]
             index += len(batch)

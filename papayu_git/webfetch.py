@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from papayu_git import output
 from papayu_git.errors import PapayuError
 
 MAX_URL_LEN = 2048
@@ -189,7 +190,7 @@ def resolve_by(resolver: Resolver, host: str, port: int, deadline: float | None)
         finally:
             done.set()
 
-    threading.Thread(target=lookup, name=f"resolve {host}", daemon=True).start()
+    output.start_thread(threading.Thread(target=lookup, name=f"resolve {host}", daemon=True))
     if not done.wait(max(0.0, deadline - time.monotonic())):
         return None
     if failure:
@@ -236,7 +237,7 @@ class Cutoff:
         self._timer.daemon = True
 
     def __enter__(self) -> Cutoff:
-        self._timer.start()
+        output.start_thread(self._timer)
         return self
 
     def __exit__(self, *_: object) -> None:

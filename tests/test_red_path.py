@@ -32,8 +32,13 @@ def test_ctrl_c_or_ctrl_d_at_the_landing_question_keeps_the_checked_plan_for_lan
     before = git(calc, "rev-parse", "main")
     term = Terminal(["fix", GOAL], calc, llm.env())
     term.expect("? [y/N]: ")
+    helpers = threads_taking_ctrl_c(term.pid)
     term.type(key)
     code = term.wait()
+    # Typed the moment the question shows: a Ctrl-C between input()'s prompt and its read() was
+    # never raised, and the question waited for Enter (one run in two). And the kernel gives a
+    # Ctrl-C to any thread not blocking it, where it interrupts no read of the answer.
+    assert helpers == [], f"threads of papayu that would take the Ctrl-C: {helpers}"
     plan_id = stored_plans(calc)[-1]["id"]
     record = stored_plans(calc)[-1]["extra"]["apply"]
     assert code == 0, term.text  # as for a "no"
@@ -48,6 +53,37 @@ def test_ctrl_c_or_ctrl_d_at_the_landing_question_keeps_the_checked_plan_for_lan
     landed = Terminal(["land", plan_id], calc)
     assert landed.wait() == 0, landed.text
     assert git(calc, "rev-parse", "main").strip() == kept
+
+
+def threads_taking_ctrl_c(pid: int) -> list[str]:
+    """The threads of process ``pid`` other than its main one that do not block SIGINT."""
+    taking = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+        if task.name != str(pid) and not int(status["SigBlk"], 16) & (1 << (2 - 1)):  # SIGINT is 2
+            taking.append(f"{task.name} ({status['Name'].strip()})")
+    return taking
+
+
+def test_every_thread_papayu_starts_leaves_the_terminals_signals_to_the_main_thread() -> None:
+    """What the landing question relies on, for every thread of papayu's, not only those alive at
+    one question: each is started through output.start_thread (or a pool's block_signals)."""
+    root = Path(__file__).resolve().parent.parent / "papayu_git"
+    found = []
+    for path in root.rglob("*.py"):
+        if path.name == "local_runner.py":  # the embedded model's server: a process of its own, no terminal
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if re.search(r"threading\.(Thread|Timer)\(|ThreadPoolExecutor\(", code) and not re.search(
+                r"start_thread\(|block_signals|^\s*(class|for t in|threads = )", code
+            ):
+                found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    # The relay's script runs inside the sandbox (a string, not papayu's code); a Timer assigned
+    # then started through start_thread is checked below.
+    found = [f for f in found if not f.startswith("check/relay.py:5") and "self._timer = threading.Timer" not in f]
+    assert found == []
+    assert "output.start_thread(self._timer)" in (root / "webfetch.py").read_text()
 
 
 # --- what papayu names next --------------------------------------------------------------------

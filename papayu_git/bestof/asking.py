@@ -127,7 +127,7 @@ class Question:
 def start(question: Question, answer: Answer, budget: Budget, server: LocalServer | None = None) -> None:
     """Ask in a daemon thread: one that still waits on a server past the deadline is left behind
     (its request has a timeout of its own) and never holds up the end of the run."""
-    threading.Thread(target=ask, args=(question, answer, budget, server), daemon=True).start()
+    output.start_thread(threading.Thread(target=ask, args=(question, answer, budget, server), daemon=True))
 
 
 def ask(question: Question, answer: Answer, budget: Budget, server: LocalServer | None = None) -> None:

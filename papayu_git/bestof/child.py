@@ -74,7 +74,7 @@ def _watch_parent(parent: int) -> None:
             time.sleep(PARENT_POLL_SEC)
         os.kill(os.getpid(), signal.SIGTERM)
 
-    threading.Thread(target=watch, daemon=True).start()
+    output.start_thread(threading.Thread(target=watch, daemon=True))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from papayu_git import settings
+from papayu_git import output, settings
 from papayu_git.errors import PapayuError
 
 INSIDE = "/run/papayu-relay"
@@ -89,7 +89,7 @@ def start(ports: list[int]) -> Path:
         server = socket.socket(socket.AF_UNIX)
         server.bind(str(where / f"{port}.sock"))
         server.listen(64)
-        threading.Thread(target=_serve, args=(server, port), daemon=True).start()
+        output.start_thread(threading.Thread(target=_serve, args=(server, port), daemon=True))
     return where
 
 
@@ -106,7 +106,7 @@ def _serve(server: socket.socket, port: int) -> None:
             continue
         upstream.settimeout(None)
         for a, b in ((client, upstream), (upstream, client)):
-            threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+            output.start_thread(threading.Thread(target=_pipe, args=(a, b), daemon=True))
 
 
 def _pipe(a: socket.socket, b: socket.socket) -> None:

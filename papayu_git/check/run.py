@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from papayu_git import atomic, locks, settings
+from papayu_git import atomic, locks, output, settings
 from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.results import Outcome, TestResults, go_plain_text, instrumented, junit_patterns, summary
 from papayu_git.check.results.channel import INPUTS_DIR, Channel, Delivery, PluginAsk, delivered_inputs
@@ -292,8 +292,7 @@ class CappedLog:
         self.written = 0
         self.tail: collections.deque[bytes] = collections.deque()
         self.tail_bytes = self.cut = 0
-        self.thread = threading.Thread(target=self._pump, daemon=True)
-        self.thread.start()
+        self.thread = output.start_thread(threading.Thread(target=self._pump, daemon=True))
 
     def _pump(self) -> None:
         fd = self.source.fileno()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from papayu_git import settings
+from papayu_git import output, settings
 from papayu_git.check.environment import Kind, Mount, system_mounts
 from papayu_git.errors import PapayuError
 
@@ -266,8 +266,7 @@ class LoopbackListener:
         self.port = int(self.sock.getsockname()[1])
         self.accepted = 0
         self._done = False
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        self._thread = output.start_thread(threading.Thread(target=self._serve, daemon=True))
 
     def _serve(self) -> None:
         while not self._done:

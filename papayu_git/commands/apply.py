@@ -99,7 +99,7 @@ def _confirm_deletions(response: Response, yes: bool) -> bool:
         return yes
     if not sys.stdin.isatty():
         return False  # the transaction refuses with ERR_DELETE_NOT_CONFIRMED
-    return click.confirm(f"The plan deletes {safe_text(', '.join(doomed))}. Continue?", default=False, err=True)
+    return output.confirm(f"The plan deletes {safe_text(', '.join(doomed))}. Continue?")
 
 
 def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> bool:
@@ -117,11 +117,9 @@ def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options
         return False  # the transaction raises (and records) it
     if not edited:
         return False
-    return click.confirm(
+    return output.confirm(
         f"The plan edits tests or how they run: {safe_text(', '.join(edited))}. Land it "
-        f"if the check passes? (no: keep {branch_name(plan.id)} for review)",
-        default=False,
-        err=True,
+        f"if the check passes? (no: keep {branch_name(plan.id)} for review)"
     )
 
 

@@ -545,8 +545,8 @@ def _reachable(base_url: str) -> str | None:
         except OSError as exc:
             outcome.append(str(exc) or type(exc).__name__)
 
-    worker = threading.Thread(target=attempt, daemon=True)  # name resolution has no timeout of its own
-    worker.start()
+    # name resolution has no timeout of its own
+    worker = output.start_thread(threading.Thread(target=attempt, daemon=True))
     worker.join(_CONNECT_TIMEOUT_SEC + 0.2)
     return outcome[0] if outcome else f"no answer within {_CONNECT_TIMEOUT_SEC:g} s"
 

@@ -123,7 +123,7 @@ class Landing:
                 for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
                     output.result(line)
             self.diffstat_shown = self.check_shown = True  # the diff starts with its stat
-            return click.confirm(f"Land plan {preview.plan_id} on {preview.target}?", default=False, err=True)
+            return output.confirm(f"Land plan {preview.plan_id} on {preview.target}?")
         except (click.Abort, KeyboardInterrupt) as exc:
             return not_answered(exc)
 

@@ -16,6 +16,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from papayu_git import output
 from papayu_git.context.basetree import BaseTree
 from papayu_git.context.blocks import PRIORITY_TOP, BlockKind, ContextBlock
 from papayu_git.memory import read_layer
@@ -110,7 +111,7 @@ def runtime_versions(repo_root: Path, names: set[str]) -> dict[str, str]:
             probes[runtime] = command
     if not probes:
         return {}
-    with ThreadPoolExecutor(max_workers=len(probes)) as pool:
+    with ThreadPoolExecutor(max_workers=len(probes), initializer=output.block_signals) as pool:
         futures = {name: pool.submit(probe_version, cmd, repo_root) for name, cmd in probes.items()}
         return {name: future.result() for name, future in futures.items()}
 

@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from papayu_git import output
 from papayu_git.check.results import inside
 
 HELPERS = "papayu-check"  # in the slot; inside the sandbox at view.HELPERS_INSIDE
@@ -113,7 +114,7 @@ class _Drain(threading.Thread):
         self.data = bytearray()
         self.over = 0
         self.stop = threading.Event()
-        self.start()
+        output.start_thread(self)
 
     def run(self) -> None:
         while True:
