@@ -63,6 +63,17 @@ def calc(tmp_path: Path) -> Path:
     return repo
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a worker of `--dist loadgroup`, every test of an xdist_group must carry the group in
+    its id (that is how the scheduler keeps a group on one worker): a pytest and pytest-xdist
+    pair that lose it would build each group's session fixtures once per worker, unnoticed."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        pytest.exit(f"pytest-xdist's groups do not hold with this pytest ({lost[0]} has no @group): see pyproject.toml")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The long tests first (the real local model, then those marked slow), each group in file
     order: `make test` spreads the suite over workers (pytest-xdist), and a long test picked up
