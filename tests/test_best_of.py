@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from calc_project import CALC, GOAL, PYPROJECT, PYTEST, TESTS
+from calc_project import patch as calc_patch
 from helpers import ROOT, git, make_repo, papayu, snapshot, stored_plans, user_view
 from llm_server import Reply, ScriptedLLM, chat, plan_answer, shown_files
 from test_startup import probe
@@ -25,21 +27,6 @@ from papayu_git.check import sandbox
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
 )
-
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
-GOAL = "fix the failing test tests/test_calc.py"
-CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
-TESTS = (
-    "from calc import add, sub\n\n\n"
-    "def test_add():\n    assert add(2, 3) == 5\n\n\n"
-    "def test_sub():\n    assert sub(5, 3) == 2\n"
-)
-PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
-
-
-def calc_patch(old: str, new: str) -> str:
-    return f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return {old}\n+    return {new}\n"
-
 
 GOOD = calc_patch("a - b", "a + b")  # fixes test_add: one line
 NOTHING = calc_patch("a - b", "a * b")  # add(2, 3) == 6: test_add still fails
