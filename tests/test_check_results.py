@@ -92,7 +92,7 @@ def run_check(
     report.mkdir(exist_ok=True)
     helpers = write_helpers(project.parent)
     done = instrumented(command, str(report), runs=resolve(command, _Files(project)), junit=junit_globs)
-    channel = Channel(helpers)
+    channel = Channel(helpers, {"root": str(project)})
     config = {"stream_fd": channel.stream_w, "files_fd": channel.files_w, "names": list(REPORT_FILES)}
     config.update(junit=list(junit_globs), tools=list(done.reports), report_dir=str(report), root=str(project))
     env = {"PATH": path, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "NO_COLOR": "1", **TOOL_ENV, **done.env}
@@ -250,11 +250,79 @@ def test_papayu_keeps_the_projects_pytest_addopts_and_a_failing_message_is_clipp
 UNITTEST_FILE = "import unittest\n\n\nclass TestCalc(unittest.TestCase):\n" + UNITTEST_CASES
 
 
-def test_plain_unittest_says_its_verdict_is_the_exit_code_only(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "ut", {"test_calc.py": UNITTEST_FILE})
-    code, log, results = run_check(project, f"{sys.executable} -m unittest -v")
-    assert code == 1 and "FAILED (failures=1, skipped=1)" in log and "test_ok (test_calc.TestCalc" in log
-    assert results == TestResults(EXIT_CODE_ONLY) and results.exit_code_only
+UNITTEST_MORE = {
+    "tests/__init__.py": "",
+    "tests/test_calc.py": UNITTEST_FILE
+    + """
+    def test_table(self):
+        for n in (1, 2, 3):
+            with self.subTest(n=n):
+                self.assertLess(n, 3)
+
+    @unittest.expectedFailure
+    def test_known(self):
+        self.assertEqual(1, 2)
+
+    def test_runs_a_suite_itself(self):
+        # A test of a test helper: its own run is no result of the check's.
+        inner = unittest.TestSuite([TestCalc("test_ok")])
+        with open("/dev/null", "w") as quiet:
+            unittest.TextTestRunner(stream=quiet).run(inner)
+
+
+class TestBrokenFixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        raise RuntimeError("no database")
+
+    def test_never_runs(self):
+        pass
+""",
+    "tests/test_broken_import.py": "import no_such_module_here\n",
+    "run_tests.py": "import unittest\n\nunittest.main(module=None, argv=['run_tests', 'discover', '-s', 'tests', '-t', '.'])\n",
+}
+UNITTEST_OUTCOMES = {
+    "tests/test_calc.py::TestCalc::test_ok": P,
+    "tests/test_calc.py::TestCalc::test_bad": F,
+    "tests/test_calc.py::TestCalc::test_later": S,
+    "tests/test_calc.py::TestCalc::test_table": F,  # its subtest n=3 failed
+    "tests/test_calc.py::TestCalc::test_known": S,  # an expected failure, as pytest's xfail
+    "tests/test_calc.py::TestCalc::test_runs_a_suite_itself": P,
+    "tests/test_calc.py::TestBrokenFixture::setUpClass": E,
+    "tests/test_broken_import.py": E,  # did not import: an error under its file
+}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"{sys.executable} -m unittest discover -s tests -t . -v",
+        f"{sys.executable} run_tests.py",  # a script calling unittest.main(): the same results
+        f"cd tests && {sys.executable} -m unittest discover -s . -t ..",  # from another directory
+    ],
+)
+def test_unittest_results_come_through_papayus_result_class_with_pytests_ids(tmp_path: Path, command: str) -> None:
+    project = make_project(tmp_path / "ut", UNITTEST_MORE)
+    code, log, results = run_check(project, command, stream=True)
+    assert code == 1 and "FAILED (failures=" in log and "Ran 7 tests" in log, log
+    assert results.source == "unittest stream" and results.outcomes == UNITTEST_OUTCOMES, log
+    assert "AssertionError: 1 != 2" in results.failures["tests/test_calc.py::TestCalc::test_bad"]
+    assert "(n=3)" in results.failures["tests/test_calc.py::TestCalc::test_table"]
+    assert "no database" in results.failures["tests/test_calc.py::TestBrokenFixture::setUpClass"]
+    assert "no_such_module_here" in results.failures["tests/test_broken_import.py"]
+
+
+def test_unittest_cases_under_pytest_are_pytests_and_python_dash_i_is_said(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "ut", {"tests/__init__.py": "", "tests/test_calc.py": UNITTEST_FILE})
+    code, _, results = run_check(project, f"{sys.executable} -m pytest -q -p no:cacheprovider tests", stream=True)
+    assert code == 1 and results.read_from == ("pytest stream", "pytest junit") and not results.collisions
+    assert results.outcomes["tests/test_calc.py::TestCalc::test_bad"] == F
+    # -I keeps PYTHONPATH, and so papayu's start-up hook, out: exit code only, and why.
+    command = f"{sys.executable} -I -m unittest discover -s tests -t ."
+    again = make_project(tmp_path / "isolated" / "ut", {"tests/__init__.py": "", "tests/test_calc.py": UNITTEST_FILE})
+    code, _, results = run_check(again, command, stream=True)
+    assert code == 1 and results.exit_code_only
+    assert "python -I does not read PYTHONPATH" in instrumented(command, "/r").notes[0]
 
 
 NODE_TESTS = {

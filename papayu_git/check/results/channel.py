@@ -3,7 +3,8 @@ test").
 
 Two pipes from the check to papayu, each read by a thread of papayu's with a byte bound. The
 stream pipe is inherited by the check's processes: papayu's pytest plugin (pytest_plugin.py)
-writes a record there per test as pytest reports it. The report pipe is held by the check's
+writes a record there per test as pytest reports it, and so does its unittest reporter
+(unittest_results.py) as unittest does. The report pipe is held by the check's
 first process alone (inside.py), which sends the report files once the command and everything
 it started have ended. Both are read into memory: nothing the check writes is put on the
 user's disk. papayu's helpers for the check live in a directory of their own (the slot's
@@ -35,7 +36,17 @@ INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record o
 NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
 # papayu's files the check's own interpreter runs (copied into the helpers' directory, never
 # imported by papayu): what they import is the check's environment's, not papayu's dependencies.
-CHECK_SIDE_FILES = ("inside.py", "pytest_plugin.py", "pytest_inputs.py", NODE_HOOK)
+# unittest's reporter (unittest_results.py), loaded by papayu's start-up hook (sitecustomize.py),
+# both beside the plugin on PYTHONPATH.
+UNITTEST_MODULE = "papayu_unittest_results.py"
+CHECK_SIDE_FILES = (
+    "inside.py",
+    "pytest_plugin.py",
+    "pytest_inputs.py",
+    "sitecustomize.py",
+    "unittest_results.py",
+    NODE_HOOK,
+)
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536
@@ -55,6 +66,8 @@ def write_helpers(slot: Path) -> Path:
     shutil.copyfile(here / NODE_HOOK, where / NODE_HOOK)
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
     shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
+    shutil.copyfile(here / "sitecustomize.py", plugin / "sitecustomize.py")
+    shutil.copyfile(here / "unittest_results.py", plugin / UNITTEST_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
     (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
     return where

@@ -60,6 +60,7 @@ NODE_RUNNERS_VAR = "PAPAYU_NODE_RUNNERS"
 
 # The sources a run's results come from, by name (TestResults.sources).
 PYTEST_STREAM = "pytest stream"
+UNITTEST_STREAM = "unittest stream"
 PYTEST_JUNIT = "pytest junit"
 NODE_JUNIT = "node junit"
 JEST = "jest json"
@@ -125,7 +126,7 @@ def instrumented(
     runs = runs if runs is not None else scripts.resolve(command, None)
     extra: dict[str, str] = {}
     original = command  # what the user asked for decides; our own flags do not
-    readers = {PYTEST_STREAM}
+    readers = {PYTEST_STREAM, UNITTEST_STREAM}  # papayu's reporters, wherever the runner runs
     addopts = env.get("PYTEST_ADDOPTS", "")
     if not re.search(r"--junit-?xml|no:junitxml", f"{original} {addopts}"):
         # xunit1 names the test's file: ids become pytest's own node ids (junit.py).

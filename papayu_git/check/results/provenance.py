@@ -30,6 +30,7 @@ from papayu_git.check.results.instrument import (
     PYTEST_JUNIT,
     PYTEST_STREAM,
     TAP,
+    UNITTEST_STREAM,
     VITEST,
 )
 from papayu_git.check.results.outcome import EXIT_CODE_ONLY, Outcome, TestResults
@@ -38,6 +39,7 @@ FAILING = (Outcome.FAILED, Outcome.ERROR)
 _MISSING = {
     PYTEST_JUNIT: "the report pytest was asked for is missing",
     PYTEST_STREAM: "pytest's result stream is missing (pytest reported no test, or papayu's plugin did not load)",
+    UNITTEST_STREAM: "unittest's results are missing (papayu's reporter did not load, or unittest reported no test)",
     NODE_JUNIT: "the report node --test was asked for is missing",
     JEST: "the reports jest was asked for are missing",
     VITEST: "the reports vitest was asked for are missing",
@@ -50,6 +52,7 @@ _MISSING = {
 _NEW = {
     PYTEST_JUNIT: "a pytest report the tip's run did not write",
     PYTEST_STREAM: "pytest's result stream, which the tip's run did not have",
+    UNITTEST_STREAM: "unittest results, which the tip's run did not report",
     GO_JSON: "go test -json events in the log, which the tip's run did not print",
     LIBTEST: "cargo test result lines in the log, which the tip's run did not print",
     TAP: "TAP lines in the log, which the tip's run did not print",

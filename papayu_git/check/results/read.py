@@ -30,6 +30,7 @@ from papayu_git.check.results.instrument import (
     PYTEST_XML,
     REPORT_FILES,
     TAP,
+    UNITTEST_STREAM,
     VITEST,
     VITEST_JSON,
 )
@@ -86,14 +87,17 @@ def read_delivery(
     unreadable = [*delivery.notes, *_unreadable(delivery, allowed)]
     errors = list(delivery.errors)
     verified: set[str] = set()
-    stream = read_stream(delivery.stream) if allowed(PYTEST_STREAM) else None
+    stream = read_stream(delivery.stream) if allowed(PYTEST_STREAM) or allowed(UNITTEST_STREAM) else None
     if stream is not None and stream.garbled:
-        errors.append(f"{stream.garbled} lines of pytest's result stream are no record of its sessions")
-    if stream is not None and stream.streamed:
-        sources.append(PYTEST_STREAM)
+        errors.append(f"{stream.garbled} lines of the result stream are no record of its sessions")
+    for runner, source in (("pytest", PYTEST_STREAM), ("unittest", UNITTEST_STREAM)):
+        if stream is None or not allowed(source) or not stream.streamed(runner):
+            continue
+        sources.append(source)
         for session in stream.sessions:
-            collected.extend(session.cases(), PYTEST_STREAM)
-        if delivery.ended:
+            if session.runner == runner:
+                collected.extend(session.cases(), source)
+        if delivery.ended and runner == "pytest":
             verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
     for name, source, reader in _reports(delivery, root):
         data = delivery.files.get(name)

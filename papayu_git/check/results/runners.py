@@ -3,8 +3,8 @@ the check runs").
 
 The commands come from check/scripts.py: the check command's own simple commands and those of
 the package scripts it runs. Each is a runner papayu reads (jest, vitest, `node --test`, cargo,
-Maven, Gradle, TAP producers), one it knows and cannot read (mocha, `python -m unittest`, go
-inside a script, ...: said, with what to set), or anything else (a compiler, a linter: nothing
+Maven, Gradle, TAP producers), one it knows and cannot read (mocha, `python -I` keeping papayu's
+unittest reporter out, go inside a script, ...: said, with what to set), or anything else (a compiler, a linter: nothing
 to say). pytest needs no entry: PYTEST_ADDOPTS reaches it wherever it runs.
 """
 
@@ -96,9 +96,11 @@ def classify(leaf: Leaf) -> Found:
             if not leaf.via
             else Found(None, "go test inside a script prints text, not the -json events papayu reads")
         )
-    if re.fullmatch(r"python[0-9.]*", program) and words[1:3] == ["-m", "unittest"]:
+    if re.fullmatch(r"python[0-9.]*", program) and (flag := _no_startup_hook(words[1:])):
         return Found(
-            None, "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
+            None,
+            f"python {flag} does not read PYTHONPATH or run site's start-up hook, where papayu's unittest "
+            "reporter loads (pytest under it is read through its JUnit file)",
         )
     if program in ("bun", "deno") and _subcommand(words[1:]) != "test":
         return Found(None)
@@ -150,6 +152,24 @@ def _node_script(words: list[str]) -> str:
     while index < len(words) and words[index].startswith("-"):
         index += 2 if words[index] in values else 1
     return posixpath.normpath(words[index]) if index < len(words) else ""
+
+
+def _no_startup_hook(words: list[str]) -> str:
+    """The interpreter option (before the script or `-m`) that keeps papayu's start-up hook out:
+    -I, -E or -S, alone or among single-letter options (`-IB`); "" when none."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if not word.startswith("-") or word.startswith("--") or word in ("-m", "-c"):
+            return ""
+        if word in ("-W", "-X"):  # their value is the next word
+            index += 2
+            continue
+        found = next((c for c in "IES" if c in word[1:] and not word.startswith(("-W", "-X"))), "")
+        if found:
+            return f"-{found}"
+        index += 1
+    return ""
 
 
 def _subcommand(words: list[str]) -> str:
