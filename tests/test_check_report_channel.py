@@ -18,7 +18,7 @@ from papayu_git.check.results.channel import parse_reports
 from papayu_git.check.results.instrument import (
     GO_JSON,
     LIBTEST,
-    NODE_JUNIT,
+    NODE_TEST_EVENTS,
     PYTEST_JUNIT,
     PYTEST_STREAM,
     TAP,
@@ -202,7 +202,7 @@ def test_log_lines_are_read_only_for_the_runners_the_command_runs(tmp_path: Path
     assert readers("cargo test --workspace") == {LIBTEST} and readers("cargo +nightly test") == {LIBTEST}
     assert readers("go vet ./... && go test ./...") == {GO_JSON}
     assert readers("go test -v ./... | go-junit-report") == set()
-    assert readers("node --test") == {NODE_JUNIT}
+    assert readers("node --test") == {NODE_TEST_EVENTS}
     assert readers("node --test --test-reporter=tap") == {TAP} and readers("prove -r t") == {TAP}
 
 

@@ -40,6 +40,8 @@ from papayu_git.check.results.instrument import (
     MAVEN_REPORTS,
     NODE_REPORTS_VAR,
     NODE_RUNNERS_VAR,
+    NODE_TEST_EVENTS,
+    NODE_TEST_VAR,
     REPORT_FILES,
     VITEST,
 )
@@ -99,7 +101,7 @@ def run_check(
     if stream:
         env["PYTHONPATH"] = plugin_path(str(helpers), "")
     if NODE_REPORTS_VAR in env:  # as view.command_line does
-        env["NODE_OPTIONS"] = node_options(str(helpers), "")
+        env["NODE_OPTIONS"] = node_options(str(helpers), "", test_reporter=NODE_TEST_VAR in env)
     proc = subprocess.Popen(
         [*wrapper_argv(str(helpers), config), "/bin/sh", "-c", done.command],
         cwd=project,
@@ -342,6 +344,8 @@ test('parent', async (t) => {
 });
 """,
     "test/broken.test.js": "this is ( not javascript\n",
+    # A second file with tests named as the first's: by name alone (Node's TAP) one id, twice.
+    "test/again.test.js": "const test = require('node:test');\ntest('adds', () => {});\n",
 }
 NODE_OUTCOMES = {
     "adds": P,
@@ -351,6 +355,10 @@ NODE_OUTCOMES = {
     "suite > inner ok": P,
     "suite > inner bad": F,
     "parent > child ok": P,
+}
+NODE_IDS = {
+    **{f"test/calc.test.js > {name}": outcome for name, outcome in NODE_OUTCOMES.items()},
+    "test/again.test.js > adds": P,
     "test/broken.test.js": F,  # the file did not load: node names it absolutely, made relative
 }
 
@@ -364,26 +372,35 @@ def node_major() -> int:
     return int(match[1]) if match else 0
 
 
-needs_node20 = pytest.mark.skipif(node_major() < 20, reason="node >= 20 (built-in junit reporter) not installed")
+needs_node20 = pytest.mark.skipif(node_major() < 20, reason="node >= 20 (its test runner's reporters) not installed")
 
 
 @needs_node20
-def test_node_test_writes_junit_beside_its_spec_output(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "node", NODE_TESTS)
-    code, log, results = run_check(project, "node --test test/")
-    assert code == 1 and results.source == "node junit"
-    assert results.outcomes == NODE_OUTCOMES
-    assert "boom" in results.failures["suite > inner bad"]
-    assert "Expected values to be strictly equal" in results.failures["subtracts"]
-    assert "✖ subtracts" in log  # the spec reporter still prints to the log
+@pytest.mark.parametrize(
+    "command",
+    ["node --test test/", "npm test", "npm run check"],
+    ids=["the command", "a package script", "a script calling a script"],
+)
+def test_node_test_results_are_named_by_file_through_papayus_reporter(tmp_path: Path, command: str) -> None:
+    scripts = {"test": "node --test test/", "check": "npm run lint --if-present && npm test"}
+    files = {**NODE_TESTS, "package.json": json.dumps({"name": "calc", "scripts": scripts})}
+    project = make_project(tmp_path / "node", files)
+    code, log, results = run_check(project, command)
+    assert code == 1 and results.source == "node --test reporter", log
+    assert results.outcomes == NODE_IDS
+    assert "boom" in results.failures["test/calc.test.js > suite > inner bad"]
+    assert "Expected values to be strictly equal" in results.failures["test/calc.test.js > subtracts"]
+    # What Node prints when its output is no terminal, as it would have printed it.
+    assert ("TAP version 13" if node_major() < 23 else "✖ subtracts") in log
 
 
 @needs_node20
-def test_node_tap_in_the_log_gives_the_same_ids_as_its_junit(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "node", NODE_TESTS)
+def test_node_tap_of_a_reporter_the_user_named_is_read_from_the_log(tmp_path: Path) -> None:
+    files = {k: v for k, v in NODE_TESTS.items() if k != "test/again.test.js"}
+    project = make_project(tmp_path / "node", files)
     code, log, results = run_check(project, "node --test --test-reporter=tap test/")  # the user's reporter: left alone
     assert code == 1 and results.source == "tap" and log.startswith("TAP version")
-    assert results.outcomes == NODE_OUTCOMES
+    assert results.outcomes == {**NODE_OUTCOMES, "test/broken.test.js": F}
     assert "boom" in results.failures["suite > inner bad"]
 
 
@@ -522,11 +539,11 @@ def test_a_report_the_check_planted_as_a_link_or_fifo_is_not_followed(tmp_path: 
     report = tmp_path / "report"
     (report / "junit").mkdir(parents=True)
     (report / "pytest.xml").symlink_to(secret)
-    os.mkfifo(report / "node.xml")
+    os.mkfifo(report / "node-test-1.jsonl")
     (report / "junit" / "build").symlink_to(outside / "build")  # a linked directory on the way
     results = read_results(report, "", ["build/*.xml"])
     assert results.exit_code_only and "SECRET" not in json.dumps(results.to_dict())
-    assert [u.split(":")[0] for u in results.unreadable] == ["pytest junit", "node junit"]
+    assert [u.split(":")[0] for u in results.unreadable] == ["pytest junit"]  # a FIFO matches no glob
 
 
 def test_entities_in_a_report_are_not_expanded(tmp_path: Path) -> None:
@@ -550,13 +567,15 @@ def test_instrument_leaves_runners_it_would_break_alone() -> None:
     assert instrument("cargo test --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("cargo test --no-fail-fast --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("go test -v ./... 2>&1 | go-junit-report", "/r")[0] == "go test -v ./... 2>&1 | go-junit-report"
-    assert instrument("node --test | tap-spec", "/r")[0] == "node --test | tap-spec"
     assert instrument("go test ./... || exit 1", "/r")[0] == "go test -json ./... || exit 1"
-    line = instrument("node --experimental-vm-modules --test t/", "/r")[0]
-    assert line.startswith(
-        "node --experimental-vm-modules --test --test-reporter=spec --test-reporter-destination=stdout"
-    )
-    assert line.endswith("--test-reporter=junit --test-reporter-destination=/r/node.xml t/")
+    # node --test keeps its command line (and its output, piped or not): papayu's reporter comes
+    # through NODE_OPTIONS, wherever a script starts the runner.
+    for line in ("node --experimental-vm-modules --test t/", "node --test | tap-spec"):
+        done = instrumented(line, "/r")
+        assert done.command == line and NODE_TEST_EVENTS in done.readers and done.env[NODE_TEST_VAR] == "1"
+    assert NODE_TEST_VAR not in instrumented("node --test --test-reporter=dot", "/r").env
+    assert "a reporter of its own" in instrumented("node --test --test-reporter=dot", "/r").notes[0]
+    assert NODE_TEST_VAR not in instrumented("node --test", "/r", env={"NODE_OPTIONS": "--test-reporter=tap"}).env
     # jest and vitest keep their command line: papayu's hook in their own process adds the report
     # (node_reports.cjs), so a runner deep in a script gets it too.
     done = instrumented("node --test && npx jest --ci", "/r d")

@@ -23,8 +23,8 @@ from papayu_git.check.results.instrument import (
     LIBTEST,
     MAVEN,
     MAVEN_DIR,
-    NODE_JUNIT,
-    NODE_XML,
+    NODE_TEST_EVENTS,
+    NODE_TEST_JSON,
     PYTEST_JUNIT,
     PYTEST_STREAM,
     PYTEST_XML,
@@ -36,6 +36,7 @@ from papayu_git.check.results.instrument import (
 )
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
+from papayu_git.check.results.nodetest import read_node_test
 from papayu_git.check.results.outcome import CaseResult, Collected, Outcome, ReportUnreadable, TestResults
 from papayu_git.check.results.stream import Session, by_junit_name, differences, read_stream, worst
 from papayu_git.check.results.tap import read_tap
@@ -138,22 +139,23 @@ def source_of(name: str) -> str:
         return GRADLE
     if top == JUNIT_DIR and "/" in name:
         return JUNIT_COPY + name[len(JUNIT_DIR) + 1 :]
-    for pattern, source in ((JEST_JSON, JEST), (VITEST_JSON, VITEST)):
+    for pattern, source in ((JEST_JSON, JEST), (VITEST_JSON, VITEST), (NODE_TEST_JSON, NODE_TEST_EVENTS)):
         if fnmatch.fnmatchcase(name, pattern):
             return source
-    return {PYTEST_XML: PYTEST_JUNIT, NODE_XML: NODE_JUNIT}.get(name, name)
+    return {PYTEST_XML: PYTEST_JUNIT}.get(name, name)
 
 
 def _reports(delivery: Delivery, root: str) -> list[tuple[str, str, FileReader]]:
     """(name in the delivery, source, reader) of every report a run may have left."""
     reports: list[tuple[str, str, FileReader]] = [
         (PYTEST_XML, PYTEST_JUNIT, lambda data: _junit(data, "pytest", root)),
-        (NODE_XML, NODE_JUNIT, lambda data: _junit(data, "node", root)),
     ]
     for name in sorted(delivery.files):
         source = source_of(name)
         if source in (JEST, VITEST):  # vitest's JSON reporter writes jest's format
             reports.append((name, source, lambda data: read_jest(data, root)))
+        elif source == NODE_TEST_EVENTS:
+            reports.append((name, source, lambda data: read_node_test(data, root)))
         elif source in (MAVEN, GRADLE):
             reports.append(
                 (name, source, functools.partial(_junit, dialect="build", root=root, module=build_module(name)))

@@ -74,7 +74,7 @@ def classify(leaf: Leaf) -> Found:
     words = list(leaf.words)
     program = leaf.program
     if program in ("node", "tsx") and _node_test(words):
-        return Found(NODE_TEST)
+        return _node_test_run(leaf, words)
     script = _node_script(words) if program == "node" else ""
     if program == "jest" or _JEST_BIN.search(script):
         return _jest(leaf, words)
@@ -134,6 +134,20 @@ _NODE_OPTIONS = (
     "NODE_OPTIONS is set for it without keeping the variable's value, which drops the hook that gives it "
     'papayu\'s report (write NODE_OPTIONS="$NODE_OPTIONS ...")'
 )
+
+
+def _node_test_run(leaf: Leaf, words: list[str]) -> Found:
+    """`node --test`: papayu's reporter through NODE_OPTIONS, unless the run names its own (TAP is
+    read from the log)."""
+    named = [w.split("=", 1)[1] if "=" in w else "" for w in words if w.split("=", 1)[0] == "--test-reporter"]
+    named += [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--test-reporter"]
+    if named:
+        if "tap" in named:
+            return Found(TAP_PRODUCER)
+        return Found(None, "node --test is given a reporter of its own: papayu leaves that run alone")
+    if leaf.node_options_replaced:
+        return Found(None, _NODE_OPTIONS)
+    return Found(NODE_TEST)
 
 
 def _node_test(words: list[str]) -> bool:
