@@ -181,7 +181,11 @@ def judge(
         for problem in provenance.problems(base.results, base.exit_code, run.results, run.exit_code)
     ]
     said = [*untrusted, *provenance.base_notes(base.results)]
+    twice = provenance.collided_ids(base.results) or frozenset()
     base = Run(provenance.readable_base(base.results), base.exit_code)
+    if twice and not base.results.exit_code_only:  # one title, two tests: no run tells them apart
+        regression = _without(regression, twice)
+        own = _without(own, twice) if own is not None else None
     if not base.results.exit_code_only:
         base, regression, own, changed = _under_base_ids(base, regression, own)
         if changed:
@@ -368,6 +372,11 @@ class _Tally:
             restored=self.restored,
             reused=len(regression.results.reused),
         )
+
+
+def _without(run: Run, ids: frozenset[str]) -> Run:
+    outcomes = {t: o for t, o in run.results.outcomes.items() if t not in ids}
+    return Run(replace(run.results, outcomes=outcomes), run.exit_code)
 
 
 def _under_base_ids(base: Run, regression: Run, own: Run | None) -> tuple[Run, Run, Run | None, int]:

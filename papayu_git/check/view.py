@@ -94,7 +94,8 @@ class CheckView:
         placed, notes = environment.mounts(layout, env)
         placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
         placed.append(Mount(Kind.RO, str(helpers), HELPERS_INSIDE))
-        if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
+        build_state = [Path(m.dest) for m in placed if m.kind is Kind.OVERLAY]
+        if any(p.name in mtimes.BUILD_STATE_DIRS or str(p) == env.get("GOCACHE") for p in build_state):
             mtimes.sync(repo_root, checkout.path, checkout.gitdir)
         wrap: list[str] = []
         from papayu_git.check import relay  # sockets and threads: only when ports are relayed

@@ -19,6 +19,8 @@ nothing against where its results came from.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from papayu_git.check.results.instrument import (
     GO_JSON,
     GRADLE,
@@ -60,15 +62,33 @@ _NEW = {
 
 
 def readable_base(base: TestResults) -> TestResults:
-    """The base as the verdict reads it: exit code only when its own results cannot be trusted."""
+    """The base as the verdict reads it: exit code only when its own results cannot be trusted;
+    without the ids its own suite reports twice (two tests of one title), which no run can
+    tell apart, when it names them all (`collided_ids`)."""
     if base.trusted:
         return base
+    if not base.errors and collided_ids(base) is not None:
+        kept = {t: o for t, o in base.outcomes.items() if t not in (collided_ids(base) or ())}
+        return replace(
+            base, outcomes=kept, failures={t: m for t, m in base.failures.items() if t in kept}, collisions=()
+        )
     return TestResults(EXIT_CODE_ONLY, unreadable=(*base.errors, *_collided(base)))
+
+
+def collided_ids(base: TestResults) -> frozenset[str] | None:
+    """The ids the base reported more than once, when every one is named (None: some are only
+    counted, or the base has errors)."""
+    if base.errors or any(c.startswith("... and ") for c in base.collisions):
+        return None
+    return frozenset(_collision_id(c) for c in base.collisions)
 
 
 def base_notes(base: TestResults) -> list[str]:
     if base.trusted:
         return []
+    if not base.errors and collided_ids(base) is not None:
+        count = len(collided_ids(base) or ())
+        return [f"{count} test id(s) the tip's own suite reports more than once are left out of the comparison"]
     return [f"the run on the tip cannot be judged per test: {'; '.join((*base.errors, *_collided(base)))}"]
 
 
