@@ -295,7 +295,7 @@ with open("build/suite.xml", "w") as f:
 """
 
 
-def test_a_report_listing_an_id_twice_is_said_and_the_tip_is_judged_by_its_exit_code(tmp_path: Path) -> None:
+def test_an_id_the_tips_suite_reports_twice_is_left_out_and_the_rest_judged_per_test(tmp_path: Path) -> None:
     repo = _green_python_repo(tmp_path, **{"tools/report.py": DUPLICATE_REPORT})
     git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests && {sys.executable} tools/report.py")
     git(repo, "config", "papayu.check.junit", "build/*.xml")
@@ -303,11 +303,11 @@ def test_a_report_listing_an_id_twice_is_said_and_the_tip_is_judged_by_its_exit_
     assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
     assert data["check"]["tests"]["collisions"] == ["suite::one: by junit:build/suite.xml twice"], _why(data)
     verdict = data["check"]["verdict"]
-    assert verdict["exit_code_only"] and verdict["lines"][0] == (
-        "the run on the tip cannot be judged per test: ids reported more than once: "
-        "suite::one: by junit:build/suite.xml twice"
+    assert not verdict["exit_code_only"] and verdict["lines"][0] == (
+        "1 test id(s) the tip's own suite reports more than once are left out of the comparison"
     ), _why(data)
     head = _head(repo)
     broken = _apply(repo, "break", [_update("calc.py", BROKEN_MUL)], env={})
-    _not_landed(repo, broken, head, "rolled_back", "ERR_CHECK_FAILED")
+    _not_landed(repo, broken, head, "rolled_back", "ERR_CHECK_REGRESSION")
+    assert broken["check"]["verdict"]["broken"] == ["tests/test_mul.py::test_mul"], _why(broken)
     assert os.path.exists(repo / "tools/report.py")

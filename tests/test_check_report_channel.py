@@ -15,7 +15,15 @@ from test_check_results import make_project, run_check
 
 from papayu_git.check.results import Outcome, instrumented, read_results
 from papayu_git.check.results.channel import parse_reports
-from papayu_git.check.results.instrument import GO_JSON, LIBTEST, NODE_JUNIT, PYTEST_JUNIT, PYTEST_STREAM, TAP
+from papayu_git.check.results.instrument import (
+    GO_JSON,
+    LIBTEST,
+    NODE_TEST_EVENTS,
+    PYTEST_JUNIT,
+    PYTEST_STREAM,
+    TAP,
+    UNITTEST_STREAM,
+)
 from papayu_git.check.results.outcome import TestResults
 from papayu_git.check.verdict import Run, judge
 
@@ -188,13 +196,13 @@ def test_log_lines_are_read_only_for_the_runners_the_command_runs(tmp_path: Path
     assert results.sources == (PYTEST_STREAM, PYTEST_JUNIT)
 
     def readers(command: str) -> set[str]:
-        return set(instrumented(command, "/r").readers) - {PYTEST_STREAM, PYTEST_JUNIT}
+        return set(instrumented(command, "/r").readers) - {PYTEST_STREAM, PYTEST_JUNIT, UNITTEST_STREAM}
 
     assert readers("pytest") == set() and readers("make test") == set()
     assert readers("cargo test --workspace") == {LIBTEST} and readers("cargo +nightly test") == {LIBTEST}
     assert readers("go vet ./... && go test ./...") == {GO_JSON}
     assert readers("go test -v ./... | go-junit-report") == set()
-    assert readers("node --test") == {NODE_JUNIT}
+    assert readers("node --test") == {NODE_TEST_EVENTS}
     assert readers("node --test --test-reporter=tap") == {TAP} and readers("prove -r t") == {TAP}
 
 

@@ -245,6 +245,40 @@ CASES = {
     "exit code only when the base is, even if the plan's run is readable": Case(
         run(UNREADABLE, 0), run({"a": F}), None, {"lands": False, "code": "ERR_CHECK_FAILED", "exit_code_only": True}
     ),
+    # Ids that name a value of their run (results/ids.py): the same tests under new ids.
+    "a Go subtest named after t.TempDir(): the same test next run, lands": Case(
+        run({"m.TestWalk//tmp/TestWalk123/001": P, "m.TestAdd": P}),
+        run({"m.TestWalk//tmp/TestWalk987/001": P, "m.TestAdd": P}),
+        None,
+        {"lands": True, "missing": (), "passed": 2},
+    ),
+    "ids with a port and an address: breaking one names the tip's id of it": Case(
+        run({"t.py::test_get[http://127.0.0.1:41234]": P, "t.py::test_repr[<A at 0x7f01020304>]": P}),
+        run({"t.py::test_get[http://127.0.0.1:39999]": F, "t.py::test_repr[<A at 0x7fffeeddcc>]": P}),
+        None,
+        {"code": "ERR_CHECK_REGRESSION", "broken": ("t.py::test_get[http://127.0.0.1:41234]",), "missing": ()},
+    ),
+    "two ids of one test by the time: paired in report order": Case(
+        run({"t::x[2024-01-01 10:00:01]": P, "t::x[2024-01-01 10:00:02]": F}),
+        run({"t::x[2025-02-02 11:00:05]": P, "t::x[2025-02-02 11:00:06]": P}),
+        None,
+        {"lands": True, "fixed": ("t::x[2024-01-01 10:00:02]",)},
+    ),
+    "a value nobody names: judged by the stable part, never missing": Case(
+        run({"t::x[kq3v]": P, "t::x[zz9a]": P, "t::y": P}),
+        run({"t::x[m1n2]": P, "t::y": P}),
+        None,
+        {"lands": True, "missing": ()},
+    ),
+    "a value nobody names, failing: named under its own id": Case(
+        run({"t::x[kq3v]": P, "t::x[zz9a]": P}),
+        run({"t::x[m1n2]": P, "t::x[abcd]": F}),
+        None,
+        {"code": "ERR_CHECK_REGRESSION", "broken": ("t::x[zz9a]",)},
+    ),
+    "a test gone with no new id of its kind is still missing": Case(
+        run({"t::x[kq3v]": P, "t::y[1]": P}), run({"t::y[1]": P}), None, {"missing": ("t::x[kq3v]",)}
+    ),
 }
 
 

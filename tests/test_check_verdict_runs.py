@@ -7,7 +7,8 @@ that tip a plan that fixes nothing stops at review, one that fixes add() and bre
 back naming mul, and one that fixes add() lands naming add as fixed and sub as already failing
 (one base run for the three). The next tip is made green, and a plan breaking it rolls back.
 Then what only Python shows: deleted test files, plans that write their own judge, a check
-with no per-test output (plain `python -m unittest`), and a flaky test.
+with no per-test output (`python -I -m unittest`, which keeps papayu's reporter out), and a
+flaky test.
 
 A runner is skipped only when it is absent here, and the skip says which. jest, vitest, pnpm and
 Maven's plugins come from their registries into a per-machine cache (toolchains.py).
@@ -15,13 +16,11 @@ Maven's plugins come from their registries into a per-machine cache (toolchains.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,36 +125,22 @@ def _unittest_under_pytest_project() -> Project:
     return _python_project(UNITTEST_TESTS, "CalcTest")
 
 
-@functools.cache
-def _node_names_files() -> bool:
-    """Whether this node's JUnit reporter names each test's file (newer nodes do; then the ids
-    are "file > name", else the name alone)."""
-    with tempfile.TemporaryDirectory() as name:
-        scratch = Path(name)
-        (scratch / "probe.test.js").write_text("require('node:test')('probe', () => {});\n")
-        proc = subprocess.run(
-            ["node", "--test", "--test-reporter=junit"], cwd=scratch, capture_output=True, text=True, timeout=60
-        )
-    return 'file="' in proc.stdout
-
-
 def _node_project() -> Project:
     tests = "const test = require('node:test');\nconst assert = require('node:assert');\n"
     tests += "const { add, mul, sub } = require('../calc');\n\n" + "".join(
         f"test('{name}', () => {{\n  assert.strictEqual({name}({args}), {want});\n}});\n"
         for name, (args, want) in EXPECTED.items()
     )
-    prefix = "test/calc.test.js > " if _node_names_files() else ""
     return Project(
-        # `npm test` around it would not be instrumented: the check names `node --test` itself.
-        check="node --test",
+        # node --test behind `npm test`: papayu's reporter reaches it through NODE_OPTIONS.
+        check="npm test",
         code_path="calc.js",
         code=_js_code,
         files={
             "test/calc.test.js": tests,
             "package.json": '{"name": "calc", "version": "1.0.0", "scripts": {"test": "node --test"}}\n',
         },
-        ids={name: f"{prefix}{name}" for name in RIGHT},
+        ids={name: f"test/calc.test.js > {name}" for name in RIGHT},
         env={},
     )
 
@@ -263,9 +248,18 @@ def _npm_script_project() -> Project:
     )
 
 
+def _plain_unittest_project() -> Project:
+    """The same TestCase classes run by `python -m unittest`: papayu's result class reports them
+    under pytest's ids (results/unittest_results.py)."""
+    project = _python_project(UNITTEST_TESTS, "CalcTest")
+    files = {**project.files, "tests/__init__.py": ""}
+    return Project(f"{sys.executable} -m unittest", project.code_path, project.code, files, project.ids, {})
+
+
 PROJECTS: dict[str, tuple[Callable[[], Project], str | None]] = {
     "pytest": (_pytest_project, None),
     "unittest-under-pytest": (_unittest_under_pytest_project, None),
+    "unittest": (_plain_unittest_project, None),
     "node --test": (_node_project, _absent("node")),
     "cargo": (_cargo_project, _absent("cargo", rust_env())),
     "pnpm test: jest and vitest in a workspace": (_pnpm_workspace_project, _absent("npm")),
@@ -689,7 +683,8 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
         "tests/test_calc.py": UNITTEST_TESTS,
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest")  # plain: writes no report
+    # -I: no PYTHONPATH, so no papayu reporter in unittest's process: nothing per test to read.
+    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -I -m unittest")
     head = _head(repo)
 
     # Fixes add, sub still fails: red is red, rolled back (per test it would have landed).
@@ -699,10 +694,13 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     verdict = one["check"]["verdict"]
     assert verdict["exit_code_only"] and verdict["trailer"] == "exit code only" and not verdict["fixed"]
     # Why, and what to set: in the verdict, and in the error the user reads.
-    why = "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
+    why = (
+        "python -I does not read PYTHONPATH or run site's start-up hook, where papayu's unittest reporter loads "
+        "(pytest under it is read through its JUnit file)"
+    )
     assert verdict["lines"][0].startswith("the verdict is exit-code only: `") and why in verdict["lines"][0]
     assert "set papayu.checkCommand to the runner itself" in verdict["lines"][0]
-    assert f"(verdict by exit code only: `{sys.executable} -m unittest` (.): {why}" in one["error"]["reason"]
+    assert f"(verdict by exit code only: `{sys.executable} -I -m unittest` (.): {why}" in one["error"]["reason"]
     assert "FAILED (failures=1)" in Path(one["check"]["log"]).read_text()
 
     both = _apply(repo, "fix-both", [_update("calc.py", CALC)], env={})
@@ -714,7 +712,7 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     items = {item["name"]: item for item in doctor["checks"]}
     assert why in items["check command"]["detail"] and items["check command"]["data"]["unread"]
     tip = items["check on the tip"]
-    assert f"verdict by exit code only (`{sys.executable} -m unittest` (.): {why})" in tip["detail"], tip
+    assert f"verdict by exit code only (`{sys.executable} -I -m unittest` (.): {why})" in tip["detail"], tip
     assert tip["status"] == "warn" and "papayu.check.junit" in tip["hint"] and tip["data"]["direct_passed"] is True
 
 

@@ -140,3 +140,14 @@ def _digest(project: Path, pattern: str) -> str:
         if ".git" not in path.parts:
             digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:24]
+
+
+def npm_global(prefix: Path, package: str) -> Path:
+    """``package`` installed as a user installs a tool, `npm install -g --prefix PREFIX`: its bin
+    directory links into `PREFIX/lib/node_modules/<name>/` (from the cache's npm cache, online
+    the first time)."""
+    if shutil.which("npm") is None:
+        raise Unavailable("npm is not installed")
+    with _locked("npm-global"):
+        _run(["npm", "install", "-g", "--prefer-offline", "--prefix", str(prefix), package], CACHE, _npm_env())
+    return prefix / "bin"

@@ -58,6 +58,7 @@ HOME_CACHES = (
     ".cache/yarn",
     ".cache/pnpm",
     ".cache/node-gyp",
+    ".cache/node/corepack",  # the package managers corepack's shims run
     ".cache/ms-playwright",
     ".local/share/uv",
     ".local/share/pnpm",
@@ -89,6 +90,7 @@ ENV_CACHES = {
     "UV_CACHE_DIR": ("",),
     "PIP_CACHE_DIR": ("",),
     "npm_config_cache": ("",),
+    "COREPACK_HOME": ("",),
     "CARGO_HOME": ("registry", "git"),
     "GOPATH": ("pkg/mod",),
 }
@@ -127,6 +129,7 @@ def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]
         Mount(Kind.OVERLAY, str(layout.objects), str(layout.inner_gitdir / "objects")),
     ]
     placed += [Mount(Kind.OVERLAY, str(p), str(p)) for p in envs]
+    placed += [Mount(Kind.RO, str(p), str(p)) for p in tools_in_repository(layout, env, home)]
     files, notes = included_mounts(layout.repo_root, layout.work)
     placed += [Mount(Kind.RO, str(p), str(p)) for p in files]
     ordered = _parents_first(placed)
@@ -176,6 +179,37 @@ def _toolchains(env: dict[str, str], home: Path, repo_root: Path | None, venvs: 
             if toolchains.allowed(candidate, home):
                 out.append(Mount(Kind.RO, str(candidate), str(candidate)))
     return out
+
+
+def tools_in_repository(layout: Layout, env: dict[str, str], home: Path) -> list[Path]:
+    """PATH entries inside the repository that the plan's checkout does not have (an ignored
+    `.tools/bin` holding a `uv`), and the installations their links point at: the user's tools,
+    read-only at their place. Never a directory holding a tracked file: that is the project's,
+    and the plan's version of it is in the checkout."""
+    entries: dict[str, Path] = {}
+    for value in env.get("PATH", "").split(os.pathsep):
+        path = Path(value)
+        if not path.is_absolute() or layout.repo_root not in path.parents or not path.is_dir():
+            continue
+        rel = path.relative_to(layout.repo_root).as_posix()
+        if not os.path.lexists(layout.work / rel):
+            entries[rel] = path
+    tracked = tracked_paths(layout.repo_root, sorted(entries))
+    out: list[Path] = []
+    for rel, path in entries.items():
+        if tracked.holds(rel) or path.is_symlink():
+            continue
+        out.append(path)
+        for target in toolchains.link_targets(path, home):
+            inside = layout.repo_root in target.parents
+            if target.exists() and toolchains.allowed(target, home) and (not inside or _untracked(layout, target)):
+                out.append(target)
+    return list(dict.fromkeys(out))
+
+
+def _untracked(layout: Layout, path: Path) -> bool:
+    rel = path.relative_to(layout.repo_root).as_posix()
+    return not os.path.lexists(layout.work / rel) and not tracked_paths(layout.repo_root, [rel]).holds(rel)
 
 
 def _caches(home: Path, env: dict[str, str]) -> list[Mount]:

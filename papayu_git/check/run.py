@@ -23,9 +23,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, output, settings
 from papayu_git.check.diagnose import environment_causes
-from papayu_git.check.results import Outcome, TestResults, go_plain_text, instrumented, junit_patterns, summary
+from papayu_git.check.results import Outcome, TestResults, instrumented, junit_patterns, summary
 from papayu_git.check.results.channel import INPUTS_DIR, Channel, Delivery, PluginAsk, delivered_inputs
-from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
+from papayu_git.check.results.gotest import PlainLog
+from papayu_git.check.results.instrument import GO_JSON, JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
 from papayu_git.check.view import CheckView
@@ -141,8 +142,6 @@ def run_check(
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tests = _results(own, view, mask)
     tail = _masked_tail(log_path, mask)
-    if "go test -json" in tests.source:
-        tail = mask(go_plain_text(tail))  # decoded events join output the log held in pieces
     failed, safe_path = exit_code != 0 or timed_out, bool(view.env.get("PYTHONSAFEPATH"))
     return CheckResult(
         check.command,
@@ -194,9 +193,13 @@ def _run_reported(
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
     argv, env = view.command_line(done.command, done.env, config)
     begin = log.tell()
+    # go's events are read from memory and their text goes to the log (gotest.PlainLog).
+    split = PlainLog(cap) if GO_JSON in readers else None
     try:
         fds = (*view.pass_fds, *channel.pass_fds)
-        code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), fds, cap, channel.started)
+        code, timed_out = _run_group(
+            argv, env, checkout, log, max(remaining, 0.001), fds, cap, channel.started, split=split
+        )
     finally:
         delivery = channel.finish()
     end = log.tell()
@@ -204,7 +207,12 @@ def _run_reported(
     with open(log.name, "rb") as again:  # its own output only: not a proposed command's after it
         again.seek(begin)
         text = again.read(min(end - begin, LOG_READ_CHARS))
-    return code, timed_out, _Reading(text, delivery, readers, done.notes)
+    notes = done.notes
+    if split is not None:
+        text += b"\n" + bytes(split.events)
+        if split.over:
+            notes = (*notes, f"go test's events went over papayu.check.outputMB: {split.over} bytes not read")
+    return code, timed_out, _Reading(text, delivery, readers, notes)
 
 
 def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> TestResults:
@@ -216,8 +224,8 @@ def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> Test
     results = read_delivery(own.delivery, text, own.readers, root=view.root, report_dir=view.report)
     results = replace(results, unreadable=(*own.notes, *results.unreadable))
     outcomes: dict[str, Outcome] = {}
-    for test, outcome in results.outcomes.items():
-        name = mask(test)
+    for test, name in zip(results.outcomes, _mask_each(list(results.outcomes), mask), strict=True):
+        outcome = results.outcomes[test]
         if name not in outcomes or RANK[outcome] > RANK[outcomes[name]]:
             outcomes[name] = outcome
     failures: dict[str, str] = {}
@@ -231,6 +239,16 @@ def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> Test
         errors=tuple(map(mask, results.errors)),
         collisions=tuple(map(mask, results.collisions)),
     )
+
+
+def _mask_each(texts: list[str], mask: Callable[[str], str]) -> list[str]:
+    """``mask`` of each of ``texts`` (one line each: test ids), in one pass over them joined: a
+    run reports thousands of ids, and each call of the masker scans with every pattern."""
+    joined = mask("\n".join(texts))
+    parts = joined.split("\n")
+    if len(parts) == len(texts) and all("\n" not in t for t in texts):
+        return parts
+    return [mask(t) for t in texts]
 
 
 def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
@@ -250,6 +268,8 @@ def _run_group(
     fds: tuple[int, ...],
     cap: int,
     started: Callable[[], None] | None = None,
+    *,
+    split: PlainLog | None = None,
 ) -> tuple[int | None, bool]:
     proc = subprocess.Popen(
         argv,
@@ -264,7 +284,7 @@ def _run_group(
     if started is not None:
         started()
     assert proc.stdout is not None
-    pump = CappedLog(proc.stdout, log, cap)
+    pump = CappedLog(proc.stdout, log, cap, split)
     # Whoever finds this slot's lock stale (papayu was killed) kills the group: see kill_orphans.
     locks.update(checkout.lock, check_pgid=proc.pid, check_start=locks.process_start_time(proc.pid))
     try:
@@ -287,8 +307,9 @@ class CappedLog:
     it comes, the last half in a ring; the cut is said in the log. papayu's memory stays bounded
     whatever the check prints (one line of hundreds of MiB included)."""
 
-    def __init__(self, source: IO[bytes], log: IO[bytes], cap: int) -> None:
+    def __init__(self, source: IO[bytes], log: IO[bytes], cap: int, split: PlainLog | None = None) -> None:
         self.source, self.log, self.half = source, log, max(cap // 2, 4096)
+        self.split = split  # what of the output goes to the log (go's events as their text)
         self.written = 0
         self.tail: collections.deque[bytes] = collections.deque()
         self.tail_bytes = self.cut = 0
@@ -297,18 +318,23 @@ class CappedLog:
     def _pump(self) -> None:
         fd = self.source.fileno()
         while chunk := os.read(fd, 65536):
-            room = self.half - self.written
-            if room > 0:
-                self.log.write(chunk[:room])
-                self.log.flush()
-                self.written += min(room, len(chunk))
-                chunk = chunk[room:]
-            if chunk:
-                self.tail.append(chunk)
-                self.tail_bytes += len(chunk)
-                while self.tail_bytes - len(self.tail[0]) >= self.half:
-                    self.cut += len(self.tail[0])
-                    self.tail_bytes -= len(self.tail.popleft())
+            self._keep(self.split.feed(chunk) if self.split is not None else chunk)
+        if self.split is not None:
+            self._keep(self.split.flush())
+
+    def _keep(self, chunk: bytes) -> None:
+        room = self.half - self.written
+        if room > 0:
+            self.log.write(chunk[:room])
+            self.log.flush()
+            self.written += min(room, len(chunk))
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_bytes += len(chunk)
+            while self.tail_bytes - len(self.tail[0]) >= self.half:
+                self.cut += len(self.tail[0])
+                self.tail_bytes -= len(self.tail.popleft())
 
     def finish(self) -> None:
         self.thread.join(timeout=10)

@@ -53,6 +53,7 @@ ENV_ALLOWLIST = frozenset(
         "UV_CACHE_DIR",  # package caches elsewhere than HOME: environment.ENV_CACHES mounts them
         "PIP_CACHE_DIR",
         "npm_config_cache",
+        "COREPACK_HOME",
         "PYENV_ROOT",
         "PYENV_VERSION",
         "NODE_PATH",

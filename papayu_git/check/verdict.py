@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from papayu_git.check.results import provenance, runners
+from papayu_git.check.results import ids, provenance, runners
 from papayu_git.check.results.outcome import Outcome, TestResults
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
@@ -181,7 +181,18 @@ def judge(
         for problem in provenance.problems(base.results, base.exit_code, run.results, run.exit_code)
     ]
     said = [*untrusted, *provenance.base_notes(base.results)]
+    twice = provenance.collided_ids(base.results) or frozenset()
     base = Run(provenance.readable_base(base.results), base.exit_code)
+    if twice and not base.results.exit_code_only:  # one title, two tests: no run tells them apart
+        regression = _without(regression, twice)
+        own = _without(own, twice) if own is not None else None
+    if not base.results.exit_code_only:
+        base, regression, own, changed = _under_base_ids(base, regression, own)
+        if changed:
+            said.append(
+                f"{changed} test ids change from run to run (a temporary path, a time, a port, an address, a "
+                "parameter named after a value of the run): those tests are judged under the tip's ids"
+            )
     verdict = _judge(
         base,
         regression,
@@ -244,13 +255,7 @@ class _Tally:
     def compare(self, base: Run, regression: Run, approved: frozenset[str]) -> None:
         before, after = base.results.outcomes, regression.results.outcomes
         green = _green(regression)
-        renamed = renamed_ids(before, after)
-        if renamed:
-            self.notes.append(
-                f"{len(renamed)} test ids change from run to run (parametrized by a value that differs each "
-                "run): their tests are judged under the ids this run gave them"
-            )
-        for test in sorted((before.keys() | after.keys()) - approved - renamed):
+        for test in sorted((before.keys() | after.keys()) - approved):
             was, now = before.get(test), after.get(test)
             if now == Outcome.PASSED:
                 self.passed += 1
@@ -369,20 +374,37 @@ class _Tally:
         )
 
 
-def renamed_ids(before: dict[str, Outcome], after: dict[str, Outcome]) -> frozenset[str]:
-    """The ids of ``before`` that are gone from ``after`` because the test's parameters are named
-    after a value that differs each run (the time, a temporary path): as many new ids of the same
-    test function (the id without its `[...]`) as gone ones. Those tests are there, renamed."""
-    gone: dict[str, list[str]] = {}
-    new: dict[str, int] = {}
-    for test in before.keys() - after.keys():
-        if test.endswith("]") and "[" in test:
-            gone.setdefault(test[: test.index("[")], []).append(test)
-    for test in after.keys() - before.keys():
-        if test.endswith("]") and "[" in test:
-            key = test[: test.index("[")]
-            new[key] = new.get(key, 0) + 1
-    return frozenset(t for key, ids in gone.items() if new.get(key) == len(ids) for t in ids)
+def _without(run: Run, ids: frozenset[str]) -> Run:
+    outcomes = {t: o for t, o in run.results.outcomes.items() if t not in ids}
+    return Run(replace(run.results, outcomes=outcomes), run.exit_code)
+
+
+def _under_base_ids(base: Run, regression: Run, own: Run | None) -> tuple[Run, Run, Run | None, int]:
+    """The runs with each test under the base's id of it where its id names a value of the run
+    (results/ids.py). A base test left unmatched whose stable part a run has under other ids is
+    judged there, by those ids: it leaves the comparison, never "missing". Returns the base, the
+    runs, and how many ids changed."""
+    left_out: set[str] = set()
+    changed = 0
+    runs: list[Run | None] = []
+    for run in (regression, own):
+        if run is None:
+            runs.append(None)
+            continue
+        found = ids.match(base.results.outcomes, run.results.outcomes)
+        left_out |= found.by_stable_part
+        changed = max(changed, found.changed)
+        results = run.results
+        if found.renamed:
+            outcomes = {found.renamed.get(t, t): o for t, o in results.outcomes.items()}
+            failures = {found.renamed.get(t, t): m for t, m in results.failures.items()}
+            results = replace(results, outcomes=outcomes, failures=failures)
+        runs.append(Run(results, run.exit_code))
+    if left_out:
+        kept = {t: o for t, o in base.results.outcomes.items() if t not in left_out}
+        base = Run(replace(base.results, outcomes=kept), base.exit_code)
+    assert runs[0] is not None
+    return base, runs[0], runs[1], changed
 
 
 def _approved(edits: Collection[str], *runs: Run | None) -> frozenset[str]:

@@ -25,7 +25,7 @@ from papayu_git.check import environment, lockfiles, mtimes, seccomp
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
 from papayu_git.check.results.channel import node_options, plugin_path, wrapper_argv, write_helpers
-from papayu_git.check.results.instrument import NODE_REPORTS_VAR
+from papayu_git.check.results.instrument import NODE_REPORTS_VAR, NODE_TEST_VAR
 from papayu_git.check.sandbox import bwrap_argv, check_env
 from papayu_git.worktree import remove_tree
 
@@ -94,7 +94,8 @@ class CheckView:
         placed, notes = environment.mounts(layout, env)
         placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
         placed.append(Mount(Kind.RO, str(helpers), HELPERS_INSIDE))
-        if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
+        build_state = [Path(m.dest) for m in placed if m.kind is Kind.OVERLAY]
+        if any(p.name in mtimes.BUILD_STATE_DIRS or str(p) == env.get("GOCACHE") for p in build_state):
             mtimes.sync(repo_root, checkout.path, checkout.gitdir)
         wrap: list[str] = []
         from papayu_git.check import relay  # sockets and threads: only when ports are relayed
@@ -165,7 +166,8 @@ class CheckView:
         if reports is not None:
             env["PYTHONPATH"] = plugin_path(self.helpers, env.get("PYTHONPATH", ""))
         if reports is not None and NODE_REPORTS_VAR in env:
-            env["NODE_OPTIONS"] = node_options(self.helpers, env.get("NODE_OPTIONS", ""))
+            reporter = NODE_TEST_VAR in env
+            env["NODE_OPTIONS"] = node_options(self.helpers, env.get("NODE_OPTIONS", ""), test_reporter=reporter)
         return ([*self.prefix, "--", *first] if self.prefix else first), env
 
 

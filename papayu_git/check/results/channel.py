@@ -3,7 +3,8 @@ test").
 
 Two pipes from the check to papayu, each read by a thread of papayu's with a byte bound. The
 stream pipe is inherited by the check's processes: papayu's pytest plugin (pytest_plugin.py)
-writes a record there per test as pytest reports it. The report pipe is held by the check's
+writes a record there per test as pytest reports it, and so does its unittest reporter
+(unittest_results.py) as unittest does. The report pipe is held by the check's
 first process alone (inside.py), which sends the report files once the command and everything
 it started have ended. Both are read into memory: nothing the check writes is put on the
 user's disk. papayu's helpers for the check live in a directory of their own (the slot's
@@ -33,9 +34,21 @@ INPUTS_MODULE = "papayu_pytest_inputs.py"  # the selective check's part (pytest_
 SELECTION_FILE = "selection.json"  # beside the plugin: the tests a run is to run (pytest_inputs.Selector)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
 NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
+NODE_TEST_REPORTER = "node_test_reporter.cjs"  # node --test's, named in NODE_OPTIONS
 # papayu's files the check's own interpreter runs (copied into the helpers' directory, never
 # imported by papayu): what they import is the check's environment's, not papayu's dependencies.
-CHECK_SIDE_FILES = ("inside.py", "pytest_plugin.py", "pytest_inputs.py", NODE_HOOK)
+# unittest's reporter (unittest_results.py), loaded by papayu's start-up hook (sitecustomize.py),
+# both beside the plugin on PYTHONPATH.
+UNITTEST_MODULE = "papayu_unittest_results.py"
+CHECK_SIDE_FILES = (
+    "inside.py",
+    "pytest_plugin.py",
+    "pytest_inputs.py",
+    "sitecustomize.py",
+    "unittest_results.py",
+    NODE_HOOK,
+    NODE_TEST_REPORTER,
+)
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536
@@ -53,8 +66,11 @@ def write_helpers(slot: Path) -> Path:
     here = Path(__file__).parent
     shutil.copyfile(here / "inside.py", where / "inside.py")
     shutil.copyfile(here / NODE_HOOK, where / NODE_HOOK)
+    shutil.copyfile(here / NODE_TEST_REPORTER, where / NODE_TEST_REPORTER)
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
     shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
+    shutil.copyfile(here / "sitecustomize.py", plugin / "sitecustomize.py")
+    shutil.copyfile(here / "unittest_results.py", plugin / UNITTEST_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
     (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
     return where
@@ -185,11 +201,21 @@ def plugin_path(helpers_inside: str, pythonpath: str) -> str:
     return os.pathsep.join(filter(None, (pythonpath, f"{helpers_inside}/{PLUGIN_DIR}")))
 
 
-def node_options(helpers_inside: str, node_options: str) -> str:
-    """NODE_OPTIONS with papayu's hook required after what the project's environment has."""
-    path = f"{helpers_inside}/{NODE_HOOK}"
-    quoted = '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"' if " " in path or '"' in path else path
-    return f"{node_options} --require {quoted}".strip()
+def node_options(helpers_inside: str, node_options: str, *, test_reporter: bool = False) -> str:
+    """NODE_OPTIONS with papayu's hook required after what the project's environment has, and
+    with ``test_reporter`` papayu's reporter for node --test (node_test_reporter.cjs)."""
+    out = f"{node_options} --require {_quoted(f'{helpers_inside}/{NODE_HOOK}')}"
+    if test_reporter:
+        reporter = _quoted(f"{helpers_inside}/{NODE_TEST_REPORTER}")
+        out += f" --test-reporter={reporter} --test-reporter-destination=stdout"
+    return out.strip()
+
+
+def _quoted(path: str) -> str:
+    """A path as NODE_OPTIONS reads it: in double quotes where it has a space or a quote."""
+    if " " not in path and '"' not in path:
+        return path
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def parse_reports(data: bytes, *, over: int = 0) -> Delivery:

@@ -45,10 +45,10 @@ from papayu_git.check.scripts import Runs
 from papayu_git.errors import PapayuError
 
 PYTEST_XML = "pytest.xml"
-NODE_XML = "node.xml"
 JEST_JSON = "jest-*.json"  # one per jest run: node_reports.cjs names them after the process
 VITEST_JSON = "vitest-*.json"
-REPORT_FILES = (PYTEST_XML, NODE_XML, JEST_JSON, VITEST_JSON)
+NODE_TEST_JSON = "node-test-*.jsonl"  # one per node --test runner: node_test_reporter.cjs
+REPORT_FILES = (PYTEST_XML, JEST_JSON, VITEST_JSON, NODE_TEST_JSON)
 JUNIT_DIR = "junit"  # the papayu.check.junit files, at their paths from the root
 # The build tools' reports, found under the root (inside.py matches `**` at any depth).
 MAVEN_DIR, GRADLE_DIR = "maven", "gradle"
@@ -57,11 +57,14 @@ GRADLE_REPORTS = ("**/build/test-results/*/TEST-*.xml",)
 # node_reports.cjs reads these: where to write, and which runners to give a report.
 NODE_REPORTS_VAR = "PAPAYU_NODE_REPORTS"
 NODE_RUNNERS_VAR = "PAPAYU_NODE_RUNNERS"
+# Set when node --test runs: NODE_OPTIONS then names papayu's reporter (channel.node_options).
+NODE_TEST_VAR = "PAPAYU_NODE_TEST"
 
 # The sources a run's results come from, by name (TestResults.sources).
 PYTEST_STREAM = "pytest stream"
+UNITTEST_STREAM = "unittest stream"
 PYTEST_JUNIT = "pytest junit"
-NODE_JUNIT = "node junit"
+NODE_TEST_EVENTS = "node --test reporter"
 JEST = "jest json"
 VITEST = "vitest json"
 GO_JSON = "go test -json"
@@ -72,7 +75,6 @@ GRADLE = "gradle junit"
 JUNIT_COPY = "junit:"  # + the file's path from the root
 
 _WORD_END = r"(?=$|[\s;&|)])"
-_NODE_TEST = re.compile(r"(?<![\w./@-])(node(?:\s+-[^\s;&|]+)*?\s+--test)" + _WORD_END)
 _CARGO_TEST_COMMAND = re.compile(r"(?<![\w./@-])(cargo(?:\s+\+[\w.-]+)?\s+test)" + _WORD_END)
 _NPM_SCRIPT = re.compile(r"(?:npm|pnpm)\s+(?:run|run-script)\s+$")
 _GO_TEST = re.compile(r"(?<![\w./@-])(go\s+test)" + _WORD_END)
@@ -87,6 +89,7 @@ _BY_RUNNER = {
     runners.VITEST: VITEST,
     runners.CARGO: LIBTEST,
     runners.TAP_PRODUCER: TAP,
+    runners.NODE_TEST: NODE_TEST_EVENTS,
     runners.MAVEN: MAVEN,
     runners.GRADLE: GRADLE,
 }
@@ -125,17 +128,13 @@ def instrumented(
     runs = runs if runs is not None else scripts.resolve(command, None)
     extra: dict[str, str] = {}
     original = command  # what the user asked for decides; our own flags do not
-    readers = {PYTEST_STREAM}
+    readers = {PYTEST_STREAM, UNITTEST_STREAM}  # papayu's reporters, wherever the runner runs
     addopts = env.get("PYTEST_ADDOPTS", "")
     if not re.search(r"--junit-?xml|no:junitxml", f"{original} {addopts}"):
         # xunit1 names the test's file: ids become pytest's own node ids (junit.py).
         ours = f"--junitxml={shlex.quote(f'{report_dir}/{PYTEST_XML}')} -o junit_family=xunit1"
         extra["PYTEST_ADDOPTS"] = f"{addopts} {ours}".strip()
         readers.add(PYTEST_JUNIT)
-    if "--test-reporter" not in f"{original} {env.get('NODE_OPTIONS', '')}" and not _piped("--test", original):
-        flags = "--test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit"
-        destination = shlex.quote(f"{report_dir}/{NODE_XML}")
-        command = _NODE_TEST.sub(rf"\1 {flags} --test-reporter-destination={destination}", command)
     if not re.search(r"(?<!\S)-json\b", original) and not _piped(r"go\s+test", original):
         command = _GO_TEST.sub(r"\1 -json", command)
     command = _CARGO_TEST_COMMAND.sub(_no_fail_fast, command)
@@ -144,11 +143,12 @@ def instrumented(
         command = _MAVEN.sub(r"\1 --fail-at-end", command)
     if not re.search(r"(?<!\S)--continue(?!\S)", original):
         command = _GRADLE.sub(r"\1 --continue", command)
-    readers |= _log_readers(original, command, report_dir)
+    readers |= _log_readers(original, command)
     found = {runners.classify(leaf).runner for leaf in runs.leaves}
-    found |= {
-        runners.TAP_PRODUCER for leaf in runs.leaves if leaf.via and runners.classify(leaf).runner == runners.NODE_TEST
-    }
+    if runners.NODE_TEST in found and "--test-reporter" in env.get("NODE_OPTIONS", ""):
+        found = (found - {runners.NODE_TEST}) | {runners.TAP_PRODUCER}  # the environment chose its reporter
+    if runners.NODE_TEST in found:
+        extra.update({NODE_REPORTS_VAR: report_dir, NODE_TEST_VAR: "1"})
     if junit:  # the user named the JUnit files: the build tools' are among them
         found -= {runners.MAVEN, runners.GRADLE}
     readers |= {_BY_RUNNER[r] for r in found if r in _BY_RUNNER}
@@ -161,16 +161,14 @@ def instrumented(
     return Instrumented(command, extra, frozenset(readers), tuple(reports), notes)
 
 
-def _log_readers(original: str, command: str, report_dir: str) -> set[str]:
-    """The reports asked for in the command (node's) and the formats the command's runners print
-    to the log."""
-    asked = {NODE_JUNIT} if shlex.quote(f"{report_dir}/{NODE_XML}") in command else set()
-    out = set(asked)
+def _log_readers(original: str, command: str) -> set[str]:
+    """The formats the command's runners print to the log."""
+    out = set()
     if _GO_TEST.search(original) and re.search(r"(?<!\S)-json\b", command) and not _piped(r"go\s+test", original):
         out.add(GO_JSON)
     if _CARGO_TEST.search(original):
         out.add(LIBTEST)
-    if _TAP_RUNNER.search(original) or (_NODE_TEST.search(original) and NODE_JUNIT not in asked):
+    if _TAP_RUNNER.search(original):
         out.add(TAP)
     return out
 

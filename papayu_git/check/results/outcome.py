@@ -9,7 +9,7 @@ from typing import Any, ClassVar, NamedTuple
 EXIT_CODE_ONLY = "exit code only"
 # Raised whenever a reader names tests differently: a base run stored under other ids is not
 # compared with a plan's (every test would look missing), it runs again (check/base.py).
-IDS_VERSION = 2
+IDS_VERSION = 3
 MESSAGE_CHARS = 2000
 # Messages kept per run: every failing test keeps its outcome, only the first ones their output.
 MAX_MESSAGES = 1000

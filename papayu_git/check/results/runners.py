@@ -3,8 +3,8 @@ the check runs").
 
 The commands come from check/scripts.py: the check command's own simple commands and those of
 the package scripts it runs. Each is a runner papayu reads (jest, vitest, `node --test`, cargo,
-Maven, Gradle, TAP producers), one it knows and cannot read (mocha, `python -m unittest`, go
-inside a script, ...: said, with what to set), or anything else (a compiler, a linter: nothing
+Maven, Gradle, TAP producers), one it knows and cannot read (mocha, `python -I` keeping papayu's
+unittest reporter out, go inside a script, ...: said, with what to set), or anything else (a compiler, a linter: nothing
 to say). pytest needs no entry: PYTEST_ADDOPTS reaches it wherever it runs.
 """
 
@@ -74,7 +74,7 @@ def classify(leaf: Leaf) -> Found:
     words = list(leaf.words)
     program = leaf.program
     if program in ("node", "tsx") and _node_test(words):
-        return Found(NODE_TEST)
+        return _node_test_run(leaf, words)
     script = _node_script(words) if program == "node" else ""
     if program == "jest" or _JEST_BIN.search(script):
         return _jest(leaf, words)
@@ -96,9 +96,11 @@ def classify(leaf: Leaf) -> Found:
             if not leaf.via
             else Found(None, "go test inside a script prints text, not the -json events papayu reads")
         )
-    if re.fullmatch(r"python[0-9.]*", program) and words[1:3] == ["-m", "unittest"]:
+    if re.fullmatch(r"python[0-9.]*", program) and (flag := _no_startup_hook(words[1:])):
         return Found(
-            None, "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
+            None,
+            f"python {flag} does not read PYTHONPATH or run site's start-up hook, where papayu's unittest "
+            "reporter loads (pytest under it is read through its JUnit file)",
         )
     if program in ("bun", "deno") and _subcommand(words[1:]) != "test":
         return Found(None)
@@ -134,6 +136,20 @@ _NODE_OPTIONS = (
 )
 
 
+def _node_test_run(leaf: Leaf, words: list[str]) -> Found:
+    """`node --test`: papayu's reporter through NODE_OPTIONS, unless the run names its own (TAP is
+    read from the log)."""
+    named = [w.split("=", 1)[1] if "=" in w else "" for w in words if w.split("=", 1)[0] == "--test-reporter"]
+    named += [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--test-reporter"]
+    if named:
+        if "tap" in named:
+            return Found(TAP_PRODUCER)
+        return Found(None, "node --test is given a reporter of its own: papayu leaves that run alone")
+    if leaf.node_options_replaced:
+        return Found(None, _NODE_OPTIONS)
+    return Found(NODE_TEST)
+
+
 def _node_test(words: list[str]) -> bool:
     for word in words[1:]:
         if word == "--test":
@@ -150,6 +166,24 @@ def _node_script(words: list[str]) -> str:
     while index < len(words) and words[index].startswith("-"):
         index += 2 if words[index] in values else 1
     return posixpath.normpath(words[index]) if index < len(words) else ""
+
+
+def _no_startup_hook(words: list[str]) -> str:
+    """The interpreter option (before the script or `-m`) that keeps papayu's start-up hook out:
+    -I, -E or -S, alone or among single-letter options (`-IB`); "" when none."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if not word.startswith("-") or word.startswith("--") or word in ("-m", "-c"):
+            return ""
+        if word in ("-W", "-X"):  # their value is the next word
+            index += 2
+            continue
+        found = next((c for c in "IES" if c in word[1:] and not word.startswith(("-W", "-X"))), "")
+        if found:
+            return f"-{found}"
+        index += 1
+    return ""
 
 
 def _subcommand(words: list[str]) -> str:

@@ -52,6 +52,7 @@ class Session:
     pid: int
     ancestors: tuple[int, ...]
     junit: str  # the JUnit file it writes, as pytest resolved it ("" for none)
+    runner: str = "pytest"  # or "unittest" (unittest_results.py)
     ended: bool = False
     attempts: list[Attempt] = field(default_factory=list)
     current: dict[str, Attempt] = field(default_factory=dict)
@@ -85,10 +86,9 @@ class Stream:
     sessions: list[Session] = field(default_factory=list)  # the check's own, in order
     garbled: int = 0  # lines that are no record of an open session
 
-    @property
-    def streamed(self) -> bool:
-        """pytest ran with the plugin and reported: a session ended, or a test was reported."""
-        return any(s.ended or s.attempts for s in self.sessions)
+    def streamed(self, runner: str = "pytest") -> bool:
+        """``runner`` ran with papayu's reporter and reported: a session ended, or a test was reported."""
+        return any(s.runner == runner and (s.ended or s.attempts) for s in self.sessions)
 
 
 def read_stream(data: bytes) -> Stream:
@@ -107,9 +107,14 @@ def read_stream(data: bytes) -> Stream:
         try:
             if kind == "start" and key not in open_sessions:
                 session = Session(
-                    key, int(record["pid"]), tuple(int(p) for p in record["ancestors"]), str(record["junit"])
+                    key,
+                    int(record["pid"]),
+                    tuple(int(p) for p in record["ancestors"]),
+                    str(record["junit"]),
+                    "unittest" if record.get("runner") == "unittest" else "pytest",
                 )
-                if any(s.pid in session.ancestors and not s.ended for s in out.sessions):
+                # Inside an open session of the check's (a test running a runner): not the check's.
+                if any(s.pid in (session.pid, *session.ancestors) and not s.ended for s in out.sessions):
                     nested.add(key)
                     continue
                 open_sessions[key] = session

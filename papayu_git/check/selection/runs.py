@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import settings
 from papayu_git.check.base import BaseRun, inputs_path
+from papayu_git.check.results import ids
 from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.results.outcome import Outcome
 from papayu_git.check.selection.inputs import read_inputs
 from papayu_git.check.selection.select import Change, Selection, full_run, select
-from papayu_git.check.verdict import renamed_ids
 from papayu_git.errors import PapayuError
 from papayu_git.objects import GitTree, changed_paths, commit_of
 
@@ -93,7 +93,7 @@ def missed(run: CheckResult, base: BaseRun, selection: Selection) -> list[str]:
     """Observe mode: the tests that passed on the base and did not pass in this full run, which
     the selection would have reused."""
     outcomes = run.tests.outcomes if run.tests is not None else {}
-    renamed = renamed_ids(dict(base.results.outcomes), dict(outcomes))  # ids naming a value of the run
+    renamed = ids.renamed(base.results.outcomes, outcomes)  # ids naming a value of the run
     passed = [t for t, o in base.results.outcomes.items() if o == Outcome.PASSED and t not in renamed]
     return sorted(t for t in passed if t in selection.reused and outcomes.get(t) != Outcome.PASSED)
 
