@@ -40,6 +40,8 @@ def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     from papayu_git import settings
 
     settings._git_config.cache_clear()
+    settings.notices_to(None)  # an in-process CLI installs its own; each test may be told anew
+    settings.forget_notices()
 
 
 @pytest.fixture
@@ -59,7 +61,7 @@ def llm() -> Iterator[ScriptedLLM]:
 def calc(tmp_path: Path) -> Path:
     """The calc project (calc_project.py) with pytest as its check: test_add fails on the tip."""
     repo = make_repo(tmp_path / "calc", {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT})
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     return repo
 
 

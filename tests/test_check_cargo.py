@@ -53,7 +53,7 @@ def _repo(tmp_path: Path, files: dict[str, str], check: str = "cargo test") -> P
     _run(["cargo", "generate-lockfile", "--offline"], repo, rust_env())
     git(repo, "add", "Cargo.lock")
     git(repo, "commit", "-q", "-m", "lock")
-    git(repo, "config", "papayu.checkCommand", check)
+    git(repo, "config", "papayu.check.command", check)
     return repo
 
 
@@ -252,7 +252,7 @@ def _registry_crate(tmp_path: Path) -> Path:
     _run(["cargo", "fetch", "-q"], repo, env)
     assert f'name = "cfg-if"\nversion = "{PINNED}"' in (repo / "Cargo.lock").read_text()
     assert git(repo, "status", "--porcelain", "--ignored", "Cargo.lock").strip() == "!! Cargo.lock"
-    git(repo, "config", "papayu.checkCommand", "cargo test")
+    git(repo, "config", "papayu.check.command", "cargo test")
     return repo
 
 

@@ -190,7 +190,7 @@ def test_a_venv_with_an_editable_install_tests_the_plans_code(tmp_path: Path, la
         # -P: the working directory is not on sys.path, so calc comes through the editable
         # install's finder (an absolute path into the repository), not from the cwd.
         _run([".venv/bin/python", "-m", "pip", "install", "-q", "-e", "."], repo)
-        git(repo, "config", "papayu.checkCommand", ".venv/bin/python -P -m unittest discover -s tests -v")
+        git(repo, "config", "papayu.check.command", ".venv/bin/python -P -m unittest discover -s tests -v")
     venv_before = _entries(repo / ".venv")
 
     bad_log, good_log = _broken_then_fixed(
@@ -233,7 +233,7 @@ def test_a_uv_project_runs_offline_from_its_cache_on_the_plans_code(tmp_path: Pa
     _run([uv, "sync"], repo, env)
     git(repo, "add", "uv.lock")
     git(repo, "commit", "-q", "-m", "lock")
-    git(repo, "config", "papayu.checkCommand", f"{shlex.quote(uv)} run --offline pytest -q")
+    git(repo, "config", "papayu.check.command", f"{shlex.quote(uv)} run --offline pytest -q")
     cache = Path(os.environ["HOME"]) / ".cache/uv"
     assert cache.is_dir()  # what the check may read: environment.HOME_CACHES
     venv_before, cache_before = _entries(repo / ".venv"), _entries(cache)
@@ -373,7 +373,7 @@ def _cargo_repo(tmp_path: Path, env: dict[str, str]) -> Path:
     _run(["cargo", "generate-lockfile", "--offline"], repo, env)
     git(repo, "add", "Cargo.lock")
     git(repo, "commit", "-q", "-m", "lock")
-    git(repo, "config", "papayu.checkCommand", CARGO_CHECK)
+    git(repo, "config", "papayu.check.command", CARGO_CHECK)
     return repo
 
 
@@ -527,7 +527,7 @@ def test_a_c_project_with_make_builds_and_tests_the_plans_code(tmp_path: Path) -
             "test_calc.c": TEST_C,
         },
     )
-    git(repo, "config", "papayu.checkCommand", "make test")
+    git(repo, "config", "papayu.check.command", "make test")
     _run(["make", "calc_test"], repo)  # the user's build: ignored outputs the check never sees
     built_before = {name: (repo / name).read_bytes() for name in ("calc.o", "test_calc.o", "calc_test")}
 

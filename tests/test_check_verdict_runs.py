@@ -65,7 +65,7 @@ class Project:
     ids: dict[str, str]
     env: dict[str, str]
     prepare: Callable[[Path], None] | None = None  # installs what the check needs, once the repo exists
-    configured: bool = True  # papayu.checkCommand set to ``check``; False: detected (and ``check`` is what it finds)
+    configured: bool = True  # papayu.check.command set to ``check``; False: detected (and ``check`` is what it finds)
 
 
 def _py_code(wrong: frozenset[str], note: str = "") -> str:
@@ -337,7 +337,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     _not_landed(repo, nothing, tip, "review", "ERR_CHECK_FIXES_NOTHING")
     assert (nothing["check"]["command"], nothing["check"]["source"]) == (
         project.check,
-        "git config papayu.checkCommand" if project.configured else "detected",
+        "git config papayu.check.command" if project.configured else "detected",
     )
     verdict = nothing["check"]["verdict"]
     assert verdict["already_failing"] == sorted([ids["add"], ids["sub"]]) and verdict["passed"] == 1, _why(nothing)
@@ -396,7 +396,7 @@ def _project_repo(tmp_path: Path, make: Callable[[], Project]) -> tuple[Path, Pr
     except toolchains.Unavailable as exc:
         pytest.skip(str(exc))
     if project.configured:
-        git(repo, "config", "papayu.checkCommand", project.check)
+        git(repo, "config", "papayu.check.command", project.check)
     return repo, project
 
 
@@ -596,7 +596,7 @@ def _green_python_repo(tmp_path: Path, **extra: str) -> Path:
         for name, (args, want) in EXPECTED.items()
     }
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **tests, **extra})
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     return repo
 
 
@@ -689,7 +689,7 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
         "tests/test_calc.py": UNITTEST_TESTS,
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest")  # plain: writes no report
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -m unittest")  # plain: writes no report
     head = _head(repo)
 
     # Fixes add, sub still fails: red is red, rolled back (per test it would have landed).
@@ -701,7 +701,7 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     # Why, and what to set: in the verdict, and in the error the user reads.
     why = "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
     assert verdict["lines"][0].startswith("the verdict is exit-code only: `") and why in verdict["lines"][0]
-    assert "set papayu.checkCommand to the runner itself" in verdict["lines"][0]
+    assert "set papayu.check.command to the runner itself" in verdict["lines"][0]
     assert f"(verdict by exit code only: `{sys.executable} -m unittest` (.): {why}" in one["error"]["reason"]
     assert "FAILED (failures=1)" in Path(one["check"]["log"]).read_text()
 

@@ -39,7 +39,7 @@ PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
 
 def _repo(tmp_path: Path, check: str, **files: str) -> Path:
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **TESTS, **files})
-    git(repo, "config", "papayu.checkCommand", check)
+    git(repo, "config", "papayu.check.command", check)
     return repo
 
 
@@ -196,7 +196,7 @@ GO_ENV = {
 def test_a_go_golden_file_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
     files = {"go.mod": "module example.com/calc\n\ngo 1.21\n", "calc.go": GO_CODE, "calc_test.go": GO_TEST}
     repo = make_repo(tmp_path / "repo", {**files, "testdata/add.golden": "5\n"})
-    git(repo, "config", "papayu.checkCommand", "go test ./...")
+    git(repo, "config", "papayu.check.command", "go test ./...")
     subprocess.run(["go", "test", "./..."], cwd=repo, env={**os.environ, **GO_ENV}, check=True, capture_output=True)
     head = _head(repo)
     broken = GO_CODE.replace("a + b", "a - b")
@@ -223,7 +223,7 @@ def test_an_in_package_test_helper_rewritten_with_the_code_is_held(tmp_path: Pat
         "pyproject.toml": PYPROJECT,
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} pkg")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} pkg")
     head = _head(repo)
     actions = [_write("pkg/calc.py", BROKEN), _write("pkg/tests/helpers.py", HELPERS.replace("5", "-1"))]
     data = _apply(repo, "helper", actions)
@@ -242,7 +242,7 @@ SNAP_TEST = (
 def test_a_snapshot_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
     files = {"calc.py": CALC, "pyproject.toml": PYPROJECT, "tests/test_snap.py": SNAP_TEST}
     repo = make_repo(tmp_path / "repo", {**files, "tests/__snapshots__/add.txt": "5\n"})
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     head = _head(repo)
     actions = [_write("calc.py", BROKEN), _write("tests/__snapshots__/add.txt", "-1\n")]
     data = _apply(repo, "snapshot", actions)
@@ -316,7 +316,7 @@ def test_a_deleted_test_file_outside_the_patterns_is_held_even_with_yes(tmp_path
         "assert.strictEqual(mul(2, 3), 6));\n",
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", "node --test")
+    git(repo, "config", "papayu.check.command", "node --test")
     head = _head(repo)
     # Fixes add on a red tip and deletes another test file whose test passes.
     data = _apply(
