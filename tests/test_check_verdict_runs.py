@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -180,13 +179,6 @@ def _cargo_project() -> Project:
     )
 
 
-def _absent(tool: str, env: dict[str, str] | None = None) -> str | None:
-    if shutil.which(tool) is None:
-        return f"runner absent here: {tool} not found"
-    proc = subprocess.run([tool, "--version"], capture_output=True, text=True, env={**os.environ, **(env or {})})
-    return None if proc.returncode == 0 else f"runner absent here: {tool} --version failed: {proc.stderr.strip()}"
-
-
 def _pnpm_installed(repo: Path) -> None:
     """node_modules from the test cache's pnpm store, and the lockfile committed as a project's is."""
     toolchains.pnpm_install(repo)
@@ -263,14 +255,17 @@ def _npm_script_project() -> Project:
     )
 
 
-PROJECTS: dict[str, tuple[Callable[[], Project], str | None]] = {
-    "pytest": (_pytest_project, None),
-    "unittest-under-pytest": (_unittest_under_pytest_project, None),
-    "node --test": (_node_project, _absent("node")),
-    "cargo": (_cargo_project, _absent("cargo", rust_env())),
-    "pnpm test: jest and vitest in a workspace": (_pnpm_workspace_project, _absent("npm")),
-    "npm test: jest behind scripts": (_npm_script_project, _absent("npm")),
-}
+# Each runner's project maker; the toolchain a project needs marks its parameter (toolchains.needs).
+PROJECTS = [
+    pytest.param(_pytest_project, id="pytest"),
+    pytest.param(_unittest_under_pytest_project, id="unittest-under-pytest"),
+    pytest.param(_node_project, id="node --test", marks=toolchains.needs("node")),
+    pytest.param(_cargo_project, id="cargo", marks=toolchains.needs("cargo")),
+    pytest.param(
+        _pnpm_workspace_project, id="pnpm test: jest and vitest in a workspace", marks=toolchains.needs("npm")
+    ),
+    pytest.param(_npm_script_project, id="npm test: jest behind scripts", marks=toolchains.needs("npm")),
+]
 
 
 # --- applying plans ---------------------------------------------------------------------------
@@ -323,11 +318,8 @@ def _not_landed(repo: Path, data: dict[str, Any], head: str, state: str, code: s
 # --- every runner: fixed, broken, fixes nothing, green broken, one base per tip ----------------
 
 
-@pytest.mark.parametrize("runner", list(PROJECTS))
-def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> None:
-    make, absent = PROJECTS[runner]
-    if absent:
-        pytest.skip(absent)
+@pytest.mark.parametrize("make", PROJECTS)
+def test_the_verdict_per_test_with_each_runner(tmp_path: Path, make: Callable[[], Project]) -> None:
     repo, project = _project_repo(tmp_path, make)
     ids, env = project.ids, project.env
     tip = _head(repo)
@@ -540,31 +532,26 @@ def _gradle_project() -> Project:
     )
 
 
-BUILD_TOOLS: dict[str, tuple[Callable[[], Project], str | None]] = {
-    "maven": (_maven_project, _absent("mvn")),
-    "gradle": (
-        _gradle_project,
-        None if shutil.which("gradle") else "gradle is not installed (Debian: apt-get install gradle)",
-    ),
-}
+BUILD_TOOLS = [
+    pytest.param(_maven_project, id="maven", marks=toolchains.needs("mvn")),
+    pytest.param(_gradle_project, id="gradle", marks=toolchains.needs("gradle")),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tool", list(BUILD_TOOLS))
-def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path, tool: str) -> None:
+@pytest.mark.parametrize("make", BUILD_TOOLS)
+def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path, make: Callable[[], Project]) -> None:
     """On a red tip (add and sub wrong in core), a plan that fixes add and breaks mul is rolled
     back naming mul; the plan that fixes add lands naming it fixed and sub already failing. The
     other module's `calc.CalcTest` is a test of its own, run although core's tests fail."""
-    make, absent = BUILD_TOOLS[tool]
-    if absent:
-        pytest.skip(absent)
     repo, project = _project_repo(tmp_path, make)
     ids, env, tip = project.ids, project.env, _head(repo)
 
     trade = _apply(repo, "trade", [_update(project.code_path, project.code(frozenset({"mul", "sub"}), ""))], env=env)
     _not_landed(repo, trade, tip, "rolled_back", "ERR_CHECK_REGRESSION")
     assert (trade["check"]["command"], trade["check"]["source"]) == (project.check, "detected")
-    assert trade["check"]["tests"]["source"] == {"maven": "maven surefire", "gradle": "gradle junit"}[tool]
+    reader = "maven surefire" if make is _maven_project else "gradle junit"
+    assert trade["check"]["tests"]["source"] == reader
     verdict = trade["check"]["verdict"]
     assert (verdict["broken"], verdict["fixed"]) == ([ids["mul"]], [ids["add"]]), _why(trade)
     assert f"newly failing: {ids['mul']}" in trade["error"]["reason"]

@@ -12,13 +12,13 @@ lands, or stops at review where a human should look.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toolchains
 from helpers import apply_json, git, make_repo, write_plan
 
 from papayu_git.check import sandbox
@@ -192,7 +192,7 @@ GO_ENV = {
 }
 
 
-@pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed here")
+@toolchains.needs("go")
 def test_a_go_golden_file_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
     files = {"go.mod": "module example.com/calc\n\ngo 1.21\n", "calc.go": GO_CODE, "calc_test.go": GO_TEST}
     repo = make_repo(tmp_path / "repo", {**files, "testdata/add.golden": "5\n"})
@@ -304,7 +304,7 @@ NODE_TEST = "const test = require('node:test');\nconst assert = require('node:as
 JS_CALC = "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b;\n"
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed here")
+@toolchains.needs("node")
 def test_a_deleted_test_file_outside_the_patterns_is_held_even_with_yes(tmp_path: Path) -> None:
     """`src/mul.test.cjs` is no test to the built-in patterns: it used to be an ordinary file."""
     files = {
