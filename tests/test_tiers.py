@@ -54,16 +54,16 @@ def test_what_a_test_reaches_decides_its_kinds() -> None:
     assert kinds_of([_sample("_in_a_lambda")]) == {PACKAGING}
     assert kinds_of([{"maker": (_sample("_Project"),)}]) == {TOOLCHAIN}  # a parameter: a class in a container
     assert kinds_of([_sample("_names_the_modules_exception_only")]) == set()
-    assert kinds_of([test_the_budget_keeps_the_cheapest_share]) == set()
+    assert kinds_of([test_the_budget_keeps_each_modules_cheapest_then_the_cheapest_share]) == set()
 
 
-def test_the_budget_keeps_the_cheapest_share(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_budget_keeps_each_modules_cheapest_then_the_cheapest_share(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tiers, "FAST_SHARE", 0.2)
-    seconds = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 15.0, "e": 79.0}  # 100 in all: 20 to spend
-    assert beyond_budget(["a", "b", "c", "d", "new"], seconds) == {"d"}  # 1+2+3 = 6; +15 = 21 is over
-    assert beyond_budget(["e", "a"], seconds) == {"e"}
-    assert beyond_budget(["c", "d"], seconds) == set()  # 18: the budget is of all recorded time
-    assert beyond_budget(["a"], {}) == set()  # nothing recorded: nothing is costly
+    seconds = {"a::1": 1.0, "a::2": 2.0, "a::3": 3.0, "a::4": 15.0, "b::1": 79.0}  # 100 in all: 20 to spend
+    assert beyond_budget(["a::1", "a::2", "a::3", "a::4", "a::new"], seconds) == {"a::4"}  # 6, then 21 is over
+    assert beyond_budget(["b::1", "a::2", "a::4"], seconds) == {"a::4"}  # b's only test stays, whatever it costs
+    assert beyond_budget(["a::3", "a::4"], seconds) == set()  # 18: the budget is of all recorded time
+    assert beyond_budget(["a::1"], {}) == set()  # nothing recorded: nothing is costly
     assert tiers.test_id("tests/test_x.py::test_y[a@b]@wheel") == "tests/test_x.py::test_y[a@b]"
     long = "tests/test_x.py::test_y[" + "{" * 5000 + "]"
     assert len(tiers.test_id(long)) < 160 and tiers.test_id(long) != tiers.test_id(long + " ")
