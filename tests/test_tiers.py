@@ -13,7 +13,7 @@ import pytest
 import tiers
 import toolchains
 from helpers import ROOT
-from tiers import LOCAL_LLM, PACKAGING, PRECOMMIT, SLOW, TOOLCHAIN, beyond_budget, kinds_of, uses
+from tiers import LOCAL_LLM, PACKAGING, PRECOMMIT, TOOLCHAIN, beyond_budget, kinds_of, uses
 
 
 def _runs_cargo() -> str | None:
@@ -77,16 +77,25 @@ def test_durations_round_trip(tmp_path: Path) -> None:
     assert tiers.recorded(tmp_path / "none.json") == {}
 
 
-def _collected(*args: str) -> list[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode in (0, 5), proc.stdout[-3000:] + proc.stderr[-3000:]
-    return [line for line in proc.stdout.splitlines() if "::" in line]
+# Collects in a fresh pytest and prints each test's tier markers.
+MARKED = """
+import json, sys, pytest
+
+class Report:
+    def pytest_collection_finish(self, session):
+        kinds = ("toolchain", "packaging", "precommit", "local_llm", "slow")
+        marked = {i.nodeid: [k for k in kinds if i.get_closest_marker(k)] for i in session.items}
+        print("MARKED " + json.dumps(marked))
+
+pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[Report()])
+"""
+
+
+def _marked(*args: str) -> dict[str, list[str]]:
+    proc = subprocess.run([sys.executable, "-c", MARKED, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("MARKED ")), None)
+    assert line, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {tiers.test_id(k): v for k, v in json.loads(line.removeprefix("MARKED ")).items()}
 
 
 def test_the_suite_is_marked_from_what_each_test_uses() -> None:
@@ -98,20 +107,25 @@ def test_the_suite_is_marked_from_what_each_test_uses() -> None:
         "tests/test_precommit_tool.py",
         "tests/test_llm_local.py",
     ]
-    marked = {kind: set(_collected(*files, "-m", kind)) for kind in (TOOLCHAIN, PACKAGING, PRECOMMIT, LOCAL_LLM)}
+    marked = _marked(*files)
     runner = "tests/test_check_verdict_runs.py::test_the_verdict_per_test_with_each_runner"
-    assert {f"{runner}[cargo]", f"{runner}[node --test]"} <= marked[TOOLCHAIN]
-    assert f"{runner}[pytest]" not in marked[TOOLCHAIN]  # the same test, a parameter without a toolchain
-    assert any(t.startswith("tests/test_check_cargo.py::") for t in marked[TOOLCHAIN])
+    assert TOOLCHAIN in marked[f"{runner}[cargo]"] and TOOLCHAIN in marked[f"{runner}[node --test]"]
+    assert TOOLCHAIN not in marked[f"{runner}[pytest]"]  # the same test, a parameter without a toolchain
+    assert TOOLCHAIN in marked["tests/test_check_cargo.py::test_tests_after_a_failing_test_binary_are_read_not_missing"]
     doctest_ids = "tests/test_check_cargo.py::test_doctest_ids_name_the_file_the_item_and_the_place_among_its_doctests"
-    assert doctest_ids not in marked[TOOLCHAIN]  # reads cargo's output: runs no cargo
-    assert "tests/test_packaging.py::test_wheel_contains_the_schemas_man_page_and_entry_points" in marked[PACKAGING]
-    assert (
-        "tests/test_packaging.py::test_every_library_the_package_imports_is_a_declared_dependency"
-        not in (marked[PACKAGING])
+    assert marked[doctest_ids] == []  # reads cargo's output, runs no cargo: cheap, in the fast tier
+    assert PACKAGING in marked["tests/test_packaging.py::test_wheel_contains_the_schemas_man_page_and_entry_points"]
+    assert PACKAGING in marked["tests/test_packaging.py::test_clean_install_runs_doctor"]  # the venv needs the wheel
+    assert marked["tests/test_packaging.py::test_every_library_the_package_imports_is_a_declared_dependency"] == []
+    for file, kind in (("test_precommit_tool", PRECOMMIT), ("test_llm_local", LOCAL_LLM)):
+        tests = [k for k in marked if k.startswith(f"tests/{file}.py::")]
+        assert tests and all(kind in marked[t] for t in tests), file
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--fast", *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    assert marked[PRECOMMIT] and all(t.startswith("tests/test_precommit_tool.py::") for t in marked[PRECOMMIT])
-    assert marked[LOCAL_LLM] and all(t.startswith("tests/test_llm_local.py::") for t in marked[LOCAL_LLM])
-    fast = set(_collected(*files, "--fast"))
-    assert doctest_ids in fast and not fast & set().union(*marked.values())
-    assert set(_collected(*files, "-m", SLOW)).isdisjoint(fast)
+    fast = {tiers.test_id(line) for line in proc.stdout.splitlines() if "::" in line}
+    assert fast == {t for t, kinds in marked.items() if not kinds}, proc.stdout[-2000:]

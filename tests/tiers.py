@@ -15,8 +15,8 @@ test too. A helper that starts using a toolchain through toolchains.py takes eve
 calls it along.
 
 The rest is kept to a time budget: durations.json holds what each test took in a whole run
-(`make durations` records it); each test module keeps its cheapest test, the cheapest others fill
-FAST_SHARE of the suite's recorded time, and the tests beyond are `slow`. A share, not seconds:
+(`make durations` records it); of the tests collected, each module keeps its cheapest, the
+cheapest others fill FAST_SHARE of the suite's recorded time, and the tests beyond are `slow`. A share, not seconds:
 it holds on a faster or a busier machine. A test not recorded yet counts as cheap until the next
 recording.
 """
