@@ -412,14 +412,12 @@ TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 
 class Origin(StrEnum):
-    """Where a setting's value came from; the last three are the check command's own sources."""
+    """Where a setting's value came from (the check command adds its own: check/command.py)."""
 
     FLAG = "flag"
     ENV = "environment"
     GIT_CONFIG = "git config"
     DEFAULT = "default"
-    PROJECT_FILE = "project file"
-    DETECTED = "detected"
 
 
 class Resolved(NamedTuple):
