@@ -452,11 +452,12 @@ def notices_to(sink: Callable[[str], None] | None) -> None:
     global _sink
     with _notice_lock:
         _sink = sink
-        kept = list(_pending) if sink else []
-        if sink:
+        kept = list(_pending) if sink is not None else []
+        if kept:
             _pending.clear()
-    for text in kept:
-        sink(text)  # type: ignore[misc]
+    if sink is not None:
+        for text in kept:
+            sink(text)
 
 
 def forget_notices() -> None:
