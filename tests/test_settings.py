@@ -197,3 +197,13 @@ def test_the_cli_prefers_the_new_environment_variable_and_says_the_old_is_ignore
 def _tree(repo: Path) -> GitTree:
     handle = pygit2.Repository(str(repo))
     return GitTree(handle, handle[handle.head.target].tree)
+
+
+def test_a_notice_said_before_the_cli_listens_is_kept_for_it(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPAYU_TRACE", "0")
+    assert settings.get_bool("trace_enabled", str(repo)) is False  # no sink yet: settings prints nothing
+    said: list[str] = []
+    settings.notices_to(said.append)
+    assert said == ["PAPAYU_TRACE is deprecated: use PAPAYU_TRACE_ENABLED (it was read this time)"]
+    settings.get("trace_enabled", str(repo))
+    assert len(said) == 1
