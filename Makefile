@@ -39,7 +39,7 @@ STAMP := $(VENV)/.installed-$(STAMP_KEY)-$(subst $(comma),-,$(EXTRAS))
 # (a minute from cached wheels), and uses the full install when that one has the lint extra.
 LINT_STAMP := $(if $(and $(wildcard $(STAMP)),$(findstring $(comma)lint$(comma),$(comma)$(EXTRAS)$(comma))),$(STAMP),$(VENV)/.installed-$(STAMP_KEY)-lint-only)
 
-.PHONY: test lint format demo venv bench clean llama-wheel
+.PHONY: test check durations lint format demo venv bench clean llama-wheel
 
 $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -90,6 +90,20 @@ venv: $(STAMP) $(MAN)
 test: $(STAMP) $(MAN)
 	$(BIN)/python -m compileall -q -j 0 papayu_git tests >/dev/null
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The fast tier (docs/CONTRIBUTING.md, "Test tiers"): the suite without the tests that run a
+# toolchain, build the wheel or a venv, pre-commit's hook environments or the local model, which
+# tests/conftest.py marks from what each test uses (--fast leaves them out). `make test` runs all.
+# It needs the test extra, never the local model's llama.cpp build (as `make lint`).
+check: $(LINT_STAMP)
+	mkdir -p $(dir $(MAN)) && cp man/git-papayu.1 $(MAN)
+	$(BIN)/python -m compileall -q -j 0 papayu_git tests >/dev/null
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --fast $(PYTEST_ARGS)
+
+# The whole suite once, recording what each test took: the fast tier's budget (tests/durations.json).
+durations: $(STAMP) $(MAN)
+	$(BIN)/python -m compileall -q -j 0 papayu_git tests >/dev/null
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --record-durations tests/durations.json $(PYTEST_ARGS)
 
 # The gate .ci/run and .pre-commit-config.yaml run: lint, formatting (checked, not applied), types.
 lint: $(LINT_STAMP)

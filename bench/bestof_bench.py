@@ -54,7 +54,7 @@ def make_repo(root: Path, burn_sec: float) -> Path:
     for args in (["init", "-q", "-b", "main"], [*ident, "add", "-A"], [*ident, "commit", "-q", "-m", "calc"]):
         subprocess.run(["git", *args], cwd=repo, check=True)
     subprocess.run(
-        ["git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider"],
+        ["git", "config", "papayu.check.command", f"{sys.executable} -m pytest -q -p no:cacheprovider"],
         cwd=repo,
         check=True,
     )

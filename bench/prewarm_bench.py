@@ -6,7 +6,7 @@ pool is removed before every run (first use: no slot exists). The model is a tin
 OpenAI-compatible server in this process that answers after --delay seconds with one
 CREATE_FILE action; it notes when it sent the answer. The check writes the time it started into
 its work tree (`date +%s.%N`), read back after `fix` exits. Runs with and without the prewarm
-(PAPAYU_PREWARM=0) alternate; `--review` keeps every run on the same tip (the kept branch is
+(PAPAYU_CHECK_PREWARM=0) alternate; `--review` keeps every run on the same tip (the kept branch is
 dropped afterwards).
 
     python bench/prewarm_bench.py [--sizes 50000,20000] [--delay 5] [--runs 2]
@@ -143,7 +143,7 @@ def one_run(repo: Path, model: SlowModel, prewarm: bool) -> dict[str, float]:
         "PAPAYU_LLM_BASE_URL": model.url,
         "PAPAYU_LLM_MODEL": "bench-model",
         "PAPAYU_LLM_TIMEOUT_SEC": "120",
-        "PAPAYU_PREWARM": "1" if prewarm else "0",
+        "PAPAYU_CHECK_PREWARM": "1" if prewarm else "0",
     }
     check = f"date +%s.%N > {STARTED}"
     answers = len(model.answered)

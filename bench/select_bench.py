@@ -84,8 +84,8 @@ def setup(project: Project, work: Path) -> None:
         subprocess.run([*pip, "-e", str(project.repo), "pytest", *project.deps], check=True)
     (project.repo / ".git/info/exclude").write_text(".venv/\n")
     python = project.repo / ".venv/bin/python"
-    git(project.repo, "config", "papayu.checkCommand", f"{python} -m pytest -q -p no:cacheprovider")
-    git(project.repo, "config", "papayu.prewarm", "false")
+    git(project.repo, "config", "papayu.check.command", f"{python} -m pytest -q -p no:cacheprovider")
+    git(project.repo, "config", "papayu.check.prewarm", "false")
     git(project.repo, "config", "user.name", "bench")
     git(project.repo, "config", "user.email", "bench@example.com")
 

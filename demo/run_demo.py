@@ -115,7 +115,7 @@ def patch_plan(new_line: str, summary: str) -> dict[str, object]:
 
 def demo_apply(papayu: list[str]) -> None:
     repo = sample_repo()
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     step("The sample project's test fails")
     assert sh(*shlex.split(CHECK), cwd=repo, check=False).returncode != 0
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
@@ -163,7 +163,7 @@ def show_check_sandbox(repo: Path, apply_stderr: str) -> None:
         "--format=%(trailers:key=Papayu-Check,key=Papayu-Check-Command,key=Papayu-Check-Source,key=Papayu-Sandbox)",
         cwd=repo,
     ).stdout
-    assert said and "Papayu-Check-Source: git config papayu.checkCommand" in trailers
+    assert said and "Papayu-Check-Source: git config papayu.check.command" in trailers
     assert "Papayu-Check: passed 1, fixed 1, already failing 0" in trailers  # the verdict, per test
     if SANDBOX_REASON is None:
         assert said[0].endswith("sandbox: bwrap)") and "Papayu-Sandbox: bwrap" in trailers
@@ -262,7 +262,7 @@ def demo_hostile(papayu: list[str]) -> None:
     repo = sample_repo("sample-hostile")
     (repo / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
     subprocess.run(["git", "commit", "-q", "-am", "fix add"], cwd=repo, check=True)
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     (repo / "calc.py").write_text("# my uncommitted edit\n" + (repo / "calc.py").read_text())
     marker = f"papayu-demo-escape-{os.urandom(8).hex()}"
     targets = escape_targets(repo, marker)
@@ -349,7 +349,7 @@ def demo_agent(papayu: list[str]) -> None:
     from scripted_agent import ScriptedAgentServer
 
     repo = sample_repo("sample-agent")
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     head = sh("git", "rev-parse", "HEAD", cwd=repo, show=False).stdout.strip()
     server = ScriptedAgentServer()
     try:
@@ -421,7 +421,7 @@ def demo_local_model(papayu: list[str]) -> None:
         print(STRONGER_MODEL)
         return
     repo = sample_repo("sample-llm")
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAPAYU_LLM_")}
     env.update(PAPAYU_LLM_MAX_TOKENS="400", PAPAYU_LLM_TIMEOUT_SEC="900", PAPAYU_LOG="1")
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> None:
     WORK.mkdir()
     papayu = [sys.executable, "-m", "papayu_git"]
     # The demo shows the defaults, whatever this shell sets: sandbox when bwrap works, no network.
-    os.environ.update(PAPAYU_SANDBOX="auto", PAPAYU_CHECK_NETWORK="false")
+    os.environ.update(PAPAYU_CHECK_SANDBOX="auto", PAPAYU_CHECK_NETWORK="false")
     os.environ.pop("PAPAYU_CHECK_COMMAND", None)  # each sample repository configures its own check
     SANDBOX_REASON = unavailable_reason()
     print(

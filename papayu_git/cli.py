@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from papayu_git import __version__, invocation
+from papayu_git import __version__, invocation, output, settings
 from papayu_git.error_handler import install_signal_handlers
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
@@ -125,6 +125,7 @@ def cli(ctx: click.Context, directory: str | None, verbose: bool) -> None:
 
     Your branch, index and working tree are untouched unless the check passes.
     """
+    settings.notices_to(output.notice)  # settings never prints: its notices go out here
     if directory:
         os.chdir(directory)
     if verbose:

@@ -271,7 +271,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_NO_CHECK": ErrorSpec(
         "no check command was found, so nothing landed automatically; the commit is kept on papayu/<id>",
         "Review it with 'git papayu show ID' and land it with 'git papayu land ID --force'; or set a check "
-        "(git config papayu.checkCommand CMD, or --check CMD) and apply again; or pass --no-check.",
+        "(git config papayu.check.command CMD, or --check CMD) and apply again; or pass --no-check.",
     ),
     "ERR_TEST_EDITS_HELD": ErrorSpec(
         "the plan modifies or deletes existing tests, or changes how tests run, so it stopped at review (kept on papayu/<id>)",
@@ -304,8 +304,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "doctor'); or set papayu.check.allowUserTreeLinks=true.",
     ),
     "ERR_SANDBOX_UNAVAILABLE": ErrorSpec(
-        "papayu.sandbox=required, but the check cannot be sandboxed here",
-        "Run 'git papayu doctor'; install bubblewrap and allow user namespaces, or set papayu.sandbox=auto.",
+        "papayu.check.sandbox=required, but the check cannot be sandboxed here",
+        "Run 'git papayu doctor'; install bubblewrap and allow user namespaces, or set papayu.check.sandbox=auto.",
     ),
     "ERR_CONFIG_INVALID": ErrorSpec(
         "a papayu setting has a value papayu does not understand",
@@ -329,7 +329,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_NOT_CHECKED": ErrorSpec(
         "no check ran on papayu/<id> (--no-check, no check command found, or no plan record)",
         "Review it with 'git papayu show ID', then 'git papayu land ID --force'; or configure a check "
-        "('git config papayu.checkCommand CMD') and apply the plan again.",
+        "('git config papayu.check.command CMD') and apply the plan again.",
     ),
     "ERR_DELETE_NOT_CONFIRMED": ErrorSpec(
         "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."
@@ -378,7 +378,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_LLM_CONTEXT_WINDOW": ErrorSpec(
         "the request does not fit the model's context window, even with the context cut to its minimum",
-        "Give the model a larger window (PAPAYU_LOCAL_N_CTX, llama-server -c, Ollama num_ctx) and tell papayu "
+        "Give the model a larger window (PAPAYU_LLM_CONTEXT_TOKENS, llama-server -c, Ollama num_ctx) and tell papayu "
         "(PAPAYU_LLM_CONTEXT_TOKENS), or point the goal at fewer files.",
     ),
     "ERR_LLM_INVALID_RESPONSE": ErrorSpec(
@@ -469,7 +469,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_SEARCH_FAILED": ErrorSpec(
         "the web search failed or returned nothing usable",
-        "Check PAPAYU_SEARCH_PROVIDER, PAPAYU_TAVILY_API_KEY or PAPAYU_SEARXNG_URL.",
+        "Check PAPAYU_ONLINE_SEARCH_PROVIDER, PAPAYU_ONLINE_TAVILY_API_KEY or PAPAYU_ONLINE_SEARXNG_URL.",
     ),
     "ERR_RESEARCH_INVALID": ErrorSpec(
         "the model's research summary is not a valid {answer_md, sources, confidence} object",

@@ -136,12 +136,12 @@ def token_for(kind: ForgeKind) -> str | None:
 def resolve_forge(remote_url: str, kind: str | None, *, cwd: str | None = None) -> Forge:
     """The forge of ``remote_url``: --forge / papayu.forge.type, else guessed from the host name."""
     remote = parse_remote_url(remote_url)
-    chosen = (kind or settings.get("forge", cwd) or "").strip().lower()
+    chosen = (kind or settings.get("forge_type", cwd) or "").strip().lower()
     if chosen and chosen not in {k.value for k in ForgeKind}:
         raise PapayuError(
             "ERR_FORGE_UNKNOWN",
             f"unknown forge type {chosen!r}",
-            hint="Use github, gitlab or gitea (--forge, PAPAYU_FORGE, papayu.forge.type).",
+            hint="Use github, gitlab or gitea (--forge, PAPAYU_FORGE_TYPE, papayu.forge.type).",
         )
     forge_kind = ForgeKind(chosen) if chosen else guess_kind(remote)
     if forge_kind is None:

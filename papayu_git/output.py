@@ -217,6 +217,12 @@ def warn(text: str) -> None:
         _write(colour(f"warning: {text}", "yellow", sys.stderr), sys.stderr)
 
 
+def notice(text: str) -> None:
+    """A warning said even where others are quiet: the settings' notices (a deprecated name, an
+    unknown key), each said once per process (settings.notices_to) wherever it is first read."""
+    _write(colour(f"warning: {text}", "yellow", sys.stderr), sys.stderr)
+
+
 def error(text: str) -> None:
     _write(colour(text, "red", sys.stderr), sys.stderr)
 

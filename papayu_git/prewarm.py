@@ -39,12 +39,12 @@ _spawned: list[subprocess.Popen[bytes]] = []  # kept, so that no ResourceWarning
 
 
 def enabled(repo_root: Path, *, no_check: bool = False) -> bool:
-    return not no_check and settings.get_bool("prewarm", str(repo_root))
+    return not no_check and settings.get_bool("check_prewarm", str(repo_root))
 
 
 def start(repo_root: Path, *, check: str | None = None, no_check: bool = False, onto: str | None = None) -> bool:
     """Start preparing the check's checkout in the background; False when it is off
-    (``papayu.prewarm=false``, ``--no-check``) or could not be started. Whether a check
+    (``papayu.check.prewarm=false``, ``--no-check``) or could not be started. Whether a check
     command resolves, and whether the repository has a commit, is judged by the background
     process itself: that needs the tip's tree, which `plan` need not open before the model."""
     if not enabled(repo_root, no_check=no_check):
@@ -94,7 +94,7 @@ def prepare(repo_root: Path, onto: str | None, explicit_check: bool, *, timeout_
             until=time.time() + timeout_sec,
         )
         said = f"prepared {slot.name}" if slot else "already prepared"
-        if command is not None and settings.get_bool("prewarm_base", str(repo_root)):
+        if command is not None and settings.get_bool("check_prewarm_base", str(repo_root)):
             said += "; " + _base(repo, pdir, tip, command, repo_root, timeout_sec)
         return said
     finally:

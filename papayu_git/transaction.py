@@ -161,7 +161,7 @@ def check_bases(
     """Bases are compared with the blobs at the tip, not the working tree (docs/DESIGN.md, "Accepted answers"):
     PATCH_FILE's base_sha256, and for UPDATE_FILE the sha256 recorded when PLAN showed it.
 
-    With a ``finder`` (papayu.rebaseStale), a stale base found in the history is returned
+    With a ``finder`` (papayu.stale.rebase), a stale base found in the history is returned
     (path -> the version the plan was written against) for a 3-way merge, and a DELETE_FILE
     whose file changed since it was shown is refused (docs/DESIGN.md, "The transaction and its
     guarantees")."""
@@ -507,10 +507,10 @@ class _Run:
         output.info(
             f"check: {safe_text(self.command.command)}   (from {self.command.source}; sandbox: {self.sandbox.level})"
         )
-        if not self.sandbox.sandboxed and self.sandbox.reason != "papayu.sandbox=off":
+        if not self.sandbox.sandboxed and self.sandbox.reason != "papayu.check.sandbox=off":
             self.warn(
                 f"the check runs WITHOUT a sandbox: {self.sandbox.reason}. It can read your files and "
-                "reach the network; see `git papayu doctor` (papayu.sandbox=required refuses instead)"
+                "reach the network; see `git papayu doctor` (papayu.check.sandbox=required refuses instead)"
             )
 
     def check_trailers(self) -> list[tuple[str, str]]:
@@ -531,11 +531,11 @@ class _Run:
             return None
         ways = (
             f"review it (git papayu show {self.plan.id}) and land it: git papayu land {self.plan.id} --force; "
-            "or configure a check (git config papayu.checkCommand 'CMD', or --check CMD) and apply again; "
+            "or configure a check (git config papayu.check.command 'CMD', or --check CMD) and apply again; "
             "or pass --no-check to land without one"
         )
         self.warn(
-            f"no check command found (--check, papayu.checkCommand, .papa-yu/project.json, "
+            f"no check command found (--check, papayu.check.command, .papa-yu/project.json, "
             f"pytest/npm/cargo/go on {self.repo[self.tip].short_id if self.tip else 'the tip'}); "
             f"NOT landed. Next: {ways}"
         )

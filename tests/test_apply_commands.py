@@ -134,10 +134,10 @@ def test_check_command_resolution_order(repo: Path, tmp_path: Path) -> None:
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
     assert data["check"]["source"] == "git config papayu.project.defaultTestCommand"
     assert data["check"]["exit_code"] == 5 and data["state"] == "rolled_back"
-    git(repo, "config", "papayu.checkCommand", "exit 4")
+    git(repo, "config", "papayu.check.command", "exit 4")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p2.txt", "content": "2\n"}], name="2.json")
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
-    assert data["check"]["source"] == "git config papayu.checkCommand" and data["check"]["exit_code"] == 4
+    assert data["check"]["source"] == "git config papayu.check.command" and data["check"]["exit_code"] == 4
     data = json.loads(papayu("apply", str(plan), "--json", "--check", "true", cwd=repo).stdout)
     assert data["check"]["source"] == "--check" and data["state"] == "landed"
 
@@ -151,7 +151,7 @@ def test_no_check_found_keeps_the_commit_for_review_and_names_the_ways_on(repo: 
     assert not data["ok"] and git(repo, "rev-parse", "HEAD") == head and not (repo / "w.txt").exists()
     kept = git(repo, "log", "-1", "--format=%B", f"papayu/{data['plan_id']}")
     assert "Papayu-Check: none found" in kept
-    for way in (f"git papayu land {data['plan_id']}", "papayu.checkCommand", "--no-check"):
+    for way in (f"git papayu land {data['plan_id']}", "papayu.check.command", "--no-check"):
         assert way in proc.stderr
     trace = json.loads((repo / f".git/papayu/traces/{data['trace_id']}.json").read_text())
     assert trace["check"]["state"] == "none_found"

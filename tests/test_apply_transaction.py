@@ -317,7 +317,7 @@ def test_rebase_refuses_when_the_new_tip_changed_a_base(repo: Path, tmp_path: Pa
         "--check",
         f"git -C {repo} update-ref refs/heads/main {moved}",
         "--rebase",
-        env={"PAPAYU_SANDBOX": "off"},
+        env={"PAPAYU_CHECK_SANDBOX": "off"},
     )
     assert data["_rc"] == 1 and json_codes(data) == ["ERR_BASE_MISMATCH"]
     assert git(repo, "rev-parse", "main").strip() == moved

@@ -75,7 +75,7 @@ def router(answers: dict[float, list[Callable[[dict[str, Any]], dict[str, Any]]]
 @pytest.fixture
 def calc(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "calc", {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT})
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     return repo
 
 
@@ -212,7 +212,7 @@ def test_two_models_are_both_asked_and_a_failing_one_is_reported(calc: Path, llm
         git(
             calc,
             "config",
-            "papayu.candidates",
+            "papayu.candidates.models",
             f"openai-compatible/good@{llm.base_url},openai-compatible/down@{broken.base_url}",
         )
         env = {**llm.env(), "PAPAYU_LLM_RETRIES": "1"}
@@ -255,9 +255,9 @@ def test_identical_trees_are_checked_once_and_the_base_once(calc: Path, llm: Scr
     """Two answers that read differently but make the same tree: one check. Four candidates: one
     base run (counted by the check itself: the sandbox is off so it can write the counter)."""
     counter = tmp_path / "runs.txt"
-    git(calc, "config", "papayu.checkCommand", f"git rev-parse HEAD >> {counter}; {PYTEST}")
-    git(calc, "config", "papayu.sandbox", "off")
-    git(calc, "config", "papayu.prewarm", "false")
+    git(calc, "config", "papayu.check.command", f"git rev-parse HEAD >> {counter}; {PYTEST}")
+    git(calc, "config", "papayu.check.sandbox", "off")
+    git(calc, "config", "papayu.check.prewarm", "false")
     same = (
         "--- a/calc.py\n+++ b/calc.py\n@@ -2 +2 @@\n-    return a - b\n+    return a + b\n"  # GOOD, written otherwise
     )
@@ -276,7 +276,7 @@ def test_identical_trees_are_checked_once_and_the_base_once(calc: Path, llm: Scr
 
 
 def test_ctrl_c_rolls_every_candidate_back(calc: Path, llm: ScriptedLLM, tmp_path: Path) -> None:
-    git(calc, "config", "papayu.checkCommand", "sleep 60 # best-of-ctrl-c")
+    git(calc, "config", "papayu.check.command", "sleep 60 # best-of-ctrl-c")
     llm.script = [router({0.0: [action(GOOD)], 0.3: [action(BIGGER)]})] * 4
     before = snapshot(calc)
     proc = subprocess.Popen(
@@ -285,7 +285,7 @@ def test_ctrl_c_rolls_every_candidate_back(calc: Path, llm: ScriptedLLM, tmp_pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **llm.env(), "PYTHONPATH": str(ROOT), "PAPAYU_PREWARM": "false"},
+        env={**os.environ, **llm.env(), "PYTHONPATH": str(ROOT), "PAPAYU_CHECK_PREWARM": "false"},
     )
     deadline = time.monotonic() + 120
     while len(git(calc, "branch", "--list", "papayu/*").split()) < 2:  # both committed: their checks run

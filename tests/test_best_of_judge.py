@@ -216,7 +216,7 @@ def test_the_mcp_tool_lands_the_winner_and_keeps_the_operators_rules(calc: Path,
 def test_the_mcp_tool_leaves_a_deleting_winner_to_a_human(tmp_path: Path, llm: ScriptedLLM) -> None:
     files = {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT, "old.txt": "x\n"}
     repo = make_repo(tmp_path / "r", files)
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     llm.script = [router({0.0: [action(GOOD), lambda body: {"kind": "DELETE_FILE", "path": "old.txt"}]})] * 2
     before = snapshot(repo)
     is_error, data = _mcp(repo, llm.env(), goal=GOAL, candidates=1)

@@ -101,7 +101,7 @@ def _apply(repo: Path, name: str, old: str, new: str) -> dict[str, Any]:
 
 def test_node_test_behind_npm_test_is_judged_per_test_by_file(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", dict(FILES))
-    git(repo, "config", "papayu.checkCommand", "npm test")
+    git(repo, "config", "papayu.check.command", "npm test")
     tip = git(repo, "rev-parse", "HEAD").strip()
 
     broken = _apply(repo, "break", "  return undefined;", "  return null;")

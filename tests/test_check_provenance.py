@@ -200,7 +200,7 @@ def test_a_flooded_report_directory_stays_in_the_sandbox_and_is_said(tmp_path: P
 
 def test_unsandboxed_the_report_directory_is_on_disk_only_while_the_check_runs(tmp_path: Path) -> None:
     repo = _green_python_repo(tmp_path)
-    git(repo, "config", "papayu.sandbox", "off")
+    git(repo, "config", "papayu.check.sandbox", "off")
     flood = FLOOD.replace("range(120)", "range(20)").replace("range(100_000)", "range(5000)")
     data = _apply(repo, "flood", [_update("calc.py", CALC + flood)], env={})
     log = _log(data)
@@ -265,7 +265,7 @@ def test_inherited_classes_and_parametrized_ids_are_pytests_node_ids(tmp_path: P
     files: dict[str, str | bytes] = {"calc.py": "def add(a, b):\n    return a + b\n", "pyproject.toml": PYPROJECT}
     repo = make_repo(tmp_path / "repo", {**files, **INHERITED})
     check = f"{PYTEST} tests" + ("" if streamed else " -p no:papayu-results")
-    git(repo, "config", "papayu.checkCommand", check)
+    git(repo, "config", "papayu.check.command", check)
     head = _head(repo)
     data = _apply(repo, "break", [_update("calc.py", BROKEN_FOR_EQUALS)], env={})
     _not_landed(repo, data, head, "rolled_back", "ERR_CHECK_REGRESSION")
@@ -297,7 +297,7 @@ with open("build/suite.xml", "w") as f:
 
 def test_an_id_the_tips_suite_reports_twice_is_left_out_and_the_rest_judged_per_test(tmp_path: Path) -> None:
     repo = _green_python_repo(tmp_path, **{"tools/report.py": DUPLICATE_REPORT})
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests && {sys.executable} tools/report.py")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests && {sys.executable} tools/report.py")
     git(repo, "config", "papayu.check.junit", "build/*.xml")
     data = _apply(repo, "honest", [_update("calc.py", CALC + "# tidy\n")], env={})
     assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)

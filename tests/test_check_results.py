@@ -65,24 +65,6 @@ TOOL_ENV = {
 TOOL_PATH = os.pathsep.join([str(REAL_HOME / ".cargo" / "bin"), "/usr/local/go/bin", os.environ.get("PATH", "")])
 
 
-def which(tool: str) -> str | None:
-    return shutil.which(tool, path=TOOL_PATH)
-
-
-def cargo_missing() -> str | None:
-    """Why cargo cannot run here; None when it can. A rustup shim is on PATH without any toolchain
-    installed as often as cargo itself is missing: then `cargo --version` fails."""
-    if which("cargo") is None:
-        return "cargo not installed"
-    env = {"PATH": TOOL_PATH, "HOME": os.environ["HOME"], **TOOL_ENV}
-    proc = subprocess.run(["cargo", "--version"], env=env, capture_output=True, text=True, timeout=60)
-    return (
-        None
-        if proc.returncode == 0
-        else f"cargo does not run (a rustup shim without a toolchain?): {proc.stderr.strip()[:200]}"
-    )
-
-
 def run_check(
     project: Path, command: str, junit_globs: tuple[str, ...] = (), *, stream: bool = False, path: str = TOOL_PATH
 ) -> tuple[int, str, TestResults]:
@@ -364,7 +346,7 @@ NODE_IDS = {
 
 
 def node_major() -> int:
-    node = which("node")
+    node = toolchains.which("node")
     if node is None:
         return 0
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
@@ -372,7 +354,12 @@ def node_major() -> int:
     return int(match[1]) if match else 0
 
 
-needs_node20 = pytest.mark.skipif(node_major() < 20, reason="node >= 20 (its test runner's reporters) not installed")
+needs_node20 = toolchains.Marks(
+    (
+        *toolchains.needs("node"),
+        pytest.mark.skipif(node_major() < 20, reason="node >= 20 (its test runner's reporters) not installed"),
+    )
+)
 
 
 @needs_node20
@@ -427,11 +414,8 @@ mod tests {
 }
 
 
-CARGO_MISSING = cargo_missing()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(CARGO_MISSING is not None, reason=str(CARGO_MISSING))
+@toolchains.needs("cargo")
 def test_cargo_test_results_come_from_libtest_lines_with_the_binary_hash_dropped(tmp_path: Path) -> None:
     project = make_project(tmp_path / "rs", CARGO_PROJECT)
     code, log, results = run_check(project, "cargo test --no-fail-fast")
@@ -475,7 +459,7 @@ func TestTable(t *testing.T) {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(which("go") is None, reason="go not installed")
+@toolchains.needs("go")
 def test_go_test_becomes_go_test_json_and_a_package_that_does_not_build_is_one_error(tmp_path: Path) -> None:
     project = make_project(tmp_path / "go", GO_PROJECT)
     assert instrument("go vet ./... && go test ./...", "/r")[0] == "go vet ./... && go test -json ./..."
@@ -692,7 +676,7 @@ test('top level', () => {});
     assert results.outcomes == {f"vt/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
 
 
-@pytest.mark.skipif(which("rustup") is None, reason="cargo is no rustup shim here")
+@toolchains.needs("rustup")
 def test_the_cargo_test_skips_where_cargo_is_a_rustup_shim_without_a_toolchain(tmp_path: Path) -> None:
     """The run above must say "skipped", not fail, where rustup has no toolchain (a fresh rustup)."""
     empty = tmp_path / "rustup-home"

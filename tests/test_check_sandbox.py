@@ -266,15 +266,16 @@ def test_an_ordinary_unittest_check_passes_sandboxed_and_says_so(tmp_path: Path)
         [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}],
         summary="fix add",
     )
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest -q")
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -m unittest -q")
     proc = papayu("apply", str(plan), "-y", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"})
     assert proc.returncode == 0, proc.stderr
     assert (
-        f"check: {sys.executable} -m unittest -q   (from git config papayu.checkCommand; sandbox: bwrap)" in proc.stderr
+        f"check: {sys.executable} -m unittest -q   (from git config papayu.check.command; sandbox: bwrap)"
+        in proc.stderr
     )
     assert "return a + b" in (repo / "calc.py").read_text()
     message = git(repo, "log", "-1", "--format=%B")
-    assert "Papayu-Check-Source: git config papayu.checkCommand" in message
+    assert "Papayu-Check-Source: git config papayu.check.command" in message
     assert "Papayu-Sandbox: bwrap" in message and f"Papayu-Check-Command: {sys.executable} -m unittest -q" in message
 
 
@@ -351,7 +352,7 @@ def test_nothing_a_check_writes_can_poison_a_later_check(tmp_path: Path) -> None
             "check.sh": "python3 -c 'import sys; sys.path[:0] = [\"build\"]; import calc; assert calc.add(2, 2) == 4'\n",
         },
     )
-    git(repo, "config", "papayu.checkCommand", "sh check.sh")
+    git(repo, "config", "papayu.check.command", "sh check.sh")
     head = git(repo, "rev-parse", "HEAD")
     # Plan A (reviewed, then dropped): its check plants build/calc.py, a correct add. The
     # check's writes go to a throwaway layer: nothing reaches the pooled checkout.
@@ -413,7 +414,7 @@ def test_an_unsandboxed_checks_orphans_are_killed_by_the_next_command(tmp_path: 
     marker = f"9{os.getpid()}.25"
     check = f"(setsid sleep 9''{marker[1:]} &); sleep 9''{marker[1:]}"
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
-    proc = run_papayu_bg(["apply", str(plan), "--check", check], repo, {"PAPAYU_SANDBOX": "off"})
+    proc = run_papayu_bg(["apply", str(plan), "--check", check], repo, {"PAPAYU_CHECK_SANDBOX": "off"})
     deadline = time.monotonic() + 60
     while len(processes_with(marker)) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -457,7 +458,9 @@ def test_sandbox_required_without_bwrap_refuses_before_any_commit(tmp_path: Path
         "PYTHONPATH": os.pathsep.join([str(tmp_path / "stub"), str(Path(__file__).resolve().parent.parent)]),
     }
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
-    proc = papayu("apply", str(plan), "--check", "true", "--json", cwd=repo, env={**env, "PAPAYU_SANDBOX": "required"})
+    proc = papayu(
+        "apply", str(plan), "--check", "true", "--json", cwd=repo, env={**env, "PAPAYU_CHECK_SANDBOX": "required"}
+    )
     assert_error(proc, "ERR_SANDBOX_UNAVAILABLE", first=True)
     assert git(repo, "branch", "--list", "papayu/*") == ""
     # auto: runs unsandboxed, loudly, and the commit says so.

@@ -49,7 +49,7 @@ def _files() -> dict[str, str | bytes]:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "repo", _files())
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     git(repo, "config", "papayu.check.select", "on")
     return repo
 

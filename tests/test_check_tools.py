@@ -58,7 +58,7 @@ def test_pnpm_installed_with_npm_under_local_runs_in_the_check(tmp_path: Path) -
     assert os.readlink(bin_dir / "pnpm") == "../lib/node_modules/pnpm/bin/pnpm.cjs"
     files = {**FILES, "package.json": json.dumps({"name": "calc", "scripts": {"test": "node --test"}})}
     repo = make_repo(tmp_path / "repo", dict(files))
-    git(repo, "config", "papayu.checkCommand", "pnpm test")
+    git(repo, "config", "papayu.check.command", "pnpm test")
     _judged_per_test(repo, {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
 
 
@@ -72,7 +72,7 @@ def test_a_runner_in_an_ignored_tools_directory_on_path_runs_in_the_check(tmp_pa
     tools.mkdir(parents=True)  # ignored: the plan's checkout has no .tools at all
     (tools / "run-tests").write_text(f"#!/bin/sh\nexec {sys.executable} -m unittest discover -s tests -t .\n")
     (tools / "run-tests").chmod(0o755)
-    git(repo, "config", "papayu.checkCommand", "run-tests")
+    git(repo, "config", "papayu.check.command", "run-tests")
     env = {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "PAPAYU_PROTOCOL_VERSION": "1"}
 
     def apply(name: str, content: str) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def _repo(tmp_path: Path, check: str) -> Path:
         "runtests.py": RUNTESTS,
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", check)
+    git(repo, "config", "papayu.check.command", check)
     return repo
 
 

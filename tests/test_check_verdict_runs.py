@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -64,7 +63,7 @@ class Project:
     ids: dict[str, str]
     env: dict[str, str]
     prepare: Callable[[Path], None] | None = None  # installs what the check needs, once the repo exists
-    configured: bool = True  # papayu.checkCommand set to ``check``; False: detected (and ``check`` is what it finds)
+    configured: bool = True  # papayu.check.command set to ``check``; False: detected (and ``check`` is what it finds)
 
 
 def _py_code(wrong: frozenset[str], note: str = "") -> str:
@@ -165,13 +164,6 @@ def _cargo_project() -> Project:
     )
 
 
-def _absent(tool: str, env: dict[str, str] | None = None) -> str | None:
-    if shutil.which(tool) is None:
-        return f"runner absent here: {tool} not found"
-    proc = subprocess.run([tool, "--version"], capture_output=True, text=True, env={**os.environ, **(env or {})})
-    return None if proc.returncode == 0 else f"runner absent here: {tool} --version failed: {proc.stderr.strip()}"
-
-
 def _pnpm_installed(repo: Path) -> None:
     """node_modules from the test cache's pnpm store, and the lockfile committed as a project's is."""
     toolchains.pnpm_install(repo)
@@ -256,15 +248,18 @@ def _plain_unittest_project() -> Project:
     return Project(f"{sys.executable} -m unittest", project.code_path, project.code, files, project.ids, {})
 
 
-PROJECTS: dict[str, tuple[Callable[[], Project], str | None]] = {
-    "pytest": (_pytest_project, None),
-    "unittest-under-pytest": (_unittest_under_pytest_project, None),
-    "unittest": (_plain_unittest_project, None),
-    "node --test": (_node_project, _absent("node")),
-    "cargo": (_cargo_project, _absent("cargo", rust_env())),
-    "pnpm test: jest and vitest in a workspace": (_pnpm_workspace_project, _absent("npm")),
-    "npm test: jest behind scripts": (_npm_script_project, _absent("npm")),
-}
+# Each runner's project maker; the toolchain a project needs marks its parameter (toolchains.needs).
+PROJECTS = [
+    pytest.param(_pytest_project, id="pytest"),
+    pytest.param(_unittest_under_pytest_project, id="unittest-under-pytest"),
+    pytest.param(_plain_unittest_project, id="unittest"),
+    pytest.param(_node_project, id="node --test", marks=toolchains.needs("node")),
+    pytest.param(_cargo_project, id="cargo", marks=toolchains.needs("cargo")),
+    pytest.param(
+        _pnpm_workspace_project, id="pnpm test: jest and vitest in a workspace", marks=toolchains.needs("npm")
+    ),
+    pytest.param(_npm_script_project, id="npm test: jest behind scripts", marks=toolchains.needs("npm")),
+]
 
 
 # --- applying plans ---------------------------------------------------------------------------
@@ -317,11 +312,8 @@ def _not_landed(repo: Path, data: dict[str, Any], head: str, state: str, code: s
 # --- every runner: fixed, broken, fixes nothing, green broken, one base per tip ----------------
 
 
-@pytest.mark.parametrize("runner", list(PROJECTS))
-def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> None:
-    make, absent = PROJECTS[runner]
-    if absent:
-        pytest.skip(absent)
+@pytest.mark.parametrize("make", PROJECTS)
+def test_the_verdict_per_test_with_each_runner(tmp_path: Path, make: Callable[[], Project]) -> None:
     repo, project = _project_repo(tmp_path, make)
     ids, env = project.ids, project.env
     tip = _head(repo)
@@ -331,7 +323,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     _not_landed(repo, nothing, tip, "review", "ERR_CHECK_FIXES_NOTHING")
     assert (nothing["check"]["command"], nothing["check"]["source"]) == (
         project.check,
-        "git config papayu.checkCommand" if project.configured else "detected",
+        "git config papayu.check.command" if project.configured else "detected",
     )
     verdict = nothing["check"]["verdict"]
     assert verdict["already_failing"] == sorted([ids["add"], ids["sub"]]) and verdict["passed"] == 1, _why(nothing)
@@ -390,7 +382,7 @@ def _project_repo(tmp_path: Path, make: Callable[[], Project]) -> tuple[Path, Pr
     except toolchains.Unavailable as exc:
         pytest.skip(str(exc))
     if project.configured:
-        git(repo, "config", "papayu.checkCommand", project.check)
+        git(repo, "config", "papayu.check.command", project.check)
     return repo, project
 
 
@@ -534,31 +526,26 @@ def _gradle_project() -> Project:
     )
 
 
-BUILD_TOOLS: dict[str, tuple[Callable[[], Project], str | None]] = {
-    "maven": (_maven_project, _absent("mvn")),
-    "gradle": (
-        _gradle_project,
-        None if shutil.which("gradle") else "gradle is not installed (Debian: apt-get install gradle)",
-    ),
-}
+BUILD_TOOLS = [
+    pytest.param(_maven_project, id="maven", marks=toolchains.needs("mvn")),
+    pytest.param(_gradle_project, id="gradle", marks=toolchains.needs("gradle")),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tool", list(BUILD_TOOLS))
-def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path, tool: str) -> None:
+@pytest.mark.parametrize("make", BUILD_TOOLS)
+def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path, make: Callable[[], Project]) -> None:
     """On a red tip (add and sub wrong in core), a plan that fixes add and breaks mul is rolled
     back naming mul; the plan that fixes add lands naming it fixed and sub already failing. The
     other module's `calc.CalcTest` is a test of its own, run although core's tests fail."""
-    make, absent = BUILD_TOOLS[tool]
-    if absent:
-        pytest.skip(absent)
     repo, project = _project_repo(tmp_path, make)
     ids, env, tip = project.ids, project.env, _head(repo)
 
     trade = _apply(repo, "trade", [_update(project.code_path, project.code(frozenset({"mul", "sub"}), ""))], env=env)
     _not_landed(repo, trade, tip, "rolled_back", "ERR_CHECK_REGRESSION")
     assert (trade["check"]["command"], trade["check"]["source"]) == (project.check, "detected")
-    assert trade["check"]["tests"]["source"] == {"maven": "maven surefire", "gradle": "gradle junit"}[tool]
+    reader = "maven surefire" if make is _maven_project else "gradle junit"
+    assert trade["check"]["tests"]["source"] == reader
     verdict = trade["check"]["verdict"]
     assert (verdict["broken"], verdict["fixed"]) == ([ids["mul"]], [ids["add"]]), _why(trade)
     assert f"newly failing: {ids['mul']}" in trade["error"]["reason"]
@@ -590,7 +577,7 @@ def _green_python_repo(tmp_path: Path, **extra: str) -> Path:
         for name, (args, want) in EXPECTED.items()
     }
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **tests, **extra})
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     return repo
 
 
@@ -684,7 +671,7 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     }
     repo = make_repo(tmp_path / "repo", files)
     # -I: no PYTHONPATH, so no papayu reporter in unittest's process: nothing per test to read.
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -I -m unittest")
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -I -m unittest")
     head = _head(repo)
 
     # Fixes add, sub still fails: red is red, rolled back (per test it would have landed).
@@ -699,7 +686,7 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
         "(pytest under it is read through its JUnit file)"
     )
     assert verdict["lines"][0].startswith("the verdict is exit-code only: `") and why in verdict["lines"][0]
-    assert "set papayu.checkCommand to the runner itself" in verdict["lines"][0]
+    assert "set papayu.check.command to the runner itself" in verdict["lines"][0]
     assert f"(verdict by exit code only: `{sys.executable} -I -m unittest` (.): {why}" in one["error"]["reason"]
     assert "FAILED (failures=1)" in Path(one["check"]["log"]).read_text()
 

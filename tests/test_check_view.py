@@ -185,7 +185,7 @@ def test_an_unsandboxed_check_through_an_editable_install_does_not_land(tmp_path
     site = repo / ".venv/lib/python3.11/site-packages"
     site.mkdir(parents=True)
     (site / "__editable__.calc-0.1.pth").write_text(f"{repo}\n")  # what `pip install -e .` writes
-    env = {"PAPAYU_SANDBOX": "off"}
+    env = {"PAPAYU_CHECK_SANDBOX": "off"}
     data = apply_json(repo, _one_file_plan(tmp_path), "--check", "true", env=env)
     assert data["state"] == "review" and data["error"]["code"] == "ERR_CHECK_ENV_LINKED", data
     assert ".venv/lib/python3.11/site-packages/__editable__.calc-0.1.pth" in json.dumps(data["error"])

@@ -77,12 +77,16 @@ def test_sandbox_is_bwrap_with_network_blocked_and_overlay_working(repo: Path) -
 
 
 def test_sandbox_off_reports_none(repo: Path) -> None:
-    code, report = doctor_json(repo, {"PAPAYU_SANDBOX": "off"})
+    code, report = doctor_json(repo, {"PAPAYU_CHECK_SANDBOX": "off"})
     checks = by_name(report)
     assert code == 0 and report["ok"] is True
-    assert checks["sandbox setting"]["data"] == {"mode": "off", "source": "PAPAYU_SANDBOX", "check_network": False}
+    assert checks["sandbox setting"]["data"] == {
+        "mode": "off",
+        "source": "PAPAYU_CHECK_SANDBOX",
+        "check_network": False,
+    }
     assert checks["sandbox"]["status"] == "warn" and checks["sandbox"]["data"]["level"] == "none"
-    assert "papayu.sandbox" in checks["sandbox"]["hint"]
+    assert "papayu.check.sandbox" in checks["sandbox"]["hint"]
 
 
 def _without_bwrap(tmp_path: Path) -> dict[str, str]:
@@ -99,7 +103,7 @@ def _without_bwrap(tmp_path: Path) -> dict[str, str]:
 
 def test_required_sandbox_without_bwrap_fails(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    env = {**_without_bwrap(tmp_path), "PAPAYU_SANDBOX": "required"}
+    env = {**_without_bwrap(tmp_path), "PAPAYU_CHECK_SANDBOX": "required"}
     code, report = doctor_json(repo, env)
     checks = by_name(report)
     assert code == 1 and report["ok"] is False
@@ -114,7 +118,7 @@ def test_required_sandbox_without_bwrap_fails(tmp_path: Path) -> None:
     assert human.returncode == 1 and "ERR_SANDBOX_UNAVAILABLE" in human.stdout
     assert "papayu cannot work here: sandbox" in human.stdout
     # auto: the same machine works, unsandboxed, with a warning.
-    code, report = doctor_json(repo, {**env, "PAPAYU_SANDBOX": "auto"})
+    code, report = doctor_json(repo, {**env, "PAPAYU_CHECK_SANDBOX": "auto"})
     assert code == 0 and by_name(report)["sandbox"]["status"] == "warn"
     assert by_name(report)["sandbox"]["data"]["level"] == "none"
 
@@ -149,16 +153,16 @@ def test_check_command_detected_and_configured(tmp_path: Path) -> None:
     # No module of the project's at the root: the check's Python keeps the working directory off sys.path.
     assert check["data"]["python_safe_path"] is True and check["data"]["flat_modules"] == []
     assert "PYTHONSAFEPATH=1" in check["detail"]
-    git(repo, "config", "papayu.checkCommand", "make check")
+    git(repo, "config", "papayu.check.command", "make check")
     check = by_name(doctor_json(repo)[1])["check command"]
-    assert check["data"] == {**check["data"], "command": "make check", "source": "git config papayu.checkCommand"}
+    assert check["data"] == {**check["data"], "command": "make check", "source": "git config papayu.check.command"}
     check = by_name(doctor_json(repo, {"PAPAYU_CHECK_COMMAND": "tox"})[1])["check command"]
     assert check["data"]["command"] == "tox" and check["data"]["source"] == "PAPAYU_CHECK_COMMAND"
 
 
 def test_a_flat_layout_is_named_as_the_reason_the_working_directory_stays_on_sys_path(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"calc.py": "X = 1\n", "tests/test_calc.py": "def test_a(): pass\n"})
-    git(repo, "config", "papayu.checkCommand", "python -m pytest -q")
+    git(repo, "config", "papayu.check.command", "python -m pytest -q")
     check = by_name(doctor_json(repo)[1])["check command"]
     assert check["data"]["python_safe_path"] is False and check["data"]["flat_modules"] == ["calc.py"]
     assert "imports from the working directory (flat layout: calc.py)" in check["detail"]
@@ -171,7 +175,7 @@ def test_no_check_command_says_how_to_configure_one(repo: Path) -> None:
     code, report = doctor_json(repo)
     check = by_name(report)["check command"]
     assert code == 0 and check["status"] == "warn" and check["detail"].startswith("none found")
-    assert "papayu.checkCommand" in check["hint"] and "--check" in check["hint"]
+    assert "papayu.check.command" in check["hint"] and "--check" in check["hint"]
 
 
 def test_outside_a_repository(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def test_an_unchecked_branch_is_refused_with_the_ways_on(repo: Path, tmp_path: P
     for way in (
         f"git papayu show {plan_id}",
         f"git papayu land {plan_id} --force",
-        "git config papayu.checkCommand CMD",
+        "git config papayu.check.command CMD",
         "apply the plan again",
     ):
         assert way in error["hint"], way

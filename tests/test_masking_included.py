@@ -104,7 +104,7 @@ def included_repo(tmp_path: Path) -> Path:
     )
     (repo / ".env.test").write_text(ENV_TEST)
     git(repo, "config", "papayu.check.include", ".env.test")
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     return repo
 
 

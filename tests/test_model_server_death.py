@@ -109,7 +109,7 @@ def test_the_embedded_server_killed_by_sigsegv_mid_request_is_err_llm_server_die
     log = Path(error["path"])
     assert log.is_file() and "segmentation fault in this request" in log.read_text()
     assert "segmentation fault in this request" in error["reason"]  # the log's last words
-    assert "GGML_NATIVE=OFF" in error["hint"] and "PAPAYU_LOCAL_N_CTX (now 8192)" in error["hint"]
+    assert "GGML_NATIVE=OFF" in error["hint"] and "PAPAYU_LLM_CONTEXT_TOKENS (now 8192)" in error["hint"]
     assert time.monotonic() - started < 60  # reported at once, not after retries against a corpse
     log.unlink()
 

@@ -23,6 +23,7 @@ from helpers import ROOT, git, make_repo, patch_action
 from llm_server import ScriptedLLM, chat, plan_answer
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from test_research import Web, online_env, summary
+from tiers import PACKAGING, uses
 
 from papayu_git import schemas
 from papayu_git.cli import LAZY_COMMANDS
@@ -36,6 +37,7 @@ PIP_CACHE = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip
 
 
 @pytest.fixture(scope="session")
+@uses(PACKAGING)
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build from a copy of the tracked files, so the checkout gets no build/ or egg-info."""
     src = tmp_path_factory.mktemp("src")

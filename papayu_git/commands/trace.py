@@ -60,7 +60,7 @@ def run_list(last: int | None, as_json: bool) -> int:
         output.emit_json({"ok": True, "traces": rows})
         return 0
     if not rows:
-        output.info("no traces yet (plan, apply, agent and research write them; PAPAYU_TRACE=0 turns them off)")
+        output.info("no traces yet (plan, apply, agent and research write them; PAPAYU_TRACE_ENABLED=0 turns them off)")
         return 0
     table = [
         [
@@ -124,7 +124,7 @@ def _traces_of(pdir: Path, wanted: str) -> tuple[str | None, list[dict[str, Any]
         return None, [load_trace(pdir, wanted)]  # neither: said as the trace it is not
     found = [t for t in load_traces(traces_dir(pdir)) if t.get("plan_id") == plan_id]
     if not found:
-        raise PapayuError("ERR_TRACE_NOT_FOUND", f"plan {plan_id} has no trace (PAPAYU_TRACE=0 when it ran?)")
+        raise PapayuError("ERR_TRACE_NOT_FOUND", f"plan {plan_id} has no trace (PAPAYU_TRACE_ENABLED=0 when it ran?)")
     return plan_id, found
 
 
@@ -149,7 +149,7 @@ def run_golden(trace_id: str, out: str | None, as_json: bool) -> int:
 
 @click.group("trace", cls=SuggestingGroup)
 def command() -> None:
-    """Traces of plan/apply rounds in .git/papayu/traces/<id>.json (PAPAYU_TRACE, on by default).
+    """Traces of plan/apply rounds in .git/papayu/traces/<id>.json (PAPAYU_TRACE_ENABLED, on by default).
 
     Traces hold the config snapshot, context and cache stats, the validated answer, schema
     version and hash, protocol fallback fields and the check result; secrets are masked and

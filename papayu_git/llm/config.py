@@ -141,7 +141,7 @@ def load_config(cwd: str | None = None) -> LLMConfig:
 def config_for(provider_name: str, model: str, base_url: str, cwd: str | None = None) -> LLMConfig:
     """The configuration of one model: ``provider_name``/``model`` at ``base_url`` (each may be
     empty, as in the settings), with every other setting and the key rules as for the configured
-    one. `load_config` is this with the settings; best-of asks several (papayu.candidates)."""
+    one. `load_config` is this with the settings; best-of asks several (papayu.candidates.models)."""
     base_url = base_url.strip().rstrip("/")
     provider = _provider(provider_name, base_url)
     model = model.strip()

