@@ -207,7 +207,7 @@ def test_local_model_is_located_then_started_and_one_that_does_not_load_fails(re
     assert model["data"]["path"] == str(gguf) and model["data"]["size"] == 100
     if model["data"]["server_installed"]:  # started: llama.cpp cannot load 100 bytes, so not ok
         assert code == 1 and model["status"] == "fail" and model["code"] == "ERR_LLM_LOCAL_UNAVAILABLE", model
-        assert model["data"]["answered"] is False and "Failed to load model" in model["detail"]
+        assert model["data"]["answered"] is False and "failed to load model" in model["detail"].lower()
         log = Path(model["data"]["error"]["path"])
         assert log.is_file() and "PAPAYU_LOCAL_MODEL" in model["hint"]
         log.unlink()

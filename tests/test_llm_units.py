@@ -95,16 +95,6 @@ def test_wire_schema_is_strict_compatible_everywhere() -> None:
     assert grammar_schema(2)["required"] == ["summary", "actions"]
 
 
-def test_grammar_schemas_compile_to_llama_cpp_grammars() -> None:
-    import json
-
-    grammar = pytest.importorskip("llama_cpp.llama_grammar")
-    for protocol in (1, 2):
-        for shape in ("response", "plan", "apply"):
-            gbnf = grammar.json_schema_to_gbnf(json.dumps(grammar_schema(protocol, shape)))
-            assert ("NO_CHANGES" in gbnf) == (shape == "apply")
-
-
 def test_grammar_schema_ties_fields_to_the_action_kind() -> None:
     import jsonschema
 

@@ -10,6 +10,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -259,6 +260,24 @@ def test_clean_install_prints_every_help(clean_venv: Path, tmp_path: Path) -> No
     for name in LAZY_COMMANDS:
         proc = run_clean(clean_venv, name, "--help", cwd=tmp_path)
         assert proc.returncode == 0 and "Usage:" in proc.stdout, name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("man") is None, reason="no man here (Debian: apt-get install man-db)")
+def test_clean_install_answers_git_papayu_help_with_its_man_page(clean_venv: Path, calc_repo: Path) -> None:
+    """pip puts the page in <venv>/share/man/man1, where man looks for a <venv>/bin on PATH."""
+    env = {k: v for k, v in clean_env(clean_venv).items() if k != "MANPATH"}
+    proc = subprocess.run(
+        ["git", "papayu", "--help"],
+        cwd=calc_repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "MANPAGER": "cat", "PAGER": "cat"},
+    )
+    assert proc.returncode == 0 and "GIT-PAPAYU(1)" in proc.stdout, proc.stderr
+    where = subprocess.run(["man", "-w", "git-papayu"], capture_output=True, text=True, env=env).stdout.strip()
+    assert Path(where) == clean_venv / "share/man/man1/git-papayu.1"
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, find_toplevel, open_repo
 from papayu_git.hooks import HOOKS
 from papayu_git.llm.config import LLMConfig, Provider, api_key_source, load_config
-from papayu_git.llm.local import MODEL_PACKAGE
+from papayu_git.llm.local import MODEL_PACKAGE, SERVER_PACKAGE
 from papayu_git.objects import GitTree
 from papayu_git.secrets import mask, mask_data
 
@@ -457,7 +457,7 @@ def local_model_item(here: _Here) -> Item:
     used = here.provider == "local"
     missing = WARN if used else INFO
     install = "`pip install 'papayu-git[local]'` into papayu's environment, then `git papayu doctor`."
-    server = [m for m in ("llama_cpp", "uvicorn") if importlib.util.find_spec(m) is None]
+    server = [m for m in (SERVER_PACKAGE,) if importlib.util.find_spec(m) is None]
     configured = settings.get("local_model_path", str(here.root) if here.root else None)
     data: dict[str, Any] = {"used": used, "server_installed": not server}
     if configured:
@@ -504,7 +504,7 @@ def local_model_item(here: _Here) -> Item:
         where = f"assembled at {assembled}" if assembled.is_file() else "assembled on first use"
         detail = f"{model_name} ({_mb(size)}, package {MODEL_PACKAGE.replace('_', '-')}; {where})"
     if server:
-        return Item(name, missing, f"{detail}; but llama-cpp-python[server] is not installed", install, data=data)
+        return Item(name, missing, f"{detail}; but {SERVER_PACKAGE} (llama.cpp) is not installed", install, data=data)
     if not used:
         return Item(name, INFO, detail + "; not used (another provider is set)", data=data)
     return _one_token(name, detail, data, here)
