@@ -132,6 +132,22 @@ class ChatClient:
     def close(self) -> None:
         self._http.close()
 
+    def _timed_out(self, url: str) -> PapayuError:
+        after = f"{self.config.timeout_sec:g} s"
+        if self.server is None:
+            return PapayuError(
+                "ERR_LLM_TIMEOUT",
+                f"no answer from {url} within {after}",
+                hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.",
+            )
+        # The embedded server's address is papayu's own business: what the user can change is named.
+        return PapayuError(
+            "ERR_LLM_TIMEOUT",
+            f"the embedded model ({self.config.model} on this machine's CPU) did not finish its answer within {after}",
+            hint="A small model on a busy or slow CPU takes minutes: raise PAPAYU_LLM_TIMEOUT_SEC (e.g. 900), "
+            "lower PAPAYU_LLM_MAX_TOKENS (e.g. 400), or point papayu at a faster model (README: Providers).",
+        )
+
     def __enter__(self) -> ChatClient:
         return self
 
@@ -322,11 +338,7 @@ class ChatClient:
             )
         except httpx.TimeoutException:
             output.event("LLM_REQUEST_TIMEOUT", timeout_sec=self.config.timeout_sec)
-            raise PapayuError(
-                "ERR_LLM_TIMEOUT",
-                f"no answer from {url} within {self.config.timeout_sec:g} s",
-                hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.",
-            ) from None
+            raise self._timed_out(url) from None
         except httpx.ConnectError as exc:
             if dropped:  # it closed a request mid-answer, then stopped listening: it died
                 raise lost_server(url, dropped[0]) from None

@@ -38,6 +38,13 @@ STOP_GRACE_SEC = 10.0  # an idle server's shutdown; one that still answers is ki
 # A crashing process closes its sockets before its exit status is ready (a core dump comes first):
 # a lost connection waits this long for the status before it counts as a network problem.
 _DEATH_WAIT_SEC = 5.0
+# No provider configured and no embedded model: the two ways to a model that answers.
+_INSTALL = (
+    "With no provider configured papayu uses the embedded model: install it with pip install 'papayu-git[local]' "
+    "into papayu's environment (in a papayu checkout: make venv). Or configure a model: export "
+    "PAPAYU_LLM_PROVIDER=openai OPENAI_API_KEY=<your key>, or PAPAYU_LLM_BASE_URL=http://HOST:PORT/v1 for a "
+    "llama.cpp, vLLM, LM Studio or Ollama server (README: Providers); then `git papayu doctor`."
+)
 # What a CPU that lacks what the prebuilt wheel was compiled for can do (docs/FEATURES.md, "The local model").
 _OTHER_CPU = (
     "point papayu at another model (README: Providers), or build llama.cpp for this CPU: "
@@ -49,16 +56,35 @@ def _unavailable(reason: str, *, path: str = "", hint: str | None = None) -> Pap
     return PapayuError("ERR_LLM_LOCAL_UNAVAILABLE", reason, path=path, hint=hint)
 
 
+def require_installed(cwd: str | None = None) -> None:
+    """What the embedded model needs on disk, looked at without loading anything (milliseconds):
+    llama.cpp's package and a model file (docs/DESIGN.md, "Providers": can a model answer)."""
+    ensure_server_installed()
+    if _configured_model(cwd) is None and importlib.util.find_spec(MODEL_PACKAGE) is None:
+        raise _unavailable(f"the model package {MODEL_PACKAGE.replace('_', '-')} is not installed", hint=_INSTALL)
+
+
+def _configured_model(cwd: str | None) -> Path | None:
+    configured = settings.get("local_model_path", cwd)
+    if not configured:
+        return None
+    path = Path(configured).expanduser()
+    if not path.is_file():
+        raise _unavailable(
+            f"PAPAYU_LOCAL_MODEL points at {path}, which is not a file",
+            hint="Point PAPAYU_LOCAL_MODEL (git config papayu.local.model) at a GGUF file, or unset it for the "
+            "packaged model.",
+        )
+    return path
+
+
 def model_path(cwd: str | None = None) -> Path:
     """The GGUF to serve: PAPAYU_LOCAL_MODEL, else the packaged Gemma assembled in the user cache."""
-    configured = settings.get("local_model_path", cwd)
-    if configured:
-        path = Path(configured).expanduser()
-        if not path.is_file():
-            raise _unavailable(f"PAPAYU_LOCAL_MODEL points at {path}, which is not a file")
-        return path
+    configured = _configured_model(cwd)
+    if configured is not None:
+        return configured
     if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        raise _unavailable(f"the model package {MODEL_PACKAGE.replace('_', '-')} is not installed")
+        raise _unavailable(f"the model package {MODEL_PACKAGE.replace('_', '-')} is not installed", hint=_INSTALL)
     from importlib import import_module
 
     from papayu_git.llm.model_file import assembled_model
@@ -78,11 +104,7 @@ def model_path(cwd: str | None = None) -> Path:
 
 def ensure_server_installed() -> None:
     if importlib.util.find_spec(SERVER_PACKAGE) is None:
-        raise _unavailable(
-            f"{SERVER_PACKAGE} (llama.cpp for the embedded model) is not installed",
-            hint="pip install 'papayu-git[local]' into papayu's environment, or point papayu at another model "
-            "(README: Providers).",
-        )
+        raise _unavailable(f"{SERVER_PACKAGE} (llama.cpp for the embedded model) is not installed", hint=_INSTALL)
 
 
 @dataclass(frozen=True)
