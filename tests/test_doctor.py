@@ -6,7 +6,10 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,6 +96,65 @@ def test_sandbox_is_bwrap_with_network_blocked_and_overlay_working(repo: Path) -
     assert overlay["status"] == "ok", overlay
     assert not list((repo / ".git").glob("papayu-doctor-*"))  # the probe's write vanished
     assert checks["sandbox"]["status"] == "ok" and checks["sandbox"]["data"]["level"] == "bwrap"
+
+
+def _loopback_listeners(pid: int) -> set[int]:
+    """The 127.0.0.1 ports process ``pid`` listens on (its socket inodes in /proc/net/tcp)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+        table = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:  # the process ended meanwhile
+        return set()
+    ports = set()
+    for line in table:
+        fields = line.split()
+        if fields[3] == "0A" and fields[9] in inodes and fields[1].startswith("0100007F:"):  # LISTEN, 127.0.0.1
+            ports.add(int(fields[1].split(":")[1], 16))
+    return ports
+
+
+def _neighbour(proc: subprocess.Popen[str], connected: list[int]) -> None:
+    """A client of the machine that keeps reconnecting to whatever loopback port ``proc`` listens
+    on, saying nothing or something that is not a token, until ``proc`` ends."""
+    while proc.poll() is None:
+        for port in _loopback_listeners(proc.pid):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as client:
+                    if len(connected) % 2:
+                        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                connected.append(port)
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
+@needs_bwrap
+def test_a_neighbour_connecting_to_the_probes_port_is_no_escape(repo: Path) -> None:
+    """The probe's listener is on a free loopback port any process of the machine can reach: what
+    connects without the sandboxed probe's token is a stray, and the sandbox stays "blocked"."""
+    for _ in range(5):  # until the neighbour caught the listener at least once
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "papayu_git", "doctor", "--json"],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        connected: list[int] = []
+        neighbour = threading.Thread(target=_neighbour, args=(proc, connected), daemon=True)
+        neighbour.start()
+        out, err = proc.communicate(timeout=600)
+        neighbour.join(timeout=10)
+        network = by_name(json.loads(out))["network isolation"]
+        assert network["status"] == "ok" and network["detail"].startswith("blocked"), (network, err)
+        assert network["data"]["sandboxed_connections"] == 0
+        if network["data"]["stray_connections"]:  # the neighbour's connections reached the listener
+            return
+    pytest.fail(f"the neighbour never reached the probe's listener in 5 runs (it connected to {connected})")
 
 
 def test_sandbox_off_reports_none(repo: Path) -> None:

