@@ -282,8 +282,8 @@ SETTINGS: list[Setting] = [
         "llm_timeout_sec",
         "PAPAYU_LLM_TIMEOUT_SEC",
         "papayu.llm.timeoutSec",
-        "90",
-        "seconds to wait for one model answer",
+        "",
+        "seconds to wait for one model answer (empty: 90; 900 for the embedded model, on this machine's CPU)",
     ),
     Setting(
         "llm_api_key",

@@ -144,7 +144,7 @@ class ChatClient:
         return PapayuError(
             "ERR_LLM_TIMEOUT",
             f"the embedded model ({self.config.model} on this machine's CPU) did not finish its answer within {after}",
-            hint="A small model on a busy or slow CPU takes minutes: raise PAPAYU_LLM_TIMEOUT_SEC (e.g. 900), "
+            hint="A small model on a busy or slow CPU takes minutes: raise PAPAYU_LLM_TIMEOUT_SEC (e.g. 1800), "
             "lower PAPAYU_LLM_MAX_TOKENS (e.g. 400), or point papayu at a faster model (README: Providers).",
         )
 
