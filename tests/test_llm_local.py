@@ -243,10 +243,11 @@ def test_papayu_killed_while_the_local_model_answers_takes_the_server_with_it(sa
         server = int(re.search(r"pid=(\d+)", ready).group(1))  # type: ignore[union-attr]
         wait_for_marker(proc, "LLM_REQUEST_SENT", timeout=300)
         assert server in processes_with(marker)
+        proc.kill()  # kill -9: papayu's own clean-up never runs; not collected yet, papayu is a zombie
+        assert wait_gone(marker, timeout=5.0) == []
     finally:
-        proc.kill()  # kill -9: papayu's own clean-up never runs
+        proc.kill()
         proc.wait(timeout=60)
-    assert wait_gone(marker, timeout=5.0) == []
 
 
 @needs_local

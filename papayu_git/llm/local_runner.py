@@ -84,7 +84,7 @@ def _tie_to(parent: int, ready_fd: int | None) -> None:
         os.close(ready_fd)  # the pipe's end is the server's: papayu sees it close when the server ends
     _die_with_parent()
     while os.getppid() == server:  # the watcher ends with the server, at the latest here
-        if not _alive(parent):
+        if not _child_of(server, parent):
             os.kill(server, signal.SIGKILL)
             break
         time.sleep(_WATCH_SEC)
@@ -92,14 +92,22 @@ def _tie_to(parent: int, ready_fd: int | None) -> None:
 
 
 def _exit_when_gone(parent: int) -> None:
-    while _alive(parent):
+    while _child_of(os.getpid(), parent):
         time.sleep(_WATCH_SEC)
     os._exit(0)
 
 
-def _alive(pid: int) -> bool:
+def _child_of(pid: int, parent: int) -> bool:
+    """Whether ``pid``'s parent is still ``parent``: a dying parent hands its children over at
+    once, even while nobody has collected its exit status (where /proc says no parent: whether
+    ``parent`` still exists)."""
     try:
-        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1]) == parent
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        os.kill(parent, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
