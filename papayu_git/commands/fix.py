@@ -60,8 +60,8 @@ def run(
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
     root = find_toplevel()
-    config = require_model(str(root))  # before anything runs: no model, nothing to prepare
     refuse_unlandable(root, options.onto)
+    config = require_model(str(root))  # before anything runs: no model, nothing to prepare
     # The check's checkout is prepared while the model (and an embedded one's start) takes its time.
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
     with open_client(root, config) as client:

@@ -14,7 +14,7 @@ from papayu_git.commands.show import step_lines
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.git import find_toplevel
-from papayu_git.llm.planner import PlanRequest, make_plan
+from papayu_git.llm.planner import PlanRequest, base_of, make_plan
 from papayu_git.llm.readiness import require_model
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
@@ -154,7 +154,8 @@ def run(
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
     root = find_toplevel()
-    require_model(str(root))  # before anything runs: no model, nothing to prepare
+    base_of(root)  # a repository without a commit is refused first, as `fix` refuses one it cannot land on
+    require_model(str(root))  # then the model, before anything runs: no model, nothing to prepare
     prewarm.start(root)  # the check's checkout, prepared while the model thinks
     outcome = make(goal, route, protocol, from_file, accept_memory, use_research=use_research)
     if out:  # masked like the stored plan (plans.save)
