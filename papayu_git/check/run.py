@@ -29,8 +29,7 @@ from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
 from papayu_git.check.view import CheckView
-from papayu_git.output import printable
-from papayu_git.secrets import masker
+from papayu_git.secrets import masker, printable
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:

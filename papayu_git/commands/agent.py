@@ -20,7 +20,7 @@ from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
 from papayu_git.llm.session import open_client
-from papayu_git.secrets import safe_text
+from papayu_git.secrets import printable, safe_text
 from papayu_git.transaction import ApplyOptions, apply_plan
 
 
@@ -60,7 +60,7 @@ def run(
         else:
             output.result("the agent asks (answer in a new goal; nothing was committed):")
             for question in done.questions:
-                output.result(f"  ? {output.printable(question)}")
+                output.result(f"  ? {printable(question)}")
         return 0
     response = done.response
     if response.actions and not may_apply(done.plan.id, options.yes):

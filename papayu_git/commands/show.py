@@ -15,7 +15,7 @@ from papayu_git.error_handler import handle_errors
 from papayu_git.git import run_git
 from papayu_git.housekeeping import open_checkout
 from papayu_git.objects import commit_of, generated_branches
-from papayu_git.secrets import safe_text
+from papayu_git.secrets import printable, safe_text
 
 if TYPE_CHECKING:
     import pygit2
@@ -44,7 +44,7 @@ def plan_diff(
 def render_diff(diff: str, colour: bool) -> str:
     """The diff for the terminal: control characters escaped, then coloured by papayu (git's
     own colours would pass an ESC written into a file through as it is)."""
-    lines = output.printable(diff, multiline=True).split("\n")
+    lines = printable(diff, multiline=True).split("\n")
     return "\n".join(_coloured(line) for line in lines) if colour else "\n".join(lines)
 
 
