@@ -1,7 +1,5 @@
-"""Git plumbing at the edge: every git subprocess goes through ``run_git``.
-
-``open_repo`` answers most commands without pygit2 (repository.py) and imports it only where
-they need it (docs/DESIGN.md, "Start-up and cost"; bench/apply_bench.py).
+"""Git plumbing at the edge: every git subprocess goes through ``run_git``; the one reader of
+`.git` files. Opening a repository is repository.open_repo's.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from papayu_git.errors import PapayuError
 
@@ -148,24 +146,6 @@ def hooks_dir(repo_root: Path) -> Path:
     """Where git runs hooks from: honours core.hooksPath (also relative or ~/), linked worktrees."""
     out = run_git(["rev-parse", "--git-path", "hooks"], cwd=repo_root).stdout.strip()
     return (repo_root / out).resolve() if not os.path.isabs(out) else Path(out)
-
-
-def open_repo(start: str | os.PathLike[str] | None = None) -> pygit2.Repository:
-    """The repository around ``start``: a repository.Repository, which answers pygit2's API as
-    papayu uses it without importing pygit2, wherever git plumbing serves (a work tree of a known
-    format); else pygit2's own."""
-    # repository.py reads config through settings.py, which runs git through this module.
-    from papayu_git.repository import discover
-
-    found = discover(str(start or os.getcwd()))
-    if found is not None:
-        return cast("pygit2.Repository", found)
-    import pygit2
-
-    path = pygit2.discover_repository(str(start or os.getcwd()))
-    if path is None:
-        raise PapayuError("ERR_NOT_A_GIT_REPO", f"{Path(start or os.getcwd()).resolve()} is not in a git repository")
-    return pygit2.Repository(path)
 
 
 GITFILE_PREFIX = "gitdir:"

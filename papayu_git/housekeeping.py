@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 from papayu_git import locks, output
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, open_repo, papayu_dir
+from papayu_git.git import common_dir, papayu_dir
 from papayu_git.landing import clear_dead_land
 from papayu_git.objects import branch_name, commit_of, delete_branch, generated_branches
 from papayu_git.outcomes import ApplyState
+from papayu_git.repository import open_repo
 
 if TYPE_CHECKING:
     import pygit2

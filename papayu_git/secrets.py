@@ -20,6 +20,8 @@ from collections.abc import Callable, Collection, Iterable
 from functools import lru_cache
 from typing import Any
 
+from papayu_git.paths import is_protected
+
 MASK = "***"
 
 # PEM private keys (RSA, EC, OPENSSH, PGP...); an unterminated block is masked to the end.
@@ -151,8 +153,6 @@ def _kept_value(value: str) -> bool:
 @lru_cache(maxsize=4096)
 def _code_or_protected(text: str) -> bool:
     """An ERR_* code or a protected path: never masked, whatever precedes it."""
-    from papayu_git.paths import is_protected  # lazy: paths → settings → git → output → this module
-
     return bool(_ERROR_CODE.fullmatch(text)) or is_protected(text)
 
 

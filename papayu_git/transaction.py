@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import locks, output, plans, settings, stale, traces
 from papayu_git.apply import new_file_contents, sha256_hex
 from papayu_git.errors import PapayuError, ValidationFailed, hint_for
-from papayu_git.git import open_repo, papayu_dir, run_git
+from papayu_git.git import papayu_dir, run_git
 from papayu_git.housekeeping import clear_stale
 from papayu_git.landing import Target, land, resolve_target
 from papayu_git.objects import (
@@ -40,6 +40,7 @@ from papayu_git.outcomes import ApplyState, CheckState
 from papayu_git.paths import configured_protected
 from papayu_git.plans import StoredPlan
 from papayu_git.protocol import DELETING_KINDS, ActionKind, Mode, Response
+from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text
 from papayu_git.stages import Stopwatch, pause_point
 from papayu_git.testfiles import configured_test_patterns, edited_tests

@@ -44,11 +44,12 @@ from papayu_git.check.sandbox import (
 )
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, find_toplevel, open_repo
+from papayu_git.git import common_dir, find_toplevel
 from papayu_git.hooks import HOOKS
 from papayu_git.llm.config import LLMConfig, Provider, api_key_source, load_config
 from papayu_git.llm.local import MODEL_PACKAGE
 from papayu_git.objects import GitTree
+from papayu_git.repository import open_repo
 from papayu_git.secrets import mask, mask_data
 
 if TYPE_CHECKING:

@@ -20,11 +20,12 @@ from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
 from papayu_git.error_handler import Terminated, handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import find_toplevel, open_repo, papayu_dir
+from papayu_git.git import find_toplevel, papayu_dir
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.objects import branch_name, delete_branch
 from papayu_git.outcomes import ApplyState
+from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text
 from papayu_git.transaction import apply_plan, update_outcome
 
@@ -114,7 +115,7 @@ class Landing:
                 self.diffstat_shown = True
             return True
         from papayu_git.commands.show import plan_diff, render_diff
-        from papayu_git.git import open_repo
+        from papayu_git.repository import open_repo
 
         diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
         try:
