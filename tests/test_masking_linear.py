@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from papayu_git import secrets
-from papayu_git.secret_files import spellings, value_masker
+from papayu_git.check.secret_files import spellings, value_masker
 from papayu_git.secrets import literal_masker, mask
 
 MB = 1_000_000

@@ -28,6 +28,7 @@ from papayu_git.check.results.channel import INPUTS_DIR, Channel, Delivery, Plug
 from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
+from papayu_git.check.secret_files import repository_masker
 from papayu_git.check.view import CheckView
 from papayu_git.secrets import masker, printable
 from papayu_git.stages import pause_point
@@ -134,9 +135,6 @@ def run_check(
             if exit_code != 0 or timed_out:
                 break
     view.close()
-    # Here, not at the top: secret_files reads check.environment, whose package imports this module.
-    from papayu_git.secret_files import repository_masker
-
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tests = _results(own, view, mask)
     tail = _masked_tail(log_path, mask)
