@@ -19,9 +19,8 @@ from papayu_git.check.base import BaseRun, base_run, inputs_path, remember
 from papayu_git.check.judge_tree import tip_tests_commit
 from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
 from papayu_git.check.results.channel import PluginAsk
-from papayu_git.check.run import CheckResult, run_check
+from papayu_git.check.run import CheckResult, dead_check, run_check
 from papayu_git.check.verdict import Run, Verdict, judge
-from papayu_git.housekeeping import dead_check
 from papayu_git.worktree import acquire_checkout, release_checkout
 
 if TYPE_CHECKING:

@@ -379,6 +379,14 @@ def kill_orphans(info: locks.LockInfo) -> list[int]:
     return killed
 
 
+def dead_check(info: locks.LockInfo) -> None:
+    """A check checkout whose papayu died (its slot lock's ``on_stale``): kill what its check left
+    running, and say so."""
+    killed = kill_orphans(info)
+    if killed:
+        output.info(f"killed {len(killed)} process(es) a dead papayu's check left running in {info.data.get('path')}")
+
+
 def _processes() -> list[tuple[int, str]]:
     out = []
     own = os.getpid()
