@@ -782,7 +782,7 @@ def check_state(result: ApplyResult) -> CheckState:
 def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError) -> None:
     """Refused before any object was written: recorded in the plan and a trace (golden-comparable)."""
     errors = [e.to_dict() for e in getattr(exc, "errors", [exc])]
-    update_outcome(pdir, plan.id, state=ApplyState.REFUSED, error=errors[0], trace_id=trace_id)
+    plans.update_outcome(pdir, plan.id, state=ApplyState.REFUSED, error=errors[0], trace_id=trace_id)
     traces.write_record(
         pdir,
         trace_id,
@@ -795,16 +795,6 @@ def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError
         error_code=exc.code,
         errors=errors,
     )
-
-
-def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
-    """`land` / `drop` of a kept branch: update the state recorded in the plan."""
-    try:
-        plan = plans.load(pdir, plan_id)
-    except PapayuError:
-        return  # a branch without a plan record (e.g. its record was deleted): nothing to update
-    outcome = {**(plan.extra.get("apply") or {}), **fields, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    plans.save(pdir, dataclasses.replace(plan, extra={**plan.extra, "apply": outcome}))
 
 
 def land_branch(
@@ -844,7 +834,7 @@ def land_branch(
     with watch.stage("land"):
         how = land(repo, pdir, target, commit, plan_id)
     delete_branch(repo, key)
-    update_outcome(
+    plans.update_outcome(
         pdir,
         plan_id,
         state=ApplyState.LANDED,

@@ -14,7 +14,7 @@ from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
 from papayu_git.objects import BRANCH_PREFIX, branch_name, delete_branch, generated_branches
 from papayu_git.outcomes import ApplyState
-from papayu_git.transaction import update_outcome
+from papayu_git.plans import update_outcome
 
 if TYPE_CHECKING:
     import pygit2

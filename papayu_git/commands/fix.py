@@ -25,9 +25,10 @@ from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.objects import branch_name, delete_branch
 from papayu_git.outcomes import ApplyState
+from papayu_git.plans import update_outcome
 from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text
-from papayu_git.transaction import apply_plan, update_outcome
+from papayu_git.transaction import apply_plan
 
 if TYPE_CHECKING:
     from papayu_git.llm.client import ChatClient
