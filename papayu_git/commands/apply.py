@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, plans, settings
+from papayu_git.diffs import diffstat
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import run_git
 from papayu_git.outcomes import ApplyState
 from papayu_git.protocol import DELETING_KINDS, NO_CHANGES_PREFIX, parse_json_text, raw_actions
 from papayu_git.secrets import safe_text  # every line quoting the model or the check
@@ -254,12 +254,6 @@ def check_lines(check: dict[str, Any], *, tests_named: bool = True) -> list[str]
         if tests_named and not verdict.get("exit_code_only"):
             lines += [f"  {safe_text(line)}" for line in verdict.get("lines", [])]
     return lines
-
-
-def diffstat(commit: str) -> str:
-    """What landed, as `git show --stat` would say it (paths escaped: they are the model's)."""
-    proc = run_git(["diff", "--no-ext-diff", "--no-textconv", "--stat", f"{commit}^", commit], check=False)
-    return safe_text(proc.stdout.rstrip("\n"), multiline=True) if proc.returncode == 0 else ""
 
 
 def tests_said(tests: dict[str, Any] | None) -> str:

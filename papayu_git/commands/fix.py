@@ -18,6 +18,7 @@ from papayu_git import output, prewarm, retry
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
+from papayu_git.diffs import diffstat, plan_diff, render_diff
 from papayu_git.error_handler import Terminated, handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel, papayu_dir
@@ -112,10 +113,9 @@ class Landing:
         if self.yes:
             if not self.as_json:
                 output.result(f"landing plan {preview.plan_id} on {preview.target}:")
-                output.result(apply_command.diffstat(preview.commit))
+                output.result(diffstat(preview.commit))
                 self.diffstat_shown = True
             return True
-        from papayu_git.commands.show import plan_diff, render_diff
         from papayu_git.repository import open_repo
 
         diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
