@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git import output
 from papayu_git.git import run_git
-from papayu_git.objects import commit_of, generated_branches
 from papayu_git.secrets import printable, safe_text
 
 if TYPE_CHECKING:
@@ -20,6 +19,10 @@ if TYPE_CHECKING:
 
 def plan_commit(repo: pygit2.Repository, plan_id: str, recorded_commit: str | None) -> str | None:
     """papayu/<id>, or the recorded commit once landed; None before the plan has a commit."""
+    # The object model loads when a commit is read, not for `apply --help`, whose report imports
+    # this module (docs/DESIGN.md, "Start-up and cost").
+    from papayu_git.objects import generated_branches
+
     commit = generated_branches(repo).get(plan_id) or recorded_commit
     return commit if commit and commit in repo else None
 
@@ -32,6 +35,8 @@ def plan_diff(
     commit = plan_commit(repo, plan_id, recorded_commit)
     if commit is None:
         return ""
+    from papayu_git.objects import commit_of  # see plan_commit
+
     parent = str(commit_of(repo, commit).parents[0].id)
     # No external diff driver or textconv: attributes a plan may have written never run a program.
     args = ["diff", "--no-ext-diff", "--no-textconv", *formats, "--color=never", parent, commit]

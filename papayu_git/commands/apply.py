@@ -3,7 +3,7 @@
 
 FILE or `-` is a model response (JSON); it is stored as a plan first so it gets an
 id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without actions
-(a PLAN-round answer) first gets its APPLY round from the model (llm/rounds.py).
+(a PLAN-round answer) first gets its APPLY round from the model (answers.py).
 """
 
 from __future__ import annotations
@@ -18,19 +18,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, plans, settings
+from papayu_git.answers import response_of
 from papayu_git.diffs import diffstat
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.outcomes import ApplyState
-from papayu_git.protocol import DELETING_KINDS, NO_CHANGES_PREFIX, parse_json_text, raw_actions
+from papayu_git.protocol import DELETING_KINDS, parse_json_text
 from papayu_git.secrets import safe_text  # every line quoting the model or the check
 from papayu_git.traces import now_iso
-from papayu_git.validate import validate_response
 
 if TYPE_CHECKING:
     import pygit2
 
-    from papayu_git.llm.client import ChatClient
     from papayu_git.plans import StoredPlan
     from papayu_git.protocol import Response
     from papayu_git.transaction import ApplyOptions, ApplyResult
@@ -73,24 +72,6 @@ def load_plan(
             raise PapayuError("ERR_PLAN_NOT_FOUND", "no stored plan; pass a response FILE or `-`")
         return stored[-1]
     return plans.load(pdir, source)
-
-
-def response_of(
-    root: Path, plan: StoredPlan, protocol: int | None, onto: str | None, client: ChatClient | None = None
-) -> tuple[StoredPlan, Response]:
-    """The plan's validated APPLY answer; a plan without actions asks the model for it first
-    (through ``client`` when the caller holds one), checked early against the branch ``onto``."""
-    data = plan.response
-    summary = data.get("summary", "") if isinstance(data, dict) else ""
-    if not raw_actions(data) and not str(summary or "").startswith(NO_CHANGES_PREFIX):
-        # The model client and planner load only here: a plan with actions, the common case,
-        # never talks to a model (docs/DESIGN.md, "Start-up and cost").
-        from papayu_git.llm.rounds import apply_round
-
-        plan = apply_round(root, plan, protocol, onto, client)
-        data = plan.response
-    version = protocol or plan.protocol
-    return plan, validate_response(data, protocol=version, mode="apply", read_files=plan.files or None)
 
 
 def _confirm_deletions(response: Response, yes: bool) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, prewarm, retry
+from papayu_git.answers import response_of
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
@@ -226,9 +227,7 @@ class Loop:
 
     def apply(self, outcome: PlanOutcome, *, last: bool) -> ApplyResult:
         """Commit and check the plan, land it on a yes; ``last``: no attempt follows a red check."""
-        plan, response = apply_command.response_of(
-            self.root, outcome.plan, self.protocol, self.options.onto, self.client
-        )
+        plan, response = response_of(self.root, outcome.plan, self.protocol, self.options.onto, self.client)
         # Deletions and the rest of the diff are confirmed before landing (confirm), not before
         # the commit; existing tests the plan edits get their own question first.
         allow = apply_command.confirm_test_edits(self.root, plan, response, self.options)
