@@ -11,6 +11,7 @@ from papayu_git.bestof import matrix, runs
 from papayu_git.bestof.matrix import Row
 from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
+from papayu_git.report import report
 from papayu_git.secrets import safe_text
 
 
@@ -64,7 +65,6 @@ def _row(data: dict[str, Any]) -> Row:
 
 
 def land(arg: str, onto: str | None, force: bool, as_json: bool) -> int:
-    from papayu_git.commands.apply import report
     from papayu_git.transaction import land_branch  # see commands/land.py
 
     repo, _root, pdir = open_checkout()

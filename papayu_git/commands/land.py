@@ -9,11 +9,11 @@ import click
 from papayu_git import settings
 from papayu_git.bestof.runs import candidate_key, names_a_run
 from papayu_git.checked import verdict
-from papayu_git.commands.apply import report
 from papayu_git.commands.drop import resolve_generated
 from papayu_git.commands.pr import ensure_still_at, load_generated, wait_for_green
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
+from papayu_git.report import report
 from papayu_git.transaction import land_branch
 
 
