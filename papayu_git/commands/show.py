@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from papayu_git import output, plans
+from papayu_git.bestof import runs
+from papayu_git.bestof.matrix import run_lines
 from papayu_git.bestof.runs import names_a_run
 from papayu_git.commands.drop import resolve_generated
 from papayu_git.diffs import plan_diff, render_diff
@@ -16,15 +18,10 @@ from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
 from papayu_git.secrets import safe_text
 
-if TYPE_CHECKING:
-    pass
-
 
 def run(plan_id: str, as_json: bool = False) -> int:
     if names_a_run(plan_id):  # a best-of run (docs/DESIGN.md, "Best of N")
-        from papayu_git.bestof.views import show
-
-        return show(plan_id, as_json)
+        return show_run(plan_id, as_json)
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     try:
@@ -41,6 +38,22 @@ def run(plan_id: str, as_json: bool = False) -> int:
         if plan is not None:
             _print_plan(plan, outcome)
         output.result(render_diff(diff, colour) if diff else "(no commit yet: apply the plan to see its diff)")
+    return 0
+
+
+def show_run(arg: str, as_json: bool) -> int:
+    """`show RUN`: the run's matrix; `show RUN:N`: its candidate, a plan like any other."""
+    _repo, _root, pdir = open_checkout()
+    run_id, number = runs.resolve(pdir, arg)
+    record = runs.load(pdir, run_id)
+    if number is not None:
+        return run(str(runs.candidate(record, number)["plan_id"]), as_json)
+    if as_json:
+        output.emit_json({"ok": True, "run": record})
+        return 0
+    with output.paged():
+        for line in run_lines(record):
+            output.result(line)
     return 0
 
 
