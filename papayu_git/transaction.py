@@ -55,9 +55,6 @@ if TYPE_CHECKING:
     from papayu_git.check.sandbox import Sandbox
 
 MAX_REBASE_ATTEMPTS = 20
-# Verdicts held for a human whose landing (`land ID`) is the approval: the check passed but for
-# what the plan changes besides its code (check/verdict.py).
-HELD_FOR_A_HUMAN = frozenset({"ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD"})
 
 
 @dataclass(frozen=True)
@@ -421,7 +418,7 @@ class _Run:
             f"(--allow-test-edits lands such plans without asking)"
         )
         verdict = self.gate.verdict if self.gate else None
-        said = "; ".join(verdict.lines()[:3]) if verdict is not None and verdict.code in HELD_FOR_A_HUMAN else ""
+        said = "; ".join(verdict.lines()[:3]) if verdict is not None and verdict.held_for_a_human else ""
         reason = f"the plan edits tests or how they run: {edited}" + (f"; {safe_text(said)}" if said else "")
         self.warnings.append(f"{reason}; NOT landed. {ways[0].upper()}{ways[1:]}")
         return PapayuError("ERR_TEST_EDITS_HELD", reason, path=self.branch, hint=ways)
@@ -568,12 +565,8 @@ class _Run:
         with self.watch.stage("check"), output.progress(f"check: {self.command.command}"):  # masked by progress
             self.gate = run_gate(request)
         self.check = self.gate.check
-        verdict = self.gate.verdict
-        if verdict is not None and verdict.review and verdict.code in HELD_FOR_A_HUMAN:
-            # Passed but for what the plan changes besides its code (tests, their data, scripts):
-            # landing it is the human's approval of those changes, as --allow-test-edits would have
-            # been (held_for_verdict / held_for_test_edits hold it).
-            self.check = replace(self.check, lands=True)
+        # Passed (check/verdict.py, plan_lands), or held at review: held_for_verdict /
+        # held_for_test_edits say why.
         return self.check.passed or self.gate.review
 
     def approved_test_edits(self, commit: str) -> tuple[str, ...]:
@@ -607,10 +600,10 @@ class _Run:
         verdict = self.gate.verdict if self.gate else None
         if verdict is None or not verdict.review:
             return None
-        if verdict.code in HELD_FOR_A_HUMAN and self.test_edits and not self.options.allow_test_edits:
+        if verdict.held_for_a_human and self.test_edits and not self.options.allow_test_edits:
             return None
         said = safe_text("; ".join(verdict.lines()[:3]))  # test ids and paths come from the plan's run
-        if verdict.code in HELD_FOR_A_HUMAN:
+        if verdict.held_for_a_human:
             ways = f"review it (git papayu show {self.plan.id}), then land it: git papayu land {self.plan.id}"
             what = (
                 "the plan changes what judges it"

@@ -39,10 +39,6 @@ class Gate:
     judged_by_tip: tuple[str, ...] = ()  # what the plan changes besides its code (judges.py)
 
     @property
-    def lands(self) -> bool:
-        return self.check.passed
-
-    @property
     def review(self) -> bool:
         return self.verdict is not None and self.verdict.review
 
@@ -124,8 +120,7 @@ def run_gate(request: GateRequest) -> Gate:
         regression,
         environment=causes,
         commit=request.commit,
-        verdict=verdict.to_dict(),
-        lands=verdict.lands,
+        verdict=verdict,
         own_log=own.log if own is not None else "",
         selection=chosen,
     )
