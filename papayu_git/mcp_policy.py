@@ -20,7 +20,7 @@ from papayu_git.objects import GitTree, TreeChanges, changed_paths, commit_of, g
 from papayu_git.repository import open_repo
 from papayu_git.testfiles import configured_test_patterns, edited_tests
 
-# Verdicts that wait for a human (transaction.py): the MCP client is a model, not that human.
+# Verdicts that wait for a human (transaction/held.py): the MCP client is a model, not that human.
 HELD_FOR_A_HUMAN = frozenset({"ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD", "ERR_RUNNER_REACH_HELD"})
 
 # apply_plan's argument -> the setting that lets a client pass it.

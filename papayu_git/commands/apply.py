@@ -85,7 +85,7 @@ def _confirm_deletions(response: Response, yes: bool) -> bool:
 def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> bool:
     """allow_test_edits for the transaction: the flag, or a yes on a terminal (without -y) to a
     question naming the existing tests the plan modifies or deletes. No (or no terminal, or -y):
-    the transaction commits and checks, then stops at review (transaction.held_for_test_edits)."""
+    the transaction commits and checks, then stops at review (transaction/held.py)."""
     if options.allow_test_edits or options.yes or options.review or not sys.stdin.isatty():
         return options.allow_test_edits
     from papayu_git.objects import branch_name  # see run

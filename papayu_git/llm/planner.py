@@ -383,7 +383,7 @@ def _plan_cycle(
 
 def _say_dirty(blocks: list[Any]) -> None:
     """Before the model is asked: the files it is shown that have uncommitted changes. It sees the
-    committed version; a plan that edits one stops before its check (transaction.dirty_paths)."""
+    committed version; a plan that edits one stops before its check (transaction/run.py, dirty_paths)."""
     dirty = sorted({b.path for b in blocks if getattr(b, "dirty", False) and getattr(b, "path", "")})
     if dirty:
         shown = ", ".join(dirty[:8]) + (f" and {len(dirty) - 8} more" if len(dirty) > 8 else "")
