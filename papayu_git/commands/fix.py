@@ -17,11 +17,13 @@ import click
 from papayu_git import output, prewarm, retry
 from papayu_git.answers import response_of
 from papayu_git.commands import apply as apply_command
+from papayu_git.commands import best_of
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.git import find_toplevel, papayu_dir
+from papayu_git.landing import resolve_target
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.objects import branch_name, delete_branch
@@ -56,8 +58,6 @@ def run(
     candidates: int = 1,
 ) -> int:
     if candidates > 1:  # best of N (docs/DESIGN.md, "Best of N")
-        from papayu_git.commands import best_of
-
         return best_of.from_fix(goal, options, candidates, mode, from_file, protocol, as_json, attempts)
     route = resolve(goal, mode)
     if route.confirm:
@@ -75,8 +75,6 @@ def refuse_unlandable(root: Path, onto: str | None) -> None:
     """Where the plan would land is known before the model is asked (and paid): a detached HEAD
     without --onto, an --onto branch that does not exist or a branch without a commit refuse now,
     not after the answer (docs/TRANSACTION.md, "The transaction")."""
-    from papayu_git.landing import resolve_target
-
     try:
         resolve_target(open_repo(root), onto)
     except PapayuError as exc:
