@@ -1,6 +1,5 @@
-"""What `doctor` reports (docs/ARCHITECTURE.md, "commands/doctor/"): an ``Item`` per thing tried,
-the ``Here`` its areas fill in for each other (the repository, bwrap, the model named), and
-where a setting's value came from."""
+"""What `doctor` reports: an ``Item`` per thing tried, the ``Here`` its areas fill in for each
+other (the repository, bwrap, the model named), and where a setting's value came from."""
 
 from __future__ import annotations
 
