@@ -5,14 +5,41 @@ words."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from papayu_git import output, settings
 from papayu_git.errors import PapayuError, hint_for
+from papayu_git.plans import StoredPlan
 from papayu_git.secrets import safe_text
+from papayu_git.transaction.values import ApplyOptions
 
 if TYPE_CHECKING:
-    from papayu_git.transaction.run import Run
+    import pygit2
+
+    from papayu_git.check import CheckCommand, CheckResult
+    from papayu_git.check.gate import Gate
+
+
+class Run(Protocol):
+    """What these read of a transaction's run (run.Run), and the warnings they add to it."""
+
+    repo: pygit2.Repository
+    root: Path
+    plan: StoredPlan
+    options: ApplyOptions
+    tip: str
+    command: CheckCommand | None
+    check: CheckResult | None
+    gate: Gate | None
+    test_edits: tuple[str, ...]
+    reach: tuple[str, ...]
+    warnings: list[str]
+
+    @property
+    def branch(self) -> str: ...
+
+    def warn(self, text: str) -> None: ...
 
 
 def held_for_test_edits(run: Run) -> PapayuError | None:
