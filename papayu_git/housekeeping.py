@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papayu_git import locks, output
+from papayu_git import locks
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, open_repo, papayu_dir
+from papayu_git.git import common_dir, papayu_dir
 from papayu_git.landing import clear_dead_land
 from papayu_git.objects import branch_name, commit_of, delete_branch, generated_branches
 from papayu_git.outcomes import ApplyState
+from papayu_git.repository import open_repo
 
 if TYPE_CHECKING:
     import pygit2
@@ -60,14 +61,12 @@ def clear_stale(repo: pygit2.Repository, pdir: Path) -> list[locks.LockInfo]:
 
 
 def dead_check(info: locks.LockInfo) -> None:
-    """A check checkout whose papayu died: kill what its check left running (check.kill_orphans)."""
+    """A check checkout whose papayu died: check.run.dead_check kills what its check left running."""
     # lazy: only for a dead papayu's leftovers; check (+ sandbox) and plans (+ protocol, hashlib)
     # at module top made `papayu gc` start ~10 ms slower (120 -> 130 ms, median of 11 runs).
-    from papayu_git.check import kill_orphans
+    from papayu_git.check.run import dead_check as kill_check_leftovers
 
-    killed = kill_orphans(info)
-    if killed:
-        output.info(f"killed {len(killed)} process(es) a dead papayu's check left running in {info.data.get('path')}")
+    kill_check_leftovers(info)
 
 
 def _kept_on_purpose(repo: pygit2.Repository, pdir: Path, plan_id: str) -> bool:

@@ -26,14 +26,15 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papayu_git import locks
+from papayu_git import locks, output
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_git, run_to_completion, scrubbed_env
+from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_to_completion, scrubbed_env
 from papayu_git.land_drivers import no_drivers_env
 from papayu_git.land_hooks import HookPolicy, hook_policy, may_have_hook, say_skipped
 from papayu_git.land_patch import whole_file_patch
@@ -141,12 +142,10 @@ def land(repo: pygit2.Repository, papayu_dir: Path, target: Target, commit: str,
                 fast_forward(workdir, commit, target, hooks)
             say_skipped(repo, workdir, "post-merge", hooks)
             return "fast-forward"
-        proc = run_git(
-            [*hooks.git_args, "update-ref", "-m", f"papayu: land {plan_id}", target.ref, commit, target.tip],
+        proc = _to_completion(
+            ["git", *hooks.git_args, "update-ref", "-m", f"papayu: land {plan_id}", target.ref, commit, target.tip],
             cwd=repo.path,
-            check=False,
             env=_c_locale(),
-            uninterruptible=True,
         )
         if proc.returncode != 0:
             raise (
@@ -165,6 +164,17 @@ def ensure_at(repo: pygit2.Repository, target: Target) -> None:
 
 def _moved(target: Target, detail: str) -> PapayuError:
     return PapayuError("ERR_BRANCH_MOVED", f"{target.branch} moved: {detail.strip()}", path=target.ref)
+
+
+def _to_completion(
+    cmd: list[str], *, cwd: str | os.PathLike[str], env: dict[str, str], input: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A step that moves the user's branch, run by git.run_to_completion (Ctrl-C cannot split it);
+    a Ctrl-C that came meanwhile is said here."""
+    proc, interrupted = run_to_completion(cmd, cwd=cwd, env=env, input=input)
+    if interrupted:
+        output.info("Ctrl-C while moving your branch: that step was completed first")
+    return proc
 
 
 def _c_locale() -> dict[str, str]:
@@ -258,7 +268,7 @@ def _apply_fast_forward(
         return False
     patch = whole_file_patch(store_of(repo), changes)
     try:
-        proc = run_to_completion(
+        proc = _to_completion(
             [
                 "sh",
                 "-c",
@@ -327,7 +337,7 @@ def fast_forward(workdir: Path, commit: str, target: Target, hooks: HookPolicy) 
     env = no_drivers_env(workdir, {**_c_locale(), "GIT_MERGE_AUTOEDIT": "no"})
     # --no-overwrite-ignore: an ignored file of the user's at a path the plan creates is data, not debris.
     args = [*hooks.git_args, "merge", "--ff-only", "--no-overwrite-ignore", "--no-stat", "-q", commit]
-    proc = run_git(args, cwd=workdir, check=False, env=env, uninterruptible=True)
+    proc = _to_completion(["git", *args], cwd=workdir, env=env)
     if proc.returncode == 0:
         return
     message = proc.stderr + proc.stdout

@@ -3,7 +3,7 @@ its guarantees"; "Traces").
 
 StrEnum members are the strings plan records and traces have always held: json, ``str()`` and
 f-strings write the bare value, and a member compares equal to the plain string read back from
-a record written before these enums existed. Kept apart from transaction.py so that the pure
+a record written before these enums existed. Kept apart from transaction/ so that the pure
 readers (stats.py) and the quick commands (list, show) need not import the transaction and what
 it loads (docs/DESIGN.md, "Start-up and cost").
 """

@@ -275,3 +275,13 @@ def list_plans(papayu_dir: Path) -> list[StoredPlan]:
         except PapayuError:
             continue
     return out
+
+
+def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
+    """`land` / `drop` of a kept branch: update the state recorded in the plan."""
+    try:
+        plan = load(pdir, plan_id)
+    except PapayuError:
+        return  # a branch without a plan record (e.g. its record was deleted): nothing to update
+    outcome = {**(plan.extra.get("apply") or {}), **fields, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    save(pdir, replace(plan, extra={**plan.extra, "apply": outcome}))

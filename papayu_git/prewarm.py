@@ -27,10 +27,11 @@ from typing import Any
 from papayu_git import locks, output, settings
 from papayu_git.check import resolve_command
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir, scrubbed_env
+from papayu_git.git import papayu_dir, scrubbed_env
 from papayu_git.housekeeping import dead_check
 from papayu_git.landing import resolve_target
 from papayu_git.objects import GitTree
+from papayu_git.repository import open_repo
 from papayu_git.worktree import prewarm_slot
 
 TIMEOUT_SEC = 600  # a full checkout took 3-33 s at 10k-50k files; past this the plan is long done

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import atomic, output, settings
 from papayu_git.errors import PapayuError
 from papayu_git.net import RetryPolicy, credentials_stay_home, may_carry_credentials, send_with_retries
-from papayu_git.secrets import mask, mask_data
+from papayu_git.protocol import parse_json_text
+from papayu_git.secrets import mask, mask_data, safe_text
+from papayu_git.traces import now_iso
 from papayu_git.webfetch import Cutoff, Page, Resolver, fetch, parse_allow_hosts, resolve_by, trace_url
 
 if TYPE_CHECKING:
@@ -164,8 +166,6 @@ class Research:
 
     def lines(self) -> list[str]:
         """What `research` and a plan print: the answer, then numbered sources (printed through safe_text)."""
-        from papayu_git.secrets import safe_text
-
         rows = [f"research {self.id} (confidence {safe_text(self.confidence)}): {safe_text(self.query)}"]
         rows += [f"  {line}" for line in safe_text(self.answer_md.strip(), multiline=True).split("\n")]
         rows.append("Sources:")
@@ -454,8 +454,6 @@ def summarize(
 ) -> dict[str, Any]:
     """The model's {answer_md, sources, confidence}, schema-checked, with one repair retry.
     ``usage`` gets each call's token counts as the server reported them (`stats` sums them)."""
-    from papayu_git.protocol import parse_json_text
-
     messages = [
         {"role": "system", "content": SUMMARY_SYSTEM},
         {"role": "user", "content": _summary_prompt(query, pages)},
@@ -504,8 +502,6 @@ def run(
     stats: dict[str, Any] | None = None,
 ) -> Research:
     """Search, fetch, summarize, store. ``stats`` (optional) is filled as far as the run got, even on failure."""
-    from papayu_git.traces import now_iso
-
     cfg = OnlineConfig.load(cwd)
     query = " ".join(query.split())[:MAX_QUERY_CHARS]
     if not query:

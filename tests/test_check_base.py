@@ -13,7 +13,7 @@ from helpers import git, make_repo
 from papayu_git.check import CheckCommand, sandbox
 from papayu_git.check.base import base_run, cached
 from papayu_git.check.results import Outcome
-from papayu_git.git import open_repo
+from papayu_git.repository import open_repo
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
@@ -86,7 +86,7 @@ def test_concurrent_runs_compute_one_base(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from papayu_git.check import CheckCommand, sandbox\n"
         "from papayu_git.check.base import base_run\n"
-        "from papayu_git.git import open_repo\n"
+        "from papayu_git.repository import open_repo\n"
         "def run(root):\n"
         "    repo = open_repo(Path(root))\n"
         f"    check = CheckCommand({sys.executable!r} + ' -m pytest -q -p no:cacheprovider', '--check')\n"

@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 import pytest
 
 from papayu_git.check.results import EXIT_CODE_ONLY, Outcome, TestResults
-from papayu_git.check.verdict import Run, Verdict, judge
+from papayu_git.check.run import CheckResult
+from papayu_git.check.verdict import Run, Verdict, judge, plan_lands
 from papayu_git.errors import ERROR_CODES
 
 P, F, S, E = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR
@@ -442,3 +443,43 @@ def test_to_dict_is_json_with_the_trailer_and_lines() -> None:
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     del fields["trailer"], fields["lines"]
     assert Verdict(**fields) == verdict
+
+
+def _checked(exit_code: int | None, verdict: Verdict | None, timed_out: bool = False) -> CheckResult:
+    return CheckResult("pytest", "detected", exit_code, 1.0, "check.log", "", timed_out=timed_out, verdict=verdict)
+
+
+def test_one_rule_says_whether_a_plan_lands_and_every_reader_asks_it() -> None:
+    """plan_lands is the only place deciding: the verdict's own decision, a plan held only for a
+    human's approval of what it changes besides its code (its landing is that approval), and the
+    exit code where the gate did not judge; CheckResult.passed and the record's `passed` agree."""
+    red_tip = judge(run({"a": F, "b": P}), run({"a": F, "b": P}), None)
+    broken = judge(run(GREEN), run({"a": P, "b": F}), None)
+    clean = judge(run(GREEN), run(GREEN), None)
+    assert red_tip.review and not red_tip.held_for_a_human and not broken.review
+    for code in ("ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD"):
+        held = Verdict(lands=False, review=True, code=code, exit_code_only=False)
+        assert held.held_for_a_human and plan_lands(held, 0, False)
+        assert plan_lands(held, 1, False)  # the verdict decides, not the run's exit code
+    untrusted = Verdict(lands=False, review=False, code="ERR_CHECK_RESULTS_UNTRUSTED", exit_code_only=False)
+    cases = [
+        (clean, 1, False, True),
+        (broken, 0, False, False),
+        (red_tip, 1, False, False),
+        (untrusted, 0, False, False),
+        (None, 0, False, True),
+        (None, 3, False, False),
+        (None, None, True, False),
+        (None, 0, True, False),
+    ]
+    for verdict, exit_code, timed_out, lands in cases:
+        assert plan_lands(verdict, exit_code, timed_out) is lands, (verdict, exit_code, timed_out)
+        result = _checked(exit_code, verdict, timed_out)
+        record = json.loads(json.dumps(result.to_dict()))
+        assert result.passed is lands and record["passed"] is lands
+        assert record["verdict"] == (json.loads(json.dumps(verdict.to_dict())) if verdict else None)
+    failing = CheckResult(
+        "pytest", "detected", 1, 1.0, "check.log", "", verdict=broken,
+        tests=TestResults("pytest junit", {"a": P, "b": F}, {"b": "assert 1 == 2"}),
+    )  # fmt: skip
+    assert failing.to_dict()["failures"] == {"b": "assert 1 == 2"}  # the verdict's broken tests first

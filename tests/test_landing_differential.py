@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import papayu_dir
 from papayu_git.landing import Target, land
+from papayu_git.repository import open_repo
 
 ENV = {
     **os.environ,

@@ -239,7 +239,7 @@ def test_the_check_after_a_prewarm_reuses_the_prepared_slot(repo: Path, tmp_path
 
 
 def test_the_check_prefers_the_slot_prepared_at_its_parent(repo: Path, tmp_path: Path) -> None:
-    from papayu_git.git import open_repo
+    from papayu_git.repository import open_repo
 
     old = head(repo)
     (repo / "calc.py").write_text(CALC + "# newer\n")

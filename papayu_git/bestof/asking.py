@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import output
-from papayu_git.commands.apply import response_of
+from papayu_git.answers import response_of
 from papayu_git.errors import PapayuError
 from papayu_git.llm.client import ChatClient, ChatReply
 from papayu_git.llm.planner import PlanRequest, make_plan

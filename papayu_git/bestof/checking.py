@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git.commands.diff import numstat_files
+from papayu_git.diffs import numstat_files
 from papayu_git.git import run_git
 from papayu_git.objects import build_tree
 from papayu_git.transaction import prepare

@@ -36,8 +36,9 @@ def main() -> int:
 
 
 def _apply(spec: dict[str, Any]) -> int:
-    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.git import papayu_dir
     from papayu_git.objects import delete_branch
+    from papayu_git.repository import open_repo
     from papayu_git.transaction import ApplyOptions, apply_plan
     from papayu_git.validate import validate_response
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from papayu_git import output
 from papayu_git.bestof.ranking import Score, goal_named
 from papayu_git.secrets import safe_text
 
@@ -161,3 +162,37 @@ def final(rows: list[Row]) -> list[str]:
         elif row.rank == 1:
             out.append(f"      winner{': ' + safe_text(row.verdict) if row.verdict else ''}")
     return out
+
+
+def run_lines(record: dict[str, Any]) -> list[str]:
+    """A stored run as `show RUN` prints it: goal, tip, ranking, the final matrix, the judge, what
+    goes on from it."""
+    rows = [_row(data) for data in record["candidates"] if isinstance(data, dict)]
+    winner = record.get("winner")
+    out = [
+        output.colour(f"run {record['id']}", "bold") + f"  state: {safe_text(record.get('state', '?'))}",
+        f"goal: {safe_text(record.get('goal', ''), multiline=True)}",
+        f"on {safe_text(record.get('target', ''))} @ {str(record.get('tip', ''))[:12]}; ranked by: "
+        + "; ".join(record.get("ranking") or []),
+        "",
+        *final(rows),
+    ]
+    judge = record.get("judge") or {}
+    if judge:
+        said = judge.get("error", {}).get("code") if judge.get("error") else f"chose #{judge.get('choice')}"
+        out.append(f"judge {safe_text(judge.get('model', ''))}: {safe_text(said)}")
+    for offer in record.get("retry") or []:
+        out.append(f"retry: {safe_text(offer)}")
+    if any(row.kept for row in rows):
+        land = (
+            f"land one: git papayu land {record['id']}:{winner}    "
+            if winner and record.get("state") != "landed"
+            else ""
+        )
+        out.append(f"{land}drop them: git papayu drop {record['id']}")
+    return out
+
+
+def _row(data: dict[str, Any]) -> Row:
+    known = {k: v for k, v in data.items() if k in Row.__dataclass_fields__}
+    return Row(**known)

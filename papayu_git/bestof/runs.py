@@ -152,9 +152,7 @@ def drop(repo: pygit2.Repository, pdir: Path, run_id: str, numbers: list[int] | 
         if isinstance(row, dict) and row.get("index") in dropped:
             row["kept"] = False
             if plans.is_id(row.get("plan_id")):
-                from papayu_git.transaction import update_outcome  # lazy: only once something is dropped
-
-                update_outcome(pdir, row["plan_id"], state=ApplyState.DROPPED)
+                plans.update_outcome(pdir, row["plan_id"], state=ApplyState.DROPPED)
     if not any(isinstance(r, dict) and r.get("kept") for r in record["candidates"]) and record.get("state") != "landed":
         record["state"] = "dropped"
     save(pdir, record)

@@ -24,11 +24,12 @@ from papayu_git.bestof import asking, checking, matrix, runs
 from papayu_git.bestof.matrix import Row
 from papayu_git.bestof.sampling import samples
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import papayu_dir
 from papayu_git.housekeeping import clear_stale
 from papayu_git.landing import resolve_target
 from papayu_git.llm.config import Provider
 from papayu_git.objects import delete_branch
+from papayu_git.repository import open_repo
 from papayu_git.traces import now_iso
 
 if TYPE_CHECKING:

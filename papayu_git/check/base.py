@@ -25,9 +25,8 @@ from papayu_git.check.lockfiles import ignored_lockfiles
 from papayu_git.check.results import TestResults
 from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.results.outcome import IDS_VERSION
-from papayu_git.check.run import run_check
+from papayu_git.check.run import dead_check, run_check
 from papayu_git.check.sandbox import check_env
-from papayu_git.housekeeping import dead_check
 from papayu_git.objects import commit_of
 from papayu_git.worktree import acquire_checkout, release_checkout
 

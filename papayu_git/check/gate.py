@@ -19,9 +19,8 @@ from papayu_git.check.base import BaseRun, base_run, inputs_path, remember
 from papayu_git.check.judge_tree import tip_tests_commit
 from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
 from papayu_git.check.results.channel import PluginAsk
-from papayu_git.check.run import CheckResult, run_check
+from papayu_git.check.run import CheckResult, dead_check, run_check
 from papayu_git.check.verdict import Run, Verdict, judge
-from papayu_git.housekeeping import dead_check
 from papayu_git.worktree import acquire_checkout, release_checkout
 
 if TYPE_CHECKING:
@@ -38,10 +37,6 @@ class Gate:
     base: BaseRun | None
     verdict: Verdict | None  # None: no per-test results anywhere (the exit code decided)
     judged_by_tip: tuple[str, ...] = ()  # what the plan changes besides its code (judges.py)
-
-    @property
-    def lands(self) -> bool:
-        return self.check.passed
 
     @property
     def review(self) -> bool:
@@ -125,8 +120,7 @@ def run_gate(request: GateRequest) -> Gate:
         regression,
         environment=causes,
         commit=request.commit,
-        verdict=verdict.to_dict(),
-        lands=verdict.lands,
+        verdict=verdict,
         own_log=own.log if own is not None else "",
         selection=chosen,
     )

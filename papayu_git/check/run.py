@@ -29,9 +29,10 @@ from papayu_git.check.results.gotest import PlainLog
 from papayu_git.check.results.instrument import GO_JSON, JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
+from papayu_git.check.secret_files import repository_masker
+from papayu_git.check.verdict import Verdict, plan_lands
 from papayu_git.check.view import CheckView
-from papayu_git.output import printable
-from papayu_git.secrets import masker
+from papayu_git.secrets import masker, printable
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -59,23 +60,21 @@ class CheckResult:
     tests: TestResults | None = None  # per test, as the runners reported (results/)
     inputs: bytes = field(default=b"", repr=False)  # what each test read, when recorded (selection/)
     selection: dict[str, Any] | None = None  # which tests ran and which kept the base's pass (selection/)
-    verdict: dict[str, Any] | None = None  # the gate's per-test verdict (gate.py), when it judged
-    lands: bool | None = None  # the gate's decision; None: the exit code decides
+    verdict: Verdict | None = None  # the gate's per-test verdict (gate.py), when it judged
     own_log: str = ""  # the log of the plan's own run (its tree as is), when there was one
 
     @property
     def passed(self) -> bool:
-        if self.lands is not None:
-            return self.lands
-        return self.exit_code == 0 and not self.timed_out
+        return plan_lands(self.verdict, self.exit_code, self.timed_out)
 
     def to_dict(self) -> dict[str, Any]:
         data = {**asdict(self), "passed": self.passed}
         data.pop("inputs", None)  # kept apart (check/base.py), never in records
         data["tests"] = summary(self.tests) if self.tests is not None else None
+        data["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
         if self.tests is not None and self.tests.failures:  # what a retry tells the model (retry.py)
-            said = self.verdict or {}
-            first = [t for key in ("broken", "new_failing", "already_failing") for t in said.get(key) or ()]
+            said = self.verdict
+            first = [*said.broken, *said.new_failing, *said.already_failing] if said is not None else []
             failing = [t for t in dict.fromkeys([*first, *sorted(self.tests.failures)]) if t in self.tests.failures]
             failing = failing[:FAILURES_KEPT]
             data["failures"] = {test: self.tests.failures[test] for test in failing}
@@ -136,9 +135,6 @@ def run_check(
             if exit_code != 0 or timed_out:
                 break
     view.close()
-    # Here, not at the top: secret_files reads check.environment, whose package imports this module.
-    from papayu_git.secret_files import repository_masker
-
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tests = _results(own, view, mask)
     tail = _masked_tail(log_path, mask)
@@ -406,6 +402,14 @@ def kill_orphans(info: locks.LockInfo) -> list[int]:
             except (ProcessLookupError, PermissionError):
                 pass
     return killed
+
+
+def dead_check(info: locks.LockInfo) -> None:
+    """A check checkout whose papayu died (its slot lock's ``on_stale``): kill what its check left
+    running, and say so."""
+    killed = kill_orphans(info)
+    if killed:
+        output.info(f"killed {len(killed)} process(es) a dead papayu's check left running in {info.data.get('path')}")
 
 
 def _processes() -> list[tuple[int, str]]:

@@ -13,10 +13,9 @@ from papayu_git import settings
 from papayu_git.check.command import resolve_command
 from papayu_git.check.environment import env_dirs
 from papayu_git.check.results import summary
-from papayu_git.check.run import run_check
+from papayu_git.check.run import dead_check, run_check
 from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.git import common_dir, scrubbed_env
-from papayu_git.housekeeping import dead_check
 from papayu_git.objects import GitTree
 from papayu_git.worktree import acquire_checkout, release_checkout
 

@@ -89,6 +89,11 @@ class Run:
         return "timed out" if self.exit_code is None else f"exited {self.exit_code}"
 
 
+# Verdicts held for a human whose landing (`land ID`) is the approval: the check passed but for
+# what the plan changes besides its code.
+HELD_FOR_A_HUMAN = frozenset({"ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD"})
+
+
 @dataclass(frozen=True)
 class Verdict:
     lands: bool
@@ -143,10 +148,27 @@ class Verdict:
             lines.append(f"reused: {self.reused} tests passed on the tip and read nothing the plan changed (not run)")
         return lines
 
+    @property
+    def held_for_a_human(self) -> bool:
+        """Held at review only for what the plan changes besides its code (its tests, their data,
+        scripts): the check passed, and a human's landing (`land ID`) is the approval."""
+        return self.review and self.code in HELD_FOR_A_HUMAN
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update({k: list(v) for k, v in data.items() if isinstance(v, tuple)})
         return {**data, "trailer": self.trailer(), "lines": self.lines()}
+
+
+def plan_lands(verdict: Verdict | None, exit_code: int | None, timed_out: bool) -> bool:
+    """Whether a check lets its plan land: the one rule, which every reader asks
+    (``CheckResult.passed``, the recorded check's `passed` that checked.py and best-of read back).
+    With the gate's verdict, the verdict: it lands, or it is held only for a human whose landing
+    is the approval. Without one (a run the gate did not judge: `doctor --check`'s, agent mode's
+    run_tests), the exit code: 0, within the timeout."""
+    if verdict is not None:
+        return verdict.lands or verdict.held_for_a_human
+    return exit_code == 0 and not timed_out
 
 
 def _names(ids: Iterable[str], limit: int = MAX_NAMES) -> str:

@@ -15,25 +15,31 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, prewarm, retry
+from papayu_git.answers import response_of
 from papayu_git.commands import apply as apply_command
+from papayu_git.commands import best_of
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
-from papayu_git.error_handler import Terminated, handle_errors
+from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import find_toplevel, open_repo, papayu_dir
+from papayu_git.git import find_toplevel, papayu_dir
+from papayu_git.landing import resolve_target
 from papayu_git.llm.readiness import require_model
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.objects import branch_name, delete_branch
 from papayu_git.outcomes import ApplyState
+from papayu_git.plans import update_outcome
+from papayu_git.report import Landing, exit_code, report
+from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text
-from papayu_git.transaction import apply_plan, update_outcome
+from papayu_git.transaction import apply_plan
 
 if TYPE_CHECKING:
     from papayu_git.llm.client import ChatClient
     from papayu_git.llm.planner import PlanOutcome
     from papayu_git.llm.routing import Route
-    from papayu_git.transaction import ApplyOptions, ApplyResult, LandingPreview
+    from papayu_git.transaction import ApplyOptions, ApplyResult
 
 
 def default_attempts(options: ApplyOptions) -> int:
@@ -53,8 +59,6 @@ def run(
     candidates: int = 1,
 ) -> int:
     if candidates > 1:  # best of N (docs/DESIGN.md, "Best of N")
-        from papayu_git.commands import best_of
-
         return best_of.from_fix(goal, options, candidates, mode, from_file, protocol, as_json, attempts)
     route = resolve(goal, mode)
     if route.confirm:
@@ -73,8 +77,6 @@ def refuse_unlandable(root: Path, onto: str | None) -> None:
     """Where the plan would land is known before the model is asked (and paid): a detached HEAD
     without --onto, an --onto branch that does not exist or a branch without a commit refuse now,
     not after the answer (docs/TRANSACTION.md, "The transaction")."""
-    from papayu_git.landing import resolve_target
-
     try:
         resolve_target(open_repo(root), onto)
     except PapayuError as exc:
@@ -97,48 +99,6 @@ class Attempt:
             "failing": list(retry.failing_tests(result.get("check") or {})),
         }
         return {**said, "superseded_by": self.superseded_by} if self.superseded_by else said
-
-
-class Landing:
-    """The question before a landing (ApplyOptions.confirm_landing): with -y the diffstat; else the
-    coloured diff (paged on a terminal) and the check's verdict, then "Land?"."""
-
-    def __init__(self, root: Path, yes: bool, as_json: bool) -> None:
-        self.root, self.yes, self.as_json = root, yes, as_json
-        self.diffstat_shown = False  # the landing report then leaves it out
-        self.check_shown = False  # the same for the check's lines (shown with the diff)
-
-    def confirm(self, preview: LandingPreview) -> bool:
-        if self.yes:
-            if not self.as_json:
-                output.result(f"landing plan {preview.plan_id} on {preview.target}:")
-                output.result(apply_command.diffstat(preview.commit))
-                self.diffstat_shown = True
-            return True
-        from papayu_git.commands.show import plan_diff, render_diff
-        from papayu_git.git import open_repo
-
-        diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
-        try:
-            with output.paged():
-                output.result(render_diff(diff, output.use_colour(sys.stdout)))
-                for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
-                    output.result(line)
-            self.diffstat_shown = self.check_shown = True  # the diff starts with its stat
-            return output.confirm(f"Land plan {preview.plan_id} on {preview.target}?")
-        except (click.Abort, KeyboardInterrupt) as exc:
-            return not_answered(exc)
-
-
-def not_answered(exc: BaseException) -> bool:
-    """Ctrl-C or Ctrl-D at the landing question is a no: the checked plan stays on papayu/<id> for
-    `land ID` (docs/TRANSACTION.md, "Landing"). A termination signal is not an answer."""
-    if isinstance(exc, Terminated):
-        raise exc
-    key = "Ctrl-D" if isinstance(exc.__context__, EOFError) else "Ctrl-C"
-    output.info("")  # the question's line ends here
-    output.info(f"papayu: {key} at the question: not landing")
-    return False
 
 
 # -y of the commands that run Loop (fix, retry): the same question, skipped the same way.
@@ -226,9 +186,7 @@ class Loop:
 
     def apply(self, outcome: PlanOutcome, *, last: bool) -> ApplyResult:
         """Commit and check the plan, land it on a yes; ``last``: no attempt follows a red check."""
-        plan, response = apply_command.response_of(
-            self.root, outcome.plan, self.protocol, self.options.onto, self.client
-        )
+        plan, response = response_of(self.root, outcome.plan, self.protocol, self.options.onto, self.client)
         # Deletions and the rest of the diff are confirmed before landing (confirm), not before
         # the commit; existing tests the plan edits get their own question first.
         allow = apply_command.confirm_test_edits(self.root, plan, response, self.options)
@@ -237,7 +195,7 @@ class Loop:
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
             again = not last and retry.retryable(result.to_dict())  # the loop asks the model again itself
-            apply_command.report(
+            report(
                 result,
                 False,
                 diffstat_shown=landing.diffstat_shown,
@@ -271,7 +229,7 @@ class Loop:
         if self.as_json:
             output.emit_json(
                 {
-                    "ok": last.result is None or apply_command.exit_code(last.result) == 0,
+                    "ok": last.result is None or exit_code(last.result) == 0,
                     "plan": plan_command.as_dict(last.outcome),
                     "apply": last.result.to_dict() if last.result else None,
                     "attempts": [a.to_dict() for a in self.attempts],
@@ -280,7 +238,7 @@ class Loop:
         elif len(self.attempts) > 1:
             said = "; ".join(f"{a.to_dict()['plan_id']}: {a.to_dict()['state']}" for a in self.attempts)
             output.info(f"papayu: {len(self.attempts)} attempts ({said})")
-        return apply_command.exit_code(last.result) if last.result else 0
+        return exit_code(last.result) if last.result else 0
 
 
 @click.command("fix")

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 import click
 
 from papayu_git import settings
+from papayu_git.bestof import matrix, runs
 from papayu_git.bestof.runs import candidate_key, names_a_run
 from papayu_git.checked import verdict
-from papayu_git.commands.apply import report
 from papayu_git.commands.drop import resolve_generated
 from papayu_git.commands.pr import ensure_still_at, load_generated, wait_for_green
 from papayu_git.error_handler import handle_errors
+from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
+from papayu_git.report import report
 from papayu_git.transaction import land_branch
 
 
@@ -35,9 +37,7 @@ def run(
     force: bool = False,
 ) -> int:
     if names_a_run(plan_id) and when_green is None:  # a best-of run's candidate (docs/DESIGN.md, "Best of N")
-        from papayu_git.bestof.views import land
-
-        return land(plan_id, onto, force, as_json)
+        return land_run(plan_id, onto, force, as_json)
     forge_green: str | None = None
     if when_green is not None:
         kept = load_generated(plan_id)  # refuse a red / changed branch before waiting for the forge
@@ -57,6 +57,25 @@ def run(
     resolved = resolve_generated(repo, pdir, plan_id)
     key = candidate_key(pdir, resolved)  # a best-of candidate is kept on papayu/<run>/<i>
     result = land_branch(repo, pdir, resolved, onto, force=force, forge_green=forge_green, branch=key)
+    report(result, as_json)
+    return 0
+
+
+def land_run(arg: str, onto: str | None, force: bool, as_json: bool) -> int:
+    """`land RUN[:N]`: the run's winner, or its candidate N, as `land ID` lands a kept plan."""
+    repo, _root, pdir = open_checkout()
+    run_id, number = runs.resolve(pdir, arg)
+    record = runs.load(pdir, run_id)
+    number = number or record.get("winner")
+    if not number:
+        raise PapayuError("ERR_RUN_NOT_FOUND", f"run {run_id} has no winner; name a candidate: {run_id}:N")
+    row = runs.candidate(record, int(number))
+    result = land_branch(
+        repo, pdir, str(row["plan_id"]), onto, force=force, branch=runs.branch_key(run_id, int(number))
+    )
+    row.update(state=matrix.LANDED, kept=False)
+    record.update(state="landed", landed=result.to_dict())
+    runs.save(pdir, record)
     report(result, as_json)
     return 0
 

@@ -100,7 +100,8 @@ def online_context(root: Path, research_id: str | None) -> str:
     if not research_id:
         return ""
     from papayu_git import research
-    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.git import papayu_dir
+    from papayu_git.repository import open_repo
 
     return research.load(papayu_dir(open_repo(root)), research_id).context_block()
 

@@ -16,8 +16,9 @@ from papayu_git.git import find_toplevel
 
 def run(query: str, as_json: bool) -> int:
     from papayu_git import research
-    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.git import papayu_dir
     from papayu_git.llm.session import open_client
+    from papayu_git.repository import open_repo
 
     root = find_toplevel()
     research.require_enabled(str(root))

@@ -13,6 +13,7 @@ import click
 from papayu_git import output, settings
 from papayu_git.commands.trace import current_papayu_dir
 from papayu_git.error_handler import handle_errors
+from papayu_git.secrets import printable
 from papayu_git.stats import Prices, compute_stats, parse_price
 from papayu_git.traces import load_traces, traces_dir
 
@@ -66,7 +67,7 @@ def print_usage(usage: dict[str, Any]) -> None:
     header = ["PROVIDER", "MODEL", "CALLS", "USAGE UNKNOWN", "PROMPT TOKENS", "COMPLETION TOKENS"]
     keys = ["calls", "usage_unknown", "prompt_tokens", "completion_tokens"]
     rows = [
-        [output.printable(r["provider"]), output.printable(r["model"]), *(str(r[k]) for k in keys)]
+        [printable(r["provider"]), printable(r["model"]), *(str(r[k]) for k in keys)]
         + ([_usd(r["cost_usd"])] if priced else [])
         for r in usage["by_model"]
     ]

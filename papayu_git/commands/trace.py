@@ -12,8 +12,9 @@ from papayu_git import output, plans
 from papayu_git.cli import SuggestingGroup
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import papayu_dir
 from papayu_git.golden import check_replay, trace_mode, trace_to_golden
+from papayu_git.repository import open_repo
 from papayu_git.traces import load_trace, load_traces, traces_dir, with_plan_context
 
 

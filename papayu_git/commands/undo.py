@@ -18,7 +18,7 @@ from papayu_git.land_drivers import no_drivers_env
 from papayu_git.landing import branch_tip, checked_out_in
 from papayu_git.objects import commit_of
 from papayu_git.outcomes import ApplyState
-from papayu_git.transaction import update_outcome
+from papayu_git.plans import update_outcome
 
 
 def newest_landed(pdir: Path) -> str:

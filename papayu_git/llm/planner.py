@@ -16,7 +16,7 @@ from papayu_git import output, plans, settings, traces
 from papayu_git import research as online_research
 from papayu_git.context import ContextSession
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir, run_git
+from papayu_git.git import papayu_dir, run_git
 from papayu_git.llm import behaviour
 from papayu_git.llm import window as windows
 from papayu_git.llm.client import ChatClient
@@ -24,6 +24,7 @@ from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
 from papayu_git.memory import apply_memory_patch, build_memory_block, memory_value
 from papayu_git.protocol import Mode, Response
+from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text, scrub_api_key
 
 MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
@@ -382,7 +383,7 @@ def _plan_cycle(
 
 def _say_dirty(blocks: list[Any]) -> None:
     """Before the model is asked: the files it is shown that have uncommitted changes. It sees the
-    committed version; a plan that edits one stops before its check (transaction.dirty_paths)."""
+    committed version; a plan that edits one stops before its check (transaction/run.py, dirty_paths)."""
     dirty = sorted({b.path for b in blocks if getattr(b, "dirty", False) and getattr(b, "path", "")})
     if dirty:
         shown = ", ".join(dirty[:8]) + (f" and {len(dirty) - 8} more" if len(dirty) > 8 else "")
