@@ -323,22 +323,30 @@ def start_thread(thread: threading.Thread) -> threading.Thread:
     return thread
 
 
+_labels: list[str] = []  # the live spinners' labels, innermost last: stage() renames the innermost
+
+
 @contextmanager
 def progress(label: str) -> Iterator[None]:
-    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal (or holds a live table)."""
+    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal (or holds a live
+    table). ``stage`` renames it while it spins (what it waits for now)."""
     if not is_tty(sys.stderr) or _live is not None or _quieted():
         yield
         return
 
-    label = safe_text(label)  # written with \r, past _write
+    _labels.append(safe_text(label))  # written with \r, past _write
     done = threading.Event()
     start = time.monotonic()
+    width = [len(_labels[-1])]
 
     def spin() -> None:
         frames = "|/-\\"
         i = 0
         while not done.wait(0.1):
-            sys.stderr.write(f"\r{frames[i % 4]} {label} {time.monotonic() - start:5.1f}s")
+            shown = _labels[-1] if _labels else label
+            pad = " " * max(0, width[0] - len(shown))
+            width[0] = len(shown)
+            sys.stderr.write(f"\r{frames[i % 4]} {shown} {time.monotonic() - start:5.1f}s{pad}")
             sys.stderr.flush()
             i += 1
 
@@ -348,5 +356,12 @@ def progress(label: str) -> Iterator[None]:
     finally:
         done.set()
         thread.join()
-        sys.stderr.write(f"\r{' ' * (len(label) + 12)}\r")
+        _labels.pop()
+        sys.stderr.write(f"\r{' ' * (width[0] + 12)}\r")
         sys.stderr.flush()
+
+
+def stage(label: str) -> None:
+    """What the innermost spinner waits for from now on (a no-op without one)."""
+    if _labels:
+        _labels[-1] = safe_text(label)

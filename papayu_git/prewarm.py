@@ -111,7 +111,7 @@ def _base(repo: Any, pdir: Path, tip: str, command: Any, repo_root: Path, timeou
     box = resolve_sandbox(str(repo_root))
     if not box.sandboxed:
         return "base not run (no sandbox: only a check papayu was asked for runs unsandboxed)"
-    run = base_run(repo, pdir, tip, command, box, repo_root, timeout_sec=timeout_sec)
+    run = base_run(repo, pdir, tip, command, box, repo_root, timeout_sec=timeout_sec, origin="the prewarm")
     return f"base {'cached' if run.cached else 'computed'} ({run.results.source})"
 
 

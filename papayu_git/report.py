@@ -124,12 +124,49 @@ def check_lines(check: dict[str, Any], *, tests_named: bool = True) -> list[str]
         f"check `{safe_text(check['command'])}` ({check['source']}): {state} "
         f"in {check['duration_sec']:.1f}s{tests_said(check.get('tests'))}; log: {check['log']}"
     ]
+    lines += [f"  {line}" for line in runs_lines(check.get("runs") or [])]
     verdict = check.get("verdict")
     if verdict:
         lines.append(f"verdict against the tip: {verdict.get('trailer', '')}")
         if tests_named and not verdict.get("exit_code_only"):
             lines += [f"  {safe_text(line)}" for line in verdict.get("lines", [])]
     return lines
+
+
+# How the check's runs are named in its lines (check/failfirst.py names them in its record).
+RUN_NAMES = {
+    "tip": "the tip's tests",
+    "plan": "the plan's run",
+    "regression": "the regression run",
+    "own": "the plan's own run",
+    "tip again": "failing tests again on the tip",
+    "rest": "the rest",
+}
+
+
+def runs_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """Where the check's time went, one run a line: what ran, why, and its parts (docs/DESIGN.md,
+    "Fail first")."""
+    out = []
+    for entry in runs:
+        name = RUN_NAMES.get(str(entry.get("run")), str(entry.get("run")))
+        seconds = float(entry.get("seconds") or 0.0)
+        timing = entry.get("timing") or {}
+        parts = [f"{label} {float(timing[key]):.1f}s" for key, label in TIMING_LABELS if key in timing]
+        said = f"{name}: {seconds:.1f}s" + (f" ({', '.join(parts)})" if parts else "")
+        out.append(f"{said}: {safe_text(_run_why(entry))}")
+    return out
+
+
+TIMING_LABELS = (("setup", "sandbox set-up"), ("command", "the command"), ("reading", "reading results"))
+
+
+def _run_why(entry: dict[str, Any]) -> str:
+    run, why = entry.get("run"), str(entry.get("why") or "")
+    if run in ("plan", "regression", "own") and entry.get("first"):
+        stopped = f"; stopped there: {entry['stopped']}" if entry.get("stopped") else ", then the rest"
+        return f"{entry.get('tests', 0)} tests, {entry['first']} first{stopped}"
+    return why
 
 
 def tests_said(tests: dict[str, Any] | None) -> str:

@@ -177,9 +177,10 @@ SETTINGS: list[Setting] = [
     ),
     Setting(
         "papayu.check.select",
-        "observe",
-        "off | observe | on: pytest checks run only the tests whose recorded inputs a plan changed (on), or "
-        "run every test and record what that selection would have missed (observe; git papayu stats shows it)",
+        "on",
+        "on | off: a pytest check runs first the tests a plan's change reaches and those red on the tip, "
+        "stops there when one breaks, else runs the rest (on); off: the suite in its own order. Every plan "
+        "lands on the whole suite either way (observe, its old value, reads as on)",
     ),
     Setting(
         "papayu.check.outputMB",

@@ -59,7 +59,11 @@ class CheckResult:
     user_tree_links: tuple[str, ...] = ()  # unsandboxed: the environment reaches the user's tree
     tests: TestResults | None = None  # per test, as the runners reported (results/)
     inputs: bytes = field(default=b"", repr=False)  # what each test read, when recorded (selection/)
-    selection: dict[str, Any] | None = None  # which tests ran and which kept the base's pass (selection/)
+    selection: dict[str, Any] | None = None  # the fail-first order the run asked for (selection/)
+    # Where the run's time went: "setup" (the view, mounts, helpers), "command" (the check's
+    # command in the sandbox, to its exit), "reading" (the results, masking the log).
+    timing: dict[str, float] = field(default_factory=dict)
+    runs: tuple[dict[str, Any], ...] = ()  # every run of the suite the check made, named (gate.py)
     verdict: Verdict | None = None  # the gate's per-test verdict (gate.py), when it judged
     own_log: str = ""  # the log of the plan's own run (its tree as is), when there was one
 
@@ -103,6 +107,7 @@ def run_check(
     exit_code: int | None = 0
     timed_out = False
     view = CheckView.prepare(checkout, sandbox, repo_root, python_safe_path=check.python_safe_path)
+    command_sec = 0.0
     junit_globs = junit_patterns(repo_root)
     own = _Reading(b"", Delivery(), frozenset())
     with open(log_path, "wb") as log:
@@ -125,6 +130,7 @@ def run_check(
             log.flush()
             remaining = timeout_sec - (time.monotonic() - start)
             cap = settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024
+            began = time.monotonic()
             if index == 0:  # the check writes its per-test results where papayu reads them back (results/)
                 exit_code, timed_out, own = _run_reported(
                     check, view, junit_globs, checkout, log, remaining, cap, ask or PluginAsk()
@@ -132,18 +138,26 @@ def run_check(
             else:
                 argv, env = view.command_line(command)
                 exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), view.pass_fds, cap)
+            command_sec += time.monotonic() - began
             if exit_code != 0 or timed_out:
                 break
     view.close()
+    reading = time.monotonic()
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tests = _results(own, view, mask)
     tail = _masked_tail(log_path, mask)
     failed, safe_path = exit_code != 0 or timed_out, bool(view.env.get("PYTHONSAFEPATH"))
+    end = time.monotonic()
+    timing = {
+        "setup": round(end - start - command_sec - (end - reading), 3),
+        "command": round(command_sec, 3),
+        "reading": round(end - reading, 3),
+    }
     return CheckResult(
         check.command,
         check.source,
         exit_code,
-        round(time.monotonic() - start, 3),
+        round(end - start, 3),
         str(log_path),
         tail,
         timed_out,
@@ -153,6 +167,7 @@ def run_check(
         user_tree_links=tuple(view.user_tree_links),
         tests=tests,
         inputs=mask(delivered_inputs(own.delivery).decode("utf-8", "replace")).encode() if ask and ask.record else b"",
+        timing=timing,
     )
 
 

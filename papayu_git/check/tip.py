@@ -1,5 +1,6 @@
 """`git papayu doctor --check`: the check on the tip, sandboxed as a plan's would be, beside the
-same command run directly in the user's tree, before any model is called."""
+same command run directly in the user's tree, before any model is called. Its run is kept as the
+tip's base run: the next plan's check on this tip does not run it again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import settings
+from papayu_git.check.base import remember
 from papayu_git.check.command import resolve_command
 from papayu_git.check.environment import env_dirs
 from papayu_git.check.results import summary
@@ -64,6 +66,9 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
         dirs = [str(p.relative_to(root)) for p in env_dirs(root, checkout.path)]
     finally:
         release_checkout(checkout)
+    # Exactly the base run of the tip a plan's check needs: kept, so that no check runs it again
+    # (docs/DESIGN.md, "Fail first").
+    remember(repo, pdir, tip, found, box, root, result, origin="doctor --check")
     report = TipCheck(
         found.command,
         found.source,

@@ -67,6 +67,9 @@ class Run:
 
     results: TestResults
     exit_code: int | None  # None: timed out
+    # Tests it left out because it stopped after its first part (docs/DESIGN.md, "Fail first"):
+    # not missing while a failure rejects the plan anyway, missing otherwise.
+    not_run: frozenset[str] = frozenset()
 
     @property
     def passed_all(self) -> bool:
@@ -112,13 +115,15 @@ class Verdict:
     explained: tuple[str, ...] = ()  # do not pass in the regression run, pass in the own run
     removed: tuple[str, ...] = ()  # passed on the base, gone (absent or skipped) from the own run
     restored: tuple[str, ...] = ()  # what the plan changes besides its code, taken from the tip
-    reused: int = 0  # passes of the regression run kept from the base, not run (check/selection/)
+    first: int = 0  # tests the regression run ran first (check/selection/), as its runner said
+    not_run: tuple[str, ...] = ()  # the tip's tests not run: the run stopped after a failing first part
+    incomplete: bool = False  # rejected only because tests did not run (the gate runs them, then judges again)
 
     def trailer(self) -> str:
         """The commit trailer's value: "passed 41, fixed 1, already failing 2", then what else is not 0."""
         if self.exit_code_only:
             return "exit code only"
-        passed = f"passed {self.passed}" + (f" ({self.reused} reused)" if self.reused else "")
+        passed = f"passed {self.passed}" + (f" ({self.first} first)" if self.first else "")
         parts = [passed, f"fixed {len(self.fixed)}", f"already failing {len(self.already_failing)}"]
         optional = (
             ("new", self.new_passing),
@@ -128,6 +133,7 @@ class Verdict:
             ("new failing", len(self.new_failing)),
             ("passing only with the plan's judges", len(self.explained)),
             ("removed", len(self.removed)),
+            ("not run", len(self.not_run)),
         )
         return ", ".join(parts + [f"{name} {n}" for name, n in optional if n])
 
@@ -144,8 +150,11 @@ class Verdict:
             ("removed by the plan (passed on the tip)", self.removed),
         )
         lines = [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
-        if self.reused:
-            lines.append(f"reused: {self.reused} tests passed on the tip and read nothing the plan changed (not run)")
+        if self.not_run and not self.incomplete:
+            lines.append(
+                f"not run: {len(self.not_run)} tests: the check stopped after the {self.first} it ran first, "
+                "where the failures above reject the plan"
+            )
         return lines
 
     @property
@@ -271,6 +280,7 @@ class _Tally:
     notes: list[str] = field(default_factory=list)
     explained: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)
     restored: tuple[str, ...] = ()
     approve_restored: bool = False
 
@@ -288,6 +298,8 @@ class _Tally:
                     self.already_failing.append(test)
                 else:
                     (self.suspects if was == Outcome.PASSED else self.broken).append(test)
+            elif now is None and test in regression.not_run:
+                self.not_run.append(test)
             elif was == Outcome.PASSED:
                 self.missing.append(test)
             elif was in FAILING:
@@ -330,6 +342,8 @@ class _Tally:
             now = plans.get(test)
             if now == Outcome.PASSED and tips.get(test) != Outcome.PASSED:
                 self.explained.append(test)
+            elif now is None and test in own.not_run:
+                self.not_run.append(test)
             elif before[test] == Outcome.PASSED and now in (None, Outcome.SKIPPED):
                 self.removed.append(test)
 
@@ -357,7 +371,7 @@ class _Tally:
         # Failing only with the tip's judges: the plan's own versions explain them (a human
         # decides, or --allow-test-edits let the own run judge).
         excused = bool(self.restored and self.explained) and set(self.broken + self.missing) <= set(self.explained)
-        regressed = self.broken or self.missing or _regression_failed(base, regression)
+        regressed = self.broken or self.missing or _regression_failed(base, regression, self.not_run)
         if regression.timed_out or (own is not None and own.timed_out):
             code = "ERR_CHECK_TIMEOUT"
         elif regressed and not excused:
@@ -375,6 +389,14 @@ class _Tally:
         elif base_red and not self.fixed and not run_fixed:
             review, code = True, "ERR_CHECK_FIXES_NOTHING"
             self.notes.append("the tip was already red and the plan fixes none of its failing tests")
+        not_run = tuple(sorted(set(self.not_run)))
+        incomplete = bool(not_run) and (code is None or review)
+        if incomplete:  # a stop with no failure to show for it: what did not run is missing
+            review, code = False, "ERR_CHECK_REGRESSION"
+            self.notes.append(
+                f"{len(not_run)} of the tip's tests did not run (the run stopped after its first part) "
+                "and no failure there rejects the plan: they count as missing"
+            )
         return Verdict(
             lands=code is None,
             review=review,
@@ -392,13 +414,15 @@ class _Tally:
             explained=tuple(self.explained),
             removed=tuple(self.removed),
             restored=self.restored,
-            reused=len(regression.results.reused),
+            first=int(regression.results.order.get("first") or 0),
+            not_run=not_run,
+            incomplete=incomplete,
         )
 
 
 def _without(run: Run, ids: frozenset[str]) -> Run:
     outcomes = {t: o for t, o in run.results.outcomes.items() if t not in ids}
-    return Run(replace(run.results, outcomes=outcomes), run.exit_code)
+    return Run(replace(run.results, outcomes=outcomes), run.exit_code, run.not_run)
 
 
 def _under_base_ids(base: Run, regression: Run, own: Run | None) -> tuple[Run, Run, Run | None, int]:
@@ -421,7 +445,7 @@ def _under_base_ids(base: Run, regression: Run, own: Run | None) -> tuple[Run, R
             outcomes = {found.renamed.get(t, t): o for t, o in results.outcomes.items()}
             failures = {found.renamed.get(t, t): m for t, m in results.failures.items()}
             results = replace(results, outcomes=outcomes, failures=failures)
-        runs.append(Run(results, run.exit_code))
+        runs.append(Run(results, run.exit_code, run.not_run))
     if left_out:
         kept = {t: o for t, o in base.results.outcomes.items() if t not in left_out}
         base = Run(replace(base.results, outcomes=kept), base.exit_code)
@@ -440,8 +464,11 @@ def _green(run: Run) -> bool:
     return run.passed_all and not run.failing and not run.results.exit_code_only
 
 
-def _regression_failed(base: Run, regression: Run) -> bool:
-    return regression.results.exit_code_only or (regression.crashed and not base.crashed)
+def _regression_failed(base: Run, regression: Run, not_run: Collection[str] = ()) -> bool:
+    """No per-test results, or red with no test failing where the tip was not (a run papayu
+    stopped after its first part is red by that stop, not crashed)."""
+    stopped = bool(not_run) and bool(regression.failing)
+    return regression.results.exit_code_only or (regression.crashed and not base.crashed and not stopped)
 
 
 def _own_failed(base: Run, own: Run) -> bool:

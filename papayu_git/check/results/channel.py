@@ -30,8 +30,8 @@ HELPERS = "papayu-check"  # in the slot; inside the sandbox at view.HELPERS_INSI
 PLUGIN_DIR = "pytest"
 PLUGIN_MODULE = "papayu_pytest_results"
 PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
-INPUTS_MODULE = "papayu_pytest_inputs.py"  # the selective check's part (pytest_inputs.py), imported by the plugin
-SELECTION_FILE = "selection.json"  # beside the plugin: the tests a run is to run (pytest_inputs.Selector)
+INPUTS_MODULE = "papayu_pytest_inputs.py"  # fail first's part (pytest_inputs.py), imported by the plugin
+ORDER_FILE = "order.json"  # beside the plugin: the order a run is to run its tests in (pytest_inputs.Orderer)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
 NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
 NODE_TEST_REPORTER = "node_test_reporter.cjs"  # node --test's, named in NODE_OPTIONS
@@ -78,22 +78,42 @@ def write_helpers(slot: Path) -> Path:
 
 @dataclass(frozen=True)
 class PluginAsk:
-    """What one run asks of papayu's pytest plugin beyond its results: the selective check's part
-    (pytest_inputs.py; docs/DESIGN.md, "Pay for what the plan changed")."""
+    """What one run asks of papayu's pytest plugin beyond its results: fail first's part
+    (pytest_inputs.py; docs/DESIGN.md, "Fail first"). The order only ever changes when a test
+    runs, never whether its result counts: papayu judges the whole suite's results."""
 
-    record: bool = False  # record what each test read (the base run)
-    reuse: frozenset[str] = frozenset()  # node ids not to run (their base outcome stands)
-    skip_files: frozenset[str] = frozenset()  # test files to leave uncollected (all their tests reused)
+    record: bool = False  # record what each test read (a base run)
+    first: frozenset[str] = frozenset()  # node ids to run before the rest
+    first_files: frozenset[str] = frozenset()  # test files whose every test runs first
+    known_failing: frozenset[str] = frozenset()  # first-part tests whose failure does not stop the run
+    stop: bool = False  # stop after the first part when one of its tests failed (not known failing)
+    only: frozenset[str] | None = None  # run only these node ids (and ``only_files``' tests)
+    only_files: frozenset[str] = frozenset()
+    skip: frozenset[str] = frozenset()  # node ids not to run (the rest of a run whose first part ran)
+    skip_files: frozenset[str] = frozenset()  # test files not to collect (all their tests ran)
+
+    @property
+    def ordering(self) -> bool:
+        return bool(self.first or self.first_files or self.only is not None or self.skip or self.skip_files)
 
     def plugin_config(self, helpers: Path, helpers_inside: str, root: str, report_dir: str) -> dict[str, object]:
-        """The plugin's configuration for this ask; writes the selection file into ``helpers``."""
+        """The plugin's configuration for this ask; writes the order file into ``helpers``."""
         config: dict[str, object] = {"root": root}
         if self.record:
             config["inputs_dir"] = f"{report_dir}/{INPUTS_DIR}"
-        if self.reuse:
-            selection = {"reuse": sorted(self.reuse), "skip_files": sorted(self.skip_files)}
-            (helpers / PLUGIN_DIR / SELECTION_FILE).write_text(json.dumps(selection))
-            config["select"] = f"{helpers_inside}/{PLUGIN_DIR}/{SELECTION_FILE}"
+        if self.ordering:
+            order = {
+                "first": sorted(self.first),
+                "first_files": sorted(self.first_files),
+                "known_failing": sorted(self.known_failing),
+                "stop": self.stop,
+                "only": sorted(self.only) if self.only is not None else None,
+                "only_files": sorted(self.only_files),
+                "skip": sorted(self.skip),
+                "skip_files": sorted(self.skip_files),
+            }
+            (helpers / PLUGIN_DIR / ORDER_FILE).write_text(json.dumps(order))
+            config["order"] = f"{helpers_inside}/{PLUGIN_DIR}/{ORDER_FILE}"
         return config
 
 

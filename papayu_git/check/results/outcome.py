@@ -54,7 +54,9 @@ class TestResults:
     errors: tuple[str, ...] = ()
     collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"); never merged
     sources: tuple[str, ...] = ()  # what was read, one name each; empty: split from ``source``
-    reused: tuple[str, ...] = ()  # passes kept from the base, not run (check/selection/)
+    # papayu's fail-first order as the runner said it ran ("first", "total", "stopped": why it
+    # stopped after the first part); said in the output, never trusted (check/selection/).
+    order: dict[str, Any] = field(default_factory=dict)
 
     @property
     def exit_code_only(self) -> bool:
@@ -80,7 +82,7 @@ class TestResults:
             "unreadable": list(self.unreadable),
             "errors": list(self.errors),
             "collisions": list(self.collisions),
-            **({"reused": list(self.reused)} if self.reused else {}),
+            **({"order": dict(self.order)} if self.order else {}),
         }
 
     @classmethod
@@ -93,7 +95,7 @@ class TestResults:
             tuple(data.get("errors", ())),
             tuple(data.get("collisions", ())),
             tuple(data.get("sources", ())),
-            tuple(data.get("reused", ())),
+            dict(data.get("order") or {}),
         )
 
 
@@ -115,7 +117,7 @@ def summary(results: TestResults) -> dict[str, Any]:
         "unreadable": list(results.unreadable),
         "errors": list(results.errors),
         "collisions": list(results.collisions),
-        "reused": len(results.reused),
+        **({"first": int(results.order.get("first") or 0)} if results.order.get("first") else {}),
     }
 
 

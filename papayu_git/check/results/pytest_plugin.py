@@ -145,13 +145,12 @@ def pytest_configure(config: Any) -> None:
 
 
 def _inputs(config: Any, wanted: dict[str, Any]) -> None:
-    """The selective check (pytest_inputs.py): record each test's inputs (the base run), or run
-    only the tests papayu names (a plan's run); in xdist's workers too, which run the tests."""
-    if not wanted.get("inputs_dir") and not wanted.get("select"):
+    """Fail first (pytest_inputs.py): record each test's inputs (a base run), or run the tests in
+    the order papayu asks; in xdist's workers too, which run the tests."""
+    if not wanted.get("inputs_dir") and not wanted.get("order"):
         return
-    if config.pluginmanager.has_plugin("papayu-inputs-recorder") or config.pluginmanager.has_plugin(
-        "papayu-inputs-selector"
-    ):
+    manager = config.pluginmanager
+    if manager.has_plugin("papayu-inputs-recorder") or manager.has_plugin("papayu-order"):
         return
     sys.path.insert(0, os.path.dirname(CONFIG))
     try:
@@ -160,9 +159,16 @@ def _inputs(config: Any, wanted: dict[str, Any]) -> None:
         sys.path.pop(0)
     if wanted.get("inputs_dir"):
         recorder = inputs.Recorder(str(wanted["root"]), str(wanted["inputs_dir"]))
-        config.pluginmanager.register(recorder, "papayu-inputs-recorder")
-    if wanted.get("select"):
-        config.pluginmanager.register(inputs.Selector(str(wanted["select"])), "papayu-inputs-selector")
+        if recorder.monitor is not None:
+            manager.register(recorder, "papayu-inputs-recorder")
+    if wanted.get("order"):
+        manager.register(inputs.Orderer(str(wanted["order"]), _to_stream), "papayu-order")
+
+
+def _to_stream(record: dict[str, Any]) -> None:
+    """A record of the order into this session's stream (none in xdist's workers)."""
+    if _active:
+        _active[-1].write(record)
 
 
 def pytest_unconfigure(config: Any) -> None:

@@ -7,6 +7,7 @@ import fnmatch
 import functools
 import os
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePath
 
 from papayu_git.check.results.channel import Delivery
@@ -91,6 +92,7 @@ def read_delivery(
     stream = read_stream(delivery.stream) if allowed(PYTEST_STREAM) or allowed(UNITTEST_STREAM) else None
     if stream is not None and stream.garbled:
         errors.append(f"{stream.garbled} lines of the result stream are no record of its sessions")
+    order: dict[str, object] = {}
     for runner, source in (("pytest", PYTEST_STREAM), ("unittest", UNITTEST_STREAM)):
         if stream is None or not allowed(source) or not stream.streamed(runner):
             continue
@@ -98,6 +100,7 @@ def read_delivery(
         for session in stream.sessions:
             if session.runner == runner:
                 collected.extend(session.cases(), source)
+                order = order or dict(session.order)
         if delivery.ended and runner == "pytest":
             verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
     for name, source, reader in _reports(delivery, root):
@@ -116,7 +119,8 @@ def read_delivery(
         if found is not None:
             sources.append(source)
             collected.extend(found, source)
-    return collected.results(list(dict.fromkeys(sources)), unreadable, errors)
+    results = collected.results(list(dict.fromkeys(sources)), unreadable, errors)
+    return replace(results, order=order) if order and not results.exit_code_only else results
 
 
 def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:

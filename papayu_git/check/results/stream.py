@@ -54,6 +54,7 @@ class Session:
     junit: str  # the JUnit file it writes, as pytest resolved it ("" for none)
     runner: str = "pytest"  # or "unittest" (unittest_results.py)
     ended: bool = False
+    order: dict[str, Any] = field(default_factory=dict)  # papayu's fail-first order: "first", "total", "stopped"
     attempts: list[Attempt] = field(default_factory=list)
     current: dict[str, Attempt] = field(default_factory=dict)
     reruns: set[str] = field(default_factory=set)
@@ -123,6 +124,8 @@ def read_stream(data: bytes) -> Stream:
                 open_sessions[key].add(record)
             elif kind == "end" and key in open_sessions and not open_sessions[key].ended:
                 open_sessions[key].ended = True
+            elif kind == "order" and key in open_sessions and not open_sessions[key].ended:
+                open_sessions[key].order.update(_order(record))
             else:
                 out.garbled += 1
         except (ValueError, KeyError, TypeError):
@@ -161,3 +164,16 @@ def differences(streamed: dict[Any, Outcome], reported: dict[Any, Outcome]) -> l
 def worst(into: dict[Any, Outcome], key: Any, outcome: Outcome) -> None:
     if key not in into or RANK[outcome] > RANK[into[key]]:
         into[key] = outcome
+
+
+def _order(record: dict[str, Any]) -> dict[str, Any]:
+    """What the plugin said of the fail-first order (pytest_inputs.Orderer): how many tests it ran
+    first of how many, and why it stopped after them. Only ever said, never trusted: papayu judges
+    the results (a test not run is missing unless a failure already rejects the plan)."""
+    out: dict[str, Any] = {}
+    for name in ("first", "total"):
+        if name in record:
+            out[name] = int(record[name])
+    if "stopped" in record:
+        out["stopped"] = str(record["stopped"])[:200]
+    return out
