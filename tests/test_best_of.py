@@ -101,11 +101,13 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
     assert out["run"]["winner"] == 4 and matrix[4]["state"] == "landed" and matrix[4]["lost"] == ""
     assert matrix[1]["state"] == "red" and matrix[1]["code"] == "ERR_CHECK_REGRESSION"
     assert matrix[1]["lost"].startswith("the gate: ERR_CHECK_REGRESSION") and "test_sub" in matrix[1]["lost"]
-    assert matrix[2]["state"] == "green" and matrix[2]["lost"].startswith(
-        "larger change: 1 file, 4 lines, #4 1 file, 2 lines"
+    # Green so far after its first part, but it could not outrank #4 once #4 passed the whole
+    # suite: its rest never ran (docs/DESIGN.md, "Best of N").
+    assert matrix[2]["state"] == "stopped" and matrix[2]["lost"] == (
+        "stopped: not checked further: larger change: 1 file, 4 lines, #4 1 file, 2 lines"
     )
     assert matrix[3]["state"] == "held" and matrix[3]["lost"].startswith("held at review: ERR_CHECK_FIXES_NOTHING")
-    assert [matrix[i]["rank"] for i in (4, 2)] == [1, 2]
+    assert matrix[4]["rank"] == 1 and matrix[2]["rank"] == 0
     assert matrix[4]["fixed"] == matrix[4]["goal_fixed"] == ["tests/test_calc.py::test_add"]
     # Each candidate was asked at its own temperature; the first as `fix` asks (no approach given).
     temperatures = sorted({round(body["temperature"], 2) for body in llm.requests})
@@ -122,10 +124,11 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
     after = user_view(snapshot(calc))
     changed = {k for k in before["files"] if before["files"][k] != after["files"].get(k)}
     assert changed == {"calc.py"} and after["stash"] == before["stash"]
-    # The others stay on papayu/<run>/<i> with the matrix; `show RUN` reads it, gc drops them.
+    # The others checked stay on papayu/<run>/<i> with the matrix (the stopped one's check did not
+    # finish: nothing of it is kept); `show RUN` reads it, gc drops them.
     run = out["run"]["id"]
     assert sorted(git(calc, "branch", "--list", "papayu/*", "--format=%(refname:short)").split()) == [
-        f"papayu/{run}/{i}" for i in (1, 2, 3)
+        f"papayu/{run}/{i}" for i in (1, 3)
     ]
     shown = papayu("show", run, cwd=calc)
     assert shown.returncode == 0 and "larger change" in shown.stdout and "ERR_CHECK_REGRESSION" in shown.stdout
@@ -134,9 +137,9 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
         "runs": 1,
         "outcomes": {"landed": 1},
         "candidates": 4,
-        "candidate_states": {"green": 1, "held": 1, "landed": 1, "red": 1},
+        "candidate_states": {"held": 1, "landed": 1, "red": 1, "stopped": 1},
     }
-    assert stats["usage"]["calls"] == 8 and stats["check_runs"] >= 4
+    assert stats["usage"]["calls"] == 8 and stats["check_runs"] >= 3  # the stopped one was interrupted
     undo = papayu("undo", matrix[4]["plan_id"], cwd=calc)
     assert undo.returncode == 0, undo.stderr
     assert git(calc, "rev-parse", "main").strip() == tip
@@ -195,10 +198,13 @@ def test_a_candidate_that_games_the_verdict_never_wins(calc: Path, llm: Scripted
     matrix = rows(out)
     assert out["run"]["winner"] == 4 and matrix[4]["state"] == "landed"
     for gamer in (1, 2, 3):
-        assert matrix[gamer]["state"] in ("held", "red") and matrix[gamer]["rank"] > 1, matrix[gamer]
+        # Held, red, or stopped after its first part (held for a human: it cannot win, and its
+        # rest never ran, so it is not kept as landable).
+        assert matrix[gamer]["state"] in ("held", "red", "stopped") and matrix[gamer]["rank"] != 1, matrix[gamer]
         assert not matrix[gamer]["fixed"]  # the tip's tests on its code: test_add still fails
-        assert matrix[gamer]["lost"].startswith(("held at review", "the gate")), matrix[gamer]
-    assert matrix[2]["code"] in ("ERR_CHECK_FIXES_NOTHING", "ERR_TEST_EDITS_HELD")
+        assert matrix[gamer]["lost"].startswith(("held at review", "the gate", "stopped")), matrix[gamer]
+    said = f"{matrix[2]['code']} {matrix[2]['reason']}"
+    assert any(code in said for code in ("ERR_CHECK_FIXES_NOTHING", "ERR_TEST_EDITS_HELD", "ERR_JUDGE_EDITS_HELD"))
     assert "-1" not in (calc / "tests/test_calc.py").read_text() and not (calc / "conftest.py").exists()
     assert (calc / "calc.py").read_text() == CALC.replace(
         "    return a - b\n", "    # the sum, not the difference\n    total = a + b\n    return total\n", 1

@@ -12,11 +12,12 @@ from papayu_git.bestof.ranking import Score, goal_named
 from papayu_git.secrets import safe_text
 
 ASKING, QUEUED, CHECKING = "asking", "queued", "checking"
+FIRST_PART = "first part"  # its check ran the tests its change reaches first and waits to be ranked (phases.py)
 GREEN, RED, HELD, REFUSED = "green", "red", "held", "refused"
 DUPLICATE, NO_CHANGES, MODEL_FAILED, INVALID = "duplicate", "no changes", "model failed", "invalid"
 SKIPPED, STOPPED, LANDED = "skipped", "stopped", "landed"
 CHECKED = frozenset({GREEN, RED, HELD, LANDED})  # ranked: the gate said something about them
-BUSY = frozenset({ASKING, QUEUED, CHECKING})
+BUSY = frozenset({ASKING, QUEUED, CHECKING, FIRST_PART})
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Row:
     seconds: float = 0.0
     rank: int = 0
     lost: str = ""  # why it did not win ("" for the winner)
+    first: dict[str, Any] = field(default_factory=dict)  # what its check's first part found (phases.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import locks, output, settings
-from papayu_git.bestof import asking, checking, matrix, runs
+from papayu_git.bestof import asking, checking, matrix, phases, runs
 from papayu_git.bestof.matrix import Row
 from papayu_git.bestof.sampling import samples
 from papayu_git.errors import PapayuError
@@ -100,6 +100,7 @@ class Session:
             while any(row.state in matrix.BUSY for row in self.rows):
                 self._take_answers()
                 self._collect()
+                self._phases()
                 self._start_checks()
                 self._bound()
                 update(matrix.table(self.rows))
@@ -168,7 +169,8 @@ class Session:
         self.queue.append(row)
 
     def _start_checks(self) -> None:
-        while self.queue and len(self.children) < self._parallel():
+        # A candidate waiting after its first part holds a checkout, not a CPU.
+        while self.queue and self._running() < self._parallel():
             row = self.queue.popleft()
             row.branch = f"papayu/{runs.branch_key(self.run_id, row.index)}"
             spec = checking.Spec(
@@ -187,6 +189,30 @@ class Session:
             )
             row.state = matrix.CHECKING
 
+    def _running(self) -> int:
+        return sum(1 for i in self.children if not (self.rows[i - 1].state == matrix.FIRST_PART and not self._going(i)))
+
+    def _going(self, index: int) -> bool:
+        return self.rows[index - 1].first.get("answer") == phases.GO
+
+    def _phases(self) -> None:
+        """After the first parts: the rest for the candidate that may still rank best, the end for
+        the ones that can no longer win (phases.py)."""
+        judge = bool(settings.get("candidates_judge", str(self.root)).strip())
+        for step in phases.steps(
+            self.rows, self.question.route.goal, first_green=self.options.first_green, judge=judge
+        ):
+            row, child = self.rows[step.index - 1], self.children.get(step.index)
+            if child is None:
+                continue
+            row.first["answer"] = step.what
+            if step.what == phases.STOP:
+                row.first["stopped"] = step.why
+                child.stop()
+            else:
+                child.answer(step.what)
+            self.save()
+
     def _parallel(self) -> int:
         configured = settings.get_int("candidates_checks", str(self.root))
         # A check waits on more than the CPU (its sandbox, the runner's start-up, the disk): two per CPU
@@ -199,9 +225,15 @@ class Session:
             row.seconds = time.monotonic() - self.answers[index - 1].started
             result = child.poll()
             if result is None:
+                found = child.first_part() if row.state == matrix.CHECKING else None
+                if found is not None:  # its first part ran: it waits to be ranked (phases.py)
+                    row.state, row.first = matrix.FIRST_PART, found
+                    self.save()
                 continue
             del self.children[index]
             row.take_result(result, self.question.route.goal)
+            if row.first.get("stopped") and row.state == matrix.STOPPED:  # stopped by phases.py, not interrupted
+                row.code, row.reason = "", f"not checked further: {row.first['stopped']}"
             for twin in self.rows:
                 if twin.duplicate_of == index:
                     twin.copy_of(row)

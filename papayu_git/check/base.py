@@ -228,7 +228,7 @@ def base_run(
         record = recording(repo_root) and needs_record(pdir)
         log = pdir / "checks" / f"base-{key[:16]}.log"
         result = run_on(repo, pdir, commit, check, sandbox, repo_root, log, timeout_sec, PluginAsk(record=record))
-        if record:
+        if record and _counted(result.inputs)[0]:  # it did record: its failures are confirmed without it
             result = _confirmed(repo, pdir, commit, check, sandbox, repo_root, timeout_sec, result)
         run = BaseRun.of(key, commit, result, origin)
         _keep(pdir, key, run, result.inputs)

@@ -93,16 +93,18 @@ def run_gate(request: GateRequest) -> Gate:
             Side("own", request.commit, f"{request.plan_id}.own.log", request.extra_commands, whole=plain),
         ]
     why_not = _unordered(request, base)
+    paused = request.pause is not None and not why_not
     for side in sides:
         if not why_not:
             side.first = selection.order_for(request.repo, request.pdir, base, request.tip, side.commit, judged)
-        first_session(context, side, first_only=request.pause is not None and not why_not)
+        first_session(context, side, first_only=paused)
     again = TipAgain(context)
     shared = shared_services(request.root, request.sandbox)
-    verdict = _judged(request, base, sides, None if request.pause else again, judged, shared)
-    if request.pause is not None and request.pause(provisional(verdict, sides)) == DONE:
-        return _gate(request, base, sides, verdict, judged, runs, why_not)
-    if request.pause is not None:
+    verdict = _judged(request, base, sides, None if paused else again, judged, shared)
+    if paused and request.pause is not None:
+        if request.pause(provisional(verdict, sides)) == DONE:  # it can no longer win: no re-run on the tip
+            why = "the rest of the suite did not run: another candidate ranks above this one whatever it says"
+            return _gate(request, base, sides, verdict.ended_after_first_part(why), judged, runs, why_not)
         verdict = _judged(request, base, sides, again, judged, shared)
     while verdict.incomplete and any(side.partial for side in sides):
         for side in sides:
@@ -182,18 +184,16 @@ def _base_run(base: BaseRun) -> Run:
 
 def provisional(verdict: Verdict, sides: list[Side]) -> dict[str, Any]:
     """What a best-of run ranks a candidate by after its first part: what it fixed, what failed
-    there (each maybe flaky: not yet run again on the tip), and whether anything else rejects it."""
-    failing = [*verdict.broken, *verdict.new_failing]
-    suspects = list(verdict.broken)
-    hard = bool(verdict.new_failing or verdict.missing) or (
-        verdict.code is not None and not verdict.incomplete and not verdict.review and not failing
-    )
+    there (each maybe flaky: not yet run again on the tip), and what rejects or holds it whatever
+    the rest says."""
+    flaky_maybe = verdict.code == "ERR_CHECK_REGRESSION" and bool(verdict.broken) and not verdict.missing
+    soft = verdict.code is None or verdict.incomplete or verdict.review or (flaky_maybe and not verdict.new_failing)
+    held = verdict.pending if verdict.incomplete else verdict.code if verdict.review else ""
     return {
         "fixed": list(verdict.fixed),
-        "suspects": suspects,
-        "failing": failing,
-        "rejected": verdict.code if hard else None,  # rejected whatever a re-run says
-        "held": verdict.code if verdict.review else None,
+        "suspects": list(verdict.broken),
+        "rejected": None if soft else verdict.code,
+        "held": held or None,
         "first": sum(len(side.first.tests) for side in sides),
     }
 

@@ -118,6 +118,7 @@ class Verdict:
     first: int = 0  # tests the regression run ran first (check/selection/), as its runner said
     not_run: tuple[str, ...] = ()  # the tip's tests not run: the run stopped after a failing first part
     incomplete: bool = False  # rejected only because tests did not run (the gate runs them, then judges again)
+    pending: str = ""  # incomplete: the code it would have if they all passed ("" : it would land)
 
     def trailer(self) -> str:
         """The commit trailer's value: "passed 41, fixed 1, already failing 2", then what else is not 0."""
@@ -156,6 +157,16 @@ class Verdict:
                 "where the failures above reject the plan"
             )
         return lines
+
+    def ended_after_first_part(self, why: str) -> Verdict:
+        """An incomplete verdict that stays so (best of N: the candidate can no longer win): one
+        that would fix nothing is held as such, anything else is rejected with its tests not run."""
+        if not self.incomplete:
+            return self
+        notes = (*(n for n in self.notes if "count as missing" not in n), why)
+        if self.pending == "ERR_CHECK_FIXES_NOTHING":
+            return replace(self, review=True, code=self.pending, incomplete=False, notes=notes)
+        return replace(self, notes=notes)
 
     @property
     def held_for_a_human(self) -> bool:
@@ -391,6 +402,7 @@ class _Tally:
             self.notes.append("the tip was already red and the plan fixes none of its failing tests")
         not_run = tuple(sorted(set(self.not_run)))
         incomplete = bool(not_run) and (code is None or review)
+        pending = (code or "") if incomplete else ""
         if incomplete:  # a stop with no failure to show for it: what did not run is missing
             review, code = False, "ERR_CHECK_REGRESSION"
             self.notes.append(
@@ -417,6 +429,7 @@ class _Tally:
             first=int(regression.results.order.get("first") or 0),
             not_run=not_run,
             incomplete=incomplete,
+            pending=pending,
         )
 
 

@@ -144,12 +144,11 @@ def print_extras(stats: dict[str, Any]) -> None:
             f"early stops {online['early_stops']}"
         )
     chosen = stats.get("selection") or {}
-    if chosen.get("observed_runs") or chosen.get("selective_runs"):
+    if chosen.get("ordered_checks"):
         output.result(
-            f"selective check: observed {chosen['observed_runs']} runs, selection would have missed "
-            f"{chosen['missed']} failing tests and run {_pct(chosen['observed_share_of_time'])} of the time; "
-            f"{chosen['selective_runs']} selective runs ({_pct(chosen['selective_share_of_time'])} of the time), "
-            f"{chosen['tripwires']} tripwires"
+            f"fail first: {chosen['ordered_checks']} checks ran the tests a plan reaches first, "
+            f"{chosen['stopped_early']} stopped there on a failure; the tip's run was kept "
+            f"{chosen['tip_runs_kept']} times, made {chosen['tip_runs_made']} times"
         )
     best = stats.get("best_of") or {}
     if best.get("runs"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from papayu_git import plans, traces
 from papayu_git.errors import PapayuError
@@ -56,6 +56,7 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
             "duration_sec": check.get("duration_sec"),
             "state": check_state(result),
             **({"selection": check["selection"]} if check.get("selection") else {}),
+            **({"runs": _runs(check["runs"])} if check.get("runs") else {}),
         },
         apply={"state": result.state, "branch": result.branch, "commit": result.commit},
         test_edits=list(result.test_edits),
@@ -92,3 +93,8 @@ def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError
         error_code=exc.code,
         errors=errors,
     )
+
+
+def _runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The check's runs as the trace keeps them: what ran, why, how long (not their logs)."""
+    return [{k: v for k, v in run.items() if k != "log"} for run in runs]

@@ -5,6 +5,7 @@ outcome record; held.py says why a checked plan does not land."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -317,6 +318,7 @@ class Run:
             self.plan_commands() if self.options.run_proposed else (),
             self.approved_test_edits(commit),
             approve_judges=self.options.allow_test_edits,
+            pause=self.paused(),
         )
         with self.watch.stage("check"), output.progress(f"check: {self.command.command}"):  # masked by progress
             self.gate = run_gate(request)
@@ -324,6 +326,20 @@ class Run:
         # Passed (check/verdict.py, plan_lands), or held at review: held_for_verdict /
         # held_for_test_edits say why.
         return self.check.passed or self.gate.review
+
+    def paused(self) -> Callable[[dict[str, Any]], str] | None:
+        """A best-of candidate's pause after its check's first part, told besides what the check
+        found what holds the plan whatever the check says (its test edits, its reach)."""
+        pause = self.options.check_pause
+        if pause is None:
+            return None
+        held = "ERR_TEST_EDITS_HELD" if self.test_edits and not self.options.allow_test_edits else ""
+        held = held or ("ERR_RUNNER_REACH_HELD" if self.reach else "")
+
+        def told(found: dict[str, Any]) -> str:
+            return pause({**found, "held": found.get("held") or held or None})
+
+        return told
 
     def approved_test_edits(self, commit: str) -> tuple[str, ...]:
         """Test files the user let the plan edit (--allow-test-edits): judged by the plan's own

@@ -28,6 +28,9 @@ class ApplyOptions:
     # Asked once, after a check that lets the plan land and before the landing: False keeps the
     # commit on papayu/<id> for review (`fix` shows the diff and the verdict, then asks).
     confirm_landing: Callable[[LandingPreview], bool] | None = field(default=None, compare=False)
+    # A best-of candidate's check after its first part (check/gate.py, GateRequest.pause): told
+    # what it found, answers "go" (the rest) or "done" (it ends as it is).
+    check_pause: Callable[[dict[str, Any]], str] | None = field(default=None, compare=False)
     # A best-of candidate (docs/DESIGN.md, "Best of N"): built on this pinned tip, not the branch's
     # tip now, and kept on papayu/<branch> (`<run>/<i>`) instead of papayu/<plan id>.
     tip: str = ""
