@@ -295,8 +295,16 @@ def _why(data: dict[str, Any]) -> str:
 
 
 def _base_logs(repo: Path) -> list[Path]:
-    """The logs of the base runs computed (the flake re-runs, `-rerun`, are not base runs)."""
-    return sorted(p for p in (papayu_dir(repo) / "checks").glob("base-*.log") if not p.stem.endswith("-rerun"))
+    """The logs of the base runs computed (a recorded base's failures confirmed without the
+    recorder, `.unrecorded`, are part of it)."""
+    return sorted(p for p in (papayu_dir(repo) / "checks").glob("base-*.log") if not p.stem.endswith(".unrecorded"))
+
+
+def _tip_again(data: dict[str, Any]) -> dict[str, Any]:
+    """The check's re-run on the tip of the tests that failed on the plan (check/failfirst.py)."""
+    [again] = [run for run in data["check"]["runs"] if run["run"] == "tip again"]
+    assert Path(again["log"]).is_file(), again
+    return again
 
 
 def _base_records(repo: Path) -> dict[Path, int]:
@@ -338,7 +346,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, make: Callable[[]
     assert (verdict["broken"], verdict["fixed"], verdict["flaky"]) == ([ids["mul"]], [ids["add"]], []), _why(trade)
     assert f"newly failing: {ids['mul']}" in trade["error"]["reason"], trade["error"]
     assert f"fixed: {ids['add']}" in verdict["lines"]
-    assert base_log.with_name(base_log.stem + "-rerun.log").is_file()  # the flake re-run, on the tip
+    assert _tip_again(trade)["why"].startswith("1 tests failed on the plan")  # the flake re-run, on the tip
 
     # Fixes add: lands, naming add fixed and sub already failing.
     fix = _apply(repo, "fix-add", [_update(project.code_path, project.code(frozenset({"sub"}), ""))], env=env)
@@ -608,7 +616,8 @@ def test_a_plan_deleting_a_passing_test_file(
     verdict = data["check"]["verdict"]
     assert data["test_edits"] == ["tests/test_mul.py"], _why(data)
     assert verdict["broken"] == (["tests/test_mul.py::test_mul"] if breaks else []), _why(data)
-    assert verdict["passed"] == (2 if breaks else 3)
+    # Broken: rejected once the tests run first fail, the rest not run (docs/DESIGN.md, "Fail first").
+    assert verdict["passed"] + len(verdict["not_run"]) == (2 if breaks else 3), _why(data)
     if code is None:
         assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
         assert not (repo / "tests/test_mul.py").exists()
@@ -725,7 +734,9 @@ def test_a_test_failing_on_the_plan_and_on_the_tip_re_run_is_flaky_and_does_not_
     verdict = second["check"]["verdict"]
     assert (verdict["flaky"], verdict["broken"]) == (["tests/test_world.py::test_the_world_is_quiet"], []), _why(second)
     assert "flaky (failed on the tip too when re-run): tests/test_world.py::test_the_world_is_quiet" in verdict["lines"]
-    assert _trailer(repo) == "Papayu-Check: passed 3, fixed 0, already failing 0, flaky 1"
+    assert _trailer(repo) == "Papayu-Check: passed 3 (3 first), fixed 0, already failing 0, flaky 1"
     assert _base_logs(repo) == [base_log]  # the cached base, then one re-run on the tip
-    rerun = base_log.with_name(base_log.stem + "-rerun.log").read_text()
-    assert "FAILED tests/test_world.py::test_the_world_is_quiet" in rerun and "1 failed, 3 passed" in rerun, rerun
+    again = _tip_again(second)  # of the failing test alone, never the whole suite
+    rerun = Path(again["log"]).read_text()
+    assert again["tests"] == 1 and "FAILED tests/test_world.py::test_the_world_is_quiet" in rerun, rerun
+    assert "1 failed in" in rerun and "passed" not in rerun.split("short test summary")[-1], rerun

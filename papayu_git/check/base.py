@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from papayu_git.check.sandbox import Sandbox
 
 BASE_DIR = "base"
+ORDER_DIR = "order"  # beside it: which record is the newest, the tests that failed in recent checks
 # How runs are read (results/): part of the key, since a plan's runs are compared with the base
 # only when both were read from the same sources (results/provenance.py). Bumped when that changes.
 RESULTS_FORMAT = "3: runners behind package scripts, a jest or vitest report per run, Maven and Gradle reports"
@@ -159,7 +160,7 @@ def inputs_path(pdir: Path, key: str) -> Path:
     return pdir / BASE_DIR / f"{key}.inputs.jsonl"
 
 
-RECORD_FILE = "record.json"  # the newest record kept: its base, how many tests, why it stopped
+RECORD_FILE = "record.json"  # in ORDER_DIR: the newest record kept, its base, how many tests, why it stopped
 RECORD_MAX_AGE_SEC = 30 * 24 * 3600  # a record older than this is made again by the next base run
 RECORD_STOPPED_FOR_COST = "over its budget"  # said by the recorder (pytest_inputs.Recorder) when it stopped
 
@@ -167,7 +168,7 @@ RECORD_STOPPED_FOR_COST = "over its budget"  # said by the recorder (pytest_inpu
 def newest_record(pdir: Path) -> Path | None:
     """The newest record kept (of any tip: a record only orders, an older tip's does)."""
     try:
-        said = json.loads((pdir / BASE_DIR / RECORD_FILE).read_text(encoding="utf-8"))
+        said = json.loads((pdir / ORDER_DIR / RECORD_FILE).read_text(encoding="utf-8"))
         path = inputs_path(pdir, str(said["key"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -179,7 +180,7 @@ def needs_record(pdir: Path) -> bool:
     one kept is a month old. Not again within that month where the recorder stopped for its
     cost (the interpreter's monitoring costs more than its budget on this suite)."""
     try:
-        said = json.loads((pdir / BASE_DIR / RECORD_FILE).read_text(encoding="utf-8"))
+        said = json.loads((pdir / ORDER_DIR / RECORD_FILE).read_text(encoding="utf-8"))
         age = time.time() - float(said["at"])
         tests, off = int(said.get("tests") or 0), str(said.get("off") or "")
     except (OSError, ValueError, KeyError, TypeError):
@@ -346,7 +347,8 @@ def _keep(pdir: Path, key: str, run: BaseRun, inputs: bytes) -> None:
             tmp.write_bytes(inputs)
         tests, off = _counted(inputs)
         said = {"key": key, "tests": tests, "off": off, "at": round(time.time())}
-        atomic.write_json(pdir / BASE_DIR / RECORD_FILE, said, indent=None)
+        (pdir / ORDER_DIR).mkdir(parents=True, exist_ok=True)
+        atomic.write_json(pdir / ORDER_DIR / RECORD_FILE, said, indent=None)
     atomic.write_json(pdir / BASE_DIR / f"{key}.json", run.to_record(), indent=None)
 
 

@@ -426,11 +426,17 @@ class _Tally:
             explained=tuple(self.explained),
             removed=tuple(self.removed),
             restored=self.restored,
-            first=int(regression.results.order.get("first") or 0),
+            first=_first(regression.results.order),
             not_run=not_run,
             incomplete=incomplete,
             pending=pending,
         )
+
+
+def _first(order: dict[str, Any]) -> int:
+    """How many tests the run ran first (docs/DESIGN.md, "Fail first"), where not all of them."""
+    first, total = int(order.get("first") or 0), int(order.get("total") or 0)
+    return first if first < total else 0
 
 
 def _without(run: Run, ids: frozenset[str]) -> Run:

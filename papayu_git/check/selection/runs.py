@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git import atomic, settings
-from papayu_git.check.base import BASE_DIR, BaseRun, inputs_path, newest_record
+from papayu_git.check.base import ORDER_DIR, BaseRun, inputs_path, newest_record
 from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.results.outcome import Outcome
 from papayu_git.check.selection.inputs import Recorded, read_inputs
@@ -145,14 +145,14 @@ def remember_failures(pdir: Path, tests: Iterable[str]) -> None:
     if not new:
         return
     kept = [t for t in _recent_list(pdir) if t not in new]
-    (pdir / BASE_DIR).mkdir(parents=True, exist_ok=True)
+    (pdir / ORDER_DIR).mkdir(parents=True, exist_ok=True)
     record = {"tests": (new + kept)[:RECENT_KEPT], "at": round(time.time())}
-    atomic.write_json(pdir / BASE_DIR / RECENT_FILE, record, indent=None)
+    atomic.write_json(pdir / ORDER_DIR / RECENT_FILE, record, indent=None)
 
 
 def _recent_list(pdir: Path) -> list[str]:
     try:
-        data = json.loads((pdir / BASE_DIR / RECENT_FILE).read_text(encoding="utf-8"))
+        data = json.loads((pdir / ORDER_DIR / RECENT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     return [str(t) for t in data.get("tests", [])] if isinstance(data, dict) else []
