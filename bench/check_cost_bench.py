@@ -161,12 +161,83 @@ def bench(repo: Path, repeat: int, profile: bool) -> dict[str, object]:
     }
 
 
+def plan_stage(repo: Path, touch: str, repeat: int) -> dict[str, object]:
+    """A code-only plan's whole check stage through the real CLI (`apply PLAN -y --review --json`,
+    the tip's run cached by a first apply), against the suite run directly, interleaved: what a
+    user waits for between "check:" and the verdict, every run it made named by its record."""
+    import json
+    import os
+
+    command, _ = papayu_runner(repo)
+    direct = direct_runner(repo, command)
+    original = (repo / touch).read_text()
+    env = {**os.environ, "PAPAYU_PROTOCOL_VERSION": "1"}
+
+    def apply(n: int) -> tuple[float, list[dict[str, object]]]:
+        plan = repo.parent / f"{repo.name}-cost-{n}.json"
+        content = original + f"\n# papayu check cost bench {n}\n"
+        plan.write_text(
+            json.dumps({"summary": "cost", "actions": [{"kind": "UPDATE_FILE", "path": touch, "content": content}]})
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "papayu_git", "apply", str(plan), "-y", "--review", "--json"],
+            cwd=repo, env=env, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        data = json.loads(proc.stdout)
+        if data.get("plan_id"):
+            subprocess.run(
+                [sys.executable, "-m", "papayu_git", "drop", data["plan_id"]], cwd=repo, env=env, capture_output=True
+            )
+        if not (data.get("check") or {}).get("passed"):
+            raise SystemExit(f"{repo}: the plan's check did not pass: {proc.stderr[-2000:]}")
+        return float(data["timings"]["check"]), list(data["check"]["runs"])
+
+    apply(0)  # the tip's run, kept for every plan after
+    stages: list[float] = []
+    directs: list[float] = []
+    runs: list[dict[str, object]] = []
+    for r in range(1, repeat + 1):
+        order = [("plan", lambda: apply(r)), ("direct", lambda: (timed(direct)[0], []))]
+        for label, fn in order if r % 2 else order[::-1]:
+            seconds, said = fn()
+            (stages if label == "plan" else directs).append(seconds)
+            runs = said or runs
+    return {
+        "project": repo.name,
+        "command": command,
+        "stage": statistics.median(stages),
+        "direct": statistics.median(directs),
+        "stage_all": stages,
+        "direct_all": directs,
+        "runs": runs,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("projects", nargs="+", type=Path)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--plan", metavar="FILE", help="time a code-only plan's whole check stage, touching FILE")
     args = parser.parse_args()
+    if args.plan:
+        import os
+
+        load = os.getloadavg()
+        found = [plan_stage(p.resolve(), args.plan, args.repeat) for p in args.projects]
+        print(f"load average before {load}, after {os.getloadavg()}")
+        print("| project | command | check stage (tip's run kept) | direct | ratio |")
+        print("|---|---|---:|---:|---:|")
+        for row in found:
+            ratio = row["stage"] / row["direct"]  # type: ignore[operator]
+            print(
+                f"| {row['project']} | `{row['command']}` | {row['stage']:.2f} s | {row['direct']:.2f} s | {ratio:.2f}x |"
+            )
+        for row in found:
+            print(f"\n{row['project']}: stage {row['stage_all']}; direct {row['direct_all']}")
+            for run in row["runs"]:  # type: ignore[attr-defined]
+                print(f"  {run['run']}: {float(run.get('seconds') or 0):.2f} s {run.get('timing', {})}: {run['why']}")
+        return
     rows = [bench(p.resolve(), args.repeat, args.profile) for p in args.projects]
     print("| project | command | results | papayu check | direct | ratio |")
     print("|---|---|---|---:|---:|---:|")

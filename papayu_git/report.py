@@ -164,8 +164,10 @@ TIMING_LABELS = (("setup", "sandbox set-up"), ("command", "the command"), ("read
 def _run_why(entry: dict[str, Any]) -> str:
     run, why = entry.get("run"), str(entry.get("why") or "")
     if run in ("plan", "regression", "own") and entry.get("first"):
-        stopped = f"; stopped there: {entry['stopped']}" if entry.get("stopped") else ", then the rest"
-        return f"{entry.get('tests', 0)} tests, {entry['first']} first{stopped}"
+        tests, first = int(entry.get("tests") or 0), int(entry["first"])
+        if entry.get("stopped"):
+            return f"{first} first, stopped there: {entry['stopped']}"
+        return f"{tests} tests, all reached first" if first >= tests else f"{tests} tests, {first} first, then the rest"
     return why
 
 

@@ -346,7 +346,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, make: Callable[[]
     assert (verdict["broken"], verdict["fixed"], verdict["flaky"]) == ([ids["mul"]], [ids["add"]], []), _why(trade)
     assert f"newly failing: {ids['mul']}" in trade["error"]["reason"], trade["error"]
     assert f"fixed: {ids['add']}" in verdict["lines"]
-    assert _tip_again(trade)["why"].startswith("1 tests failed on the plan")  # the flake re-run, on the tip
+    assert _tip_again(trade)["why"].startswith("1 test failed on the plan")  # the flake re-run, on the tip
 
     # Fixes add: lands, naming add fixed and sub already failing.
     fix = _apply(repo, "fix-add", [_update(project.code_path, project.code(frozenset({"sub"}), ""))], env=env)

@@ -175,7 +175,8 @@ class TipAgain:
         context.runs.stage(f"{what} again on the tip: flaky, or broken by the plan?")
         log = f"{context.plan_id}.tip-again.log"
         again = context.run(context.tip, log, ask)
-        why = f"{len(tests)} tests failed on the plan: a test failing on the tip again is flaky, else broken"
+        failed = f"{len(tests)} test{'s' if len(tests) != 1 else ''}"
+        why = f"{failed} failed on the plan: a test failing on the tip again is flaky, else broken"
         if single:
             why += " (this runner runs the whole suite)"
         context.runs.add("tip again", why, again)

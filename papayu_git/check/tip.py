@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git import settings
+from papayu_git import output, settings
 from papayu_git.check.base import remember
-from papayu_git.check.command import resolve_command
+from papayu_git.check.command import CheckCommand, resolve_command
 from papayu_git.check.environment import env_dirs
 from papayu_git.check.results import summary
 from papayu_git.check.run import dead_check, run_check
+from papayu_git.check.sandbox import Sandbox
 from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.git import common_dir, scrubbed_env
 from papayu_git.objects import GitTree
@@ -52,6 +53,18 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
         return None
     box = resolve_sandbox(str(root))
     pdir = common_dir(repo) / "papayu"
+    spinner = output.progress(f"doctor: the check on the tip, sandboxed ({box.level}): {found.command}")
+    with spinner:
+        report = _sandboxed(repo, root, pdir, tip, found, box)
+        if direct:
+            output.stage(f"doctor: the same command run directly in {root}, to compare")
+            report.direct_passed, report.direct_seconds = _direct(found.command, root)
+    return report
+
+
+def _sandboxed(
+    repo: pygit2.Repository, root: Path, pdir: Path, tip: str, found: CheckCommand, box: Sandbox
+) -> TipCheck:
     checkout = acquire_checkout(repo, pdir, tip, plan_id="doctor", on_stale=dead_check)
     try:
         result = run_check(
@@ -69,7 +82,7 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
     # Exactly the base run of the tip a plan's check needs: kept, so that no check runs it again
     # (docs/DESIGN.md, "Fail first").
     remember(repo, pdir, tip, found, box, root, result, origin="doctor --check")
-    report = TipCheck(
+    return TipCheck(
         found.command,
         found.source,
         box.level,
@@ -81,9 +94,6 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
         log=result.log,
         tests=summary(result.tests) if result.tests is not None else {},
     )
-    if direct:
-        report.direct_passed, report.direct_seconds = _direct(found.command, root)
-    return report
 
 
 def _direct(command: str, root: Path) -> tuple[bool | None, float | None]:

@@ -153,7 +153,7 @@ class Verdict:
         lines = [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
         if self.not_run and not self.incomplete:
             lines.append(
-                f"not run: {len(self.not_run)} tests: the check stopped after the {self.first} it ran first, "
+                f"not run: {_tests(len(self.not_run))}: the check stopped after the {self.first} it ran first, "
                 "where the failures above reject the plan"
             )
         return lines
@@ -406,7 +406,7 @@ class _Tally:
         if incomplete:  # a stop with no failure to show for it: what did not run is missing
             review, code = False, "ERR_CHECK_REGRESSION"
             self.notes.append(
-                f"{len(not_run)} of the tip's tests did not run (the run stopped after its first part) "
+                f"{_tests(len(not_run))} of the tip's did not run (the run stopped after its first part) "
                 "and no failure there rejects the plan: they count as missing"
             )
         return Verdict(
@@ -431,6 +431,10 @@ class _Tally:
             incomplete=incomplete,
             pending=pending,
         )
+
+
+def _tests(n: int) -> str:
+    return f"{n} test{'' if n == 1 else 's'}"
 
 
 def _first(order: dict[str, Any]) -> int:

@@ -338,6 +338,9 @@ class Orderer:
             gone = {id(i) for i in dropped}
             config.hook.pytest_deselected(items=dropped)
             items[:] = [i for i in items if id(i) not in gone]
+        if self.only is not None:  # these tests alone: all of them "first", of the whole collection
+            self.in_first = {i.nodeid for i in items}
+            self._report({"kind": "order", "first": len(items), "total": len(items) + len(dropped)})
         if self.first or self.first_files:
             first = [i for i in items if i.nodeid in self.first or self._file(i.nodeid) in self.first_files]
             chosen = {id(i) for i in first}
