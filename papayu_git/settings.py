@@ -19,6 +19,7 @@ class Setting(NamedTuple):
     git_key: str | None
     default: str
     meaning: str
+    formerly: tuple[str, ...] = ()  # old env vars (PAPAYU_…) and git keys (papayu.…) still read, after the new ones
 
 
 SETTINGS: list[Setting] = [
@@ -394,28 +395,59 @@ SETTINGS: list[Setting] = [
         "PAPAYU_FORGE_API_URL",
         "papayu.forge.apiUrl",
         "",
-        "forge REST API base, e.g. https://git.example.com/api/v4 (empty: derived from the remote)",
+        "forge REST API base, e.g. https://git.example.com/api/v4 (empty: the remote's scheme, host, port and "
+        "sub-path with /api/v3 (GitHub Enterprise), /api/v4 (GitLab) or /api/v1 (Gitea); https://api.github.com "
+        "for github.com)",
     ),
     Setting(
         "forge_web_url",
         "PAPAYU_FORGE_WEB_URL",
         "papayu.forge.webUrl",
         "",
-        "forge web base for the compare URL printed without a token (empty: https://<remote host>)",
+        "forge web base for the compare URL printed without a token (empty: the remote's scheme, host, port "
+        "and sub-path; https for ssh remotes)",
     ),
     Setting(
-        "checks_timeout_sec",
-        "PAPAYU_CHECKS_TIMEOUT_SEC",
-        "papayu.checksTimeoutSec",
+        "forge_repository",
+        "PAPAYU_FORGE_REPOSITORY",
+        "papayu.forge.repository",
+        "",
+        "the repository on the forge as owner/name (GitLab: group/subgroup/project); empty: read from the "
+        "remote's URL, whose path before it is the forge's sub-path",
+    ),
+    Setting(
+        "forge_land",
+        "PAPAYU_FORGE_LAND",
+        "papayu.forge.land",
+        "merge",
+        "`land --when-green` of a plan with a pull request: merge (through the forge's API, head pinned to the "
+        "checked commit; the local branch then follows the forge) or local (a local fast-forward; the pull "
+        "request is closed with a comment naming the landed commit)",
+    ),
+    Setting(
+        "forge_required_checks",
+        "PAPAYU_FORGE_REQUIRED_CHECKS",
+        "papayu.forge.requiredChecks",
+        "",
+        "checks `land --when-green` waits for besides those the forge says the target branch requires "
+        "(comma-separated names; globs on Gitea); what a token that may not read the protection must be told",
+    ),
+    Setting(
+        "forge_checks_timeout_sec",
+        "PAPAYU_FORGE_CHECKS_TIMEOUT_SEC",
+        "papayu.forge.checksTimeoutSec",
         "3600",
-        "`land --when-green`: give up (ERR_CHECKS_TIMEOUT) when checks stay pending this long",
+        "`land --when-green`: give up (ERR_CHECKS_TIMEOUT, or the forge's error if it is down then) when the "
+        "required checks stay pending this long",
+        ("PAPAYU_CHECKS_TIMEOUT_SEC", "papayu.checksTimeoutSec"),
     ),
     Setting(
-        "checks_interval_sec",
-        "PAPAYU_CHECKS_INTERVAL_SEC",
-        "papayu.checksIntervalSec",
+        "forge_checks_interval_sec",
+        "PAPAYU_FORGE_CHECKS_INTERVAL_SEC",
+        "papayu.forge.checksIntervalSec",
         "30",
         "`land --when-green`: seconds between polls of the forge's checks",
+        ("PAPAYU_CHECKS_INTERVAL_SEC", "papayu.checksIntervalSec"),
     ),
     # What an MCP client (a model) may ask for; the operator decides (docs/DESIGN.md, "MCP server").
     Setting(
@@ -573,11 +605,12 @@ def by_name(name: str) -> Setting:
 
 
 def get(name: str, cwd: str | None = None) -> str:
+    """The environment variable, then git config, then the names the setting had before, then the default."""
     setting = _BY_NAME[name]
-    if setting.env and os.environ.get(setting.env) is not None:
-        return os.environ[setting.env]
-    if setting.git_key:
-        value = git_config_value(setting.git_key, cwd)
+    for source in (setting.env, setting.git_key, *setting.formerly):
+        if not source:
+            continue
+        value = os.environ.get(source) if source.startswith("PAPAYU_") else git_config_value(source, cwd)
         if value is not None:
             return value
     return setting.default

@@ -104,7 +104,7 @@ def test_combine_red_wins_nothing_reported_is_pending() -> None:
 
 
 def test_a_forge_429_waits_what_retry_after_asks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """forge.request goes through the shared retry policy: a 429's Retry-After (not the forge's
+    """Api.call goes through the shared retry policy: a 429's Retry-After (not the forge's
     own 0.5 s backoff) decides the wait, then the call succeeds."""
     from forge_server import ForgeServer
 
@@ -120,8 +120,8 @@ def test_a_forge_429_waits_what_retry_after_asks(monkeypatch: pytest.MonkeyPatch
             (200, {"statuses": []}),
         )
         hub = forge.Forge(ForgeKind.GITEA, RemoteRepo("127.0.0.1", "acme/widget"), server.url, server.url)
-        with forge.client(hub) as http:
-            response = forge.request(http, "GET", "/repos/acme/widget/commits/abc/status")
+        with forge.connect(hub) as api:
+            response = api.call("GET", "/repos/acme/widget/commits/abc/status")
     assert response.status_code == 200 and waits == [7.0]
     assert len(server.calls("GET", "/repos/acme/widget/commits/abc/status")) == 2
 
@@ -136,7 +136,8 @@ def test_a_forge_that_keeps_failing_ends_in_its_own_error_code(monkeypatch: pyte
     with ForgeServer() as server:
         server.route("GET", "/repos/acme/widget/pulls", (503, {"message": "down"}))
         hub = forge.Forge(ForgeKind.GITEA, RemoteRepo("127.0.0.1", "acme/widget"), server.url, server.url)
-        with forge.client(hub) as http, pytest.raises(PapayuError) as err:
-            forge.request(http, "GET", "/repos/acme/widget/pulls")
+        with forge.connect(hub) as api, pytest.raises(PapayuError) as err:
+            api.call("GET", "/repos/acme/widget/pulls")
     assert err.value.code == "ERR_FORGE_HTTP" and waits == [0.5, 1.0]  # backoff doubles
+    assert f"{server.url}/repos/acme/widget/pulls -> HTTP 503" in err.value.reason  # the full URL
     assert len(server.calls("GET", "/repos/acme/widget/pulls")) == 3
