@@ -6,7 +6,8 @@ A poll that gets no answer, a server error or a rate limit is tried again with b
 interval doubled per failure, at most a minute, never past the deadline); only 401, 403 and
 404, which waiting cannot change, end the wait at once. At the deadline a forge that is still
 down ends it with its own error code, a forge that answers but is still pending with
-ERR_CHECKS_TIMEOUT.
+ERR_CHECKS_TIMEOUT. A forge that never answered at all (the first call) is a wrong URL or a
+forge that is down as the user runs the command: said at once.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def wait_until_green(
                     _announce(required, base, sha, forge)
                 checks = poll(api, sha, required, pull)
             except ForgeError as err:
-                if not err.transient:
+                if not err.transient or required is None:  # down from the start: a wrong URL, said now
                     raise
                 failures += 1
                 down_since = down_since or polled_at
