@@ -122,6 +122,21 @@ def test_live_gitea_required_checks_merge_and_protection(live: Live) -> None:
     print(f"live gitea: merged #{number} by {out['forge']['method']} as {main[:12]} (checked {live.sha[:12]})")
 
 
+def test_live_gitea_local_mode_lands_here_and_closes_the_pull_request(live: Live) -> None:
+    proc = papayu("pr", PLAN_ID, "--forge", "gitea", "--json", cwd=live.repo, env=env())
+    number = json.loads(proc.stdout)["number"]
+    status(live, "ci/test", "success")
+    proc = papayu(
+        "land", PLAN_ID, "--when-green", "--interval", "0.5", "--timeout", "60", cwd=live.repo,
+        env={**env(), "PAPAYU_FORGE_LAND": "local"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    pull = live.api("GET", f"/pulls/{number}")
+    comments = live.api("GET", f"/issues/{number}/comments")
+    assert pull["state"] == "closed" and pull["merged"] is False and live.sha in comments[-1]["body"]
+    assert git(live.repo, "rev-parse", "main").strip() == live.sha and forge_main(live) == live.base
+
+
 @pytest.mark.skipif(not LIVE["RESTART"], reason="set LIVE_FORGE_RESTART to a command that restarts the forge")
 def test_live_gitea_restart_mid_wait_is_waited_out(live: Live) -> None:
     proc = papayu("pr", PLAN_ID, "--forge", "gitea", "--json", cwd=live.repo, env=env())

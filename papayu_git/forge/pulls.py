@@ -122,9 +122,9 @@ def read_pull(api: Api, number: int) -> PullState:
     merged = bool(data.get("merged"))
     state = "merged" if merged else str(data.get("state") or "")
     head = str((data.get("head") or {}).get("sha") or "")
-    return PullState(
-        number, state, head, str(data.get("merge_commit_sha") or "") or None if merged else None, data.get("mergeable")
-    )
+    # GitHub fills merge_commit_sha with a test merge while the pull request is open: only a merged one counts
+    merge_sha = (data.get("merge_commit_sha") or None) if merged else None
+    return PullState(number, state, head, merge_sha, data.get("mergeable"))
 
 
 def merge_methods(api: Api) -> list[str]:
