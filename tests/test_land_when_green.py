@@ -108,57 +108,63 @@ def test_the_local_mode_fast_forwards_here_and_closes_the_pull_request(forge: Sc
     assert forge.bare.pushes() == [f"refs/heads/{BRANCH}"]
 
 
-def test_an_outage_mid_wait_is_waited_out(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_an_outage_mid_wait_is_waited_out(forge: ScriptedForge, tmp_path: Path) -> None:
     """The forge goes down after the first polls and comes back OUTAGE seconds later (longer than
     the old ~1.5 s of retries); the wait goes on and lands once the checks are green."""
     outage = 4.0
-    with Gitea(tmp_path) as forge:
-        kept = opened(forge, tmp_path, "ci/test")
-        proc = run_papayu_bg(
-            ["land", PLAN_ID, "--when-green", "--interval", "0.2", "--timeout", "60", "--json"],
-            cwd=kept.repo,
-            env={**forge.env(), "PAPAYU_LOG": "1"},
-        )
-        _wait_for_polls(forge, kept.sha, 2)
-        forge.server.stop()
-        time.sleep(outage)
-        make_green(forge, kept.sha, "ci/test")
-        forge.server.start()
-        back = time.monotonic()
-        out, err = proc.communicate(timeout=120)
-        after_restart = time.monotonic() - back
+    kept = opened(forge, tmp_path, "ci/test")
+    proc = run_papayu_bg(
+        ["land", PLAN_ID, "--when-green", "--interval", "0.2", "--timeout", "60", "--json"],
+        cwd=kept.repo,
+        env={**forge.env(), "PAPAYU_LOG": "1"},
+    )
+    _wait_for_polls(forge, kept.sha, 2)
+    forge.server.stop()
+    time.sleep(outage)
+    make_green(forge, kept.sha, "ci/test")
+    forge.server.start()
+    back = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    after_restart = time.monotonic() - back
     assert proc.returncode == 0, err
     assert json.loads(out)["forge"]["action"] == "merged"
     assert "FORGE_UNAVAILABLE" in err and "the forge answers again after" in err
-    assert local(kept) == forge.bare.tip("main") == kept.sha
-    print(f"outage {outage:.1f}s: landed {after_restart:.1f}s after the forge came back")
+    assert local(kept) == forge.bare.tip("main") and forge.pulls[1].state == "merged"
+    print(f"{forge.kind}: outage {outage:.1f}s: landed {after_restart:.1f}s after the forge came back")
 
 
 def _wait_for_polls(forge: ScriptedForge, sha: str, count: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
-    path = f"{forge.api_prefix}/repos/{forge.repo}/commits/{sha}/status"
+    path = (
+        f"{forge.api_prefix}/projects/acme%2Fwidget/pipelines"
+        if forge.kind == "gitlab"
+        else f"{forge.api_prefix}/repos/{forge.repo}/commits/{sha}/status"
+    )
     while len(forge.server.calls("GET", path)) < count:
         assert time.monotonic() < deadline, "papayu never polled"
         time.sleep(0.05)
 
 
-def test_an_outage_past_the_deadline_ends_with_the_forges_error_and_loses_nothing(tmp_path: Path) -> None:
-    with GitHub(tmp_path) as forge:
-        kept = opened(forge, tmp_path, "ci/test")
-        before = snapshot(kept.repo)
-        proc = run_papayu_bg(
-            ["land", PLAN_ID, "--when-green", "--interval", "0.2", "--timeout", "4", "--json"],
-            cwd=kept.repo,
-            env=forge.env(),
-        )
-        _wait_for_polls(forge, kept.sha, 1)
-        forge.server.stop()
-        out, _ = proc.communicate(timeout=120)
-        forge.server.start()
+@pytest.mark.slow
+def test_an_outage_past_the_deadline_ends_with_the_forges_error_and_loses_nothing(
+    forge: ScriptedForge, tmp_path: Path
+) -> None:
+    kept = opened(forge, tmp_path, "ci/test")
+    before = snapshot(kept.repo)
+    proc = run_papayu_bg(
+        ["land", PLAN_ID, "--when-green", "--interval", "0.2", "--timeout", "4", "--json"],
+        cwd=kept.repo,
+        env=forge.env(),
+    )
+    _wait_for_polls(forge, kept.sha, 1)
+    forge.server.stop()
+    out, _ = proc.communicate(timeout=120)
+    forge.server.start()
     assert proc.returncode == 1
     error = json.loads(out)["errors"][0]
     assert error["code"] == "ERR_FORGE_UNREACHABLE" and "gave up at the 4s deadline" in error["reason"]
-    assert f"{forge.server.url}/api/v3/repos/acme/widget/" in error["reason"]  # the full URL, port included
+    assert f"{forge.api_url}/" in error["reason"]  # the full URL, port included
     untouched(kept, forge, before)
 
 
@@ -177,30 +183,37 @@ def test_a_wrong_token_ends_at_once_naming_the_forges_own_variable(kind: str, tm
     untouched(kept, forge, before)
 
 
-def test_a_missing_repository_a_dead_url_and_a_refused_login_are_named(tmp_path: Path) -> None:
+_PULL_OF_NOTHING = {
+    "github": "/api/v3/repos/acme/nothing/pulls/1",
+    "gitea": "/api/v1/repos/acme/nothing/pulls/1",
+    "gitlab": "/api/v4/projects/acme%2Fnothing/merge_requests/1",
+}
+
+
+@pytest.mark.slow
+def test_a_missing_repository_a_dead_url_and_a_refused_login_are_named(forge: ScriptedForge, tmp_path: Path) -> None:
     """Merging asks the API first, landing locally asks git first: each failure is named by
     what failed, with the URL it failed on, never as "not pushed"."""
     local_mode = {"PAPAYU_FORGE_LAND": "local"}
-    with Gitea(tmp_path) as forge:
-        kept = opened(forge, tmp_path, "ci/test")
-        before = snapshot(kept.repo)
-        git(kept.repo, "remote", "set-url", "origin", forge.remote_url.replace("acme/widget", "acme/nothing"))
-        proc = land(kept, forge, "--timeout", "20")
-        assert_error(proc, "ERR_FORGE_NOT_FOUND")
-        assert f"{forge.server.url}/api/v1/repos/acme/nothing/pulls/1 -> HTTP 404" in proc.stderr
-        proc = land(kept, forge, "--timeout", "20", env=local_mode)
-        assert_error(proc, "ERR_FORGE_NOT_FOUND")
-        assert f"{forge.server.url}/acme/nothing.git" in proc.stderr and "not found" in proc.stderr
-        forge.server.git_password = "s3cret-git-pass"  # the git endpoints now want a login papayu has not got
-        git(kept.repo, "remote", "set-url", "origin", forge.remote_url)
-        proc = land(kept, forge, "--timeout", "20")
-        assert_error(proc, "ERR_REMOTE_AUTH")
-        assert "could not read Username" in proc.stderr and forge.pulls[1].state == "open"
-        forge.server.git_password = None
-    # the server is down now: nothing listens on its port
+    kept = opened(forge, tmp_path, "ci/test")
+    before = snapshot(kept.repo)
+    git(kept.repo, "remote", "set-url", "origin", forge.remote_url.replace("acme/widget", "acme/nothing"))
+    proc = land(kept, forge, "--timeout", "20")
+    assert_error(proc, "ERR_FORGE_NOT_FOUND")
+    assert f"{forge.server.url}{_PULL_OF_NOTHING[forge.kind]} -> HTTP 404" in proc.stderr
+    proc = land(kept, forge, "--timeout", "20", env=local_mode)
+    assert_error(proc, "ERR_FORGE_NOT_FOUND")
+    assert f"{forge.server.url}/acme/nothing.git" in proc.stderr and "not found" in proc.stderr
+    forge.server.git_password = "s3cret-git-pass"  # the git endpoints now want a login papayu has not got
+    git(kept.repo, "remote", "set-url", "origin", forge.remote_url)
+    proc = land(kept, forge, "--timeout", "20")
+    assert_error(proc, "ERR_REMOTE_AUTH")
+    assert "could not read Username" in proc.stderr and forge.pulls[1].state == "open"
+    forge.server.git_password = None
+    forge.server.stop()  # nothing listens on its port now
     proc = land(kept, forge, "--timeout", "20")
     assert_error(proc, "ERR_FORGE_UNREACHABLE")
-    assert f"{forge.server.url}/api/v1/repos/acme/widget/pulls/1: no answer" in proc.stderr
+    assert f"{forge.server.url}{_PULL_OF_NOTHING[forge.kind].replace('nothing', 'widget')}: no answer" in proc.stderr
     proc = land(kept, forge, "--timeout", "20", env=local_mode)
     assert_error(proc, "ERR_REMOTE_UNREACHABLE")
     assert f"({forge.remote_url})" in proc.stderr and "ERR_PR_NOT_PUSHED" not in proc.stderr
@@ -271,6 +284,18 @@ def test_a_diverged_fast_forward_is_final_not_retried_as_a_server_error(tmp_path
     assert snapshot(kept.repo) == before and forge.pulls[1].state == "open"
 
 
+def test_gitea_mergeability_being_computed_is_waited_for_not_merged_into(tmp_path: Path) -> None:
+    with Gitea(tmp_path) as forge:
+        kept = opened(forge, tmp_path, "ci/test")
+        make_green(forge, kept.sha, "ci/test")
+        forge.pulls[1].checking = 3  # `mergeable: false` for three more reads (Gitea checks asynchronously)
+        proc = land(kept, forge, "--timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    assert len(forge.server.calls("GET", "/api/v1/repos/acme/widget/pulls/1")) >= 4
+    assert len(forge.server.calls("POST", "/api/v1/repos/acme/widget/pulls/1/merge")) == 1  # no 405 met
+    assert forge.pulls[1].state == "merged"
+
+
 def test_a_target_moved_on_the_forge_is_refused_before_the_wait(tmp_path: Path) -> None:
     with GitLab(tmp_path) as forge:
         kept = opened(forge, tmp_path, "ci/test")
@@ -294,6 +319,29 @@ def test_uncommitted_edits_where_the_plan_writes_stop_it_before_the_forge_merges
     assert "nothing was merged on the forge" in proc.stderr and "src/calc.py" in proc.stderr
     assert forge.pulls[1].state == "open" and forge.bare.tip("main") == kept.base
     assert (kept.repo / "src" / "calc.py").read_text() == "my local draft\n" and local(kept) == kept.base
+
+
+def test_a_merge_whose_local_landing_was_refused_is_taken_up_again_not_merged_twice(tmp_path: Path) -> None:
+    with GitHub(tmp_path) as forge:
+        kept = opened(forge, tmp_path, "ci/test")
+        make_green(forge, kept.sha, "ci/test")
+        draft = kept.repo / "src" / "calc.py"
+        forge.on_merge = lambda pull: draft.write_text("typed while the forge merged\n")
+        proc = land(kept, forge, "--timeout", "20")
+        assert_error(proc, "ERR_DIRTY_WORKTREE")
+        assert "pull request #1 is merged on the forge, but your main did not follow" in proc.stderr
+        assert forge.pulls[1].state == "merged" and local(kept) == kept.base
+        assert draft.read_text() == "typed while the forge merged\n"  # the user's edit is kept
+        merged = forge.bare.tip("main") or ""
+        later = forge.bare.commit(forge.bare.tree(merged), [merged], "someone's later merge", "GitHub")
+        forge.bare.update("main", later, merged)
+        draft.unlink()
+        forge.on_merge = None
+        proc = land(kept, forge, "--timeout", "20")
+    assert proc.returncode == 0, proc.stderr
+    assert len(forge.server.calls("PUT", "/api/v3/repos/acme/widget/pulls/1/merge")) == 1
+    assert local(kept) == merged != later  # the forge's merge of the checked commit, not what came after
+    assert forge.bare.tip(BRANCH) is None
 
 
 def test_a_pull_request_merged_on_the_forge_already_is_followed_not_merged_again(tmp_path: Path) -> None:

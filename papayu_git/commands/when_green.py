@@ -23,6 +23,7 @@ from papayu_git.commands.apply import report
 from papayu_git.commands.pr import Generated, load_generated, pick_remote, record_pr
 from papayu_git.errors import PapayuError
 from papayu_git.forge import (
+    Api,
     Forge,
     close_with_comment,
     connect,
@@ -162,7 +163,7 @@ def _merged_on_forge(plan: Plan) -> dict[str, Any] | None:
     with connect(plan.forge) as api:
         pull = read_pull(api, plan.number)
     if pull.state == "merged" and pull.head_sha in ("", plan.gen.sha):
-        return {"method": "merged on the forge", "number": plan.number}
+        return {"method": "merged on the forge", "number": plan.number, "commit": pull.merge_sha}
     if pull.state != "open":
         raise PapayuError(
             "ERR_FORGE_MERGE_REFUSED",
@@ -263,9 +264,19 @@ def _merge_and_follow(
         with connect(plan.forge) as api:
             wait_mergeable(api, plan.number, until=min(deadline, time.monotonic() + MERGEABLE_WAIT_SEC))
             done = merge_pull(api, plan.number, gen.sha)
-        merged = {"method": done.method, "number": plan.number}
+            sha = done.sha or _merge_sha(api, plan.number)
+        merged = {"method": done.method, "number": plan.number, "commit": sha}
         record_pr(gen, {"merged": merged})
-    result = _follow(plan, force=force)
+    try:
+        result = _follow(plan, merged.get("commit"), force=force)
+    except PapayuError as err:
+        raise PapayuError(
+            err.code,
+            f"pull request #{plan.number} is merged on the forge, but your {plan.base} did not follow: {err.reason}",
+            path=err.path,
+            hint=f"{err.hint} Then 'git papayu land {gen.plan_id} --when-green' again takes the forge's result "
+            "(it does not merge twice).",
+        ) from None
     deleted = _delete_remote_branch(plan)
     record_pr(gen, {"merged": {**merged, "commit": result.commit}, "state": "merged"})
     lines = [
@@ -278,13 +289,27 @@ def _merge_and_follow(
     return result, {"action": "merged", "number": plan.number, "method": merged["method"], "lines": lines}
 
 
-def _follow(plan: Plan, *, force: bool) -> ApplyResult:
-    """Bring the local target to the forge's result: fetched into a scratch ref, checked to be
-    the checked tree on the tip it was built on, then landed with the landing's own rules."""
+def _merge_sha(api: Api, number: int) -> str | None:
+    """The forge's merge commit when its merge answer did not say (Gitea answers with nothing)."""
+    try:
+        return read_pull(api, number).merge_sha
+    except PapayuError:
+        return None
+
+
+def _follow(plan: Plan, merge_sha: str | None, *, force: bool) -> ApplyResult:
+    """Bring the local target to the forge's result: its branch fetched into a scratch ref, the
+    merge commit the forge named (the branch's tip if it named none, e.g. a GitLab fast-forward;
+    later merges on the forge are not ours to take), checked to be the checked tree on the tip
+    it was built on, then landed with the landing's own rules."""
     gen = plan.gen
     scratch = f"refs/papayu/forge/{gen.plan_id}"
     try:
-        result = fetch_branch(gen.root, plan.remote, plan.base, scratch)
+        tip = fetch_branch(gen.root, plan.remote, plan.base, scratch)
+        result = tip
+        if merge_sha and merge_sha != tip:
+            known = run_git(["merge-base", "--is-ancestor", merge_sha, tip], cwd=gen.root, check=False)
+            result = merge_sha if known.returncode == 0 else tip
         _ensure_same_tree(plan, result)
         return land_branch(gen.repo, gen.pdir, gen.plan_id, plan.base, force=force, forge_green=gen.sha, landing=result)
     finally:
