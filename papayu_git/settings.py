@@ -631,7 +631,8 @@ def get_int(name: str, cwd: str | None = None) -> int:
 def markdown_table() -> str:
     rows = ["| setting | env var | git config | default | meaning |", "|---|---|---|---|---|"]
     for s in SETTINGS:
-        rows.append(f"| {s.name} | `{s.env or '-'}` | `{s.git_key or '-'}` | `{s.default}` | {s.meaning} |")
+        formerly = f" (still read: {', '.join(f'`{old}`' for old in s.formerly)})" if s.formerly else ""
+        rows.append(f"| {s.name} | `{s.env or '-'}` | `{s.git_key or '-'}` | `{s.default}` | {s.meaning}{formerly} |")
     return "\n".join(rows)
 
 

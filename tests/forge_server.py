@@ -192,7 +192,8 @@ class ForgeServer:
     def stop(self) -> None:
         """Down: the port refuses connections until ``start()`` (the state is kept)."""
         if self.httpd is not None:
-            self.httpd.shutdown()
+            if self.thread.is_alive():  # shutdown() of a server that never served would wait forever
+                self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
 

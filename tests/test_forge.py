@@ -208,3 +208,26 @@ def test_gitea_required_contexts_are_globs(required: tuple[str, ...], items: lis
 
     reported = [Item(name, word_state(word, ForgeKind.GITEA), None, i) for i, (name, word) in enumerate(items)]
     assert evaluate(Required(required), reported, [], kind=ForgeKind.GITEA).state.value == state
+
+
+def test_a_rate_limit_is_worth_waiting_for_a_refusal_is_not() -> None:
+    from forge_server import ForgeServer
+
+    from papayu_git import forge
+
+    with ForgeServer() as server:
+        server.route("GET", "/limited", (403, {"message": "API rate limit exceeded"}, {"x-ratelimit-remaining": "0"}))
+        server.route("GET", "/refused", (403, {"message": "Resource not accessible by integration"}))
+        server.route("GET", "/gone", (404, {"message": "Not Found"}))
+        hub = forge.Forge(ForgeKind.GITHUB, RemoteRepo("127.0.0.1", "acme/widget"), server.url, server.url, "tok")
+        found = {}
+        with forge.connect(hub) as api:
+            for path in ("/limited", "/refused", "/gone"):
+                with pytest.raises(forge.ForgeError) as err:
+                    api.call("GET", path, retry=False)
+                found[path] = (err.value.code, err.value.transient)
+    assert found == {
+        "/limited": ("ERR_FORGE_HTTP", True),
+        "/refused": ("ERR_FORGE_AUTH", False),
+        "/gone": ("ERR_FORGE_NOT_FOUND", False),
+    }

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from forge_server import BRANCH, PLAN_ID, Kept
+from forge_server import BRANCH, PLAN_ID, ForgeServer, Kept
 from forges import FORGES, Gitea, GitHub, GitLab, ScriptedForge, kept_on, make_green
 from helpers import assert_error, git, papayu, run_papayu_bg, snapshot
 
@@ -181,6 +181,19 @@ def test_a_wrong_token_ends_at_once_naming_the_forges_own_variable(kind: str, tm
     others = {"github": "GITLAB_TOKEN", "gitlab": "GITEA_TOKEN", "gitea": "GH_TOKEN"}[kind]
     assert others not in error["hint"] and "tok_wrong" not in proc.stdout + proc.stderr
     untouched(kept, forge, before)
+
+
+def test_an_api_url_nothing_answers_is_said_at_once_not_waited_for(tmp_path: Path) -> None:
+    with Gitea(tmp_path) as forge:
+        kept = opened(forge, tmp_path, "ci/test")
+        dead = ForgeServer()  # bound, then closed: nothing listens on its port
+        dead.stop()
+        started = time.monotonic()
+        proc = land(kept, forge, "--timeout", "60",
+                    env={"PAPAYU_FORGE_LAND": "local", "PAPAYU_FORGE_API_URL": f"{dead.url}/api/v1"})  # fmt: skip
+    assert_error(proc, "ERR_FORGE_UNREACHABLE")
+    assert time.monotonic() - started < 30 and f"{dead.url}/api/v1/repos/acme/widget/branches/main" in proc.stderr
+    assert local(kept) == kept.base and forge.pulls[1].state == "open"
 
 
 _PULL_OF_NOTHING = {
