@@ -124,6 +124,7 @@ def test_live_gitea_required_checks_merge_and_protection(live: Live) -> None:
 
 def test_live_gitea_local_mode_lands_here_and_closes_the_pull_request(live: Live) -> None:
     proc = papayu("pr", PLAN_ID, "--forge", "gitea", "--json", cwd=live.repo, env=env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     number = json.loads(proc.stdout)["number"]
     status(live, "ci/test", "success")
     proc = papayu(

@@ -7,6 +7,7 @@ forge's own host and port: no API URL is configured anywhere here, papayu derive
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,7 @@ def test_required_checks_decide_and_the_pull_request_merges_on_the_forge(forge: 
     assert local(kept, BRANCH) == "" and forge.bare.tip(BRANCH) is None  # both papayu branches gone
     assert forge.bare.pushes() == [f"refs/heads/{BRANCH}"]  # `pr`'s push; main was never pushed
     assert git(kept.repo, "for-each-ref", "refs/papayu/").strip() == ""  # the scratch ref is gone
+    assert local(kept, "origin/main") == forge_main  # `git status` does not call main ahead
 
 
 def test_an_unrelated_red_check_blocks_nothing_a_required_red_one_lands_nothing(tmp_path: Path) -> None:
@@ -368,6 +370,24 @@ def test_a_pull_request_merged_on_the_forge_already_is_followed_not_merged_again
     assert local(kept) == forge_main != kept.sha and git(kept.repo, "rev-parse", "main^2").strip() == kept.sha
 
 
+def test_a_forge_merge_holding_more_than_the_checked_tree_is_not_taken(tmp_path: Path) -> None:
+    with Gitea(tmp_path) as forge:
+        kept = opened(forge, tmp_path, "ci/test")
+        index = {"GIT_INDEX_FILE": str(tmp_path / "scratch-index")}
+        forge.bare.git("read-tree", kept.base, env=index)  # main's tree, and one more file
+        blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=forge.bare.dir, input="z\n",
+                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        forge.bare.git("update-index", "--add", "--cacheinfo", f"100644,{blob},elsewhere.txt", env=index)
+        pushed = forge.bare.commit(forge.bare.git("write-tree", env=index), [kept.base], "someone's push", "Gitea")
+        forge.bare.update("main", pushed, kept.base)
+        forge.merge(forge.pulls[1], "merge", kept.sha, "Gitea")  # merged by hand on top of it
+        before = snapshot(kept.repo)
+        proc = land(kept, forge, "--timeout", "20")
+    assert_error(proc, "ERR_FORGE_MERGE_DIVERGED")
+    assert "is merged on the forge, but your main did not follow" in proc.stderr
+    assert "not the checked tree" in proc.stderr and snapshot(kept.repo) == before
+
+
 def test_github_protection_a_token_may_not_read_needs_the_setting(tmp_path: Path) -> None:
     with GitHub(tmp_path) as forge:
         assert isinstance(forge, GitHub)
@@ -442,6 +462,17 @@ def test_an_undone_plan_says_there_is_nothing_to_land(tmp_path: Path) -> None:
     assert_error(proc, "ERR_NOTHING_TO_LAND")
     assert "it landed on main and was undone" in proc.stderr and "ERR_BRANCH_NOT_FOUND" not in proc.stderr
     assert not forge.server.calls("GET", "/api/v1/repos/acme/widget/pulls/1")  # the forge was not asked
+
+
+def test_pr_waits_for_gitea_to_record_the_pushed_branch(tmp_path: Path) -> None:
+    with Gitea(tmp_path) as forge:
+        assert isinstance(forge, Gitea)
+        forge.unindexed = 2  # seen live: Gitea 404s a pull request of a branch its push queue has not recorded
+        kept = kept_on(forge, tmp_path)
+        proc = papayu("pr", PLAN_ID, "--forge", "gitea", "--json", cwd=kept.repo, env=forge.env())
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["number"] == 1
+    assert len(forge.server.calls("POST", "/api/v1/repos/acme/widget/pulls")) == 3
 
 
 def test_pr_says_the_branch_was_pushed_when_the_api_fails_after(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from papayu_git.forge import (
     wait_mergeable,
     wait_until_green,
 )
-from papayu_git.forge.remote_refs import fetch_branch, remote_heads, remote_url
+from papayu_git.forge.remote_refs import fetch_branch, note_remote_tip, remote_heads, remote_url
 from papayu_git.git import run_git, scrubbed_env
 from papayu_git.landing import Target, checked_out_in, resolve_target
 from papayu_git.objects import generated_branches
@@ -311,7 +311,11 @@ def _follow(plan: Plan, merge_sha: str | None, *, force: bool) -> ApplyResult:
             known = run_git(["merge-base", "--is-ancestor", merge_sha, tip], cwd=gen.root, check=False)
             result = merge_sha if known.returncode == 0 else tip
         _ensure_same_tree(plan, result)
-        return land_branch(gen.repo, gen.pdir, gen.plan_id, plan.base, force=force, forge_green=gen.sha, landing=result)
+        landed = land_branch(
+            gen.repo, gen.pdir, gen.plan_id, plan.base, force=force, forge_green=gen.sha, landing=result
+        )
+        note_remote_tip(gen.root, plan.remote, plan.base, tip)
+        return landed
     finally:
         run_git(["update-ref", "-d", scratch], cwd=gen.root, check=False)
 

@@ -19,6 +19,8 @@ from papayu_git.forge.http import Api, ForgeError, message_of
 from papayu_git.forge.remote import ForgeKind
 from papayu_git.secrets import safe_text
 
+PUSHED_BRANCH_SETTLE_SEC = 15.0  # how long a forge may take to know a branch papayu just pushed
+
 
 class PullRequest(NamedTuple):
     number: int
@@ -69,9 +71,15 @@ def open_pull_request(api: Api, *, head: str, base: str, title: str, body: str, 
             payload["draft"] = draft
         elif draft:
             payload["title"] = f"WIP: {title}"  # Gitea marks WIP:-titled pulls as drafts
-    response = api.call("POST", _pulls(api), json=payload, passthrough=(409, 422))
-    if response.status_code in (200, 201):
-        return _pull_from(api, response.json(), existing=False)
+    settle = time.monotonic() + PUSHED_BRANCH_SETTLE_SEC
+    while True:
+        response = api.call("POST", _pulls(api), json=payload, passthrough=(404, 409, 422))
+        if response.status_code in (200, 201):
+            return _pull_from(api, response.json(), existing=False)
+        if not _head_not_known_yet(api, response) or time.monotonic() > settle:
+            break
+        output.event("FORGE_BRANCH_NOT_KNOWN_YET", branch=head, status=response.status_code)
+        time.sleep(0.5)
     if not _already_exists(response):
         raise api.error("POST", _pulls(api), response)
     found = _find_open_pull(api, head=head, base=base)
@@ -82,6 +90,31 @@ def open_pull_request(api: Api, *, head: str, base: str, title: str, body: str, 
             hint="Open it in the forge's web UI.",
         )
     return found
+
+
+def _head_not_known_yet(api: Api, response: Any) -> bool:
+    """The branch was just pushed, but the forge's API indexes pushes asynchronously (Gitea's
+    push queue: 404 for a head it has not recorded yet; GitHub: 422 on `head`): worth a few
+    more tries, while the repository itself is there (a missing one is 404 too)."""
+    if response.status_code == 422:
+        data = response.json() if _is_json(response) else {}
+        if not any(isinstance(e, dict) and e.get("field") == "head" for e in data.get("errors") or []):
+            return False
+    elif response.status_code != 404:
+        return False
+    where = (
+        f"/projects/{api.forge.gitlab_project}"
+        if api.forge.kind is ForgeKind.GITLAB
+        else f"/repos/{api.forge.repo.path}"
+    )
+    return api.call("GET", where, passthrough=(404,)).status_code == 200
+
+
+def _is_json(response: Any) -> bool:
+    try:
+        return isinstance(response.json(), dict)
+    except ValueError:
+        return False
 
 
 def _pull_from(api: Api, data: dict[str, Any], *, existing: bool) -> PullRequest:

@@ -81,8 +81,16 @@ def remote_heads(root: Path, remote: str, branches: list[str]) -> dict[str, str]
 def fetch_branch(root: Path, remote: str, branch: str, scratch_ref: str) -> str:
     """Fetch ``branch`` of ``remote`` into ``scratch_ref`` (papayu's own, not a branch) and
     return its commit; the caller deletes the scratch ref when it is done."""
-    proc = run_git(
-        ["fetch", "--no-tags", "--quiet", remote, f"+refs/heads/{branch}:{scratch_ref}"],
+    proc = run_git(  # --refmap= : no remote-tracking ref moves as a side effect
+        [
+            "fetch",
+            "--no-tags",
+            "--quiet",
+            "--no-write-fetch-head",
+            "--refmap=",
+            remote,
+            f"+refs/heads/{branch}:{scratch_ref}",
+        ],
         cwd=root,
         check=False,
         env=_env(),
@@ -90,3 +98,11 @@ def fetch_branch(root: Path, remote: str, branch: str, scratch_ref: str) -> str:
     if proc.returncode != 0:
         raise _failure(root, remote, "git fetch", proc.stderr)
     return run_git(["rev-parse", "--verify", f"{scratch_ref}^{{commit}}"], cwd=root).stdout.strip()
+
+
+def note_remote_tip(root: Path, remote: str, branch: str, sha: str) -> None:
+    """After a landing that took the remote's ``branch``: its remote-tracking ref, if the user
+    has one, says so too (as `git fetch` would), so `git status` does not call the branch ahead."""
+    ref = f"refs/remotes/{remote}/{branch}"
+    if run_git(["rev-parse", "--verify", "-q", ref], cwd=root, check=False).returncode == 0:
+        run_git(["update-ref", "-m", "papayu: the forge's merge", ref, sha], cwd=root, check=False)
