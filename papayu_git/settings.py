@@ -303,23 +303,46 @@ SETTINGS: list[Setting] = [
     Setting(
         "papayu.forge.apiUrl",
         "",
-        "forge REST API base, e.g. https://git.example.com/api/v4 (empty: derived from the remote)",
+        "forge REST API base, e.g. https://git.example.com/api/v4 (empty: the remote's scheme, host, port and "
+        "sub-path with /api/v3 (GitHub Enterprise), /api/v4 (GitLab) or /api/v1 (Gitea); https://api.github.com "
+        "for github.com)",
     ),
     Setting(
         "papayu.forge.webUrl",
         "",
-        "forge web base for the compare URL printed without a token (empty: https://<remote host>)",
+        "forge web base for the compare URL printed without a token (empty: the remote's scheme, host, port "
+        "and sub-path; https for ssh remotes)",
+    ),
+    Setting(
+        "papayu.forge.repository",
+        "",
+        "the repository on the forge as owner/name (GitLab: group/subgroup/project); empty: read from the "
+        "remote's URL, whose path before it is the forge's sub-path",
+    ),
+    Setting(
+        "papayu.forge.land",
+        "merge",
+        "`land --when-green` of a plan with a pull request: merge (through the forge's API, head pinned to the "
+        "checked commit; the local branch then follows the forge) or local (a local fast-forward; the pull "
+        "request is closed with a comment naming the landed commit)",
+    ),
+    Setting(
+        "papayu.forge.requiredChecks",
+        "",
+        "checks `land --when-green` waits for besides those the forge says the target branch requires "
+        "(comma-separated names; globs on Gitea); what a token that may not read the protection must be told",
     ),
     Setting(
         "papayu.forge.ciTimeoutSec",
         "3600",
-        "`land --when-green`: give up (ERR_CHECKS_TIMEOUT) when the forge's CI checks stay pending this long",
+        "`land --when-green`: give up (ERR_CHECKS_TIMEOUT, or the forge's error if it is down then) when the "
+        "required checks stay pending this long",
         old=("papayu.checksTimeoutSec", "PAPAYU_CHECKS_TIMEOUT_SEC"),
     ),
     Setting(
         "papayu.forge.ciIntervalSec",
         "30",
-        "`land --when-green`: seconds between polls of the forge's CI checks",
+        "`land --when-green`: seconds between polls of the forge's checks",
         old=("papayu.checksIntervalSec", "PAPAYU_CHECKS_INTERVAL_SEC"),
     ),
     # What an MCP client (a model) may ask for; the operator decides (docs/DESIGN.md, "MCP server").

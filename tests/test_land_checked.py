@@ -255,6 +255,8 @@ def test_pr_refuses_a_changed_branch_but_pushes_an_unchecked_one(tmp_path: Path)
 
 
 def green(server: ForgeServer, sha: str) -> None:
+    """An unprotected main (nothing required: every reported check decides) and one green status."""
+    server.route("GET", "/repos/acme/widget/branches/main", (200, {"name": "main", "protected": False}))
     server.route(
         "GET",
         f"/repos/acme/widget/commits/{sha}/status",

@@ -18,7 +18,6 @@ from papayu_git.llm.readiness import reach, require_model
 from papayu_git.secrets import mask
 
 
-
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
