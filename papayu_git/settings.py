@@ -147,6 +147,16 @@ SETTINGS: list[Setting] = [
         "vitest, cargo test and go test for; set, it replaces the Maven and Gradle reports papayu finds itself",
     ),
     Setting(
+        "check_reinstall",
+        "PAPAYU_CHECK_REINSTALL",
+        "papayu.check.reinstall",
+        "false",
+        "tox and nox build and install the project into their environments in the check as they do run "
+        "directly (needs the build backend and dependencies offline, or papayu.check.network); false: the "
+        "environments are used as they are, and a copy of the project installed there is stood in for by the "
+        "checkout's source",
+    ),
+    Setting(
         "check_local_ports",
         "PAPAYU_CHECK_LOCAL_PORTS",
         "papayu.check.localPorts",

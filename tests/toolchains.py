@@ -17,6 +17,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,3 +152,36 @@ def npm_global(prefix: Path, package: str) -> Path:
     with _locked("npm-global"):
         _run(["npm", "install", "-g", "--prefer-offline", "--prefix", str(prefix), package], CACHE, _npm_env())
     return prefix / "bin"
+
+
+# tox and nox as a user installs them (a venv of their own, their launcher linked into
+# ~/.local/bin, as pipx does); the packages a test project's environments install come from a wheel directory
+# filled once from PyPI, so that the environments are made offline after the first run.
+PYTHON_TOOLS = {"tox": "tox==4.67.15", "nox": "nox==2026.10.20"}
+WHEELS = CACHE / "wheels"
+
+
+def python_tool(name: str) -> Path:
+    """The launcher of ``name`` in a venv of its own (link it into a directory on PATH)."""
+    venv = CACHE / PYTHON_TOOLS[name].replace("==", "-")
+    launcher = venv / "bin" / name
+    if launcher.exists():
+        return launcher
+    with _locked(name):
+        if not launcher.exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", str(venv)], CACHE)
+            _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", PYTHON_TOOLS[name]], CACHE)
+    return launcher
+
+
+def wheelhouse(*requirements: str) -> Path:
+    """A directory of wheels holding ``requirements`` and their dependencies (PIP_FIND_LINKS)."""
+    marker = WHEELS / f".has-{hashlib.sha256(' '.join(sorted(requirements)).encode()).hexdigest()[:16]}"
+    if not marker.exists():
+        with _locked("wheels"):
+            if not marker.exists():
+                WHEELS.mkdir(parents=True, exist_ok=True)
+                _run([sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELS), *requirements], CACHE)
+                marker.touch()
+    return WHEELS

@@ -24,6 +24,7 @@ from papayu_git import settings
 from papayu_git.check import toolchains
 from papayu_git.check.credential_files import home_credentials, named_credentials, system_hidden
 from papayu_git.check.includes import included_mounts
+from papayu_git.check.project_copies import virtualenvs
 from papayu_git.git import isolated_env, run_git, tracked_paths
 
 
@@ -121,7 +122,7 @@ def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]
     what the check's log should say about what the user named and the check does not get."""
     home = Path(os.path.expanduser("~"))
     envs = env_dirs(layout.repo_root, layout.work)
-    venvs = [p for p in envs if (p / "pyvenv.cfg").is_file()]
+    venvs = virtualenvs(envs)
     placed = system_mounts(env, layout.repo_root, venvs)
     placed += [
         Mount(Kind.OVERLAY, str(layout.work), str(layout.repo_root)),
