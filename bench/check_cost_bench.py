@@ -12,14 +12,20 @@ the command in the sandbox from start to its exit, what follows (the channel's d
 the reports, masking the log); `--profile` prints the top of a cProfile of one papayu check.
 
 Target: <= 1.3x the direct run (<= 1.2x on Cargo and Go workspaces). Measured (docs/BENCHMARKS.md,
-"The check on real projects", load 12-14 on 2 cores, medians of 2-3):
+"The check on real projects"; medians, interleaved, the load average beside each row):
 
-| project | command | results | papayu check | direct | ratio |
-|---|---|---|---:|---:|---:|
-| Python-Markdown/markdown | `.venv/bin/python -m unittest discover tests` | unittest stream | 3.65 s | 2.56 s | 1.42x |
-| unjs/pathe (pnpm in ~/.local) | `pnpm test` | vitest json | 15.58 s | 13.16 s | 1.18x |
-| charmbracelet/x (go.work) | `go test work` | go test -json | 3.54 s | 1.82 s | 1.95x |
-| rust-random/rand | `cargo test --workspace` | cargo libtest | 4.48 s | 6.46 s | 0.69x |
+| project | command | results | papayu check | direct | ratio | load |
+|---|---|---|---:|---:|---:|---|
+| Python-Markdown/markdown | `.venv/bin/python -m unittest discover tests` | unittest stream | 3.65 s | 2.56 s | 1.42x | 12-14 |
+| unjs/pathe (pnpm in ~/.local) | `pnpm test` | vitest json | 15.58 s | 13.16 s | 1.18x | 12-14 |
+| charmbracelet/x (go.work, 19 modules) | `go test work` | go test -json | 1.20 s | 1.16 s | 1.04x | 5.8-7.9 |
+| rust-random/rand | `cargo test --workspace` | cargo libtest | 3.51 s | 5.12 s | 0.69x | 5.8-7.9 |
+| hukkin/tomli (tox, pipx) | `tox -e 3.11` | unittest stream (via tox) | 2.14 s | 7.12 s | 0.30x | 8.6-9.8 |
+| pypa/packaging (nox, pipx) | `nox -s tests-3.11 -- --no-coverage` | pytest stream + junit | 144.7 s | 154.0 s | 0.94x | ~9, one sample |
+
+rand below 1: both sides run the same 161 tests (100 unit tests, 61 doctests); the direct run has
+the shell's RUST_BACKTRACE=1, which the check does not pass on. tomli below 1: tox run directly
+rebuilds and reinstalls the package every time, the check uses the environment as it is.
 """
 
 from __future__ import annotations
