@@ -127,7 +127,7 @@ SETTINGS: list[Setting] = [
         "",
         "more environment directories of the repository the check sees copy-on-write (comma-separated "
         "names, found next to the root and every manifest, or paths from the root); built in: .venv, venv, "
-        "env, node_modules, target, .tox, .nox, .pixi, .yarn",
+        "env, node_modules, target, .tox, .nox, .pixi, .yarn (or its cache and unplugged)",
     ),
     Setting(
         "check_include",

@@ -185,3 +185,38 @@ def wheelhouse(*requirements: str) -> Path:
                 _run([sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELS), *requirements], CACHE)
                 marker.touch()
     return WHEELS
+
+
+YARN_VERSION = "4.4.1"
+
+
+def yarn_release() -> Path:
+    """yarn berry's single-file release (`@yarnpkg/cli-dist`'s `bin/yarn.js`, from the npm registry),
+    which a project commits as its `yarnPath`."""
+    release = CACHE / f"yarn-{YARN_VERSION}" / "package" / "bin" / "yarn.js"
+    if release.exists():
+        return release
+    if shutil.which("npm") is None:
+        raise Unavailable("npm is not installed: yarn berry comes from the npm registry")
+    with _locked("yarn"):
+        if not release.exists():
+            where = release.parent.parent.parent
+            where.mkdir(parents=True, exist_ok=True)
+            tarball = _run(["npm", "pack", "-q", f"@yarnpkg/cli-dist@{YARN_VERSION}"], where, _npm_env()).strip()
+            _run(["tar", "xzf", tarball.splitlines()[-1]], where)
+    return release
+
+
+def yarn_install(project: Path) -> None:
+    """`yarn install` of a Plug'n'Play project whose cache is its own `.yarn/cache`: the zips kept in
+    the test cache per set of manifests, offline after the first run."""
+    kept = CACHE / "yarn-caches" / _digest(project, "package.json")
+    cache = project / ".yarn" / "cache"
+    if kept.is_dir():  # the zips and the lockfile that resolves to them
+        shutil.copytree(kept / "cache", cache, dirs_exist_ok=True)
+        shutil.copyfile(kept / "yarn.lock", project / "yarn.lock")
+    env = {"YARN_ENABLE_NETWORK": "0" if kept.is_dir() else "1", "YARN_ENABLE_TELEMETRY": "0"}
+    _run(["node", str(project / ".yarn" / "releases" / f"yarn-{YARN_VERSION}.cjs"), "install"], project, env)
+    if not kept.is_dir():
+        shutil.copytree(cache, kept / "cache")
+        shutil.copyfile(project / "yarn.lock", kept / "yarn.lock")

@@ -97,7 +97,21 @@ ENV_CACHES = {
 }
 # Ignored directories of the repository that hold its environment, at any depth next to a
 # manifest. Never build outputs that would carry the user's code into the plan's run.
-ENV_DIR_NAMES = ("node_modules", ".venv", "venv", "env", ".tox", ".nox", "target", ".pixi", ".yarn")
+# `.yarn/cache` and `.yarn/unplugged`: yarn's packages where `.yarn` itself holds tracked files (its
+# release, plugins, sdks), which make the whole directory the project's.
+ENV_DIR_NAMES = (
+    "node_modules",
+    ".venv",
+    "venv",
+    "env",
+    ".tox",
+    ".nox",
+    "target",
+    ".pixi",
+    ".yarn",
+    ".yarn/cache",
+    ".yarn/unplugged",
+)
 MANIFESTS = ("package.json", "pyproject.toml", "setup.py", "setup.cfg", "Cargo.toml", "tox.ini", "noxfile.py")
 NEVER_ENV = frozenset({"build", "dist", "__pycache__", ".git", ".papa-yu"})
 CHECK_GITCONFIG = "[user]\n\tname = papayu check\n\temail = check@papayu.invalid\n[safe]\n\tdirectory = *\n"
