@@ -22,10 +22,16 @@ Target: <= 1.3x the direct run (<= 1.2x on Cargo and Go workspaces). Measured (d
 | rust-random/rand | `cargo test --workspace` | cargo libtest | 3.51 s | 5.12 s | 0.69x | 5.8-7.9 |
 | hukkin/tomli (tox, pipx) | `tox -e 3.11` | unittest stream (via tox) | 2.14 s | 7.12 s | 0.30x | 8.6-9.8 |
 | pypa/packaging (nox, pipx) | `nox -s tests-3.11 -- --no-coverage` | pytest stream + junit | 144.7 s | 154.0 s | 0.94x | ~9, one sample |
+| arcanis/clipanion (yarn 4 PnP) | `yarn test tests/specs/core tests/specs/run` | jest json | 8.0 s | 3.7 s | 2.17x | ~6, one sample |
+| FasterXML/jackson-jr 2.18.2 (reactor, 8 modules) | `mvn -B test` | maven surefire | 48.9 s | 43.6 s | 1.12x | ~8, one sample |
+| stleary/JSON-java (Gradle 4.4.1, Debian) | `gradle --no-daemon test --tests ...` (2 classes) | gradle junit | 54.5 s | 28.7 s | 1.90x | ~10, one sample |
 
 rand below 1: both sides run the same 161 tests (100 unit tests, 61 doctests); the direct run has
 the shell's RUST_BACKTRACE=1, which the check does not pass on. tomli below 1: tox run directly
 rebuilds and reinstalls the package every time, the check uses the environment as it is.
+clipanion above 1.2: ts-jest's transform cache is in /tmp/jest_<uid>, which the check's private
+/tmp does not have. JSON-java above 1.2: its ignored build/ holds the user's compiled classes, which
+the check never reuses (build outputs carry the user's code), so every check compiles again.
 """
 
 from __future__ import annotations
