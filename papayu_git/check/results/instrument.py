@@ -17,7 +17,10 @@ are read. Maven (`--fail-at-end`) and Gradle (`--continue`) named in the command
 failing module, so that its failure hides no other module's tests; their surefire and failsafe
 reports and test results are found under the root once the command ended, as are the files the
 project names itself (`papayu.check.junit`, which then replaces them); all are sent by the
-check's first process (inside.py).
+check's first process (inside.py). tox is given its own `TOX_SKIP_PKG_INSTALL` and a
+`TOX_OVERRIDE` passing papayu's variables to its environments, nox named in the command `-R`: the
+session runs in the environment the user has, offline, and the pytest or unittest inside is read
+like any other (docs/DESIGN.md, "What the check runs": tox and nox).
 
 The log is read only for the formats the command's runners print there: go's events where the
 command runs `go test` with -json, libtest's lines where it runs `cargo test`, TAP where it runs
