@@ -94,6 +94,7 @@ def _apply(repo: Path, name: str, old: str, new: str) -> dict[str, Any]:
     return apply_json(repo, plan, "-y", env={**_go_env(), "PAPAYU_PROTOCOL_VERSION": "1"})
 
 
+@pytest.mark.slow
 def test_a_go_workspace_is_judged_per_test_with_its_test_cache(tmp_path: Path) -> None:
     files = {
         "calc/go.mod": "module example.com/calc\n\ngo 1.21\n",

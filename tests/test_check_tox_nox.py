@@ -130,6 +130,7 @@ def _apply(repo: Path, path: str, name: str, old: str, new: str, env: dict[str, 
     return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1", "PATH": env["PATH"]})
 
 
+@pytest.mark.slow
 def test_a_tox_session_runs_offline_in_its_environment_and_unittest_is_read(tmp_path: Path) -> None:
     env = _tool("tox")
     files = {
@@ -167,6 +168,7 @@ def test_a_tox_session_runs_offline_in_its_environment_and_unittest_is_read(tmp_
     assert "install_package" in Path(rebuilt["check"]["log"]).read_text()
 
 
+@pytest.mark.slow
 def test_a_nox_session_reuses_its_environment_and_pytest_is_read(tmp_path: Path) -> None:
     env = _tool("nox")
     files = {
