@@ -151,7 +151,7 @@ SETTINGS: list[Setting] = [
         "",
         "more environment directories of the repository the check sees copy-on-write (comma-separated "
         "names, found next to the root and every manifest, or paths from the root); built in: .venv, venv, "
-        "env, node_modules, target, .tox, .nox, .pixi, .yarn",
+        "env, node_modules, target, .tox, .nox, .pixi, .yarn (or its cache and unplugged)",
     ),
     Setting(
         "papayu.check.include",
@@ -165,6 +165,14 @@ SETTINGS: list[Setting] = [
         "JUnit XML files the check writes (comma-separated globs from the root, `**` for any depth, e.g. "
         "reports/**/*.xml): read for a verdict per test, besides what papayu asks pytest, node --test, jest, "
         "vitest, cargo test and go test for; set, it replaces the Maven and Gradle reports papayu finds itself",
+    ),
+    Setting(
+        "papayu.check.reinstall",
+        "false",
+        "tox and nox build and install the project into their environments in the check as they do run "
+        "directly (needs the build backend and dependencies offline, or papayu.check.network); false: the "
+        "environments are used as they are, and a copy of the project installed there is stood in for by the "
+        "checkout's source",
     ),
     Setting(
         "papayu.check.localPorts",

@@ -24,6 +24,7 @@ from papayu_git import settings
 from papayu_git.check import toolchains
 from papayu_git.check.credential_files import home_credentials, named_credentials, system_hidden
 from papayu_git.check.includes import included_mounts
+from papayu_git.check.project_copies import virtualenvs
 from papayu_git.git import isolated_env, run_git, tracked_paths
 
 
@@ -96,7 +97,21 @@ ENV_CACHES = {
 }
 # Ignored directories of the repository that hold its environment, at any depth next to a
 # manifest. Never build outputs that would carry the user's code into the plan's run.
-ENV_DIR_NAMES = ("node_modules", ".venv", "venv", "env", ".tox", ".nox", "target", ".pixi", ".yarn")
+# `.yarn/cache` and `.yarn/unplugged`: yarn's packages where `.yarn` itself holds tracked files (its
+# release, plugins, sdks), which make the whole directory the project's.
+ENV_DIR_NAMES = (
+    "node_modules",
+    ".venv",
+    "venv",
+    "env",
+    ".tox",
+    ".nox",
+    "target",
+    ".pixi",
+    ".yarn",
+    ".yarn/cache",
+    ".yarn/unplugged",
+)
 MANIFESTS = ("package.json", "pyproject.toml", "setup.py", "setup.cfg", "Cargo.toml", "tox.ini", "noxfile.py")
 NEVER_ENV = frozenset({"build", "dist", "__pycache__", ".git", ".papa-yu"})
 CHECK_GITCONFIG = "[user]\n\tname = papayu check\n\temail = check@papayu.invalid\n[safe]\n\tdirectory = *\n"
@@ -121,7 +136,7 @@ def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]
     what the check's log should say about what the user named and the check does not get."""
     home = Path(os.path.expanduser("~"))
     envs = env_dirs(layout.repo_root, layout.work)
-    venvs = [p for p in envs if (p / "pyvenv.cfg").is_file()]
+    venvs = virtualenvs(envs)
     placed = system_mounts(env, layout.repo_root, venvs)
     placed += [
         Mount(Kind.OVERLAY, str(layout.work), str(layout.repo_root)),

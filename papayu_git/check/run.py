@@ -24,7 +24,14 @@ from typing import IO, TYPE_CHECKING, Any
 from papayu_git import atomic, locks, output, settings
 from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.results import Outcome, TestResults, instrumented, junit_patterns, summary
-from papayu_git.check.results.channel import INPUTS_DIR, Channel, Delivery, PluginAsk, delivered_inputs
+from papayu_git.check.results.channel import (
+    INPUTS_DIR,
+    STREAM_FIFO,
+    Channel,
+    Delivery,
+    PluginAsk,
+    delivered_inputs,
+)
 from papayu_git.check.results.gotest import PlainLog
 from papayu_git.check.results.instrument import GO_JSON, JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
@@ -104,6 +111,7 @@ def run_check(
     timed_out = False
     view = CheckView.prepare(checkout, sandbox, repo_root, python_safe_path=check.python_safe_path)
     junit_globs = junit_patterns(repo_root)
+    reinstall = settings.get_bool("check_reinstall", str(repo_root))
     own = _Reading(b"", Delivery(), frozenset())
     with open(log_path, "wb") as log:
         log.write(
@@ -127,7 +135,7 @@ def run_check(
             cap = settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024
             if index == 0:  # the check writes its per-test results where papayu reads them back (results/)
                 exit_code, timed_out, own = _run_reported(
-                    check, view, junit_globs, checkout, log, remaining, cap, ask or PluginAsk()
+                    check, view, (junit_globs, reinstall), checkout, log, remaining, cap, ask or PluginAsk()
                 )
             else:
                 argv, env = view.command_line(command)
@@ -170,20 +178,24 @@ class _Reading:
 def _run_reported(
     check: CheckCommand,
     view: CheckView,
-    junit_globs: list[str],
+    asked: tuple[list[str], bool],
     checkout: CheckCheckout,
     log: Any,
     remaining: float,
     cap: int,
     ask: PluginAsk,
 ) -> tuple[int | None, bool, _Reading]:
-    """The check's command, instrumented, with its report channel (results/channel.py)."""
+    """The check's command, instrumented, with its report channel (results/channel.py). ``asked``:
+    the papayu.check.junit globs and papayu.check.reinstall."""
     command, runs = check.command, check.runs
-    done = instrumented(command, view.report, env=view.env, runs=runs, junit=junit_globs)
+    junit_globs, reinstall = asked
+    done = instrumented(command, view.report, env=view.env, runs=runs, junit=junit_globs, reinstall=reinstall)
     readers = done.readers | ({JUNIT_COPY} if junit_globs else frozenset())
     helpers = Path(view.host_helpers)
-    channel = Channel(helpers, ask.plugin_config(helpers, view.helpers, view.root, view.report))
+    plugin = ask.plugin_config(helpers, view.helpers, view.root, view.report)
+    channel = Channel(helpers, {**plugin, "fifo": f"{view.report}/{STREAM_FIFO}"})
     config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs, "tools": list(done.reports)}
+    config["stream_fifo"] = STREAM_FIFO
     if ask.record:
         config["globs"] = [f"{INPUTS_DIR}/*.jsonl"]
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
