@@ -135,7 +135,7 @@ def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]
     """Every mount of the check, in the order bubblewrap must make them (parents first), and
     what the check's log should say about what the user named and the check does not get."""
     home = Path(os.path.expanduser("~"))
-    envs = env_dirs(layout.repo_root, layout.work)
+    envs = env_dirs(layout.repo_root, layout.work, layout.gitdir)
     venvs = virtualenvs(envs)
     placed = system_mounts(env, layout.repo_root, venvs)
     placed += [
@@ -243,9 +243,10 @@ def _caches(home: Path, env: dict[str, str]) -> list[Mount]:
     return out
 
 
-def env_dirs(repo_root: Path, work: Path) -> list[Path]:
+def env_dirs(repo_root: Path, work: Path, gitdir: Path) -> list[Path]:
     """The repository's environment directories that exist in the user's tree and are not part
-    of the plan's checkout: next to the root and to every manifest of the checkout."""
+    of the plan's checkout (``work``, whose git directory is ``gitdir``): next to the root and
+    to every manifest of the checkout."""
     names = list(ENV_DIR_NAMES)
     extra_paths: list[str] = []
     for item in settings.get("check_env_dirs", str(repo_root)).split(","):
@@ -254,7 +255,7 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
             continue
         (extra_paths if "/" in item else names).append(item)
     found: list[Path] = []
-    for rel_dir in manifest_dirs(work):
+    for rel_dir in manifest_dirs(work, gitdir):
         for name in names:
             candidate = repo_root / rel_dir / name
             if not candidate.is_symlink() and candidate.is_dir() and not (work / rel_dir / name).exists():
@@ -274,10 +275,13 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
     return [p for p in found if not any(q in p.parents for q in found)]
 
 
-def manifest_dirs(work: Path) -> list[str]:
-    """Directories of the checkout (relative; "" is the root) holding a project manifest."""
+def manifest_dirs(work: Path, gitdir: Path | None = None) -> list[str]:
+    """Directories of the checkout (relative; "" is the root) holding a project manifest.
+    ``gitdir``: the checkout's git directory, named because a pool slot's work tree has no
+    `.git` of its own while the check runs (the sandbox mounts the git directory there)."""
     specs = [f":(glob)**/{name}" for name in MANIFESTS]
-    proc = run_git(["ls-files", "-z", "--", *specs], cwd=work, check=False, env=isolated_env())
+    where = [f"--git-dir={gitdir}", f"--work-tree={work}"] if gitdir is not None else []
+    proc = run_git([*where, "ls-files", "-z", "--", *specs], cwd=work, check=False, env=isolated_env())
     dirs = {""}
     for path in proc.stdout.split("\0") if proc.returncode == 0 else []:
         if path and "node_modules/" not in path:

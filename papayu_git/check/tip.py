@@ -61,7 +61,7 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
             repo_root=root,
             commit=tip,
         )
-        dirs = [str(p.relative_to(root)) for p in env_dirs(root, checkout.path)]
+        dirs = [str(p.relative_to(root)) for p in env_dirs(root, checkout.path, checkout.gitdir)]
     finally:
         release_checkout(checkout)
     report = TipCheck(

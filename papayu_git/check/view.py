@@ -140,7 +140,7 @@ class CheckView:
         (private / "home").mkdir(parents=True)
         env = check_env(str(private / "home"), str(private), str(repo_root), python_safe_path=python_safe_path)
         dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
-        dirs += environment.env_dirs(repo_root, checkout.path)
+        dirs += environment.env_dirs(repo_root, checkout.path, checkout.gitdir)
         links = environment.links_into(repo_root, sorted(set(dirs)))
         notes: list[str] = []
         _stand_in_for_copies(repo_root, checkout.path, dirs, str(checkout.path), env, notes)
