@@ -1,5 +1,11 @@
 """apply + land cost against `git apply --index` + `git commit` of the same diff (docs/DESIGN.md, "Landing").
 
+Two ways. As a user meets it (the first table, `--mode user`): `git papayu apply PLAN --no-check -y`
+through git, a new plan each round on a repository that keeps changing, against
+`git apply --index - && git commit` on a twin (see measure_rounds). Then re-applying one plan after a
+reset through `python -m papayu_git` (`--mode reset`), with papayu's stage timings and the check's
+pooled worktree.
+
 Synthetic repositories of 1k, 10k and 50k files are built once with `git fast-import`
 and cached under /tmp (PAPAYU_BENCH_CACHE). For plans of 1, 10 and 100 PATCH_FILEs,
 `papayu apply --no-check --json` is timed beside the baseline in the same run; both
@@ -9,7 +15,8 @@ the check stage with a pooled worktree: first use (git worktree add) and reuse.
 
 A last line times `papayu apply --help` against `python -c pass`, in pairs.
 
-    python bench/apply_bench.py [--sizes 1000,10000,20000,50000] [--plans 1,10,100] [--repeat 7]
+    python bench/apply_bench.py [--mode both|user|reset] [--sizes 1000,10000,20000,50000]
+        [--plans 1,10,100] [--repeat 7] [--rounds 30] [--user-sizes 1000,50000]
 
 Targets, at 10 files (medians): <= 1.5x the baseline on 50k files, <= 3x on 1k files, 1k -> 50k
 growth <= 1.3x; no full checkout after the first use of a pooled worktree; `apply --help` <= 4x
@@ -21,14 +28,18 @@ keeps busy: waiting for a core is not counted.
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import hashlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import synthetic  # bench/synthetic.py
@@ -194,12 +205,173 @@ def measure_help(runs: int) -> dict[str, float]:
     }
 
 
+# --- as a user meets it ----------------------------------------------------------------------
+# A user's shell: the console scripts of the interpreter's environment on PATH (where pip put
+# git-papayu), no identity in the environment (the twins' config has it), byte code written.
+BIN = Path(sys.executable).parent
+USER_ENV = {
+    **{
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_")) and k != "PYTHONDONTWRITEBYTECODE"
+    },
+    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+}
+# `git apply --index - && git commit -q -m x`, as two processes: a user's shell is running already.
+USER_BASELINE = (["git", "apply", "--index", "-"], ["git", "commit", "-q", "-m", "x"])
+PLANNED_FILES = 10
+
+
+def user_run(cmd: list[str], cwd: Path, input: bytes | None = None) -> bytes:
+    proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, env=USER_ENV)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} in {cwd} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    return proc.stdout
+
+
+def twins(size: int) -> tuple[Path, Path]:
+    """Two copies of the cached repository of ``size`` files, papayu's and git's, each with a
+    user's identity in its config and its index refreshed once (new inodes, as after a clone)."""
+    pristine = build_repo(size)
+    pair = []
+    for side in ("papayu", "git"):
+        repo = CACHE / f"rounds-{size}-{side}"
+        shutil.rmtree(repo, ignore_errors=True)
+        shutil.copytree(pristine, repo, symlinks=True)
+        user_run(["git", "config", "user.name", "Bench User"], repo)
+        user_run(["git", "config", "user.email", "user@example.com"], repo)
+        user_run(["git", "update-index", "-q", "--refresh"], repo)
+        pair.append(repo)
+    return pair[0], pair[1]
+
+
+def plan_for(repo: Path, files: list[str], round_no: int) -> tuple[dict[str, object], bytes]:
+    """The plan a model would write against the tip of ``repo`` (PATCH_FILEs with the tip's
+    base_sha256, one changed line each, a different line every round) and the same change as
+    one diff."""
+    actions, diff = [], []
+    for path in files:
+        old = (repo / path).read_bytes()
+        lines = old.decode().splitlines(keepends=True)
+        at = (round_no * 5 + len(path)) % len(lines)
+        new = [*lines[:at], f"round {round_no}: {lines[at]}", *lines[at + 1 :]]
+        hunk = "".join(difflib.unified_diff(lines, new, f"a/{path}", f"b/{path}", n=3))
+        actions.append(
+            {"kind": "PATCH_FILE", "path": path, "patch": hunk, "base_sha256": hashlib.sha256(old).hexdigest()}
+        )
+        diff.append(hunk)
+    return {"summary": f"round {round_no}", "actions": actions}, "".join(diff).encode()
+
+
+def user_timed(cmds: list[list[str]], cwd: Path, input: bytes | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the processes and every child they waited for) of
+    ``cmds`` run one after the other, ``input`` given to the first."""
+    cpu, start = cpu_seconds(), time.perf_counter()
+    for cmd in cmds:
+        user_run(cmd, cwd, input)
+        input = None
+    return time.perf_counter() - start, cpu_seconds() - cpu
+
+
+def tree_of(repo: Path) -> str:
+    return user_run(["git", "rev-parse", "HEAD^{tree}"], repo).decode().strip()
+
+
+def measure_rounds(sizes: list[int], rounds: int, tmp: Path) -> dict[int, dict[str, list[float]]]:
+    """``rounds`` rounds; in each, every size's pair is timed, papayu and git in turn, in an order
+    that rotates round by round (sizes and sides), so that a ratio or a growth is taken between
+    runs minutes apart at most. Each round's plan is written for the current tip and lands on top
+    of the last, on both twins, whose trees must then be equal."""
+    pairs = {size: twins(size) for size in sizes}
+    counts = {
+        size: len(user_run(["git", "ls-files", "-z", "--", "src"], p[0]).split(b"\0")) - 1 for size, p in pairs.items()
+    }
+    out: dict[int, dict[str, list[float]]] = {
+        s: {"papayu": [], "git": [], "papayu_cpu": [], "git_cpu": []} for s in sizes
+    }
+    loads = []
+    for r in range(rounds):
+        runs: list[tuple[int, str, Callable[[], tuple[float, float]]]] = []
+        for size, (ours, twin) in pairs.items():
+            step = counts[size] // PLANNED_FILES
+            files = [path_of((k * step + r * 37) % counts[size]) for k in range(PLANNED_FILES)]
+            plan, diff = plan_for(ours, files, r)
+            plan_file = tmp / f"round-{size}-{r}.json"
+            plan_file.write_text(json.dumps(plan))
+            apply_cmd = ["git", "papayu", "apply", str(plan_file), "--no-check", "-y"]
+            runs.append((size, "papayu", functools.partial(user_timed, [apply_cmd], ours)))
+            runs.append((size, "git", functools.partial(user_timed, list(USER_BASELINE), twin, diff)))
+        shift = r % len(runs)
+        for size, side, run in runs[shift:] + runs[:shift]:
+            wall, cpu = run()
+            out[size][side].append(wall)
+            out[size][f"{side}_cpu"].append(cpu)
+        loads.append(os.getloadavg()[0])
+        for size, (ours, twin) in pairs.items():
+            if tree_of(ours) != tree_of(twin):
+                raise SystemExit(f"round {r}: the twins of {size} files differ")
+    for size, (ours, _twin) in pairs.items():
+        out[size]["load"] = loads
+        out[size].update(recorded_stages(ours))
+    return out
+
+
+def recorded_stages(repo: Path) -> dict[str, list[float]]:
+    """The stage timings papayu recorded in its traces, one per apply."""
+    stages: dict[str, list[float]] = {"validate": [], "build_commit": [], "land": []}
+    for trace in (repo / ".git" / "papayu" / "traces").glob("*.json"):
+        timings = json.loads(trace.read_text()).get("timings") or {}
+        for name, values in stages.items():
+            values.append(timings.get(name, 0.0))
+    return stages
+
+
+def print_rounds(results: dict[int, dict[str, list[float]]]) -> None:
+    """Medians of the rounds, and the median of each round's own ratio (papayu / git, same
+    round): the ratio that holds while the machine's speed drifts; beside it the ratio of CPU
+    time, which leaves out waiting for a core."""
+    med = statistics.median
+    ms = lambda s: f"{s * 1000:.0f}"  # noqa: E731
+    ratio = lambda a, b: med(x / y for x, y in zip(a, b, strict=True))  # noqa: E731
+    print(
+        "| repo files | rounds | load | papayu ms | git apply + commit ms | ratio (median of rounds) "
+        "| papayu CPU ms | git CPU ms | ratio of CPU time | validate ms | build_commit ms | land ms |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, r in sorted(results.items()):
+        print(
+            f"| {size} | {len(r['papayu'])} | {med(r['load']):.1f} | {ms(med(r['papayu']))} | {ms(med(r['git']))} "
+            f"| {ratio(r['papayu'], r['git']):.2f}x | {ms(med(r['papayu_cpu']))} | {ms(med(r['git_cpu']))} "
+            f"| {ratio(r['papayu_cpu'], r['git_cpu']):.2f}x | {ms(med(r['validate']))} "
+            f"| {ms(med(r['build_commit']))} | {ms(med(r['land']))} |"
+        )
+    print()
+    if TARGET_FILES in results:
+        r = results[TARGET_FILES]
+        wall, cpu = ratio(r["papayu"], r["git"]), ratio(r["papayu_cpu"], r["git_cpu"])
+        print(
+            f"as a user meets it, on {TARGET_FILES} files: {wall:.2f}x (median of rounds), {cpu:.2f}x (CPU time); "
+            f"target <= {TARGET_RATIO}x (median): {'met' if wall <= TARGET_RATIO else 'NOT met'}"
+        )
+    if len(results) > 1:
+        small, large = results[min(results)], results[max(results)]
+        growth, cpu = ratio(large["papayu"], small["papayu"]), ratio(large["papayu_cpu"], small["papayu_cpu"])
+        print(
+            f"growth as a user meets it, {min(results)} -> {max(results)} files: {growth:.2f}x (median of rounds), "
+            f"{cpu:.2f}x (CPU time); target <= {GROWTH_TARGET}x (median): {'met' if growth <= GROWTH_TARGET else 'NOT met'}"
+        )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,20000,50000")
     parser.add_argument("--plans", default="1,10,100")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-check-table", action="store_true", help="skip the pooled-worktree table")
+    parser.add_argument("--mode", choices=("both", "user", "reset"), default="both")
+    parser.add_argument("--rounds", type=int, default=30, help="rounds of the user-style table")
+    parser.add_argument("--user-sizes", default="1000,50000", help="repositories of the user-style table")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     # Like a pip install (which byte-compiles), so PYTHONDONTWRITEBYTECODE=1 in a dev shell does not
@@ -211,6 +383,12 @@ def main() -> None:
     compileall.compile_dir(str(Path(papayu_git.__file__).parent), quiet=1)
     tmp = CACHE / "plans"
     tmp.mkdir(parents=True, exist_ok=True)
+    if args.mode != "reset":
+        if not (BIN / "git-papayu").exists():
+            raise SystemExit(f"no git-papayu in {BIN}: install papayu-git into this interpreter's environment")
+        print_rounds(measure_rounds([int(s) for s in args.user_sizes.split(",")], args.rounds, tmp))
+    if args.mode == "user":
+        return
     rows, checks = [], []
     for size in sizes:
         print(f"building/using repo of {size} files ...", file=sys.stderr, flush=True)
