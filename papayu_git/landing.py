@@ -28,9 +28,8 @@ import re
 import stat
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from papayu_git import locks, output, settings
 from papayu_git.errors import PapayuError
@@ -55,8 +54,7 @@ if TYPE_CHECKING:
     import pygit2
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     branch: str  # short name, e.g. main
     ref: str  # refs/heads/main
     tip: str  # commit id the plan is built on
