@@ -17,6 +17,7 @@ A last line times `papayu apply --help` against `python -c pass`, in pairs.
 
     python bench/apply_bench.py [--mode both|user|reset] [--sizes 1000,10000,20000,50000]
         [--plans 1,10,100] [--repeat 7] [--rounds 30] [--user-sizes 1000,50000]
+        [--papayu NAME=BIN ...]   # e.g. before=/tmp/v1/bin --papayu after=/tmp/v2/bin
 
 Targets, at 10 files (medians): <= 1.5x the baseline on 50k files, <= 3x on 1k files, 1k -> 50k
 growth <= 1.3x; no full checkout after the first use of a pooled worktree; `apply --help` <= 4x
@@ -206,43 +207,43 @@ def measure_help(runs: int) -> dict[str, float]:
 
 
 # --- as a user meets it ----------------------------------------------------------------------
-# A user's shell: the console scripts of the interpreter's environment on PATH (where pip put
-# git-papayu), no identity in the environment (the twins' config has it), byte code written.
+# A user's shell: the console scripts of an environment on PATH (where pip put git-papayu; by
+# default this interpreter's), no identity in the environment (the repositories' config has it),
+# byte code written.
 BIN = Path(sys.executable).parent
 USER_ENV = {
-    **{
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_")) and k != "PYTHONDONTWRITEBYTECODE"
-    },
-    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    k: v
+    for k, v in os.environ.items()
+    if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_")) and k != "PYTHONDONTWRITEBYTECODE"
 }
 # `git apply --index - && git commit -q -m x`, as two processes: a user's shell is running already.
 USER_BASELINE = (["git", "apply", "--index", "-"], ["git", "commit", "-q", "-m", "x"])
 PLANNED_FILES = 10
 
 
-def user_run(cmd: list[str], cwd: Path, input: bytes | None = None) -> bytes:
-    proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, env=USER_ENV)
+def user_run(cmd: list[str], cwd: Path, input: bytes | None = None, bin_dir: Path = BIN) -> bytes:
+    env = {**USER_ENV, "PATH": f"{bin_dir}{os.pathsep}{USER_ENV.get('PATH', '')}"}
+    proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} in {cwd} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
     return proc.stdout
 
 
-def twins(size: int) -> tuple[Path, Path]:
-    """Two copies of the cached repository of ``size`` files, papayu's and git's, each with a
-    user's identity in its config and its index refreshed once (new inodes, as after a clone)."""
+def twins(size: int, sides: list[str]) -> dict[str, Path]:
+    """Copies of the cached repository of ``size`` files, one per side (each papayu, and git's),
+    each with a user's identity in its config and its index refreshed once (new inodes, as after
+    a clone)."""
     pristine = build_repo(size)
-    pair = []
-    for side in ("papayu", "git"):
+    out = {}
+    for side in sides:
         repo = CACHE / f"rounds-{size}-{side}"
         shutil.rmtree(repo, ignore_errors=True)
         shutil.copytree(pristine, repo, symlinks=True)
         user_run(["git", "config", "user.name", "Bench User"], repo)
         user_run(["git", "config", "user.email", "user@example.com"], repo)
         user_run(["git", "update-index", "-q", "--refresh"], repo)
-        pair.append(repo)
-    return pair[0], pair[1]
+        out[side] = repo
+    return out
 
 
 def plan_for(repo: Path, files: list[str], round_no: int) -> tuple[dict[str, object], bytes]:
@@ -263,12 +264,12 @@ def plan_for(repo: Path, files: list[str], round_no: int) -> tuple[dict[str, obj
     return {"summary": f"round {round_no}", "actions": actions}, "".join(diff).encode()
 
 
-def user_timed(cmds: list[list[str]], cwd: Path, input: bytes | None = None) -> tuple[float, float]:
+def user_timed(cmds: list[list[str]], cwd: Path, input: bytes | None, bin_dir: Path) -> tuple[float, float]:
     """Wall and CPU seconds (user + system of the processes and every child they waited for) of
     ``cmds`` run one after the other, ``input`` given to the first."""
     cpu, start = cpu_seconds(), time.perf_counter()
     for cmd in cmds:
-        user_run(cmd, cwd, input)
+        user_run(cmd, cwd, input, bin_dir)
         input = None
     return time.perf_counter() - start, cpu_seconds() - cpu
 
@@ -277,42 +278,48 @@ def tree_of(repo: Path) -> str:
     return user_run(["git", "rev-parse", "HEAD^{tree}"], repo).decode().strip()
 
 
-def measure_rounds(sizes: list[int], rounds: int, tmp: Path) -> dict[int, dict[str, list[float]]]:
-    """``rounds`` rounds; in each, every size's pair is timed, papayu and git in turn, in an order
-    that rotates round by round (sizes and sides), so that a ratio or a growth is taken between
-    runs minutes apart at most. Each round's plan is written for the current tip and lands on top
-    of the last, on both twins, whose trees must then be equal."""
-    pairs = {size: twins(size) for size in sizes}
-    counts = {
-        size: len(user_run(["git", "ls-files", "-z", "--", "src"], p[0]).split(b"\0")) - 1 for size, p in pairs.items()
+Results = dict[int, dict[str, list[float]]]  # size -> "<side>", "<side>_cpu", stages, "load" -> per round
+
+
+def measure_rounds(sizes: list[int], rounds: int, installs: dict[str, Path], tmp: Path) -> Results:
+    """``rounds`` rounds; in each, every size's repositories are timed, each papayu of
+    ``installs`` (name -> the bin directory of its environment) and git in turn, in an order that
+    rotates round by round (sizes and sides), so that a ratio or a growth is taken between runs
+    seconds apart. Each round's plan is written for the current tip and lands on top of the last,
+    on every copy, whose trees must then be equal."""
+    sides = [*installs, "git"]
+    repos = {size: twins(size, sides) for size in sizes}
+    count = {
+        size: len(user_run(["git", "ls-files", "-z", "--", "src"], r["git"]).split(b"\0")) - 1
+        for size, r in repos.items()
     }
-    out: dict[int, dict[str, list[float]]] = {
-        s: {"papayu": [], "git": [], "papayu_cpu": [], "git_cpu": []} for s in sizes
-    }
+    out: Results = {size: {k: [] for side in sides for k in (side, f"{side}_cpu")} for size in sizes}
     loads = []
     for r in range(rounds):
         runs: list[tuple[int, str, Callable[[], tuple[float, float]]]] = []
-        for size, (ours, twin) in pairs.items():
-            step = counts[size] // PLANNED_FILES
-            files = [path_of((k * step + r * 37) % counts[size]) for k in range(PLANNED_FILES)]
-            plan, diff = plan_for(ours, files, r)
+        for size, copies in repos.items():
+            step = count[size] // PLANNED_FILES
+            files = [path_of((k * step + r * 37) % count[size]) for k in range(PLANNED_FILES)]
+            plan, diff = plan_for(copies["git"], files, r)
             plan_file = tmp / f"round-{size}-{r}.json"
             plan_file.write_text(json.dumps(plan))
             apply_cmd = ["git", "papayu", "apply", str(plan_file), "--no-check", "-y"]
-            runs.append((size, "papayu", functools.partial(user_timed, [apply_cmd], ours)))
-            runs.append((size, "git", functools.partial(user_timed, list(USER_BASELINE), twin, diff)))
+            for name, bin_dir in installs.items():
+                runs.append((size, name, functools.partial(user_timed, [apply_cmd], copies[name], None, bin_dir)))
+            runs.append((size, "git", functools.partial(user_timed, list(USER_BASELINE), copies["git"], diff, BIN)))
         shift = r % len(runs)
         for size, side, run in runs[shift:] + runs[:shift]:
             wall, cpu = run()
             out[size][side].append(wall)
             out[size][f"{side}_cpu"].append(cpu)
         loads.append(os.getloadavg()[0])
-        for size, (ours, twin) in pairs.items():
-            if tree_of(ours) != tree_of(twin):
-                raise SystemExit(f"round {r}: the twins of {size} files differ")
-    for size, (ours, _twin) in pairs.items():
+        for size, copies in repos.items():
+            if len({tree_of(repo) for repo in copies.values()}) != 1:
+                raise SystemExit(f"round {r}: the copies of {size} files differ")
+    for size, copies in repos.items():
         out[size]["load"] = loads
-        out[size].update(recorded_stages(ours))
+        for name in installs:
+            out[size].update({f"{name}_{k}": v for k, v in recorded_stages(copies[name]).items()})
     return out
 
 
@@ -326,7 +333,7 @@ def recorded_stages(repo: Path) -> dict[str, list[float]]:
     return stages
 
 
-def print_rounds(results: dict[int, dict[str, list[float]]]) -> None:
+def print_rounds(results: Results, installs: list[str]) -> None:
     """Medians of the rounds, and the median of each round's own ratio (papayu / git, same
     round): the ratio that holds while the machine's speed drifts; beside it the ratio of CPU
     time, which leaves out waiting for a core."""
@@ -334,33 +341,47 @@ def print_rounds(results: dict[int, dict[str, list[float]]]) -> None:
     ms = lambda s: f"{s * 1000:.0f}"  # noqa: E731
     ratio = lambda a, b: med(x / y for x, y in zip(a, b, strict=True))  # noqa: E731
     print(
-        "| repo files | rounds | load | papayu ms | git apply + commit ms | ratio (median of rounds) "
+        "| papayu | repo files | rounds | load | papayu ms | git apply + commit ms | ratio (median of rounds) "
         "| papayu CPU ms | git CPU ms | ratio of CPU time | validate ms | build_commit ms | land ms |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for size, r in sorted(results.items()):
-        print(
-            f"| {size} | {len(r['papayu'])} | {med(r['load']):.1f} | {ms(med(r['papayu']))} | {ms(med(r['git']))} "
-            f"| {ratio(r['papayu'], r['git']):.2f}x | {ms(med(r['papayu_cpu']))} | {ms(med(r['git_cpu']))} "
-            f"| {ratio(r['papayu_cpu'], r['git_cpu']):.2f}x | {ms(med(r['validate']))} "
-            f"| {ms(med(r['build_commit']))} | {ms(med(r['land']))} |"
-        )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in installs:
+        for size, r in sorted(results.items()):
+            print(
+                f"| {name} | {size} | {len(r[name])} | {med(r['load']):.1f} | {ms(med(r[name]))} | {ms(med(r['git']))} "
+                f"| {ratio(r[name], r['git']):.2f}x | {ms(med(r[f'{name}_cpu']))} | {ms(med(r['git_cpu']))} "
+                f"| {ratio(r[f'{name}_cpu'], r['git_cpu']):.2f}x | {ms(med(r[f'{name}_validate']))} "
+                f"| {ms(med(r[f'{name}_build_commit']))} | {ms(med(r[f'{name}_land']))} |"
+            )
     print()
-    if TARGET_FILES in results:
-        r = results[TARGET_FILES]
-        wall, cpu = ratio(r["papayu"], r["git"]), ratio(r["papayu_cpu"], r["git_cpu"])
-        print(
-            f"as a user meets it, on {TARGET_FILES} files: {wall:.2f}x (median of rounds), {cpu:.2f}x (CPU time); "
-            f"target <= {TARGET_RATIO}x (median): {'met' if wall <= TARGET_RATIO else 'NOT met'}"
-        )
-    if len(results) > 1:
-        small, large = results[min(results)], results[max(results)]
-        growth, cpu = ratio(large["papayu"], small["papayu"]), ratio(large["papayu_cpu"], small["papayu_cpu"])
-        print(
-            f"growth as a user meets it, {min(results)} -> {max(results)} files: {growth:.2f}x (median of rounds), "
-            f"{cpu:.2f}x (CPU time); target <= {GROWTH_TARGET}x (median): {'met' if growth <= GROWTH_TARGET else 'NOT met'}"
-        )
+    for name in installs:
+        if TARGET_FILES in results:
+            r = results[TARGET_FILES]
+            wall, cpu = ratio(r[name], r["git"]), ratio(r[f"{name}_cpu"], r["git_cpu"])
+            print(
+                f"{name}, as a user meets it, on {TARGET_FILES} files: {wall:.2f}x (median of rounds), {cpu:.2f}x "
+                f"(CPU time); target <= {TARGET_RATIO}x (median): {'met' if wall <= TARGET_RATIO else 'NOT met'}"
+            )
+        if len(results) > 1:
+            small, large = results[min(results)], results[max(results)]
+            growth, cpu = ratio(large[name], small[name]), ratio(large[f"{name}_cpu"], small[f"{name}_cpu"])
+            print(
+                f"{name}, growth as a user meets it, {min(results)} -> {max(results)} files: {growth:.2f}x (median "
+                f"of rounds), {cpu:.2f}x (CPU time); target <= {GROWTH_TARGET}x (median): "
+                f"{'met' if growth <= GROWTH_TARGET else 'NOT met'}"
+            )
     print()
+
+
+def installs_of(specs: list[str]) -> dict[str, Path]:
+    """``--papayu NAME=BIN`` options (default: this interpreter's environment as "papayu")."""
+    installs = {}
+    for spec in specs or [f"papayu={BIN}"]:
+        name, _, directory = spec.partition("=")
+        if not (Path(directory) / "git-papayu").exists():
+            raise SystemExit(f"no git-papayu in {directory}: install papayu-git into that environment")
+        installs[name] = Path(directory)
+    return installs
 
 
 def main() -> None:
@@ -372,6 +393,14 @@ def main() -> None:
     parser.add_argument("--mode", choices=("both", "user", "reset"), default="both")
     parser.add_argument("--rounds", type=int, default=30, help="rounds of the user-style table")
     parser.add_argument("--user-sizes", default="1000,50000", help="repositories of the user-style table")
+    parser.add_argument(
+        "--papayu",
+        action="append",
+        default=[],
+        metavar="NAME=BIN",
+        help="a papayu install for the user-style table: the bin directory of its environment (repeatable: "
+        "before=..., after=..., timed round by round)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     # Like a pip install (which byte-compiles), so PYTHONDONTWRITEBYTECODE=1 in a dev shell does not
@@ -384,9 +413,10 @@ def main() -> None:
     tmp = CACHE / "plans"
     tmp.mkdir(parents=True, exist_ok=True)
     if args.mode != "reset":
-        if not (BIN / "git-papayu").exists():
-            raise SystemExit(f"no git-papayu in {BIN}: install papayu-git into this interpreter's environment")
-        print_rounds(measure_rounds([int(s) for s in args.user_sizes.split(",")], args.rounds, tmp))
+        installs = installs_of(args.papayu)
+        print_rounds(
+            measure_rounds([int(s) for s in args.user_sizes.split(",")], args.rounds, installs, tmp), list(installs)
+        )
     if args.mode == "user":
         return
     rows, checks = [], []
