@@ -17,9 +17,8 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from papayu_git import atomic
 from papayu_git.errors import PapayuError
@@ -92,12 +91,11 @@ def pid_alive(pid: int, start_time: str = "") -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class LockInfo:
+class LockInfo(NamedTuple):
     path: Path
     pid: int
     start_time: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any]
 
     @property
     def alive(self) -> bool:

@@ -15,7 +15,6 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -146,8 +145,7 @@ class GitTree:
         return sorted(out)
 
 
-@dataclass(frozen=True)
-class TreeChanges:
+class TreeChanges(NamedTuple):
     """What the result tree differs in: writes (path -> bytes), file and dir deletions, dirs to keep."""
 
     writes: dict[str, bytes]

@@ -98,6 +98,8 @@ def next_steps(result: ApplyResult) -> list[str]:
     """What goes on from a plan that did not land, each command as it would work when pasted: a red
     check is asked again (`retry`), a kept branch lands (with --force where `land` would refuse
     it: a red or unchecked commit, checked.py) or is dropped (docs/TRANSACTION.md, "What next")."""
+    if result.state == ApplyState.LANDED:
+        return []  # nothing goes on from a landing
     # Loaded for a plan that did not land, not by every `apply` (docs/DESIGN.md, "Start-up and cost").
     from papayu_git import checked, retry
 

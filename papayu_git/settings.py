@@ -18,6 +18,7 @@ import difflib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from enum import StrEnum
 from functools import lru_cache
@@ -512,19 +513,28 @@ def _said_old(old: str, new: str, winner: str) -> None:
 # --- git config ---------------------------------------------------------------------------
 
 
+class _ConfigRead(NamedTuple):
+    values: dict[str, str]  # by key, lower-cased
+    keys: tuple[str, ...]  # as git prints them: a subsection (`filter.<name>.smudge`) keeps its case
+    at: float  # time.monotonic() of the read
+
+
 @lru_cache(maxsize=8)
-def _git_config(cwd: str) -> dict[str, str]:
+def _git_config(cwd: str) -> _ConfigRead:
+    at = time.monotonic()
     try:
         out = run_git(["config", "-z", "--list"], cwd=cwd, check=False).stdout
     except OSError:
-        return {}
+        return _ConfigRead({}, (), at)
     values: dict[str, str] = {}
+    keys = []
     for item in out.split("\0"):
         if item:
             key, _, value = item.partition("\n")
             values[key.lower()] = value
+            keys.append(key)
     _say_unknown(values)
-    return values
+    return _ConfigRead(values, tuple(keys), at)
 
 
 def forget_cached_config() -> None:
@@ -540,7 +550,20 @@ def _config_key(cwd: str) -> str:
 
 
 def _config(cwd: str | None) -> dict[str, str]:
-    return _git_config(_config_key(cwd or os.getcwd()))
+    return _git_config(_config_key(cwd or os.getcwd())).values
+
+
+def git_config_keys(prefix: str, cwd: str | None = None, *, within: float) -> list[str]:
+    """The `git config` keys, as git prints them, whose lower-cased form starts with ``prefix``
+    (e.g. "filter."), from a read at most ``within`` seconds old: the one this process made when
+    it started, or a new one when that is older (a landing after a check that took minutes)."""
+    key = _config_key(cwd or os.getcwd())
+    read = _git_config(key)
+    if time.monotonic() - read.at > within:
+        _git_config.cache_clear()
+        read = _git_config(key)
+    prefix = prefix.lower()
+    return [name for name in read.keys if name.lower().startswith(prefix)]
 
 
 def git_config_value(key: str, cwd: str | None = None) -> str | None:

@@ -8,7 +8,6 @@ id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without action
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -126,7 +125,7 @@ def run(source: str | None, options: ApplyOptions, protocol: int | None = None, 
     yes = _confirm_deletions(response, options.yes)
     refused = not yes and any(a.kind in DELETING_KINDS for a in response.actions)  # ERR_DELETE_NOT_CONFIRMED
     allow = options.allow_test_edits if refused else confirm_test_edits(root, plan, response, options)
-    options = dataclasses.replace(options, yes=yes, allow_test_edits=allow)
+    options = options._replace(yes=yes, allow_test_edits=allow)
     result = apply_plan(root, plan, response, options)
     report(result, as_json)
     return exit_code(result)

@@ -6,7 +6,6 @@ One model serves both rounds (the embedded server starts once). Takes every opti
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +190,7 @@ class Loop:
         # the commit; existing tests the plan edits get their own question first.
         allow = apply_command.confirm_test_edits(self.root, plan, response, self.options)
         landing = Landing(self.root, self.options.yes, self.as_json)
-        options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
+        options = self.options._replace(yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
             again = not last and retry.retryable(result.to_dict())  # the loop asks the model again itself

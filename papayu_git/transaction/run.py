@@ -64,7 +64,7 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
     try:
         with run.watch.stage("validate"):
             target = resolve_target(repo, options.onto)
-            target = replace(target, tip=options.tip) if options.tip else target
+            target = target._replace(tip=options.tip) if options.tip else target
             prepared = prepare(repo, plan, response, target)
         if any(a.kind in DELETING_KINDS for a in prepared.response.actions) and not options.yes:
             raise PapayuError(
