@@ -503,8 +503,7 @@ class PapayuError(Exception):
         super().__init__(self.format())
 
     def format(self) -> str:
-        where = f"{self.path}: " if self.path else ""
-        return f"{where}{self.code}: {self.reason} ({self.hint})"
+        return format_error(self.code, self.reason, self.hint, where=f"at {self.path}" if self.path else "")
 
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "path": self.path, "reason": self.reason, "hint": self.hint}
@@ -521,6 +520,14 @@ class ValidationFailed(PapayuError):
 
     def format(self) -> str:
         return "\n".join(e.format() for e in getattr(self, "errors", [])) or super().format()
+
+
+def format_error(code: str, reason: str, hint: str = "", *, where: str = "") -> str:
+    """The one way an error is printed: `ERR_CODE at WHERE: reason (hint)`, the code first, so
+    that every error reads (and greps) alike whatever it concerns; ``where`` is "at PATH" or the
+    stage it came from ("at the check"), "" for none."""
+    head = f"{code} {where}" if where else code
+    return f"{head}: {reason}" + (f" ({hint})" if hint else "")
 
 
 def hint_for(code: str, plan_id: str) -> str:

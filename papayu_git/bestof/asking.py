@@ -37,6 +37,7 @@ class Answer:
     """One candidate's model side as it goes: filled by its thread, read once ``done`` is set."""
 
     sample: Sample
+    model: str = ""  # the model the server serves, when the configuration named none
     plan: StoredPlan | None = None
     response: Response | None = None
     error: PapayuError | None = None
@@ -136,6 +137,7 @@ def ask(question: Question, answer: Answer, budget: Budget, server: LocalServer 
             if answer.sample.error is not None:
                 raise answer.sample.error
             with MeteredClient(answer, budget, server) as client:
+                answer.model = client.model()  # the real name for the matrix (asked once, cached)
                 request = PlanRequest(
                     question.route.goal,
                     question.route.prompt_mode,

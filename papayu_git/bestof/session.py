@@ -133,6 +133,8 @@ class Session:
         for row, answer in zip(self.rows, self.answers, strict=True):
             if row.state == matrix.ASKING:
                 row.tokens, row.seconds = answer.tokens, time.monotonic() - answer.started
+                if answer.model and answer.sample.config is not None:  # asked from the server: its real name
+                    row.model = f"{answer.sample.config.provider.value}/{answer.model}"
                 if answer.done.is_set():
                     self._answered(row, answer)
                     self.save()

@@ -41,4 +41,3 @@ class Here:
     bwrap_works: bool = False
     provider: str = ""
     model: str = ""  # the model plans are asked of ("" when none could be named)
-

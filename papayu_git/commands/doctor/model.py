@@ -18,7 +18,6 @@ from papayu_git.llm.readiness import reach, require_model
 from papayu_git.secrets import mask
 
 
-
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -149,7 +148,8 @@ def provider_item(here: Here) -> Item:
             name,
             WARN,
             detail,
-            "`export OPENAI_API_KEY=...` (or PAPAYU_LLM_API_KEY), then `git papayu doctor`.",
+            "Set the environment variable OPENAI_API_KEY (or PAPAYU_LLM_API_KEY) to your API key, then run "
+            "`git papayu doctor` again.",
             data=data,
         )
     problem = reach(config.base_url).problem
