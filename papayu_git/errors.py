@@ -323,8 +323,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_CHECK_NOT_PASSED": ErrorSpec(
         "the recorded check of papayu/<id> failed or timed out (a --keep-failed branch)",
-        "Read the check log named above and the diff ('git papayu show ID'), fix the cause and apply "
-        "again, or pass --force to land or push the red commit anyway.",
+        "Read the check log named above and the diff ('git papayu show ID'); 'git papayu retry ID' asks the "
+        "model for a better plan; or land the red commit anyway: 'git papayu land ID --force' (pr: --force too).",
     ),
     "ERR_NOT_CHECKED": ErrorSpec(
         "no check ran on papayu/<id> (--no-check, no check command found, or no plan record)",

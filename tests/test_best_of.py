@@ -238,8 +238,8 @@ def test_without_a_green_candidate_nothing_lands_and_the_best_red_ones_are_offer
     assert proc.returncode == 1 and out["error"]["code"] == "ERR_BEST_OF_NO_GREEN"
     assert user_view(snapshot(calc)) == user_view(before)
     offered = out["run"]["retry"]
-    plan_ids = {row["plan_id"] for row in out["run"]["candidates"]}
-    assert len(offered) == 2 and all(o.startswith("git papayu retry ") and o.split()[3] in plan_ids for o in offered)
+    names = {f"{out['run']['id']}:{row['index']}" for row in out["run"]["candidates"]}  # one id per candidate
+    assert len(offered) == 2 and all(o.startswith("git papayu retry ") and o.split()[3] in names for o in offered)
     assert "test_sub" in " ".join(offered)
     assert out["run"]["state"] == "no_green"
     # The offer works: the red candidate goes back to the model with its failures, and lands.
@@ -249,7 +249,8 @@ def test_without_a_green_candidate_nothing_lands_and_the_best_red_ones_are_offer
     assert retried.returncode == 0, retried.stderr
     assert json.loads(retried.stdout)["apply"]["state"] == "landed"
     told = "\n".join(str(m.get("content")) for m in llm.requests[-2]["messages"])
-    assert f"PREVIOUS ATTEMPT: plan {breaker}" in told and "tests/test_calc.py::test_sub" in told
+    plan_id = next(r["plan_id"] for r in out["run"]["candidates"] if breaker.endswith(f":{r['index']}"))
+    assert f"PREVIOUS ATTEMPT: plan {plan_id}" in told and "tests/test_calc.py::test_sub" in told
 
 
 def test_identical_trees_are_checked_once_and_the_base_once(calc: Path, llm: ScriptedLLM, tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ class Session:
         clear_stale(self.repo, self.pdir)
         self.target: Target = resolve_target(self.repo, options.onto)  # the tip every candidate is built on
         self.run_id = runs.new_id()
-        self.samples = samples(root, options.count)
+        self.samples = asking.named_by_the_server(samples(root, options.count))
         self.rows = [Row(s.index, s.label, s.temperature, s.lens) for s in self.samples]
         self.started = time.monotonic()
         deadline = self.started + options.timeout_sec if options.timeout_sec else None

@@ -90,7 +90,7 @@ def land_branch(
         branch_name(key),
         commit,
         target.branch,
-        None,
+        found.check,  # the recorded check that let it land: reported before "landed"
         watch.timings,
         landed_by=how,
         warnings=(warning,) if warning else (),
