@@ -42,6 +42,10 @@ class CheckState(StrEnum):
     NOT_RUN = "not_run"  # the apply stopped before its check (a refusal, nothing to commit)
 
 
+# The warning of a `no_changes` apply whose actions leave the tip's tree as it is (its change is on
+# the branch already), as against a model that answered that nothing needs to change.
+TREE_UNCHANGED = "the plan's actions change nothing in the tree"
+
 # The states in which a check actually ran (`stats`' pass rate counts only these).
 CHECK_RAN = frozenset({CheckState.PASSED, CheckState.FAILED, CheckState.TIMEOUT})
 

@@ -22,7 +22,7 @@ from papayu_git import output
 from papayu_git.diffs import diffstat, plan_diff, render_diff
 from papayu_git.error_handler import Terminated
 from papayu_git.errors import format_error
-from papayu_git.outcomes import ApplyState, check_word
+from papayu_git.outcomes import TREE_UNCHANGED, ApplyState, check_word
 from papayu_git.plans import plan_name, plan_subject
 from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text
@@ -99,7 +99,7 @@ def _outcome_lines(result: ApplyResult, *, diffstat_shown: bool) -> list[str]:
 
 def _nothing_to_apply(result: ApplyResult, who: str) -> str:
     """A plan with no change to make: the model said so, or its change is on the branch already."""
-    if any("change nothing in the tree" in w for w in result.warnings):
+    if TREE_UNCHANGED in result.warnings:
         return f"{who}: {result.target} already has this change; nothing to land"
     return f"{who}: the model found nothing to change; nothing to land"
 

@@ -24,7 +24,7 @@ from papayu_git.objects import (
     delete_branch,
     set_branch,
 )
-from papayu_git.outcomes import ApplyState
+from papayu_git.outcomes import TREE_UNCHANGED, ApplyState
 from papayu_git.plans import StoredPlan
 from papayu_git.protocol import DELETING_KINDS, Response
 from papayu_git.repository import open_repo
@@ -221,7 +221,7 @@ class Run:
         with self.watch.stage("build_commit"):
             tree_id = build_tree(prepared.base, prepared.changes)
             if tree_id == prepared.base.tree.id:
-                self.warnings.append("the plan's actions change nothing in the tree")
+                self.warnings.append(TREE_UNCHANGED)
                 return None
             self.tip = prepared.target.tip
             trailers = self.check_trailers()
