@@ -191,7 +191,9 @@ def check_lines(check: dict[str, Any], *, notes: bool = True) -> list[str]:
     verdict that weighed them."""
     verdict = check.get("verdict") or None
     results = "" if verdict and not verdict.get("exit_code_only") else tests_said(check.get("tests"))
-    lines = [f"check: {check_word(check)} ({check['duration_sec']:.1f}s){results}; log: {check['log']}"]
+    took = f" ({float(check['duration_sec']):.1f}s)" if check.get("duration_sec") is not None else ""
+    log = f"; log: {check['log']}" if check.get("log") else ""  # a record may lack what it did not have
+    lines = [f"check: {check_word(check)}{took}{results}{log}"]
     if not verdict:
         return lines
     lines.append(f"verdict against the tip: {verdict.get('trailer', '')}")

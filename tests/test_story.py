@@ -170,6 +170,20 @@ def test_fix_y_asks_again_without_offering_what_it_then_drops(calc: Path, llm: S
     assert len(stored_plans(calc)) == 2  # the model was not asked for a change main already has
 
 
+def test_when_no_attempt_lands_the_summary_names_how_to_drop_the_earlier_kept_one(calc: Path, llm: ScriptedLLM) -> None:
+    llm.script = [*attempt(WRONG), *attempt(WRONG)]
+    proc = run(calc, "fix", GOAL, "-y", env=llm.env())
+    first, second = (p["id"] for p in stored_plans(calc))
+    summary = proc.stdout.rstrip().splitlines()[-1]
+    assert proc.returncode == 1 and summary == (
+        f"papayu: 2 attempts: {first} fixes nothing, kept on papayu/{first} (git papayu drop {first}); "
+        f"{second} fixes nothing, kept on papayu/{second}"
+    ), proc.stdout
+    assert f"  drop it: git papayu drop {second}" in proc.stdout  # the last one's steps, with its report
+    assert pasted(calc, f"git papayu drop {first}").returncode == 0
+    assert git(calc, "branch", "--list", "papayu/*", "--format=%(refname:short)").split() == [f"papayu/{second}"]
+
+
 def test_a_rolled_back_attempt_that_a_later_one_replaced_is_not_retried(calc: Path, llm: ScriptedLLM) -> None:
     llm.script = [*attempt(BREAKS_SUB), *attempt(GOOD)]
     assert run(calc, "fix", GOAL, "-y", env=llm.env()).returncode == 0
@@ -199,7 +213,7 @@ def test_ctrl_c_during_the_check_says_what_it_left_and_the_command_that_goes_on(
     assert term.wait() == 130, term.text
     plan_id = stored_plans(calc)[-1]["id"]
     said = [line for line in screen(term.seen.decode()) if line]
-    assert said[-2] == f"interrupted during the check of plan {plan_id}: rolled back, main unchanged", said
+    assert said[-2].endswith(f"interrupted during the check of plan {plan_id}: rolled back, main unchanged"), said
     assert said[-1] == f"  apply it again: git papayu apply {plan_id}"
     record = plan_record(calc, plan_id)["extra"]["apply"]
     assert (
@@ -308,7 +322,7 @@ def test_trace_show_reads_as_the_prompt_the_answer_the_validation_and_the_check(
         "validation: ok",
         "check: passed (",
         "  fixed: tests/test_calc.py::test_add",
-        "outcome: landed (",
+        "outcome: landed, commit ",
         f"(the whole record: git papayu trace show {plan_id} --json)",
     ):
         assert said in out, (said, out)

@@ -100,8 +100,10 @@ class Attempt:
         }
         return {**said, "superseded_by": self.superseded_by} if self.superseded_by else said
 
-    def said(self) -> str:
-        """The attempt in the summary line: its plan, how its check ended, and where it is now."""
+    def said(self, *, last: bool = True) -> str:
+        """The attempt in the summary line: its plan, how its check ended, and where it is now; an
+        earlier attempt still kept (no later one landed) with the command that removes it (the
+        last one's steps were said with its report)."""
         result = self.result
         if result is None:
             return f"{self.outcome.plan.id} {self.to_dict()['state'].replace('_', ' ')}"
@@ -115,7 +117,8 @@ class Attempt:
             if result.state == ApplyState.REVIEW or result.branch_kept
             else "rolled back"
         )
-        return f"{self.outcome.plan.id} {how}, {where}"
+        drop = f" (git papayu drop {self.outcome.plan.id})" if where.startswith("kept") and not last else ""
+        return f"{self.outcome.plan.id} {how}, {where}{drop}"
 
 
 # -y of the commands that run Loop (fix, retry): the same question, skipped the same way.
@@ -260,7 +263,8 @@ class Loop:
                 }
             )
         elif len(self.attempts) > 1:
-            output.info(f"papayu: {len(self.attempts)} attempts: " + "; ".join(a.said() for a in self.attempts))
+            said = [a.said(last=a is last) for a in self.attempts]
+            output.info(f"papayu: {len(self.attempts)} attempts: " + "; ".join(said))
         return exit_code(last.result) if last.result else 0
 
 

@@ -149,8 +149,9 @@ def trace_lines(trace: dict[str, Any], check: dict[str, Any] | None = None) -> l
     lines += _check_lines(trace.get("check"), check)
     apply = trace.get("apply")
     if isinstance(apply, dict) and apply.get("state"):
-        commit = f" ({str(apply.get('commit') or '')[:12]})" if apply.get("commit") else ""
-        lines.append(f"outcome: {safe_text(apply['state'])}{commit} on {safe_text(apply.get('branch') or '-')}")
+        commit = f", commit {str(apply.get('commit') or '')[:12]}" if apply.get("commit") else ""
+        branch = f", branch {safe_text(apply['branch'])}" if apply.get("branch") else ""
+        lines.append(f"outcome: {safe_text(apply['state'])}{commit}{branch}")
     timings = trace.get("timings")
     if isinstance(timings, dict) and timings:
         lines.append("timings: " + ", ".join(f"{safe_text(k)} {float(v):.2f}s" for k, v in timings.items()))
@@ -210,7 +211,7 @@ def _answer_lines(trace: dict[str, Any]) -> list[str]:
         lines.append(f"  {safe_text(action.get('kind'))} {safe_text(action.get('path'))}")
         body = action.get("patch") or action.get("content")
         if isinstance(body, str) and body:
-            text = safe_text(body, multiline=True).split("\n")
+            text = safe_text(body.rstrip("\n"), multiline=True).split("\n")
             more = [f"      ... {len(text) - PATCH_LINES} more lines"] if len(text) > PATCH_LINES else []
             lines += [*(f"      {line}" for line in text[:PATCH_LINES]), *more]
     if not actions and isinstance(answer, dict) and "actions" in data:

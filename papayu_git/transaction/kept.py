@@ -90,7 +90,7 @@ def land_branch(
         branch_name(key),
         commit,
         target.branch,
-        found.check,  # the recorded check that let it land: reported before "landed"
+        found.check if found.checked_commit == commit else None,  # its own check: said before "landed"
         watch.timings,
         landed_by=how,
         warnings=(warning,) if warning else (),

@@ -313,7 +313,6 @@ class Run:
             return True
         from papayu_git.check.gate import GateRequest, run_gate  # see resolve_check
 
-        self.say_check()
         request = GateRequest(
             self.repo,
             self.pdir,
@@ -328,8 +327,10 @@ class Run:
             self.approved_test_edits(commit),
             approve_judges=self.options.allow_test_edits,
         )
-        with self.watch.stage("check"), output.progress(f"check: {self.command.command}"):  # masked by progress
-            self.gate = run_gate(request)
+        with self.watch.stage("check"):
+            self.say_check()  # inside the stage: a Ctrl-C the moment it is said is one during the check
+            with output.progress(f"check: {self.command.command}"):  # masked by progress
+                self.gate = run_gate(request)
         self.check = self.gate.check
         # Passed (check/verdict.py, plan_lands), or held at review: held_for_verdict /
         # held_for_test_edits say why.
