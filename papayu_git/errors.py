@@ -323,8 +323,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_CHECK_NOT_PASSED": ErrorSpec(
         "the recorded check of papayu/<id> failed or timed out (a --keep-failed branch)",
-        "Read the check log named above and the diff ('git papayu show ID'), fix the cause and apply "
-        "again, or pass --force to land or push the red commit anyway.",
+        "Read the check log named above and the diff ('git papayu show ID'); 'git papayu retry ID' asks the "
+        "model for a better plan; or land the red commit anyway: 'git papayu land ID --force' (pr: --force too).",
     ),
     "ERR_NOT_CHECKED": ErrorSpec(
         "no check ran on papayu/<id> (--no-check, no check command found, or no plan record)",
@@ -534,8 +534,7 @@ class PapayuError(Exception):
         super().__init__(self.format())
 
     def format(self) -> str:
-        where = f"{self.path}: " if self.path else ""
-        return f"{where}{self.code}: {self.reason} ({self.hint})"
+        return format_error(self.code, self.reason, self.hint, where=f"at {self.path}" if self.path else "")
 
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "path": self.path, "reason": self.reason, "hint": self.hint}
@@ -552,6 +551,14 @@ class ValidationFailed(PapayuError):
 
     def format(self) -> str:
         return "\n".join(e.format() for e in getattr(self, "errors", [])) or super().format()
+
+
+def format_error(code: str, reason: str, hint: str = "", *, where: str = "") -> str:
+    """The one way an error is printed: `ERR_CODE at WHERE: reason (hint)`, the code first, so
+    that every error reads (and greps) alike whatever it concerns; ``where`` is "at PATH" or the
+    stage it came from ("at the check"), "" for none."""
+    head = f"{code} {where}" if where else code
+    return f"{head}: {reason}" + (f" ({hint})" if hint else "")
 
 
 def hint_for(code: str, plan_id: str) -> str:

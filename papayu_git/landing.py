@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 import subprocess
 import time
@@ -412,3 +413,15 @@ def clear_dead_land(info: locks.LockInfo, git_common: Path) -> None:
             lock.unlink()
     except OSError:
         pass
+
+
+def stash_around(paths: list[str], command: str, *, untracked: bool = False) -> str:
+    """The one-liner that gets a command past the user's uncommitted edits in ``paths`` and gives
+    them back whatever it ends in (docs/TRANSACTION.md, "What next"): stash them, run it, pop
+    them, and exit with the command's status, so a red apply (or a pop that conflicts) still
+    fails the line. POSIX sh; ``{ }`` runs in the user's shell, so nothing exits it."""
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    return (
+        f"git stash push {'-u ' if untracked else ''}-- {quoted} && "
+        f"{{ {command}; papayu_status=$?; git stash pop && [ $papayu_status -eq 0 ]; }}"
+    )

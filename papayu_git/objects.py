@@ -35,6 +35,7 @@ from papayu_git.object_store import (
     read_tree,
     write_tree,
 )
+from papayu_git.plans import BRANCH_PREFIX
 from papayu_git.refs import resolve_ref, write_loose_ref
 from papayu_git.repository import Repository
 from papayu_git.secrets import safe_text
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 
 
 _KINDS = {MODE_FILE: "file", MODE_EXEC: "file", MODE_LINK: "link", MODE_TREE: "dir", MODE_GITLINK: "submodule"}
-BRANCH_PREFIX = "papayu/"
 GITKEEP = ".gitkeep"
 
 

@@ -25,7 +25,7 @@ HISTORICAL = {
         "refused_branch_moved",
         "interrupted",
     ],
-    CheckState: ["passed", "failed", "timeout", "skipped", "none_found"],
+    CheckState: ["passed", "failed", "timeout", "skipped", "none_found", "interrupted", "not_run"],
     VerdictState: ["passed", "failed", "timed_out", "not_checked", "changed", "skipped"],
 }
 

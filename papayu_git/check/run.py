@@ -37,6 +37,7 @@ from papayu_git.check.results.instrument import GO_JSON, JUNIT_COPY, REPORT_FILE
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
 from papayu_git.check.secret_files import repository_masker
+from papayu_git.check.tail import without_warnings
 from papayu_git.check.verdict import Verdict, plan_lands
 from papayu_git.check.view import CheckView
 from papayu_git.secrets import masker, printable
@@ -449,12 +450,16 @@ TAIL_CHARS = 64 * 1024
 
 
 def _masked_tail(log_path: Path, mask: Callable[[str], str] | None = None, lines: int = TAIL_LINES) -> str:
-    """Mask secrets in the log (rewritten in place when that changes it) and return its last lines."""
+    """Mask secrets in the log (rewritten in place when that changes it) and return its last
+    lines, the runner's warnings left out (tail.py) and counted."""
     try:
-        tail = _mask_file(log_path, mask or masker())
+        tail, left_out = without_warnings(_mask_file(log_path, mask or masker()))
     except OSError:
         return ""
-    return "\n".join(tail.splitlines()[-lines:])
+    shown = tail.splitlines()[-lines:]
+    if left_out:
+        shown.insert(0, f"[papayu] {left_out} lines of the runner's warnings left out of this tail; the log has them")
+    return "\n".join(shown)
 
 
 def _mask_file(path: Path, mask: Any) -> str:

@@ -69,7 +69,9 @@ def load_plan(
         if not stored:
             raise PapayuError("ERR_PLAN_NOT_FOUND", "no stored plan; pass a response FILE or `-`")
         return stored[-1]
-    return plans.load(pdir, source)
+    from papayu_git.commands.drop import resolve_generated  # see run: it loads the checkout's modules
+
+    return plans.load(pdir, resolve_generated(repo, pdir, source))  # an id, a prefix, @, a candidate's RUN:N
 
 
 def _confirm_deletions(response: Response, yes: bool) -> bool:

@@ -39,10 +39,14 @@ def land_run(arg: str, onto: str | None, force: bool, as_json: bool) -> int:
     """`land RUN[:N]`: the run's winner, or its candidate N, as `land ID` lands a kept plan."""
     repo, _root, pdir = open_checkout()
     run_id, number = runs.resolve(pdir, arg)
-    record = runs.load(pdir, run_id)
+    record = runs.current(repo, pdir, runs.load(pdir, run_id))
     number = number or record.get("winner")
     if not number:
-        raise PapayuError("ERR_RUN_NOT_FOUND", f"run {run_id} has no winner; name a candidate: {run_id}:N")
+        raise PapayuError(
+            "ERR_RUN_NOT_FOUND",
+            f"run {run_id} has no winner; name a candidate: {run_id}:N",
+            hint=f"'git papayu show {run_id}' lists them.",
+        )
     row = runs.candidate(record, int(number))
     result = land_branch(
         repo, pdir, str(row["plan_id"]), onto, force=force, branch=runs.branch_key(run_id, int(number))

@@ -16,7 +16,7 @@ from papayu_git.objects import (
     generated_branches,
 )
 from papayu_git.outcomes import ApplyState
-from papayu_git.plans import StoredPlan
+from papayu_git.plans import StoredPlan, plan_name
 from papayu_git.stages import Stopwatch
 from papayu_git.transaction.values import ApplyResult
 
@@ -60,8 +60,14 @@ def land_branch(
     target = Target(target.branch, target.ref, str(commit_of(repo, commit).parents[0].id))
     warning = checked.enforce(found, force=force, doing="landing")
     watch = Stopwatch()
-    with watch.stage("land"):
-        how = land(repo, pdir, target, landing or commit, plan_id)
+    try:
+        with watch.stage("land"):
+            how = land(repo, pdir, target, landing or commit, plan_id)
+    except PapayuError as exc:
+        if exc.code == "ERR_BRANCH_MOVED":  # a kept commit cannot be rebased: the plan is applied anew
+            name = plan_name(plan_id, branch_name(key))
+            exc.hint = f"'git papayu apply {name}' applies the plan again on the new tip, checked again."
+        raise
     delete_branch(repo, key)
     plans.update_outcome(
         pdir,
@@ -87,7 +93,7 @@ def land_branch(
         branch_name(key),
         landing or commit,
         target.branch,
-        None,
+        found.check if found.checked_commit == commit else None,  # its own check: said before "landed"
         watch.timings,
         landed_by=how,
         warnings=(warning,) if warning else (),
