@@ -12,14 +12,29 @@ the command in the sandbox from start to its exit, what follows (the channel's d
 the reports, masking the log); `--profile` prints the top of a cProfile of one papayu check.
 
 Target: <= 1.3x the direct run (<= 1.2x on Cargo and Go workspaces). Measured (docs/BENCHMARKS.md,
-"The check on real projects", load 12-14 on 2 cores, medians of 2-3):
+"The check on real projects"; medians, interleaved, the load average beside each row):
 
-| project | command | results | papayu check | direct | ratio |
-|---|---|---|---:|---:|---:|
-| Python-Markdown/markdown | `.venv/bin/python -m unittest discover tests` | unittest stream | 3.65 s | 2.56 s | 1.42x |
-| unjs/pathe (pnpm in ~/.local) | `pnpm test` | vitest json | 15.58 s | 13.16 s | 1.18x |
-| charmbracelet/x (go.work) | `go test work` | go test -json | 3.54 s | 1.82 s | 1.95x |
-| rust-random/rand | `cargo test --workspace` | cargo libtest | 4.48 s | 6.46 s | 0.69x |
+| project | command | results | papayu check | direct | ratio | load |
+|---|---|---|---:|---:|---:|---|
+| Python-Markdown/markdown | `.venv/bin/python -m unittest discover tests` | unittest stream | 3.65 s | 2.56 s | 1.42x | 12-14 |
+| unjs/pathe (pnpm in ~/.local) | `pnpm test` | vitest json | 15.58 s | 13.16 s | 1.18x | 12-14 |
+| charmbracelet/x (go.work, 19 modules) | `go test work` | go test -json | 1.13 s | 0.97 s | 1.16x | 6.0-7.6 |
+| rust-random/rand | `cargo test --workspace` | cargo libtest | 2.47 s | 2.05 s | 1.20x | 6.0-7.6 |
+| jsdom/webidl-conversions (pool outside the tree) | `npm test` | node --test reporter | 6.70 s | 5.43 s | 1.23x | 6.0-7.6 |
+| hukkin/tomli (tox, pipx) | `tox -e 3.11` | unittest stream (via tox) | 2.14 s | 7.12 s | 0.30x | 8.6-9.8 |
+| pypa/packaging (nox, pipx) | `nox -s tests-3.11 -- --no-coverage` | pytest stream + junit | 144.7 s | 154.0 s | 0.94x | ~9, one sample |
+| arcanis/clipanion (yarn 4 PnP) | `yarn test tests/specs/core tests/specs/run` | jest json | 8.0 s | 3.7 s | 2.17x | ~6, one sample |
+| FasterXML/jackson-jr 2.18.2 (reactor, 8 modules) | `mvn -B test` | maven surefire | 48.9 s | 43.6 s | 1.12x | ~8, one sample |
+| stleary/JSON-java (Gradle 4.4.1, Debian) | `gradle --no-daemon test --tests ...` (2 classes) | gradle junit | 54.5 s | 28.7 s | 1.90x | ~10, one sample |
+
+rand was below 1 in earlier runs (0.69x at load 5.8-12): both sides run the same 161 tests (100 unit
+tests, 61 doctests); the direct run has the shell's RUST_BACKTRACE=1, which the check does not pass
+on. x's 1.16x assumes go's cache holds `go test -json` results (gotestsum, editors): with only plain
+`go test` results the check reruns every package (5.7-7.3x; docs/BENCHMARKS.md). tomli below 1: tox run directly
+rebuilds and reinstalls the package every time, the check uses the environment as it is.
+clipanion above 1.2: ts-jest's transform cache is in /tmp/jest_<uid>, which the check's private
+/tmp does not have. JSON-java above 1.2: its ignored build/ holds the user's compiled classes, which
+the check never reuses (build outputs carry the user's code), so every check compiles again.
 """
 
 from __future__ import annotations

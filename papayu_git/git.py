@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from papayu_git.errors import PapayuError
 
@@ -59,8 +58,7 @@ def isolated_env() -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class Tracked:
+class Tracked(NamedTuple):
     """Files a repository tracks (tracked_paths), and every directory holding one."""
 
     files: frozenset[str]

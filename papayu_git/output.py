@@ -68,8 +68,10 @@ _quiet = threading.local()
 @contextmanager
 def live() -> Iterator[Callable[[list[str]], None]]:
     """An updater of lines redrawn in place at the bottom of stderr on a terminal (best-of's table,
-    docs/DESIGN.md, "Best of N"); other stderr lines print above them, spinners are off. Elsewhere
-    the updater does nothing: the caller prints the final table as a result."""
+    docs/DESIGN.md, "Best of N"); other stderr lines print above them, spinners are off. The
+    caller prints the final table as a result, once: the live one is erased when the block ends
+    (and left on the screen when an exception, a Ctrl-C, cuts it short). Elsewhere the updater
+    does nothing."""
     global _live
     if not is_tty(sys.stderr) or _live is not None:
         yield lambda lines: None
@@ -87,8 +89,13 @@ def live() -> Iterator[Callable[[list[str]], None]]:
 
     try:
         yield update
-    finally:
-        _live = None  # the last table stays on the screen
+    except BaseException:
+        _live = None  # what the run had reached stays on the screen
+        raise
+    with board.lock:
+        board.erase()
+        board.lines = []
+    _live = None
 
 
 @contextmanager

@@ -7,7 +7,8 @@ full checkout, when there is none) and releases it, so that the check later find
 only the plan's files differ (worktree.acquire_checkout prefers it). A process, not a thread:
 `plan` exits long before the user runs `apply ID`, and the preparation must be able to finish.
 
-It writes only under `.git/papayu/` (a lock in `locks/`, the slot in `checkouts/`), runs no code
+It writes only under `.git/papayu/` (a lock in `locks/`) and in the repository's checkout pool (the
+slot: worktree.py), runs no code
 of the repository (papayu's own git calls with the slot's own config, as for the check), holds
 the slot's lock while it works (a running check never shares a slot), gives up after
 ``TIMEOUT_SEC``, and one runs at a time per repository. A kill -9 at any point leaves a stale

@@ -1,11 +1,13 @@
 """What a transaction did, for a human (or as JSON), and the question before a landing
 (docs/TRANSACTION.md, "What next").
 
-``report`` says the outcome of ``transaction.apply_plan`` or ``land_branch``: landed (with its
-diffstat and how to undo it), kept for review, rolled back (the check's tail and the error), and
-the ``next_steps`` that go on from a plan that did not land; ``exit_code`` is the command's.
-``Landing`` asks before a landing (``ApplyOptions.confirm_landing``). `apply`, `fix`, `retry`,
-`agent`, `land` and best-of's winner all report through here.
+``report`` tells the outcome of ``transaction.apply_plan`` or ``land_branch`` as one story, in
+order and once: the check (its output's tail when it failed, then how it ended and the verdict
+with its tests named, capped), then what that made of the plan (landed with its diffstat and how
+to undo it, kept for review, rolled back, with the error), then the ``next_steps`` that go on from
+a plan that did not land. ``check_lines`` are the check's own lines; ``exit_code`` is the
+command's. ``Landing`` asks before a landing (``ApplyOptions.confirm_landing``). `apply`, `fix`,
+`retry`, `agent`, `land` and best-of's winner all report through here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import click
 from papayu_git import output
 from papayu_git.diffs import diffstat, plan_diff, render_diff
 from papayu_git.error_handler import Terminated
-from papayu_git.outcomes import ApplyState
+from papayu_git.errors import format_error
+from papayu_git.outcomes import TREE_UNCHANGED, ApplyState, check_word
+from papayu_git.plans import plan_name, plan_subject
 from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text
 
@@ -49,88 +53,174 @@ def report(
 ) -> None:
     """The outcome for a human (or as JSON); ``diffstat_shown``/``check_shown``: the confirmation
     printed them already; ``say_next``: end a plan that did not land with the commands that go on
-    from it (not when `fix` asks the model again by itself), said last."""
+    from it, said last (not when `fix` asks the model again by itself: then the plan's error
+    leaves its hint out too, since the loop goes on instead)."""
     if as_json:
         output.emit_json(result.to_dict())
         return
     steps = next_steps(result) if say_next else []
-    short = (result.commit or "")[:12]
-    if result.state == ApplyState.LANDED:
-        output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
-        if not diffstat_shown:
-            output.result(diffstat(result.commit or ""))
-        if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
-            output.result(f"  undo: git reset --keep ORIG_HEAD   (or: git papayu undo {result.plan_id})")
-        else:  # a branch checked out nowhere: no ORIG_HEAD of its own
-            output.result(f"  undo: git papayu undo {result.plan_id}")
-    elif result.state == ApplyState.REVIEW and result.declined:
-        output.result(f"plan {result.plan_id} not landed; kept as {short} on {result.branch}")
-    elif result.state == ApplyState.REVIEW:
-        if result.error:  # said once, here: the transaction only records it (one message per event)
-            output.error(_error_line(result, steps))
-        output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)")
-    elif result.state == ApplyState.NO_CHANGES:
-        output.result(f"plan {result.plan_id}: nothing to apply")
-    else:
-        _report_rollback(result, steps)
+    said = _verdict_error(result)  # the verdict's notes, said by the error line instead
     if result.check and not check_shown:
-        # A refusal already named every test in its error.
-        for line in check_lines(result.check, tests_named=result.state == ApplyState.LANDED):
-            output.info(line)
+        check_story(result.check, tail=result.state in FAILED_STATES, notes=not said)
+    if result.error and not (result.state == ApplyState.REVIEW and result.declined):
+        # said once, here: the transaction only records it (one message per event)
+        output.error(_error_line(result, said, hint=say_next and not _hint_in_steps(result, steps)))
+    for line in _outcome_lines(result, diffstat_shown=diffstat_shown):
+        output.result(line)
     for line in steps:
         output.result(f"  {line}")
 
 
-def _error_line(result: ApplyResult, steps: list[str]) -> str:
-    """`CODE (where): reason (hint)`; a red check's hint is left out where the next steps below say
-    the same commands."""
-    error = result.error or {}
-    reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
+def _outcome_lines(result: ApplyResult, *, diffstat_shown: bool) -> list[str]:
+    """What the transaction made of the plan, after the check that decided it."""
+    short, who = (result.commit or "")[:12], plan_subject(result.plan_id, result.branch)
+    name = plan_name(result.plan_id, result.branch)
+    if result.state == ApplyState.LANDED:
+        lines = [f"landed {who} on {result.target} ({short}, {result.landed_by})"]
+        if not diffstat_shown:
+            lines.append(diffstat(result.commit or ""))
+        if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
+            return [*lines, f"  undo: git reset --keep ORIG_HEAD   (or: git papayu undo {name})"]
+        return [*lines, f"  undo: git papayu undo {name}"]  # a branch checked out nowhere: no ORIG_HEAD of its own
+    if result.state == ApplyState.REVIEW and result.declined:
+        return [f"{who} not landed; kept as {short} on {result.branch}"]
+    if result.state == ApplyState.REVIEW:
+        return [f"{who} committed as {short} on {result.branch} (not landed)"]
+    if result.state == ApplyState.NO_CHANGES:
+        return [_nothing_to_apply(result, who)]
+    kept = f"; branch {result.branch} kept" if result.branch_kept else ""
+    done = {
+        ApplyState.REFUSED: "refused",
+        ApplyState.REFUSED_BRANCH_MOVED: "refused (the branch moved)",
+        ApplyState.INTERRUPTED: "interrupted, rolled back",
+    }.get(result.state, "rolled back")
+    return [f"{done} {who}: {result.target} unchanged{kept}"]
+
+
+def _nothing_to_apply(result: ApplyResult, who: str) -> str:
+    """A plan with no change to make: the model said so, or its change is on the branch already."""
+    if TREE_UNCHANGED in result.warnings:
+        return f"{who}: {result.target} already has this change; nothing to land"
+    return f"{who}: the model found nothing to change; nothing to land"
+
+
+def check_story(check: dict[str, Any], *, tail: bool, notes: bool = True) -> None:
+    """The check as it ended: the output's tail when it failed (``tail``), then its own lines
+    (``notes``: with the verdict's notes, unless the error line says them)."""
+    if tail and check.get("tail") and not check.get("passed"):
+        output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
+        output.info(safe_text(check["tail"], multiline=True))
+        output.info(output.colour("---", "dim", sys.stderr))
+    for line in check_lines(check, notes=notes):
+        output.info(line)
+
+
+def _hint_in_steps(result: ApplyResult, steps: list[str]) -> bool:
+    """A red check's hint names the commands the steps below say (the record and --json keep it)."""
     from papayu_git import retry  # see next_steps
 
-    if steps and error.get("code") in retry.RETRY_CODES:
-        hint = ""
-    where = f" ({STAGES[result.stage]})" if result.state != ApplyState.REVIEW and result.stage in STAGES else ""
-    return f"{error.get('code', 'ERR_CHECK_FAILED')}{where}: {reason}" + (f" ({hint})" if hint else "")
+    return bool(steps) and (result.error or {}).get("code") in retry.RETRY_CODES
+
+
+def _verdict_error(result: ApplyResult) -> str:
+    """The error of a plan the verdict kept off, in words without the tests' names (the check's
+    lines name them); "" for any other error."""
+    error = result.error or {}
+    verdict = (result.check or {}).get("verdict") or {}
+    if not error or verdict.get("code") != error.get("code") or verdict.get("exit_code_only"):
+        return ""
+    return verdict_said(verdict)
+
+
+def _error_line(result: ApplyResult, said: str, *, hint: bool) -> str:
+    """The error in the one format (errors.format_error); ``said``: a verdict's error in words."""
+    error = result.error or {}
+    reason = said or safe_text(error.get("reason", ""), multiline=True)
+    where = STAGES.get(result.stage, "") if result.state != ApplyState.REVIEW else ""
+    code = error.get("code", "ERR_CHECK_FAILED")
+    return format_error(code, reason, safe_text(error.get("hint", ""), multiline=True) if hint else "", where=where)
+
+
+def verdict_said(verdict: dict[str, Any]) -> str:
+    """What kept a plan off, from its verdict (``Verdict.to_dict()``), without the names
+    ``check_lines`` gives: the verdict's notes, then how many tests fail."""
+    failing = (
+        ("broken", "that passed on the tip fail on the plan's code"),
+        ("missing", "that passed on the tip are missing"),
+        ("new_failing", "fail in the plan's own run"),
+    )
+    counts = [f"{_tests(len(verdict.get(key) or ()))} {what}" for key, what in failing if verdict.get(key)]
+    return "; ".join(safe_text(str(note)) for note in [*(verdict.get("notes") or ()), *counts])
+
+
+def _tests(n: int) -> str:
+    return f"{n} test" if n == 1 else f"{n} tests"
 
 
 def next_steps(result: ApplyResult) -> list[str]:
     """What goes on from a plan that did not land, each command as it would work when pasted: a red
     check is asked again (`retry`), a kept branch lands (with --force where `land` would refuse
-    it: a red or unchecked commit, checked.py) or is dropped (docs/TRANSACTION.md, "What next")."""
+    it: a red or unchecked commit, checked.py) or is dropped, an interrupted one is applied again
+    (docs/TRANSACTION.md, "What next"). A candidate is named by its `RUN:N`."""
+    if result.state == ApplyState.LANDED:
+        return []  # nothing goes on from a landing
     # Loaded for a plan that did not land, not by every `apply` (docs/DESIGN.md, "Start-up and cost").
     from papayu_git import checked, retry
 
-    plan_id, outcome = result.plan_id, result.to_dict()
-    steps = [f"ask the model again: git papayu retry {plan_id}"] if retry.retryable(outcome) else []
+    outcome, name = result.to_dict(), plan_name(result.plan_id, result.branch)
+    steps = [f"ask the model again: git papayu retry {name}"] if retry.retryable(outcome) else []
     if result.state == ApplyState.REVIEW and result.commit:
-        refused = checked.verdict_of(plan_id, outcome, result.commit).problem is not None
-        land = (
-            f"land it anyway: git papayu land {plan_id} --force" if refused else f"land it: git papayu land {plan_id}"
-        )
-        steps += [land, f"drop it: git papayu drop {plan_id}"]
+        refused = checked.verdict_of(result.plan_id, outcome, result.commit).problem is not None
+        land = f"land it anyway: git papayu land {name} --force" if refused else f"land it: git papayu land {name}"
+        steps += [land, f"drop it: git papayu drop {name}"]
     elif result.state in FAILED_STATES and result.commit and steps:
-        steps.append(f"see its change: git papayu show {plan_id}")
+        steps.append(f"see its change: git papayu show {name}")
+    elif result.state == ApplyState.INTERRUPTED:
+        steps.append(f"apply it again: git papayu apply {name}")
     if result.branch_kept and result.state != ApplyState.REVIEW:
-        steps.append(f"drop it: git papayu drop {plan_id}")
+        steps.append(f"drop it: git papayu drop {name}")
     return steps
 
 
-def check_lines(check: dict[str, Any], *, tests_named: bool = True) -> list[str]:
-    """The check's run and its verdict against the tip, for a human; ``tests_named``: also every
-    test the verdict turned on (exit-code only has none to name)."""
-    state = "passed" if check["passed"] else "FAILED"
-    lines = [
-        f"check `{safe_text(check['command'])}` ({check['source']}): {state} "
-        f"in {check['duration_sec']:.1f}s{tests_said(check.get('tests'))}; log: {check['log']}"
-    ]
+NAMES_SHOWN = 8  # tests named per list of the verdict; the rest are counted
+
+
+def check_lines(check: dict[str, Any], *, notes: bool = True) -> list[str]:
+    """The check's own lines: how it ended (outcomes.check_word: the verdict's word) and where
+    its log is, then the verdict against the tip (``notes``: with its notes) and every test it
+    turned on, each list capped at NAMES_SHOWN with the count of the rest. A runner's raw counts
+    are not said beside a verdict: "passed" with "7 failed" next to it would contradict the
+    verdict that weighed them."""
+    verdict = check.get("verdict") or None
+    results = "" if verdict and not verdict.get("exit_code_only") else tests_said(check.get("tests"))
+    took = f" ({float(check['duration_sec']):.1f}s)" if check.get("duration_sec") is not None else ""
+    log = f"; log: {check['log']}" if check.get("log") else ""  # a record may lack what it did not have
+    lines = [f"check: {check_word(check)}{took}{results}{log}"]
     lines += [f"  {line}" for line in runs_lines(check.get("runs") or [])]
-    verdict = check.get("verdict")
-    if verdict:
-        lines.append(f"verdict against the tip: {verdict.get('trailer', '')}")
-        if tests_named and not verdict.get("exit_code_only"):
-            lines += [f"  {safe_text(line)}" for line in verdict.get("lines", [])]
+    if not verdict:
+        return lines
+    lines.append(f"verdict against the tip: {verdict.get('trailer', '')}")
+    lines += [f"  {safe_text(note)}" for note in verdict.get("notes") or () if notes]
+    for label, ids in _named(verdict):
+        lines += _name_list(safe_text(label), [safe_text(t) for t in ids])
     return lines
+
+
+def _named(verdict: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The verdict's named tests (``Verdict.named``); a record written before it kept only its
+    lines, which are read back as they are."""
+    if isinstance(verdict.get("named"), list):
+        return [(str(label), [str(t) for t in ids]) for label, ids in verdict["named"]]
+    notes = set(verdict.get("notes") or ())
+    said = [line for line in verdict.get("lines") or () if line not in notes]
+    return [(label, [names]) for label, _, names in (line.partition(": ") for line in said)]
+
+
+def _name_list(label: str, ids: list[str]) -> list[str]:
+    if len(ids) == 1:
+        return [f"  {label}: {ids[0]}"]
+    more = [f"    ... and {len(ids) - NAMES_SHOWN} more (the log names them)"] if len(ids) > NAMES_SHOWN else []
+    return [f"  {label} ({len(ids)}):", *(f"    {t}" for t in ids[:NAMES_SHOWN]), *more]
 
 
 # How the check's runs are named in its lines (check/failfirst.py names them in its record).
@@ -182,21 +272,6 @@ def tests_said(tests: dict[str, Any] | None) -> str:
     return f"; {said} ({tests.get('source')})"
 
 
-def _report_rollback(result: ApplyResult, steps: list[str]) -> None:
-    if result.check and result.check.get("tail"):
-        output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
-        output.info(safe_text(result.check["tail"], multiline=True))
-        output.info(output.colour("---", "dim", sys.stderr))
-    output.error(_error_line(result, steps))
-    kept = f"; branch {result.branch} kept" if result.branch_kept else ""
-    done = {
-        ApplyState.REFUSED: "refused",
-        ApplyState.REFUSED_BRANCH_MOVED: "refused (the branch moved)",
-        ApplyState.INTERRUPTED: "interrupted, rolled back",
-    }.get(result.state, "rolled back")
-    output.result(f"{done} plan {result.plan_id}: {result.target} unchanged{kept}")
-
-
 # Where an error came from, as the report says it (ApplyResult.stage).
 STAGES = {
     "validate": "at validation",
@@ -219,7 +294,10 @@ class Landing:
     def confirm(self, preview: LandingPreview) -> bool:
         if self.yes:
             if not self.as_json:
-                output.result(f"landing plan {preview.plan_id} on {preview.target}:")
+                if preview.check:  # the verdict first: it is why the plan lands
+                    check_story(preview.check, tail=False)
+                    self.check_shown = True
+                output.result(f"landing {plan_subject(preview.plan_id, preview.branch)} on {preview.target}:")
                 output.result(diffstat(preview.commit))
                 self.diffstat_shown = True
             return True
@@ -230,7 +308,7 @@ class Landing:
                 for line in check_lines(preview.check) if preview.check else ["no check ran"]:
                     output.result(line)
             self.diffstat_shown = self.check_shown = True  # the diff starts with its stat
-            return output.confirm(f"Land plan {preview.plan_id} on {preview.target}?")
+            return output.confirm(f"Land {plan_subject(preview.plan_id, preview.branch)} on {preview.target}?")
         except (click.Abort, KeyboardInterrupt) as exc:
             return not_answered(exc)
 

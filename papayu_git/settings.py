@@ -18,6 +18,7 @@ import difflib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from enum import StrEnum
 from functools import lru_cache
@@ -151,7 +152,7 @@ SETTINGS: list[Setting] = [
         "",
         "more environment directories of the repository the check sees copy-on-write (comma-separated "
         "names, found next to the root and every manifest, or paths from the root); built in: .venv, venv, "
-        "env, node_modules, target, .tox, .nox, .pixi, .yarn",
+        "env, node_modules, target, .tox, .nox, .pixi, .yarn (or its cache and unplugged)",
     ),
     Setting(
         "papayu.check.include",
@@ -165,6 +166,14 @@ SETTINGS: list[Setting] = [
         "JUnit XML files the check writes (comma-separated globs from the root, `**` for any depth, e.g. "
         "reports/**/*.xml): read for a verdict per test, besides what papayu asks pytest, node --test, jest, "
         "vitest, cargo test and go test for; set, it replaces the Maven and Gradle reports papayu finds itself",
+    ),
+    Setting(
+        "papayu.check.reinstall",
+        "false",
+        "tox and nox build and install the project into their environments in the check as they do run "
+        "directly (needs the build backend and dependencies offline, or papayu.check.network); false: the "
+        "environments are used as they are, and a copy of the project installed there is stood in for by the "
+        "checkout's source",
     ),
     Setting(
         "papayu.check.localPorts",
@@ -304,23 +313,46 @@ SETTINGS: list[Setting] = [
     Setting(
         "papayu.forge.apiUrl",
         "",
-        "forge REST API base, e.g. https://git.example.com/api/v4 (empty: derived from the remote)",
+        "forge REST API base, e.g. https://git.example.com/api/v4 (empty: the remote's scheme, host, port and "
+        "sub-path with /api/v3 (GitHub Enterprise), /api/v4 (GitLab) or /api/v1 (Gitea); https://api.github.com "
+        "for github.com)",
     ),
     Setting(
         "papayu.forge.webUrl",
         "",
-        "forge web base for the compare URL printed without a token (empty: https://<remote host>)",
+        "forge web base for the compare URL printed without a token (empty: the remote's scheme, host, port "
+        "and sub-path; https for ssh remotes)",
+    ),
+    Setting(
+        "papayu.forge.repository",
+        "",
+        "the repository on the forge as owner/name (GitLab: group/subgroup/project); empty: read from the "
+        "remote's URL, whose path before it is the forge's sub-path",
+    ),
+    Setting(
+        "papayu.forge.land",
+        "merge",
+        "`land --when-green` of a plan with a pull request: merge (through the forge's API, head pinned to the "
+        "checked commit; the local branch then follows the forge) or local (a local fast-forward; the pull "
+        "request is closed with a comment naming the landed commit)",
+    ),
+    Setting(
+        "papayu.forge.requiredChecks",
+        "",
+        "checks `land --when-green` waits for besides those the forge says the target branch requires "
+        "(comma-separated names; globs on Gitea); what a token that may not read the protection must be told",
     ),
     Setting(
         "papayu.forge.ciTimeoutSec",
         "3600",
-        "`land --when-green`: give up (ERR_CHECKS_TIMEOUT) when the forge's CI checks stay pending this long",
+        "`land --when-green`: give up (ERR_CHECKS_TIMEOUT, or the forge's error if it is down then) when the "
+        "required checks stay pending this long",
         old=("papayu.checksTimeoutSec", "PAPAYU_CHECKS_TIMEOUT_SEC"),
     ),
     Setting(
         "papayu.forge.ciIntervalSec",
         "30",
-        "`land --when-green`: seconds between polls of the forge's CI checks",
+        "`land --when-green`: seconds between polls of the forge's checks",
         old=("papayu.checksIntervalSec", "PAPAYU_CHECKS_INTERVAL_SEC"),
     ),
     # What an MCP client (a model) may ask for; the operator decides (docs/DESIGN.md, "MCP server").
@@ -482,19 +514,28 @@ def _said_old(old: str, new: str, winner: str) -> None:
 # --- git config ---------------------------------------------------------------------------
 
 
+class _ConfigRead(NamedTuple):
+    values: dict[str, str]  # by key, lower-cased
+    keys: tuple[str, ...]  # as git prints them: a subsection (`filter.<name>.smudge`) keeps its case
+    at: float  # time.monotonic() of the read
+
+
 @lru_cache(maxsize=8)
-def _git_config(cwd: str) -> dict[str, str]:
+def _git_config(cwd: str) -> _ConfigRead:
+    at = time.monotonic()
     try:
         out = run_git(["config", "-z", "--list"], cwd=cwd, check=False).stdout
     except OSError:
-        return {}
+        return _ConfigRead({}, (), at)
     values: dict[str, str] = {}
+    keys = []
     for item in out.split("\0"):
         if item:
             key, _, value = item.partition("\n")
             values[key.lower()] = value
+            keys.append(key)
     _say_unknown(values)
-    return values
+    return _ConfigRead(values, tuple(keys), at)
 
 
 def forget_cached_config() -> None:
@@ -510,7 +551,20 @@ def _config_key(cwd: str) -> str:
 
 
 def _config(cwd: str | None) -> dict[str, str]:
-    return _git_config(_config_key(cwd or os.getcwd()))
+    return _git_config(_config_key(cwd or os.getcwd())).values
+
+
+def git_config_keys(prefix: str, cwd: str | None = None, *, within: float) -> list[str]:
+    """The `git config` keys, as git prints them, whose lower-cased form starts with ``prefix``
+    (e.g. "filter."), from a read at most ``within`` seconds old: the one this process made when
+    it started, or a new one when that is older (a landing after a check that took minutes)."""
+    key = _config_key(cwd or os.getcwd())
+    read = _git_config(key)
+    if time.monotonic() - read.at > within:
+        _git_config.cache_clear()
+        read = _git_config(key)
+    prefix = prefix.lower()
+    return [name for name in read.keys if name.lower().startswith(prefix)]
 
 
 def git_config_value(key: str, cwd: str | None = None) -> str | None:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from papayu_git import settings
 from papayu_git.apply import sha256_hex
@@ -29,8 +28,7 @@ if TYPE_CHECKING:
 MAX_NAMED_RANGES = 6
 
 
-@dataclass(frozen=True)
-class Base:
+class Base(NamedTuple):
     """The version of ``path`` a plan was written against, found in the history."""
 
     path: str

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import GOLDEN_UPSTREAM, assert_error, git, make_repo, object_ids, papayu, write_plan
+from helpers import GOLDEN_UPSTREAM, assert_error, checkout_pool, git, make_repo, object_ids, papayu, write_plan
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import plans
@@ -59,7 +59,7 @@ def test_gc_deletes_old_generated_branches_but_keeps_recent_ones(repo: Path, tmp
     assert papayu("apply", str(plan), "--review", "--check", "true", cwd=repo).returncode == 0
     assert papayu("gc", cwd=repo).returncode == 0  # default 14 days: the branch is kept
     assert git(repo, "branch", "--list", "papayu/*").strip()
-    assert not list((repo / ".git/papayu/checkouts").iterdir())  # idle check checkouts always go
+    assert not checkout_pool(repo).exists()  # idle check checkouts always go, and their pool
     report = json.loads(papayu("gc", "--days", "0", "--json", cwd=repo).stdout)
     assert len(report["branches"]) == 1 and git(repo, "branch", "--list", "papayu/*") == ""
 

@@ -140,12 +140,13 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
         "candidate_states": {"held": 1, "landed": 1, "red": 1, "stopped": 1},
     }
     assert stats["usage"]["calls"] == 8 and stats["check_runs"] >= 3  # the stopped one was interrupted
-    undo = papayu("undo", matrix[4]["plan_id"], cwd=calc)
-    assert undo.returncode == 0, undo.stderr
-    assert git(calc, "rev-parse", "main").strip() == tip
+    # The winner landed: the others can never fast-forward there, and gc removes them.
     gc = papayu("gc", cwd=calc)
     assert gc.returncode == 0 and git(calc, "branch", "--list", "papayu/*") == ""
     assert json.loads((calc / ".git/papayu/runs" / f"{run}.json").read_text())["state"] == "landed"
+    undo = papayu("undo", f"{run}:4", cwd=calc)  # the candidate's one id
+    assert undo.returncode == 0, undo.stderr
+    assert git(calc, "rev-parse", "main").strip() == tip
 
 
 def test_the_user_tree_is_untouched_until_the_winner_lands(calc: Path, llm: ScriptedLLM) -> None:
@@ -243,8 +244,8 @@ def test_without_a_green_candidate_nothing_lands_and_the_best_red_ones_are_offer
     assert proc.returncode == 1 and out["error"]["code"] == "ERR_BEST_OF_NO_GREEN"
     assert user_view(snapshot(calc)) == user_view(before)
     offered = out["run"]["retry"]
-    plan_ids = {row["plan_id"] for row in out["run"]["candidates"]}
-    assert len(offered) == 2 and all(o.startswith("git papayu retry ") and o.split()[3] in plan_ids for o in offered)
+    names = {f"{out['run']['id']}:{row['index']}" for row in out["run"]["candidates"]}  # one id per candidate
+    assert len(offered) == 2 and all(o.startswith("git papayu retry ") and o.split()[3] in names for o in offered)
     assert "test_sub" in " ".join(offered)
     assert out["run"]["state"] == "no_green"
     # The offer works: the red candidate goes back to the model with its failures, and lands.
@@ -254,7 +255,8 @@ def test_without_a_green_candidate_nothing_lands_and_the_best_red_ones_are_offer
     assert retried.returncode == 0, retried.stderr
     assert json.loads(retried.stdout)["apply"]["state"] == "landed"
     told = "\n".join(str(m.get("content")) for m in llm.requests[-2]["messages"])
-    assert f"PREVIOUS ATTEMPT: plan {breaker}" in told and "tests/test_calc.py::test_sub" in told
+    plan_id = next(r["plan_id"] for r in out["run"]["candidates"] if breaker.endswith(f":{r['index']}"))
+    assert f"PREVIOUS ATTEMPT: plan {plan_id}" in told and "tests/test_calc.py::test_sub" in told
 
 
 def test_identical_trees_are_checked_once_and_the_base_once(calc: Path, llm: ScriptedLLM, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     assert_error,
+    checkout_pool,
     git,
     make_repo,
     papayu,
@@ -245,7 +246,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     assert wait_gone(marker) == []
     # The checkout's own git dir took the test's git calls and forgot them (an overlay), and the
     # checkout itself is as papayu left it.
-    slot = next((repo / ".git/papayu/checkouts").glob("slot-*"))
+    slot = next(checkout_pool(repo).glob("slot-*"))
     assert "hijacked" not in (slot / "git" / "config").read_text()
     assert not (slot / "git" / "refs/tags/planted-tag").exists()
     assert not (slot / "work" / "planted.txt").exists()
@@ -371,7 +372,7 @@ def test_nothing_a_check_writes_can_poison_a_later_check(tmp_path: Path) -> None
         a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo, env=env).stdout)
         # notes.txt is no code: the proposed command runs after the plan's own run (its tree as is).
         assert a["state"] == "review" and "planted" in Path(a["check"]["own_log"]).read_text()
-        assert not list((repo / ".git/papayu/checkouts").glob("slot-*/work/build"))
+        assert not list(checkout_pool(repo).glob("slot-*/work/build"))
         assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
         # Plan B breaks calc.py: its check fails, nothing lands.
         broken = [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}]

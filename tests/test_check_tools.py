@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,3 +86,69 @@ def test_a_runner_in_an_ignored_tools_directory_on_path_runs_in_the_check(tmp_pa
     assert broken["check"]["verdict"]["broken"] == ["tests/test_calc.py::T::test_twice"], broken
     comment = apply("comment.json", "# Arithmetic.\n" + calc)
     assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+
+
+SHOUT_GO = 'package main\n\nimport (\n\t"fmt"\n\t"os"\n\t"strings"\n)\n\nfunc main() { fmt.Println(strings.ToUpper(os.Args[1])) }\n'
+SHOUT_RS = 'fn main() {\n    println!("{}", std::env::args().nth(1).unwrap().to_uppercase());\n}\n'
+TOOL_TESTS = """\
+import subprocess
+import unittest
+
+from calc import twice
+
+
+class T(unittest.TestCase):
+    def test_twice(self):
+        self.assertEqual(twice(3), 6)
+
+    def test_the_tool(self):
+        out = subprocess.run(["shout", "hi"], capture_output=True, text=True, check=True).stdout
+        self.assertEqual(out.strip(), "HI")
+"""
+
+
+def _installed(kind: str, source: Path) -> Path:
+    """`go install` into ~/go/bin or `cargo install` into ~/.cargo/bin of the test's HOME: the
+    directory the tool was put in, as its user has it on PATH."""
+    home = Path(os.environ["HOME"])
+    if kind == "go install":
+        if shutil.which("go") is None:
+            pytest.skip("go is not installed")
+        (source / "go.mod").write_text("module example.com/shout\n\ngo 1.21\n")
+        (source / "main.go").write_text(SHOUT_GO)
+        env = {**os.environ, "GOBIN": str(home / "go" / "bin"), "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false"}
+        subprocess.run(["go", "install", "."], cwd=source, env=env, check=True, capture_output=True, timeout=600)
+        return home / "go" / "bin"
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed")
+    (source / "src").mkdir()
+    (source / "Cargo.toml").write_text('[package]\nname = "shout"\nversion = "0.1.0"\nedition = "2021"\n')
+    (source / "src" / "main.rs").write_text(SHOUT_RS)
+    root = ["--root", str(home / ".cargo")]
+    env = {"RUSTUP_HOME": str(toolchains.REAL_HOME / ".rustup"), **os.environ}  # the toolchain stays where it is
+    args = ["cargo", "install", "--offline", "--path", ".", *root]
+    subprocess.run(args, cwd=source, env=env, check=True, capture_output=True, timeout=600)
+    return home / ".cargo" / "bin"
+
+
+@pytest.mark.parametrize("kind", ["go install", "cargo install"])
+def test_a_tool_built_by_a_toolchains_installer_runs_in_the_check(tmp_path: Path, kind: str) -> None:
+    source = tmp_path / "shout"
+    source.mkdir()
+    bin_dir = _installed(kind, source)
+    calc = "def twice(n):\n    return n * 2\n"
+    files = {"calc.py": calc, "tests/__init__.py": "", "tests/test_calc.py": TOOL_TESTS}
+    repo = make_repo(tmp_path / "repo", files)
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -m unittest discover -s tests -t .")
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PAPAYU_PROTOCOL_VERSION": "1"}
+
+    def apply(name: str, content: str) -> dict[str, Any]:
+        plan = write_plan(repo.parent, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": content}], name=name)
+        return apply_json(repo, plan, "-y", env=env)
+
+    broken = apply("break.json", calc.replace("n * 2", "n * 3"))
+    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
+    assert broken["check"]["verdict"]["broken"] == ["tests/test_calc.py::T::test_twice"], broken
+    comment = apply("comment.json", "# Arithmetic.\n" + calc)
+    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    assert comment["check"]["tests"]["counts"]["passed"] == 2  # the tool ran in the check

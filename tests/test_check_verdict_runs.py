@@ -564,6 +564,18 @@ def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path
         TWICE_ID: "passed",
     }
 
+    # Failures in two modules (a reactor verified on FasterXML/jackson-jr: docs/BENCHMARKS.md): each
+    # named under its own module, the other module's tests run although core's fail.
+    broken_twice = _update("extra/src/main/java/calc/Twice.java", TWICE.replace("2 * a", "3 * a"))
+    both = _apply(
+        repo,
+        "two-modules",
+        [_update(project.code_path, project.code(frozenset({"add", "sub", "mul"}), "")), broken_twice],
+        env=env,
+    )
+    _not_landed(repo, both, tip, "rolled_back", "ERR_CHECK_REGRESSION")
+    assert sorted(both["check"]["verdict"]["broken"]) == sorted([ids["mul"], TWICE_ID]), _why(both)
+
     fix = _apply(repo, "fix-add", [_update(project.code_path, project.code(frozenset({"sub"}), ""))], env=env)
     assert (fix["state"], fix["_rc"]) == ("landed", 0), _why(fix)
     assert fix["check"]["verdict"]["lines"] == [f"fixed: {ids['add']}", f"already failing on the tip: {ids['sub']}"]

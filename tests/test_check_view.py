@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import apply_json, git, make_repo, write_plan
+from helpers import apply_json, checkout_pool, git, make_repo, write_plan
 
 from papayu_git.check import mtimes, sandbox
 from papayu_git.worktree import remove_tree
@@ -136,7 +136,7 @@ def test_nothing_the_check_writes_reaches_the_pool_or_the_users_environment(tmp_
     data = apply_json(repo, _one_file_plan(tmp_path), "--check", check)
     assert data["state"] == "landed" and "hostile" in Path(data["check"]["log"]).read_text()
     assert (repo / ".venv" / "marker").read_text() == "user's\n"
-    slot = next((repo / ".git/papayu/checkouts").glob("slot-*/work"))
+    slot = next(checkout_pool(repo).glob("slot-*/work"))
     assert not (slot / "planted").exists() and not (slot / "deep").exists()
 
 

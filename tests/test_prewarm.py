@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, make_repo, papayu, snapshot, user_view, wait_for_marker, write_plan
+from helpers import checkout_pool, git, make_repo, papayu, snapshot, user_view, wait_for_marker, write_plan
 from llm_server import ScriptedLLM, chat, plan_answer
 
 from papayu_git import locks, prewarm, settings, worktree
@@ -41,7 +41,7 @@ def repo(tmp_path: Path) -> Iterator[Path]:
 
 
 def pool(repo: Path) -> Path:
-    return repo / ".git/papayu/checkouts"
+    return checkout_pool(repo)
 
 
 def prewarm_lock(repo: Path) -> Path:
@@ -114,7 +114,11 @@ def test_plan_with_a_slow_model_leaves_a_prepared_slot_at_the_tip(repo: Path, ll
     assert not (slot / "work/untracked.txt").exists()
     assert git(repo, "--git-dir", str(slot / "git"), "--work-tree", str(slot / "work"), "status", "--porcelain") == ""
     assert snapshot(repo) == before  # the user's side untouched
-    assert sorted(p.name for p in (repo / ".git/papayu").iterdir()) == ["checkouts", "locks", "plans", "traces"]
+    assert sorted(p.name for p in (repo / ".git/papayu").iterdir()) == [
+        "locks",
+        "plans",
+        "traces",
+    ]  # the pool is elsewhere
 
 
 def test_the_background_process_is_detached_and_holds_no_terminal(repo: Path, llm: ScriptedLLM) -> None:
@@ -148,7 +152,7 @@ def test_a_second_prewarm_is_a_no_op(repo: Path) -> None:
     first, second = run_prewarm(repo), run_prewarm(repo)
     reports = sorted(p.communicate(timeout=60)[0].strip() for p in (first, second))
     assert reports[1] == "prepared slot-0" and reports[0] in ("already running", "already prepared")
-    assert sorted(p.name for p in pool(repo).iterdir()) == ["slot-0"]
+    assert sorted(p.name for p in pool(repo).iterdir() if p.name != "repository") == ["slot-0"]
     # At the tip already: nothing to do.
     assert run_prewarm(repo).communicate(timeout=60)[0].strip() == "already prepared"
 
@@ -233,7 +237,7 @@ def test_the_check_after_a_prewarm_reuses_the_prepared_slot(repo: Path, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state"] == "landed"
     assert marker.exists() and (slot / "config.papayu").stat().st_ino == created
-    assert sorted(p.name for p in pool(repo).iterdir()) == ["slot-0"]
+    assert sorted(p.name for p in pool(repo).iterdir() if p.name != "repository") == ["slot-0"]
     assert state(slot)["by"] == "check"
     assert git(repo, "rev-parse", "HEAD^").strip() != head(repo)
 
@@ -285,7 +289,7 @@ def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Pat
     out, err = apply.communicate(timeout=120)
     assert apply.returncode == 0, err
     assert json.loads(out)["state"] == "landed"
-    assert sorted(p.name for p in pool(repo).iterdir()) == ["slot-0"]
+    assert sorted(p.name for p in pool(repo).iterdir() if p.name != "repository") == ["slot-0"]
     assert (repo / "new.py").read_text() == "n\n"
     assert (repo / "untracked.txt").read_text() == "mine\n" and (repo / "debug.log").read_text() == "ignored\n"
     # The dead prewarm's own lock goes at the next start or command; it never blocks one. (The

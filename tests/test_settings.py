@@ -17,6 +17,7 @@ from helpers import git, papayu, write_plan
 
 from papayu_git import settings
 from papayu_git.check.command import resolve_command
+from papayu_git.land_drivers import no_drivers_env
 from papayu_git.objects import GitTree
 from papayu_git.settings import SECTIONS, SETTINGS, Origin, env_name, setting_name
 
@@ -207,3 +208,19 @@ def test_a_notice_said_before_the_cli_listens_is_kept_for_it(repo: Path, monkeyp
     assert said == ["PAPAYU_TRACE is deprecated: use PAPAYU_TRACE_ENABLED (it was read this time)"]
     settings.get("trace_enabled", str(repo))
     assert len(said) == 1
+
+
+def test_config_keys_keep_a_subsections_case_and_are_read_again_once_old(repo: Path) -> None:
+    """A filter driver's name is a subsection, case and all: the landing switches off exactly the
+    drivers git would run, from the command's one read of `git config` while it is fresh, and
+    from a new read after a check that took longer (land_drivers.py)."""
+    git(repo, "config", "filter.LFS-Mixed.smudge", "run-me %f")
+    settings.forget_cached_config()
+    assert settings.git_config_keys("filter.", str(repo), within=60) == ["filter.LFS-Mixed.smudge"]
+    env = no_drivers_env(repo, {})
+    assert "'filter.LFS-Mixed.smudge'='' 'filter.LFS-Mixed.clean'=''" in env["GIT_CONFIG_PARAMETERS"]
+    git(repo, "config", "filter.late.process", "run-me")
+    assert settings.git_config_keys("filter.", str(repo), within=60) == ["filter.LFS-Mixed.smudge"]
+    keys = settings.git_config_keys("filter.", str(repo), within=0)
+    assert keys == ["filter.LFS-Mixed.smudge", "filter.late.process"]
+    assert settings.git_config_value("filter.late.process", str(repo)) == "run-me"  # one read for all

@@ -22,6 +22,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
@@ -220,3 +221,71 @@ def npm_global(prefix: Path, package: str) -> Path:
     with _locked("npm-global"):
         _run(["npm", "install", "-g", "--prefer-offline", "--prefix", str(prefix), package], CACHE, _npm_env())
     return prefix / "bin"
+
+
+# tox and nox as a user installs them (a venv of their own, their launcher linked into
+# ~/.local/bin, as pipx does); the packages a test project's environments install come from a wheel directory
+# filled once from PyPI, so that the environments are made offline after the first run.
+PYTHON_TOOLS = {"tox": "tox==4.67.15", "nox": "nox==2026.10.20"}
+WHEELS = CACHE / "wheels"
+
+
+def python_tool(name: str) -> Path:
+    """The launcher of ``name`` in a venv of its own (link it into a directory on PATH)."""
+    venv = CACHE / PYTHON_TOOLS[name].replace("==", "-")
+    launcher = venv / "bin" / name
+    if launcher.exists():
+        return launcher
+    with _locked(name):
+        if not launcher.exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", str(venv)], CACHE)
+            _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", PYTHON_TOOLS[name]], CACHE)
+    return launcher
+
+
+def wheelhouse(*requirements: str) -> Path:
+    """A directory of wheels holding ``requirements`` and their dependencies (PIP_FIND_LINKS)."""
+    marker = WHEELS / f".has-{hashlib.sha256(' '.join(sorted(requirements)).encode()).hexdigest()[:16]}"
+    if not marker.exists():
+        with _locked("wheels"):
+            if not marker.exists():
+                WHEELS.mkdir(parents=True, exist_ok=True)
+                _run([sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELS), *requirements], CACHE)
+                marker.touch()
+    return WHEELS
+
+
+YARN_VERSION = "4.4.1"
+
+
+def yarn_release() -> Path:
+    """yarn berry's single-file release (`@yarnpkg/cli-dist`'s `bin/yarn.js`, from the npm registry),
+    which a project commits as its `yarnPath`."""
+    release = CACHE / f"yarn-{YARN_VERSION}" / "package" / "bin" / "yarn.js"
+    if release.exists():
+        return release
+    if shutil.which("npm") is None:
+        raise Unavailable("npm is not installed: yarn berry comes from the npm registry")
+    with _locked("yarn"):
+        if not release.exists():
+            where = release.parent.parent.parent
+            where.mkdir(parents=True, exist_ok=True)
+            tarball = _run(["npm", "pack", "-q", f"@yarnpkg/cli-dist@{YARN_VERSION}"], where, _npm_env()).strip()
+            _run(["tar", "xzf", tarball.splitlines()[-1]], where)
+    return release
+
+
+def yarn_install(project: Path) -> None:
+    """`yarn install` of a Plug'n'Play project whose cache is its own `.yarn/cache`: the zips kept in
+    the test cache per set of manifests, offline after the first run."""
+    kept = CACHE / "yarn-caches" / _digest(project, "package.json")
+    cache = project / ".yarn" / "cache"
+    if kept.is_dir():  # the zips and the lockfile that resolves to them
+        shutil.copytree(kept / "cache", cache, dirs_exist_ok=True)
+        shutil.copyfile(kept / "yarn.lock", project / "yarn.lock")
+    env = {"YARN_ENABLE_NETWORK": "0" if kept.is_dir() else "1", "YARN_ENABLE_TELEMETRY": "0"}
+    _run(["node", str(project / ".yarn" / "releases" / f"yarn-{YARN_VERSION}.cjs"), "install"], project, env)
+    if not kept.is_dir():
+        shutil.copytree(cache, kept / "cache")
+        shutil.copyfile(project / "yarn.lock", kept / "yarn.lock")

@@ -128,14 +128,14 @@ def _land(session: Session, winner: Row) -> tuple[ApplyResult | None, PapayuErro
     winner.state, winner.kept = matrix.LANDED, False
     session.record["landed"] = result.to_dict()
     if not session.options.as_json:
-        report(result, False, diffstat_shown=landing.diffstat_shown)
+        report(result, False, diffstat_shown=landing.diffstat_shown, check_shown=landing.check_shown)
     return result, None
 
 
 def _no_green(session: Session) -> PapayuError:
     reds = sorted((r for r in session.rows if r.state in matrix.CHECKED and r.plan_id), key=lambda r: r.rank)
     offers = [
-        f"git papayu retry {row.plan_id}   (#{row.index}: {row.code or row.state}"
+        f"git papayu retry {session.run_id}:{row.index}   (#{row.index}: {row.code or row.state}"
         + (f"; failing: {', '.join(row.broken[:3])}" if row.broken else "")
         + ")"
         for row in reds[:RETRY_OFFERED]

@@ -185,13 +185,18 @@ def run_lines(record: dict[str, Any]) -> list[str]:
         out.append(f"judge {safe_text(judge.get('model', ''))}: {safe_text(said)}")
     for offer in record.get("retry") or []:
         out.append(f"retry: {safe_text(offer)}")
-    if any(row.kept for row in rows):
+    kept = [row for row in rows if row.kept]
+    if kept:  # record: runs.current, the refs as they are now
+        out.append("kept: " + ", ".join(f"{record['id']}:{row.index}" for row in kept))
         land = (
             f"land one: git papayu land {record['id']}:{winner}    "
-            if winner and record.get("state") != "landed"
+            if winner and record.get("state") != "landed" and any(row.index == winner for row in kept)
             else ""
         )
         out.append(f"{land}drop them: git papayu drop {record['id']}")
+    elif any(row.state in CHECKED for row in rows):
+        landed = [f"#{row.index}" for row in rows if row.state == LANDED]
+        out.append("no candidate is kept: " + (f"{landed[0]} landed, the rest were dropped" if landed else "dropped"))
     return out
 
 

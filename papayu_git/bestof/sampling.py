@@ -61,7 +61,8 @@ def samples(root: Path, count: int) -> list[Sample]:
 
 def _configured(cwd: str) -> tuple[str, LLMConfig | None, PapayuError | None]:
     config = load_config(cwd)  # the one configured model: its errors are the command's, as in `fix`
-    return f"{config.provider.value}/{config.model or '(served)'}", config, None
+    # No model configured: the server's one, asked by the candidate's client (asking.py), replaces "?".
+    return f"{config.provider.value}/{config.model or '?'}", config, None
 
 
 def endpoint(entry: str, cwd: str | None = None) -> tuple[str, LLMConfig | None, PapayuError | None]:

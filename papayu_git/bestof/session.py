@@ -68,7 +68,7 @@ class Session:
         clear_stale(self.repo, self.pdir)
         self.target: Target = resolve_target(self.repo, options.onto)  # the tip every candidate is built on
         self.run_id = runs.new_id()
-        self.samples = samples(root, options.count)
+        self.samples = asking.named_by_the_server(samples(root, options.count))
         self.rows = [Row(s.index, s.label, s.temperature, s.lens) for s in self.samples]
         self.started = time.monotonic()
         deadline = self.started + options.timeout_sec if options.timeout_sec else None
@@ -134,6 +134,8 @@ class Session:
         for row, answer in zip(self.rows, self.answers, strict=True):
             if row.state == matrix.ASKING:
                 row.tokens, row.seconds = answer.tokens, time.monotonic() - answer.started
+                if answer.model and answer.sample.config is not None:  # asked from the server: its real name
+                    row.model = f"{answer.sample.config.provider.value}/{answer.model}"
                 if answer.done.is_set():
                     self._answered(row, answer)
                     self.save()

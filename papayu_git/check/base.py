@@ -40,7 +40,14 @@ ORDER_DIR = "order"  # beside it: which record is the newest, the tests that fai
 # How runs are read (results/): part of the key, since a plan's runs are compared with the base
 # only when both were read from the same sources (results/provenance.py). Bumped when that changes.
 RESULTS_FORMAT = "3: runners behind package scripts, a jest or vitest report per run, Maven and Gradle reports"
-INSTALL_STAMPS = ("lib/python*/site-packages", "Lib/site-packages", ".package-lock.json", ".modules.yaml")
+# tox's and nox's environments are one level down (.tox/py, .nox/tests).
+INSTALL_STAMPS = (
+    "lib/python*/site-packages",
+    "*/lib/python*/site-packages",
+    "Lib/site-packages",
+    ".package-lock.json",
+    ".modules.yaml",
+)
 WAIT_POLL_SEC = 0.2
 
 
@@ -120,7 +127,14 @@ def environment_fingerprint(repo_root: Path) -> str:
     entries: an install or a build changes them)."""
     root = str(repo_root)
     parts = [json.dumps(sorted(check_env("", "", root).items()))]
-    for name in ("check_env_dirs", "check_include", "check_local_ports", "check_network", "check_junit"):
+    for name in (
+        "check_env_dirs",
+        "check_include",
+        "check_local_ports",
+        "check_network",
+        "check_junit",
+        "check_reinstall",
+    ):
         parts.append(f"{name}={settings.get(name, root)}")
     dirs = {repo_root / rel / name for rel in manifest_dirs(repo_root) for name in ENV_DIR_NAMES}
     carried = {repo_root / rel for rel in ignored_lockfiles(repo_root)}  # check/lockfiles.py

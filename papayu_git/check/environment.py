@@ -24,6 +24,7 @@ from papayu_git import settings
 from papayu_git.check import toolchains
 from papayu_git.check.credential_files import home_credentials, named_credentials, system_hidden
 from papayu_git.check.includes import included_mounts
+from papayu_git.check.project_copies import virtualenvs
 from papayu_git.git import isolated_env, run_git, tracked_paths
 
 
@@ -96,7 +97,21 @@ ENV_CACHES = {
 }
 # Ignored directories of the repository that hold its environment, at any depth next to a
 # manifest. Never build outputs that would carry the user's code into the plan's run.
-ENV_DIR_NAMES = ("node_modules", ".venv", "venv", "env", ".tox", ".nox", "target", ".pixi", ".yarn")
+# `.yarn/cache` and `.yarn/unplugged`: yarn's packages where `.yarn` itself holds tracked files (its
+# release, plugins, sdks), which make the whole directory the project's.
+ENV_DIR_NAMES = (
+    "node_modules",
+    ".venv",
+    "venv",
+    "env",
+    ".tox",
+    ".nox",
+    "target",
+    ".pixi",
+    ".yarn",
+    ".yarn/cache",
+    ".yarn/unplugged",
+)
 MANIFESTS = ("package.json", "pyproject.toml", "setup.py", "setup.cfg", "Cargo.toml", "tox.ini", "noxfile.py")
 NEVER_ENV = frozenset({"build", "dist", "__pycache__", ".git", ".papa-yu"})
 CHECK_GITCONFIG = "[user]\n\tname = papayu check\n\temail = check@papayu.invalid\n[safe]\n\tdirectory = *\n"
@@ -120,8 +135,8 @@ def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]
     """Every mount of the check, in the order bubblewrap must make them (parents first), and
     what the check's log should say about what the user named and the check does not get."""
     home = Path(os.path.expanduser("~"))
-    envs = env_dirs(layout.repo_root, layout.work)
-    venvs = [p for p in envs if (p / "pyvenv.cfg").is_file()]
+    envs = env_dirs(layout.repo_root, layout.work, layout.gitdir)
+    venvs = virtualenvs(envs)
     placed = system_mounts(env, layout.repo_root, venvs)
     placed += [
         Mount(Kind.OVERLAY, str(layout.work), str(layout.repo_root)),
@@ -228,9 +243,10 @@ def _caches(home: Path, env: dict[str, str]) -> list[Mount]:
     return out
 
 
-def env_dirs(repo_root: Path, work: Path) -> list[Path]:
+def env_dirs(repo_root: Path, work: Path, gitdir: Path) -> list[Path]:
     """The repository's environment directories that exist in the user's tree and are not part
-    of the plan's checkout: next to the root and to every manifest of the checkout."""
+    of the plan's checkout (``work``, whose git directory is ``gitdir``): next to the root and
+    to every manifest of the checkout."""
     names = list(ENV_DIR_NAMES)
     extra_paths: list[str] = []
     for item in settings.get("check_env_dirs", str(repo_root)).split(","):
@@ -239,7 +255,7 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
             continue
         (extra_paths if "/" in item else names).append(item)
     found: list[Path] = []
-    for rel_dir in manifest_dirs(work):
+    for rel_dir in manifest_dirs(work, gitdir):
         for name in names:
             candidate = repo_root / rel_dir / name
             if not candidate.is_symlink() and candidate.is_dir() and not (work / rel_dir / name).exists():
@@ -259,10 +275,13 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
     return [p for p in found if not any(q in p.parents for q in found)]
 
 
-def manifest_dirs(work: Path) -> list[str]:
-    """Directories of the checkout (relative; "" is the root) holding a project manifest."""
+def manifest_dirs(work: Path, gitdir: Path | None = None) -> list[str]:
+    """Directories of the checkout (relative; "" is the root) holding a project manifest.
+    ``gitdir``: the checkout's git directory, named because a pool slot's work tree has no
+    `.git` of its own while the check runs (the sandbox mounts the git directory there)."""
     specs = [f":(glob)**/{name}" for name in MANIFESTS]
-    proc = run_git(["ls-files", "-z", "--", *specs], cwd=work, check=False, env=isolated_env())
+    where = [f"--git-dir={gitdir}", f"--work-tree={work}"] if gitdir is not None else []
+    proc = run_git([*where, "ls-files", "-z", "--", *specs], cwd=work, check=False, env=isolated_env())
     dirs = {""}
     for path in proc.stdout.split("\0") if proc.returncode == 0 else []:
         if path and "node_modules/" not in path:

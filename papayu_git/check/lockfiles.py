@@ -28,6 +28,13 @@ LOCKFILES = {
         "pnpm-lock.yaml",
         "bun.lock",
         "bun.lockb",
+        # yarn's Plug'n'Play install: the resolution table and its loader, at the project's root,
+        # and the install state yarn checks before running a script ("doesn't seem to have been
+        # installed"); the packages are in its cache (an environment directory).
+        ".pnp.cjs",
+        ".pnp.loader.mjs",
+        ".pnp.data.json",
+        ".yarn/install-state.gz",
     ),
     "pyproject.toml": ("poetry.lock", "uv.lock", "pdm.lock"),
     "Pipfile": ("Pipfile.lock",),

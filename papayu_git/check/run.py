@@ -24,12 +24,20 @@ from typing import IO, TYPE_CHECKING, Any
 from papayu_git import atomic, locks, output, settings
 from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.results import Outcome, TestResults, instrumented, junit_patterns, summary
-from papayu_git.check.results.channel import INPUTS_DIR, Channel, Delivery, PluginAsk, delivered_inputs
+from papayu_git.check.results.channel import (
+    INPUTS_DIR,
+    STREAM_FIFO,
+    Channel,
+    Delivery,
+    PluginAsk,
+    delivered_inputs,
+)
 from papayu_git.check.results.gotest import PlainLog
 from papayu_git.check.results.instrument import GO_JSON, JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
 from papayu_git.check.secret_files import repository_masker
+from papayu_git.check.tail import without_warnings
 from papayu_git.check.verdict import Verdict, plan_lands
 from papayu_git.check.view import CheckView
 from papayu_git.secrets import masker, printable
@@ -109,6 +117,7 @@ def run_check(
     view = CheckView.prepare(checkout, sandbox, repo_root, python_safe_path=check.python_safe_path)
     command_sec = 0.0
     junit_globs = junit_patterns(repo_root)
+    reinstall = settings.get_bool("check_reinstall", str(repo_root))
     own = _Reading(b"", Delivery(), frozenset())
     with open(log_path, "wb") as log:
         log.write(
@@ -133,7 +142,7 @@ def run_check(
             began = time.monotonic()
             if index == 0:  # the check writes its per-test results where papayu reads them back (results/)
                 exit_code, timed_out, own = _run_reported(
-                    check, view, junit_globs, checkout, log, remaining, cap, ask or PluginAsk()
+                    check, view, (junit_globs, reinstall), checkout, log, remaining, cap, ask or PluginAsk()
                 )
             else:
                 argv, env = view.command_line(command)
@@ -185,20 +194,24 @@ class _Reading:
 def _run_reported(
     check: CheckCommand,
     view: CheckView,
-    junit_globs: list[str],
+    asked: tuple[list[str], bool],
     checkout: CheckCheckout,
     log: Any,
     remaining: float,
     cap: int,
     ask: PluginAsk,
 ) -> tuple[int | None, bool, _Reading]:
-    """The check's command, instrumented, with its report channel (results/channel.py)."""
+    """The check's command, instrumented, with its report channel (results/channel.py). ``asked``:
+    the papayu.check.junit globs and papayu.check.reinstall."""
     command, runs = check.command, check.runs
-    done = instrumented(command, view.report, env=view.env, runs=runs, junit=junit_globs)
+    junit_globs, reinstall = asked
+    done = instrumented(command, view.report, env=view.env, runs=runs, junit=junit_globs, reinstall=reinstall)
     readers = done.readers | ({JUNIT_COPY} if junit_globs else frozenset())
     helpers = Path(view.host_helpers)
-    channel = Channel(helpers, ask.plugin_config(helpers, view.helpers, view.root, view.report))
+    plugin = ask.plugin_config(helpers, view.helpers, view.root, view.report)
+    channel = Channel(helpers, {**plugin, "fifo": f"{view.report}/{STREAM_FIFO}"})
     config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs, "tools": list(done.reports)}
+    config["stream_fifo"] = STREAM_FIFO
     if ask.record:
         config["globs"] = [f"{INPUTS_DIR}/*.jsonl"]
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
@@ -452,12 +465,16 @@ TAIL_CHARS = 64 * 1024
 
 
 def _masked_tail(log_path: Path, mask: Callable[[str], str] | None = None, lines: int = TAIL_LINES) -> str:
-    """Mask secrets in the log (rewritten in place when that changes it) and return its last lines."""
+    """Mask secrets in the log (rewritten in place when that changes it) and return its last
+    lines, the runner's warnings left out (tail.py) and counted."""
     try:
-        tail = _mask_file(log_path, mask or masker())
+        tail, left_out = without_warnings(_mask_file(log_path, mask or masker()))
     except OSError:
         return ""
-    return "\n".join(tail.splitlines()[-lines:])
+    shown = tail.splitlines()[-lines:]
+    if left_out:
+        shown.insert(0, f"[papayu] {left_out} lines of the runner's warnings left out of this tail; the log has them")
+    return "\n".join(shown)
 
 
 def _mask_file(path: Path, mask: Any) -> str:

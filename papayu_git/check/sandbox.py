@@ -245,7 +245,13 @@ def check_env(
         if name not in env and os.path.isdir(os.path.join(real_home, default)):
             env[name] = os.path.join(real_home, default)  # toolchains stay where they are, read-only
     env.setdefault("PATH", os.defpath)
-    env.update({"HOME": home, "TMPDIR": tmp})  # nothing says "papayu" (code keyed on it would dodge)
+    env["HOME"] = home  # nothing says "papayu" (code keyed on it would dodge)
+    # TMPDIR only where the user has one or the check's is elsewhere than /tmp: go test's cache keys
+    # a test's result on the variables it read (os.TempDir reads TMPDIR), so a value the direct run
+    # does not have reruns every test that makes a temporary file (docs/DESIGN.md, "The check's
+    # environment").
+    if tmp != "/tmp" or "TMPDIR" in os.environ:
+        env["TMPDIR"] = tmp
     if python_safe_path is not None:  # the setting decides, whatever papayu.check.env passed
         env.pop("PYTHONSAFEPATH", None)
         env.update({"PYTHONSAFEPATH": "1"} if python_safe_path else {})

@@ -76,7 +76,7 @@ def _sandboxed(
             repo_root=root,
             commit=tip,
         )
-        dirs = [str(p.relative_to(root)) for p in env_dirs(root, checkout.path)]
+        dirs = [str(p.relative_to(root)) for p in env_dirs(root, checkout.path, checkout.gitdir)]
     finally:
         release_checkout(checkout)
     # Exactly the base run of the tip a plan's check needs: kept, so that no check runs it again

@@ -138,8 +138,8 @@ class Verdict:
         )
         return ", ".join(parts + [f"{name} {n}" for name, n in optional if n])
 
-    def lines(self) -> list[str]:
-        """Every test the verdict turned on, by name, for a human."""
+    def named(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Every test the verdict turned on, by label, those that keep the plan off first."""
         named = (
             ("newly failing", self.broken),
             ("missing", self.missing),
@@ -150,7 +150,11 @@ class Verdict:
             ("passing only with the plan's own versions of " + _names(self.restored, 5), self.explained),
             ("removed by the plan (passed on the tip)", self.removed),
         )
-        lines = [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
+        return [(label, ids) for label, ids in named if ids]
+
+    def lines(self) -> list[str]:
+        """Every test the verdict turned on, by name, for a human."""
+        lines = [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in self.named())]
         if self.not_run and not self.incomplete:
             lines.append(
                 f"not run: {_tests(len(self.not_run))}: the check stopped after the {self.first} it ran first, "
@@ -177,7 +181,8 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update({k: list(v) for k, v in data.items() if isinstance(v, tuple)})
-        return {**data, "trailer": self.trailer(), "lines": self.lines()}
+        named = [[label, list(ids)] for label, ids in self.named()]
+        return {**data, "trailer": self.trailer(), "lines": self.lines(), "named": named}
 
 
 def plan_lands(verdict: Verdict | None, exit_code: int | None, timed_out: bool) -> bool:

@@ -7,7 +7,6 @@ Takes every transaction option of `fix` (and `--from-file`), plus --max-steps an
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import click
@@ -72,7 +71,7 @@ def run(
     allow = apply_command.confirm_test_edits(root, done.plan, response, options)
     # Checked first; the question comes with the diff and the verdict (report.Landing).
     landing = Landing(root, options.yes, as_json)
-    options = dataclasses.replace(options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
+    options = options._replace(yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
     try:
         result = apply_plan(root, done.plan, response, options)
     finally:

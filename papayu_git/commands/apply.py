@@ -8,7 +8,6 @@ id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without action
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -70,7 +69,9 @@ def load_plan(
         if not stored:
             raise PapayuError("ERR_PLAN_NOT_FOUND", "no stored plan; pass a response FILE or `-`")
         return stored[-1]
-    return plans.load(pdir, source)
+    from papayu_git.commands.drop import resolve_generated  # see run: it loads the checkout's modules
+
+    return plans.load(pdir, resolve_generated(repo, pdir, source))  # an id, a prefix, @, a candidate's RUN:N
 
 
 def _confirm_deletions(response: Response, yes: bool) -> bool:
@@ -126,7 +127,7 @@ def run(source: str | None, options: ApplyOptions, protocol: int | None = None, 
     yes = _confirm_deletions(response, options.yes)
     refused = not yes and any(a.kind in DELETING_KINDS for a in response.actions)  # ERR_DELETE_NOT_CONFIRMED
     allow = options.allow_test_edits if refused else confirm_test_edits(root, plan, response, options)
-    options = dataclasses.replace(options, yes=yes, allow_test_edits=allow)
+    options = options._replace(yes=yes, allow_test_edits=allow)
     result = apply_plan(root, plan, response, options)
     report(result, as_json)
     return exit_code(result)

@@ -22,8 +22,18 @@ if TYPE_CHECKING:
 
 
 def resolve_generated(repo: pygit2.Repository, pdir: Path, id_or_prefix: str) -> str:
-    """A plan id (or unique prefix) of a stored plan or of a `papayu/<id>` branch."""
+    """A plan id (or unique prefix) of a stored plan or of a `papayu/<id>` branch; a best-of
+    candidate's `RUN:N` (its one id, objects.plan_name) names its plan too."""
     name = id_or_prefix.removeprefix(BRANCH_PREFIX)
+    if names_a_run(name):
+        run_id, number = runs.resolve(pdir, name)
+        if number is None:
+            raise PapayuError(
+                "ERR_PLAN_NOT_FOUND",
+                f"{run_id} is a best-of run, not one plan",
+                hint=f"Name one of its candidates: {run_id}:N ('git papayu show {run_id}' lists them).",
+            )
+        return str(runs.candidate(runs.load(pdir, run_id), number)["plan_id"])
     try:
         return plans.resolve_id(pdir, name)
     except PapayuError:

@@ -6,7 +6,6 @@ One model serves both rounds (the embedded server starts once). Takes every opti
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,10 @@ from papayu_git.llm.readiness import require_model
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.objects import branch_name, delete_branch
-from papayu_git.outcomes import ApplyState
+from papayu_git.outcomes import ApplyState, check_word
 from papayu_git.plans import update_outcome
 from papayu_git.report import Landing, exit_code, report
 from papayu_git.repository import open_repo
-from papayu_git.secrets import safe_text
 from papayu_git.transaction import apply_plan
 
 if TYPE_CHECKING:
@@ -88,7 +86,8 @@ def refuse_unlandable(root: Path, onto: str | None) -> None:
 class Attempt:
     outcome: PlanOutcome
     result: ApplyResult | None = None  # None: not applied (no changes, not confirmed)
-    superseded_by: str | None = None  # held at review, its branch dropped when this plan landed
+    superseded_by: str | None = None  # a later attempt, this plan, landed in its place
+    dropped: bool = False  # held at review, its branch dropped when that plan landed
 
     def to_dict(self) -> dict[str, Any]:
         result = self.result.to_dict() if self.result else {}
@@ -99,6 +98,26 @@ class Attempt:
             "failing": list(retry.failing_tests(result.get("check") or {})),
         }
         return {**said, "superseded_by": self.superseded_by} if self.superseded_by else said
+
+    def said(self, *, last: bool = True) -> str:
+        """The attempt in the summary line: its plan, how its check ended, and where it is now; an
+        earlier attempt still kept (no later one landed) with the command that removes it (the
+        last one's steps were said with its report)."""
+        result = self.result
+        if result is None:
+            return f"{self.outcome.plan.id} {self.to_dict()['state'].replace('_', ' ')}"
+        how = check_word(result.check) if result.check else str(result.state).replace("_", " ")
+        where = (
+            f"landed on {result.target}"
+            if result.state == ApplyState.LANDED
+            else "dropped"
+            if self.dropped
+            else f"kept on {result.branch}"
+            if result.state == ApplyState.REVIEW or result.branch_kept
+            else "rolled back"
+        )
+        drop = f" (git papayu drop {self.outcome.plan.id})" if where.startswith("kept") and not last else ""
+        return f"{self.outcome.plan.id} {how}, {where}{drop}"
 
 
 # -y of the commands that run Loop (fix, retry): the same question, skipped the same way.
@@ -177,11 +196,12 @@ class Loop:
         return int(getattr(window, "tokens", 0) or 0)
 
     def say_retry(self, number: int, attempts: int, previous: retry.Feedback) -> None:
-        named = ", ".join(previous.failing[:5]) + (" …" if len(previous.failing) > 5 else "")
-        failing = f" ({len(previous.failing)} failing: {named})" if previous.failing else ""
+        """The tests were named by the check's lines above (or by the plan `retry` was given)."""
+        n = len(previous.failing)
+        failing = f" ({n} failing test{'s' if n != 1 else ''})" if n else ""
         output.info(
             f"papayu: attempt {number} of {attempts}: asking the model again with plan {previous.plan_id}'s "
-            f"failures{safe_text(failing)}"
+            f"failures{failing}"
         )
 
     def apply(self, outcome: PlanOutcome, *, last: bool) -> ApplyResult:
@@ -191,7 +211,7 @@ class Loop:
         # the commit; existing tests the plan edits get their own question first.
         allow = apply_command.confirm_test_edits(self.root, plan, response, self.options)
         landing = Landing(self.root, self.options.yes, self.as_json)
-        options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
+        options = self.options._replace(yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
             again = not last and retry.retryable(result.to_dict())  # the loop asks the model again itself
@@ -206,22 +226,28 @@ class Loop:
 
     def drop_superseded(self) -> None:
         """A later attempt landed: the earlier ones held at review on papayu/<id> can no longer land
-        (their base is not the tip any more). Their branches go, unless --keep-failed keeps them."""
+        (their base is not the tip any more). Their branches go, unless --keep-failed keeps them;
+        every earlier attempt's record names the plan that landed in its place (`retry` of one of
+        them then says so instead of asking the model for a change the branch already has)."""
         last = self.attempts[-1].result
-        if self.options.keep_failed or last is None or last.state != ApplyState.LANDED:
+        if last is None or last.state != ApplyState.LANDED:
             return
-        held = [a for a in self.attempts[:-1] if a.result is not None and a.result.state == ApplyState.REVIEW]
-        if not held:
+        earlier = [a for a in self.attempts[:-1] if a.result is not None]
+        if not earlier:
             return
         repo = open_repo(self.root)
         pdir = papayu_dir(repo)
-        for attempt in held:
+        for attempt in earlier:
             plan_id = attempt.outcome.plan.id
-            if delete_branch(repo, plan_id):
+            attempt.superseded_by = last.plan_id
+            held = attempt.result is not None and attempt.result.state == ApplyState.REVIEW
+            if held and not self.options.keep_failed and delete_branch(repo, plan_id):
+                attempt.dropped = True
                 update_outcome(pdir, plan_id, state=ApplyState.DROPPED, superseded_by=last.plan_id)
-                attempt.superseded_by = last.plan_id
                 if not self.as_json:
                     output.info(f"papayu: dropped {branch_name(plan_id)}: plan {last.plan_id} landed in its place")
+            else:
+                update_outcome(pdir, plan_id, superseded_by=last.plan_id)
 
     def finish(self) -> int:
         self.drop_superseded()
@@ -236,8 +262,8 @@ class Loop:
                 }
             )
         elif len(self.attempts) > 1:
-            said = "; ".join(f"{a.to_dict()['plan_id']}: {a.to_dict()['state']}" for a in self.attempts)
-            output.info(f"papayu: {len(self.attempts)} attempts ({said})")
+            said = [a.said(last=a is last) for a in self.attempts]
+            output.info(f"papayu: {len(self.attempts)} attempts: " + "; ".join(said))
         return exit_code(last.result) if last.result else 0
 
 

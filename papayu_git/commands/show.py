@@ -16,6 +16,8 @@ from papayu_git.commands.drop import resolve_generated
 from papayu_git.diffs import plan_diff, render_diff
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
+from papayu_git.plans import plan_name, plan_subject
+from papayu_git.report import check_lines
 from papayu_git.secrets import safe_text
 
 
@@ -43,9 +45,9 @@ def run(plan_id: str, as_json: bool = False) -> int:
 
 def show_run(arg: str, as_json: bool) -> int:
     """`show RUN`: the run's matrix; `show RUN:N`: its candidate, a plan like any other."""
-    _repo, _root, pdir = open_checkout()
+    repo, _root, pdir = open_checkout()
     run_id, number = runs.resolve(pdir, arg)
-    record = runs.load(pdir, run_id)
+    record = runs.current(repo, pdir, runs.load(pdir, run_id))
     if number is not None:
         return run(str(runs.candidate(record, number)["plan_id"]), as_json)
     if as_json:
@@ -61,7 +63,8 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
     """Every value comes from the stored record (the model's words): through safe_text."""
     data: dict[str, Any] = plan.response if isinstance(plan.response, dict) else {"actions": plan.response or []}
     state = safe_text(outcome.get("state", "not applied"))
-    output.result(output.colour(f"plan {plan.id}", "bold") + f"  state: {state}")
+    who = plan_subject(plan.id, str(outcome.get("branch") or ""))  # a best-of candidate: RUN:N
+    output.result(output.colour(who, "bold") + f"  state: {state}")
     if plan.goal:
         output.result(f"goal: {safe_text(plan.goal, multiline=True)}")
     if data.get("summary"):
@@ -77,14 +80,13 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(
             output.colour("edits tests or how they run: " + safe_text(", ".join(outcome["test_edits"])), "yellow")
         )
-    verdict = (outcome.get("check") or {}).get("verdict")
-    if isinstance(verdict, dict):  # check/verdict.py: per test, against the tip
-        output.result(f"check: {safe_text(verdict.get('trailer', ''))}")
-        for line in verdict.get("lines") or []:
-            output.result(f"  {safe_text(line)}")
+    if outcome.get("check"):  # as the apply reported it (report.check_lines)
+        for line in check_lines(outcome["check"]):
+            output.result(line)
     traces = dict.fromkeys(t for t in (plan.extra.get("plan_trace_id"), plan.trace_id, outcome.get("trace_id")) if t)
+    name = plan_name(plan.id, str(outcome.get("branch") or ""))
     if traces:
-        output.result(f"traces: {', '.join(safe_text(t) for t in traces)}   (git papayu trace show {plan.id})")
+        output.result(f"traces: {', '.join(safe_text(t) for t in traces)}   (git papayu trace show {name})")
     output.result("")
 
 

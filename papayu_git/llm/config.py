@@ -86,7 +86,10 @@ def require_api_key(config: LLMConfig) -> None:
     raise PapayuError(
         "ERR_LLM_CONFIG",
         f"provider {config.provider.value} at {config.base_url} needs an API key, and none is set",
-        hint="export OPENAI_API_KEY=sk-... (or PAPAYU_LLM_API_KEY); `git papayu doctor` shows what papayu uses.",
+        # Never `NAME=value`: papayu masks whatever follows a key's name, and a placeholder printed
+        # as `NAME=***` reads as a real key that was hidden (secrets.mask).
+        hint="Set the environment variable OPENAI_API_KEY (or PAPAYU_LLM_API_KEY) to your API key, then run "
+        "`git papayu doctor`, which shows what papayu uses.",
     )
 
 

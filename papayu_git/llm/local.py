@@ -43,7 +43,8 @@ _DEATH_WAIT_SEC = 5.0
 _INSTALL = (
     "With no provider configured papayu uses the embedded model: install it with pip install 'papayu-git[local]' "
     "into papayu's environment (in a papayu checkout: make venv). Or configure a model: export "
-    "PAPAYU_LLM_PROVIDER=openai OPENAI_API_KEY=<your key>, or PAPAYU_LLM_BASE_URL=http://HOST:PORT/v1 for a "
+    "PAPAYU_LLM_PROVIDER=openai and your API key in the environment variable OPENAI_API_KEY, or "
+    "PAPAYU_LLM_BASE_URL=http://HOST:PORT/v1 for a "
     "llama.cpp, vLLM, LM Studio or Ollama server (README: Providers); then `git papayu doctor`."
 )
 # What a CPU that lacks what the prebuilt wheel was compiled for can do (docs/FEATURES.md, "The local model").

@@ -159,18 +159,33 @@ def check_error(run: Run) -> PapayuError:
             hint=hint_for("ERR_CHECK_TIMEOUT", run.plan.id),
         )
     if run.check.environment:
+        failed, which = failed_run(run)
         return PapayuError(
             "ERR_CHECK_FAILED",
-            f"`{run.check.command}` exited {run.check.exit_code}, and the cause may be the check's "
-            f"environment, not the plan: {run.check.environment[0]}; full output: {run.check.log}",
+            f"`{failed.command}`{which} exited {failed.exit_code}, and the cause may be the check's "
+            f"environment, not the plan: {run.check.environment[0]}; full output: {failed.log}",
             hint="; ".join([*run.check.environment[1:3], "`git papayu doctor --check` runs the check on the tip"]),
         )
     from papayu_git.check.results.runners import why_exit_code_only  # see Run.resolve_check
 
-    why = why_exit_code_only(run.check.tests)  # the runners papayu could not read, and what to set
+    failed, which = failed_run(run)
+    why = why_exit_code_only(failed.tests)  # the runners papayu could not read, and what to set
     return PapayuError(
         "ERR_CHECK_FAILED",
-        f"`{run.check.command}` exited {run.check.exit_code}{f' (verdict by exit code only: {why})' if why else ''}; "
-        f"full output: {run.check.log}",
+        f"`{failed.command}`{which} exited {failed.exit_code}{f' (verdict by exit code only: {why})' if why else ''}; "
+        f"full output: {failed.log}",
         hint=hint_for("ERR_CHECK_FAILED", run.plan.id),
     )
+
+
+def failed_run(run: Run) -> tuple[CheckResult, str]:
+    """The run of the check that failed, and which it was when there were two: the regression run
+    (the tip's tests on the plan's code), else the plan's own run (its tree as is), whose exit code
+    and log are then the ones to read (check/gate.py)."""
+    assert run.check is not None
+    own = run.gate.own if run.gate else None
+    if own is None:
+        return run.check, ""
+    if run.check.exit_code == 0 and not run.check.timed_out and (own.exit_code != 0 or own.timed_out):
+        return own, " in the plan's own run (its tree as is)"
+    return run.check, " in the regression run (the tip's tests on the plan's code)"

@@ -16,7 +16,7 @@ from papayu_git.objects import (
     generated_branches,
 )
 from papayu_git.outcomes import ApplyState
-from papayu_git.plans import StoredPlan
+from papayu_git.plans import StoredPlan, plan_name
 from papayu_git.stages import Stopwatch
 from papayu_git.transaction.values import ApplyResult
 
@@ -33,13 +33,15 @@ def land_branch(
     force: bool = False,
     forge_green: str | None = None,
     branch: str = "",
+    landing: str | None = None,
 ) -> ApplyResult:
     """`land ID`: fast-forward the target with a kept `papayu/<id>` (its parent must still be the tip).
 
     Only the commit whose recorded check passed lands (checked.py) unless ``force``;
     ``forge_green``: the commit the forge's checks found green (land --when-green), which
     counts as checked when it is exactly the commit being landed; ``branch``: the kept branch's
-    name under papayu/ when it is not the plan id (a best-of candidate's `<run>/<i>`)."""
+    name under papayu/ when it is not the plan id (a best-of candidate's `<run>/<i>`); ``landing``:
+    what lands in the checked commit's place, the forge's merge of it (its tree, on the same tip)."""
     # `land` only: apply lands the commit it checked itself (docs/DESIGN.md, "Start-up and cost").
     from papayu_git import checked
 
@@ -58,14 +60,21 @@ def land_branch(
     target = Target(target.branch, target.ref, str(commit_of(repo, commit).parents[0].id))
     warning = checked.enforce(found, force=force, doing="landing")
     watch = Stopwatch()
-    with watch.stage("land"):
-        how = land(repo, pdir, target, commit, plan_id)
+    try:
+        with watch.stage("land"):
+            how = land(repo, pdir, target, landing or commit, plan_id)
+    except PapayuError as exc:
+        if exc.code == "ERR_BRANCH_MOVED":  # a kept commit cannot be rebased: the plan is applied anew
+            name = plan_name(plan_id, branch_name(key))
+            exc.hint = f"'git papayu apply {name}' applies the plan again on the new tip, checked again."
+        raise
     delete_branch(repo, key)
     plans.update_outcome(
         pdir,
         plan_id,
         state=ApplyState.LANDED,
-        commit=commit,
+        commit=landing or commit,
+        **({"checked_as": commit} if landing and landing != commit else {}),
         target=target.branch,
         **checked.outcome_fields(found, forced=warning is not None),
         **({"forge_checked": True} if forge_green == commit else {}),
@@ -74,7 +83,7 @@ def land_branch(
         "APPLY_SUCCESS",
         plan_id=plan_id,
         branch=target.branch,
-        commit=commit,
+        commit=landing or commit,
         landed_by=how,
         **({"forced": True} if warning else {}),
     )
@@ -82,9 +91,9 @@ def land_branch(
         plan_id,
         ApplyState.LANDED,
         branch_name(key),
-        commit,
+        landing or commit,
         target.branch,
-        None,
+        found.check if found.checked_commit == commit else None,  # its own check: said before "landed"
         watch.timings,
         landed_by=how,
         warnings=(warning,) if warning else (),

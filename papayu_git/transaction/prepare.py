@@ -5,9 +5,8 @@ finds it), the new file contents and the tests the plan edits. ``preflight`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from papayu_git import settings, stale
 from papayu_git.apply import new_file_contents, sha256_hex
@@ -28,8 +27,7 @@ if TYPE_CHECKING:
     import pygit2
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     target: Target
     base: GitTree
     response: Response

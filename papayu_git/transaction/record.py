@@ -66,15 +66,20 @@ def record_outcome(pdir: Path, plan: StoredPlan, result: ApplyResult) -> None:
 
 
 def check_state(result: ApplyResult) -> CheckState:
-    """The trace's check.state: how the check ended, or why none ran."""
+    """The trace's check.state: how the check ended, or why none ran: none found, skipped by the
+    user's choice (--no-check), interrupted while it ran, or not reached (a refusal first)."""
     check = result.check or {}
     if (result.error or {}).get("code") == "ERR_NO_CHECK":
         return CheckState.NONE_FOUND
-    if not check:
-        return CheckState.SKIPPED
-    if check.get("passed"):
-        return CheckState.PASSED
-    return CheckState.TIMEOUT if check.get("timed_out") else CheckState.FAILED
+    if check:
+        if check.get("passed"):
+            return CheckState.PASSED
+        return CheckState.TIMEOUT if check.get("timed_out") else CheckState.FAILED
+    if result.state == ApplyState.INTERRUPTED:
+        return CheckState.INTERRUPTED
+    if result.check_skipped or (result.state in (ApplyState.REVIEW, ApplyState.LANDED) and not result.error):
+        return CheckState.SKIPPED  # --no-check: landed, or kept with --review
+    return CheckState.NOT_RUN
 
 
 def record_refusal(pdir: Path, plan: StoredPlan, trace_id: str, exc: PapayuError) -> None:

@@ -4,7 +4,6 @@ outcome record; held.py says why a checked plan does not land."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +13,7 @@ from papayu_git import locks, output, settings, stale
 from papayu_git.errors import PapayuError
 from papayu_git.git import papayu_dir, run_git
 from papayu_git.housekeeping import clear_stale
-from papayu_git.landing import Target, checked_out_in, land, resolve_target
+from papayu_git.landing import Target, checked_out_in, land, resolve_target, stash_around
 from papayu_git.objects import (
     GitTree,
     branch_name,
@@ -26,7 +25,7 @@ from papayu_git.objects import (
     delete_branch,
     set_branch,
 )
-from papayu_git.outcomes import ApplyState
+from papayu_git.outcomes import TREE_UNCHANGED, ApplyState
 from papayu_git.plans import StoredPlan
 from papayu_git.protocol import DELETING_KINDS, Response
 from papayu_git.repository import open_repo
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
 
 
 MAX_REBASE_ATTEMPTS = 20
+STAGE_NAMES = {"build_commit": "commit", "land": "landing"}  # the stopwatch's stages, as said
 
 
 def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> ApplyResult:
@@ -65,7 +65,7 @@ def apply_plan(repo_root: Path, plan: StoredPlan, response: Response, options: A
     try:
         with run.watch.stage("validate"):
             target = resolve_target(repo, options.onto)
-            target = replace(target, tip=options.tip) if options.tip else target
+            target = target._replace(tip=options.tip) if options.tip else target
             prepared = prepare(repo, plan, response, target)
         if any(a.kind in DELETING_KINDS for a in prepared.response.actions) and not options.yes:
             raise PapayuError(
@@ -166,11 +166,18 @@ class Run:
             state = ApplyState.REFUSED_BRANCH_MOVED if moved else ApplyState.ROLLED_BACK
             self.rollback(prepared.target, commit, exc, keep=keep, state=state, stage=self.watch.failed_in)
             raise
-        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (error_handler.Terminated)
-            interrupted = PapayuError("ERR_INTERRUPTED", f"interrupted during the {self.watch.failed_in or 'apply'}")
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (error_handler.Terminated)
+            during = self.watch.failed_in or "apply"
+            interrupted = PapayuError("ERR_INTERRUPTED", f"interrupted during the {during}")
             self.rollback(
                 prepared.target, commit, interrupted, state=ApplyState.INTERRUPTED, stage=self.watch.failed_in
             )
+            # What the interruption left, said by the error handler in place of a bare "interrupted".
+            exc.add_note(
+                f"during the {STAGE_NAMES.get(during, during)} of plan {self.plan.id}: rolled back, "
+                f"{prepared.target.branch} unchanged"
+            )
+            exc.add_note(f"apply it again: git papayu apply {self.plan.id}")
             raise
         except BaseException:
             self.rollback(prepared.target, commit, PapayuError("ERR_INTERNAL"), stage=self.watch.failed_in)
@@ -200,14 +207,13 @@ class Run:
         dirty = sorted({record[3:] for record in out.split("\0") if len(record) > 3})
         if not dirty:
             return None
-        quoted = " ".join(shlex.quote(p) for p in dirty)
         return PapayuError(
             "ERR_DIRTY_WORKTREE",
             f"uncommitted changes in files the plan touches: {', '.join(dirty)}; stopped before the check",
             path=str(workdir),
             # The pop runs whatever the apply ends in: a red check must not leave the edits stashed.
-            hint=f"commit them, or stash them around a new apply: git stash push -u -- {quoted} && "
-            f"{{ git papayu apply {self.plan.id}; git stash pop; }}",
+            hint="commit them, or stash them around a new apply: "
+            + stash_around(dirty, f"git papayu apply {self.plan.id}", untracked=True),
         )
 
     def commit(self, prepared: Prepared) -> str | None:
@@ -216,7 +222,7 @@ class Run:
         with self.watch.stage("build_commit"):
             tree_id = build_tree(prepared.base, prepared.changes)
             if tree_id == prepared.base.tree.id:
-                self.warnings.append("the plan's actions change nothing in the tree")
+                self.warnings.append(TREE_UNCHANGED)
                 return None
             self.tip = prepared.target.tip
             trailers = self.check_trailers()
@@ -277,6 +283,9 @@ class Run:
             return
         self.sandbox = resolve_sandbox(str(self.root))
 
+    def say_check(self) -> None:
+        """What is about to run and where, said as it starts (not before a refusal that comes first)."""
+        assert self.command is not None and self.sandbox is not None
         output.info(
             f"check: {safe_text(self.command.command)}   (from {self.command.source}; sandbox: {self.sandbox.level})"
         )
@@ -320,8 +329,10 @@ class Run:
             approve_judges=self.options.allow_test_edits,
             pause=self.paused(),
         )
-        with self.watch.stage("check"), output.progress(f"check: {self.command.command}"):  # masked by progress
-            self.gate = run_gate(request)
+        with self.watch.stage("check"):
+            self.say_check()  # inside the stage: a Ctrl-C the moment it is said is one during the check
+            with output.progress(f"check: {self.command.command}"):  # masked by progress
+                self.gate = run_gate(request)
         self.check = self.gate.check
         # Passed (check/verdict.py, plan_lands), or held at review: held_for_verdict /
         # held_for_test_edits say why.

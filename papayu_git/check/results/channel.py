@@ -49,6 +49,9 @@ CHECK_SIDE_FILES = (
     NODE_HOOK,
     NODE_TEST_REPORTER,
 )
+# The stream's second door, in the report directory (inside.py relays it): for runners whose
+# launcher closed the inherited pipe (tox, nox).
+STREAM_FIFO = "stream.fifo"
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536

@@ -17,7 +17,10 @@ are read. Maven (`--fail-at-end`) and Gradle (`--continue`) named in the command
 failing module, so that its failure hides no other module's tests; their surefire and failsafe
 reports and test results are found under the root once the command ended, as are the files the
 project names itself (`papayu.check.junit`, which then replaces them); all are sent by the
-check's first process (inside.py).
+check's first process (inside.py). tox is given its own `TOX_SKIP_PKG_INSTALL` and a
+`TOX_OVERRIDE` passing papayu's variables to its environments, nox named in the command `-R`: the
+session runs in the environment the user has, offline, and the pytest or unittest inside is read
+like any other (docs/DESIGN.md, "What the check runs": tox and nox).
 
 The log is read only for the formats the command's runners print there: go's events where the
 command runs `go test` with -json, libtest's lines where it runs `cargo test`, TAP where it runs
@@ -59,6 +62,8 @@ NODE_REPORTS_VAR = "PAPAYU_NODE_REPORTS"
 NODE_RUNNERS_VAR = "PAPAYU_NODE_RUNNERS"
 # Set when node --test runs: NODE_OPTIONS then names papayu's reporter (channel.node_options).
 NODE_TEST_VAR = "PAPAYU_NODE_TEST"
+# What tox must pass on to its environments for papayu's reporters to load there (tox_override).
+TOX_PASSED = ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTHONSAFEPATH")
 
 # The sources a run's results come from, by name (TestResults.sources).
 PYTEST_STREAM = "pytest stream"
@@ -81,6 +86,7 @@ _GO_TEST = re.compile(r"(?<![\w./@-])(go\s+test)" + _WORD_END)
 _CARGO_TEST = re.compile(r"(?<![\w./@-])cargo(?:\s+\+\S+)?(?:\s+-[^\s;&|]+)*\s+(?:test|t)" + _WORD_END)
 _MAVEN = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*(?:mvnw?|mvnd))" + _WORD_END)
 _GRADLE = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*gradlew?)" + _WORD_END)
+_NOX = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*nox)" + _WORD_END)
 _TAP_RUNNER = re.compile(r"(?<![\w./@-])(?:[\w.@-]*/)*(?:prove|tape|tap)" + _WORD_END)
 # Characters a papayu.check.junit glob may use: none the shell would read as more than a glob.
 _SAFE_GLOB = re.compile(r"[\w./*?\[\]@+=:-]+")
@@ -119,11 +125,13 @@ def instrumented(
     env: Mapping[str, str] | None = None,
     runs: Runs | None = None,
     junit: Sequence[str] = (),
+    reinstall: bool = False,
 ) -> Instrumented:
     """`instrument`, and which sources the run's results may come from: a report papayu asked
     for, or a format a runner of the command prints to the log. ``runs``: what the command runs
     through its scripts, read on the tip (None: its own text alone); ``junit``: the
-    papayu.check.junit globs, which replace the build tools' reports."""
+    papayu.check.junit globs, which replace the build tools' reports; ``reinstall``:
+    papayu.check.reinstall (tox and nox install the project as they would)."""
     env = env or {}
     runs = runs if runs is not None else scripts.resolve(command, None)
     extra: dict[str, str] = {}
@@ -143,12 +151,19 @@ def instrumented(
         command = _MAVEN.sub(r"\1 --fail-at-end", command)
     if not re.search(r"(?<!\S)--continue(?!\S)", original):
         command = _GRADLE.sub(r"\1 --continue", command)
+    # The session's environment as it is: no reinstall, which would need the network (project_copies.py).
+    if not reinstall and not re.search(r"(?<!\S)(-R|--no-install)(?!\S)", original):
+        command = _NOX.sub(r"\1 -R", command)
     readers |= _log_readers(original, command)
     found = {runners.classify(leaf).runner for leaf in runs.leaves}
     if runners.NODE_TEST in found and "--test-reporter" in env.get("NODE_OPTIONS", ""):
         found = (found - {runners.NODE_TEST}) | {runners.TAP_PRODUCER}  # the environment chose its reporter
     if runners.NODE_TEST in found:
         extra.update({NODE_REPORTS_VAR: report_dir, NODE_TEST_VAR: "1"})
+    if runners.TOX in found:  # tox's own options, read from the environment wherever tox runs
+        extra["TOX_OVERRIDE"] = tox_override(runs.leaves, env)
+        if not reinstall:
+            extra["TOX_SKIP_PKG_INSTALL"] = "true"
     if junit:  # the user named the JUnit files: the build tools' are among them
         found -= {runners.MAVEN, runners.GRADLE}
     readers |= {_BY_RUNNER[r] for r in found if r in _BY_RUNNER}
@@ -159,6 +174,35 @@ def instrumented(
     reports += [(GRADLE_DIR, g) for g in GRADLE_REPORTS] if runners.GRADLE in found else []
     notes = (*runs.notes, *runners.notes(runs.leaves))
     return Instrumented(command, extra, frozenset(readers), tuple(reports), notes)
+
+
+def tox_override(leaves: Sequence[scripts.Leaf], env: Mapping[str, str]) -> str:
+    """TOX_OVERRIDE giving tox's environments the variables papayu's reporters need: tox passes an
+    environment only what its `pass_env` names. Added to the base environment in each spelling of
+    tox's configuration formats (tox.ini's `testenv`, tox.toml's `env_run_base`, pyproject's
+    `tool.tox.env_run_base`; a spelling a project does not use changes nothing) and to each
+    environment the command names (`-e`, TOXENV), whose own `pass_env` would replace the base's."""
+    names: list[str] = [n for n in env.get("TOXENV", "").split(",") if n]
+    for leaf in leaves:
+        if leaf.program != "tox":
+            continue
+        words = list(leaf.words[1:])
+        for index, word in enumerate(words):
+            if word in ("-e", "--env"):
+                value = words[index + 1] if index + 1 < len(words) else ""
+            elif word.startswith("--env="):
+                value = word[len("--env=") :]
+            elif word.startswith("-e") and not word.startswith("--"):
+                value = word[2:].lstrip("=")
+            else:
+                continue
+            names += value.split(",")
+    sections = ["testenv", "env_run_base", "tool.tox.env_run_base"]
+    for name in dict.fromkeys(n.strip() for n in names if n.strip() and n.strip() != "ALL"):
+        quoted = name.replace(".", "\\.")
+        sections += [f"testenv:{quoted}", f"env.{quoted}", f"tool.tox.env.{quoted}"]
+    ours = ";".join(f"{section}.pass_env+={','.join(TOX_PASSED)}" for section in sections)
+    return f"{env['TOX_OVERRIDE']};{ours}" if env.get("TOX_OVERRIDE") else ours
 
 
 def _log_readers(original: str, command: str) -> set[str]:

@@ -45,14 +45,27 @@ def _config() -> dict[str, Any]:
 
 
 def _pipe(wanted: dict[str, Any]) -> int | None:
+    """The stream: the pipe this process inherited, else the FIFO the check's first process relays
+    into it (inside.py: a launcher such as tox or nox closed the pipe on the way)."""
     try:
         fd = int(wanted["fd"])
         info = os.fstat(fd)
+        if stat.S_ISFIFO(info.st_mode) and info.st_ino == wanted.get("ino"):
+            return fd
     except (OSError, ValueError, KeyError, TypeError):
+        pass
+    path = wanted.get("fifo")
+    if not isinstance(path, str) or not path:
         return None
-    if stat.S_ISFIFO(info.st_mode) and info.st_ino == wanted.get("ino"):
-        return fd
-    return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # no reader: not in a check
+        return None
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _ancestors() -> list[int]:

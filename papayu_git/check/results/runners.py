@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from papayu_git.check.results.outcome import TestResults
 from papayu_git.check.scripts import Leaf
 
-JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER = (
+JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER, TOX, NOX = (
     "jest",
     "vitest",
     "node --test",
@@ -26,6 +26,8 @@ JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER = (
     "maven",
     "gradle",
     "tap",
+    "tox",
+    "nox",
 )
 # What the preload (node_reports.cjs) recognises as the runner's own entry point.
 _JEST_BIN = re.compile(r"(^|/)node_modules/(jest|jest-cli)/bin/jest\.js$")
@@ -56,8 +58,6 @@ _UNREAD = {
     "turbo": "turbo replays cached task output instead of running the tests: papayu does not read through it",
     "lerna": "papayu does not read the scripts lerna runs",
     "make": "papayu does not read the recipe (pytest under it is read)",
-    "tox": "papayu does not read tox's environments (pytest under them is read)",
-    "nox": "papayu does not read nox's sessions (pytest under them is read)",
     "just": "papayu does not read the recipe (pytest under it is read)",
 }
 
@@ -84,6 +84,14 @@ def classify(leaf: Leaf) -> Found:
         return Found(MAVEN)
     if program in ("gradle", "gradlew"):
         return Found(GRADLE)
+    if program == "tox":
+        return Found(TOX)  # the pytest or unittest inside is read (tox_plugin.py)
+    if program == "nox":
+        return (
+            Found(NOX)
+            if not leaf.via
+            else Found(None, "nox inside a script reinstalls the project, which the check cannot do offline")
+        )
     if program in ("prove", "tape", "tap"):
         return Found(TAP_PRODUCER)
     if program == "cargo" and _subcommand(words[1:]) in ("test", "t"):

@@ -148,7 +148,8 @@ def provider_item(here: Here) -> Item:
             name,
             WARN,
             detail,
-            "`export OPENAI_API_KEY=...` (or PAPAYU_LLM_API_KEY), then `git papayu doctor`.",
+            "Set the environment variable OPENAI_API_KEY (or PAPAYU_LLM_API_KEY) to your API key, then run "
+            "`git papayu doctor` again.",
             data=data,
         )
     problem = reach(config.base_url).problem
