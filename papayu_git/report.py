@@ -230,6 +230,7 @@ RUN_NAMES = {
     "regression": "the regression run",
     "own": "the plan's own run",
     "tip again": "failing tests again on the tip",
+    "plan again": "failing tests alone on the plan's tree",
     "rest": "the rest",
 }
 

@@ -65,6 +65,8 @@ class Side:
     first: FirstPart = field(default_factory=FirstPart)
     result: CheckResult | None = None
     partial: bool = False  # it did not run every test, at papayu's ask (stopped, or its first part only)
+    own_order: bool = False  # it ran again in the suite's own order (the fail-first order was suspect)
+    order_checked: bool = False  # its failures were run alone on its tree (order_suspect), once
 
     def not_run(self, base: BaseRun) -> frozenset[str]:
         if not self.partial or self.result is None or self.result.tests is None:
@@ -149,6 +151,54 @@ def complete(context: Context, side: Side) -> None:
     context.runs.add("rest", why, rest, of=side.role)
     side.result = merged(side.result, rest)
     side.partial = False
+
+
+STOPPED_BY_PAPAYU = 2  # pytest's exit code when a session stops (papayu's early stop among them)
+
+
+def order_suspect(context: Context, side: Side, flaky: frozenset[str]) -> str:
+    """Why this reordered run's failures may be the order's rather than the plan's ("" when they
+    are the plan's): its session crashed or lost tests the tip ran (a test run first may damage
+    the process for every test after it), or tests that failed in it and alone on the tip passed
+    pass alone on the plan's tree too. Then the suite runs again in its own order, and that run is
+    judged (docs/DESIGN.md, "Fail first"). Flakes never help the plan: a test failing there too is
+    the plan's."""
+    result, base = side.result, context.base
+    if side.own_order or side.order_checked or not side.first or result is None or result.tests is None:
+        return ""
+    if result.timed_out:
+        return ""
+    outcomes = result.tests.outcomes
+    stopped = bool(result.tests.order.get("stopped")) and result.exit_code == STOPPED_BY_PAPAYU
+    if result.exit_code not in (0, 1, NO_TESTS_COLLECTED) and not stopped:
+        return f"its session ended with exit {result.exit_code} before the end of the suite"
+    gone = [t for t, o in base.results.outcomes.items() if o == Outcome.PASSED and t not in outcomes]
+    if gone and not side.partial:
+        return f"{len(gone)} tests the tip ran did not run"
+    failing = sorted(
+        t
+        for t, o in outcomes.items()
+        if o in FAILING and base.results.outcomes.get(t) == Outcome.PASSED and t not in flaky
+    )
+    side.order_checked = True
+    if not failing:
+        return ""
+    context.runs.stage(f"{len(failing)} failing tests alone on the plan's tree: broken, or the order?")
+    stem = side.log.removesuffix(".log")
+    alone = context.run(side.commit, f"{stem}.alone.log", selection.only_ask(failing))
+    passing = [t for t in failing if (alone.tests.outcomes if alone.tests else {}).get(t) == Outcome.PASSED]
+    why = f"{len(failing)} tests that failed on the plan and passed alone on the tip, alone on the plan"
+    context.runs.add("plan again", why, alone, passed=len(passing))
+    return f"{len(passing)} tests that failed in it pass alone on the plan's tree" if passing else ""
+
+
+def own_order(context: Context, side: Side, why: str) -> None:
+    """The side's tree again, the whole suite in its own order: the run the verdict judges now."""
+    context.runs.stage(f"{WHAT[side.role]} in the suite's own order ({why})")
+    stem = side.log.removesuffix(".log")
+    result = context.run(side.commit, f"{stem}.own-order.log", PluginAsk(), side.extra)
+    context.runs.add(side.role, f"{WHAT[side.role]}, in the suite's own order: in the fail-first order {why}", result)
+    side.result, side.partial, side.own_order = result, False, True
 
 
 class TipAgain:

@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from papayu_git.check import selection
 from papayu_git.check.base import BaseRun, base_run, remember
-from papayu_git.check.failfirst import Context, Runs, Side, TipAgain, as_run, complete, first_session
+from papayu_git.check.failfirst import (
+    Context,
+    Runs,
+    Side,
+    TipAgain,
+    as_run,
+    complete,
+    first_session,
+    order_suspect,
+    own_order,
+)
 from papayu_git.check.judge_tree import tip_tests_commit
 from papayu_git.check.run import CheckResult
 from papayu_git.check.verdict import FAILING, Run, Verdict, judge
@@ -106,11 +116,7 @@ def run_gate(request: GateRequest) -> Gate:
             why = "the rest of the suite did not run: another candidate ranks above this one whatever it says"
             return _gate(request, base, sides, verdict.ended_after_first_part(why), judged, runs, why_not)
         verdict = _judged(request, base, sides, again, judged, shared)
-    while verdict.incomplete and any(side.partial for side in sides):
-        for side in sides:
-            if side.partial:
-                complete(context, side)
-        verdict = _judged(request, base, sides, again, judged, shared)
+    verdict = _settled(context, request, sides, verdict, again, judged, shared)
     for side in sides:
         if side.whole and not side.partial and side.result is not None:
             origin = f"plan {request.plan_id}'s check"
@@ -125,6 +131,34 @@ def run_gate(request: GateRequest) -> Gate:
                 origin,
             )
     return _gate(request, base, sides, verdict, judged, runs, why_not)
+
+
+def _settled(
+    context: Context,
+    request: GateRequest,
+    sides: list[Side],
+    verdict: Verdict,
+    again: TipAgain,
+    judged: list[str],
+    shared: str,
+) -> Verdict:
+    """The verdict once nothing in it is the order's doing: a run that stopped with nothing to
+    show for it runs its rest; a reordered run whose failures may be the order's runs again in the
+    suite's own order (failfirst.order_suspect). Each at most once per side."""
+    for _ in range(2 * len(sides) + 1):
+        if verdict.incomplete and any(side.partial for side in sides):
+            for side in sides:
+                if side.partial:
+                    complete(context, side)
+        else:
+            suspect = next(
+                ((side, why) for side in sides if (why := order_suspect(context, side, frozenset(verdict.flaky)))), None
+            )
+            if suspect is None:
+                return verdict
+            own_order(context, *suspect)
+        verdict = _judged(request, context.base, sides, again, judged, shared)
+    return verdict
 
 
 def _tip(request: GateRequest, runs: Runs) -> BaseRun:
