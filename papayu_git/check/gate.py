@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from papayu_git.check import selection
 from papayu_git.check.base import BaseRun, base_run, inputs_path, remember
-from papayu_git.check.judge_tree import tip_tests_commit
+from papayu_git.check.judge_tree import changed_files, tip_tests_commit
 from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
 from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.run import CheckResult, run_check
@@ -169,6 +169,8 @@ def _judged(
 
 
 def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...], ask: PluginAsk) -> CheckResult:
+    # The shield refuses reaching code in what the run's tree changes, not in the tip's own files.
+    ask = replace(ask, changed=frozenset(changed_files(request.repo, request.tip, commit)))
     checkout = acquire_checkout(request.repo, request.pdir, commit, plan_id=request.plan_id, on_stale=dead_check)
     try:
         return run_check(

@@ -63,6 +63,11 @@ def tip_tests_commit(
     return create_commit(repo, index.write_tree(repo), commit_of(repo, tip).id, message), paths
 
 
+def changed_files(repo: pygit2.Repository, tip: str, commit: str) -> list[str]:
+    """The files ``commit``'s tree changes against ``tip``'s, sorted."""
+    return _changed_files(repo, commit_of(repo, tip).tree, commit_of(repo, commit).tree)
+
+
 def _changed_files(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree) -> list[str]:
     paths = changed_paths(repo, old, new)
     if paths is not None:

@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 from papayu_git import atomic, locks, output, settings
 from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.results import Outcome, TestResults, go_plain_text, instrumented, junit_patterns, summary
-from papayu_git.check.results.channel import INPUTS_DIR, Channel, Delivery, PluginAsk, delivered_inputs
+from papayu_git.check.results.channel import Channel, Delivery, PluginAsk, delivered_inputs
 from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
@@ -189,8 +189,7 @@ def _run_reported(
     helpers = Path(view.host_helpers)
     channel = Channel(helpers, ask.plugin_config(helpers, view.helpers, view.root, view.report))
     config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs, "tools": list(done.reports)}
-    if ask.record:
-        config["globs"] = [f"{INPUTS_DIR}/*.jsonl"]
+    config["globs"] = ask.report_globs()
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
     argv, env = view.command_line(done.command, done.env, config)
     begin = log.tell()

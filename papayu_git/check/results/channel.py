@@ -30,12 +30,14 @@ PLUGIN_DIR = "pytest"
 PLUGIN_MODULE = "papayu_pytest_results"
 PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
 INPUTS_MODULE = "papayu_pytest_inputs.py"  # the selective check's part (pytest_inputs.py), imported by the plugin
+SHIELD_MODULE = "papayu_shield.py"  # the runtime shield (shield.py), installed by the plugin
+SHIELD_DIR = "shield"  # in the report directory: what each process's shield refused (shield.SINK_DIR)
 SELECTION_FILE = "selection.json"  # beside the plugin: the tests a run is to run (pytest_inputs.Selector)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
 NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
 # papayu's files the check's own interpreter runs (copied into the helpers' directory, never
 # imported by papayu): what they import is the check's environment's, not papayu's dependencies.
-CHECK_SIDE_FILES = ("inside.py", "pytest_plugin.py", "pytest_inputs.py", NODE_HOOK)
+CHECK_SIDE_FILES = ("inside.py", "pytest_plugin.py", "pytest_inputs.py", "shield.py", NODE_HOOK)
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536
@@ -55,6 +57,7 @@ def write_helpers(slot: Path) -> Path:
     shutil.copyfile(here / NODE_HOOK, where / NODE_HOOK)
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
     shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
+    shutil.copyfile(here / "shield.py", plugin / SHIELD_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
     (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
     return where
@@ -68,10 +71,14 @@ class PluginAsk:
     record: bool = False  # record what each test read (the base run)
     reuse: frozenset[str] = frozenset()  # node ids not to run (their base outcome stands)
     skip_files: frozenset[str] = frozenset()  # test files to leave uncollected (all their tests reused)
+    # The files of the run's tree that are not the tip's (docs/DESIGN.md, "The runtime shield"):
+    # reaching for frames or objects is refused there, allowed (and said) in the tip's own files.
+    changed: frozenset[str] = frozenset()
 
     def plugin_config(self, helpers: Path, helpers_inside: str, root: str, report_dir: str) -> dict[str, object]:
         """The plugin's configuration for this ask; writes the selection file into ``helpers``."""
-        config: dict[str, object] = {"root": root}
+        shield = {"root": root, "report_dir": report_dir, "changed": sorted(self.changed)}
+        config: dict[str, object] = {"root": root, "shield": shield}
         if self.record:
             config["inputs_dir"] = f"{report_dir}/{INPUTS_DIR}"
         if self.reuse:
@@ -79,6 +86,12 @@ class PluginAsk:
             (helpers / PLUGIN_DIR / SELECTION_FILE).write_text(json.dumps(selection))
             config["select"] = f"{helpers_inside}/{PLUGIN_DIR}/{SELECTION_FILE}"
         return config
+
+
+    def report_globs(self) -> list[str]:
+        """The files of the report directory the check's first process sends besides the
+        runners' reports: every process's shield file, each pytest's inputs when recording."""
+        return [f"{SHIELD_DIR}/*.jsonl", *([f"{INPUTS_DIR}/*.jsonl"] if self.record else [])]
 
 
 def delivered_inputs(delivery: Delivery) -> bytes:

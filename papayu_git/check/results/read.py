@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePath
 
-from papayu_git.check.results.channel import Delivery
+from papayu_git.check.results.channel import SHIELD_DIR, Delivery
 from papayu_git.check.results.gotest import read_go_json
 from papayu_git.check.results.inside import OLDER, collect
 from papayu_git.check.results.instrument import (
@@ -36,7 +36,7 @@ from papayu_git.check.results.instrument import (
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
 from papayu_git.check.results.outcome import CaseResult, Collected, Outcome, ReportUnreadable, TestResults
-from papayu_git.check.results.stream import Session, by_junit_name, differences, read_stream, worst
+from papayu_git.check.results.stream import Session, Stream, by_junit_name, differences, read_shield_files, read_stream, worst
 from papayu_git.check.results.tap import read_tap
 
 FileReader = Callable[[bytes], list[CaseResult]]
@@ -95,6 +95,7 @@ def read_delivery(
             collected.extend(session.cases(), PYTEST_STREAM)
         if delivery.ended:
             verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
+    errors += _shielded(stream, delivery, unreadable)
     for name, source, reader in _reports(delivery, root):
         data = delivery.files.get(name)
         if name in verified or data is None or not allowed(source):
@@ -112,6 +113,27 @@ def read_delivery(
             sources.append(source)
             collected.extend(found, source)
     return collected.results(list(dict.fromkeys(sources)), unreadable, errors)
+
+
+def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> list[str]:
+    """What papayu's shield (results/shield.py) refused or found changed in pytest's processes,
+    from the stream and from each process's file: such a run is not trusted. The tip's own code
+    reaching where the shield allows it goes to ``notes``."""
+    refused, allowed = read_shield_files(delivery.files, SHIELD_DIR + "/")
+    for session in stream.sessions if stream is not None else ():
+        refused += session.shield
+        allowed += session.allowed
+        missing = session.unverified() if session.ended else 0
+        if missing:
+            refused.append(f"the runner's reporting path was not verified before {missing} test(s) were reported")
+    refused, allowed = list(dict.fromkeys(refused)), list(dict.fromkeys(allowed))
+    if allowed:
+        shown = "; ".join(allowed[:3]) + (f"; and {len(allowed) - 3} more" if len(allowed) > 3 else "")
+        notes.append(f"the tip's own code reached for frames or objects, allowed (not the plan's): {shown}")
+    if not refused:
+        return []
+    shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
+    return [f"papayu's shield refused the checked code: {shown}"]
 
 
 def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:

@@ -1,0 +1,512 @@
+"""papayu's shield in the check's Python processes (docs/DESIGN.md, "The runtime shield").
+
+Copied beside papayu's pytest plugin (as `papayu_shield.py`) and installed by it when pytest
+imports it: an entry point, loaded before pytest imports a conftest or a test, so before any code
+of the checked tree. Only the standard library: it runs in the check's interpreter, whatever its
+version (3.8+; `sys.monitoring` where there is one).
+
+An audit hook (sys.addaudithook: nothing can remove it) watches what honest code does not need
+to judge or be judged, and refuses it to code of the checked tree, tests included ("repository
+code": a frame whose file is under the checked root and outside the environment's prefixes, or
+code the repository compiled):
+
+- rewriting: assigning a function's `__code__`, registering a trace, profile or monitoring
+  callback or another audit hook, loading `ctypes`/`cffi` (and using ctypes), code objects built
+  from bytes, writing to papayu's report directory or helpers, or to a descriptor above 2 through
+  `/proc/self/fd` or `/dev/fd`. Refused whenever a repository frame is on the stack (a library
+  doing it on the repository's behalf is the repository doing it), in a thread the repository
+  started, or when the function rewritten is the repository's or the runner's.
+- reaching: walking objects through `gc`, frames through `sys._getframe`, a traceback's,
+  generator's or coroutine's frame, every thread's frames, listing the process's descriptors.
+  Judged by who asks: the first frame outward that is not a library handing what it got back to
+  its caller (inspect, traceback's walkers, importlib, pytest's `_pytest._code`); a library
+  that asks for itself (warnings, logging, a JSON encoder) is not the repository asking. Refused
+  where the asking frame is in a file the plan changed; in the tip's own files (a base run: every
+  file) it is allowed and its place recorded, since the tip's code is what judges the plan.
+
+A refusal raises `ShieldRefusal` in the code that asked (the action does not happen) and is
+written at once to papayu's stream (when this process has it) and to a file of the report
+directory, naming the event and the repository's file:line. papayu then does not trust the run
+(results/read.py). `Snapshot` is the other half, used by the plugin around every test: the
+reporting path (modules, classes, named objects) is still the objects papayu saw before any
+repository code ran.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from operator import is_
+from typing import Any
+
+MAX_RECORDS = 50  # refusals and changes written per process; the rest are counted
+MAX_ALLOWED_SITES = 20  # the tip's own places that reached, recorded per process
+SINK_DIR = "shield"  # in the report directory: one file per process
+
+REACHING = frozenset(
+    ["gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions"]
+)
+REWRITING = frozenset(["sys.settrace", "sys.setprofile", "sys.monitoring.register_callback", "sys.addaudithook"])
+FRAME_ATTRIBUTES = frozenset(["tb_frame", "gi_frame", "cr_frame", "ag_frame"])
+# Modules that write any memory of the process: refused to the repository when first imported.
+NATIVE_MODULES = frozenset(
+    [
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "_cffi_backend",
+        "_testcapi",
+        "_testinternalcapi",
+        "_xxsubinterpreters",
+        "_xxinterpchannels",
+    ]
+)
+# File events whose path argument may be papayu's report directory or helpers.
+PATH_EVENTS = frozenset(
+    [
+        "os.remove",
+        "os.rename",
+        "os.truncate",
+        "os.chmod",
+        "os.chown",
+        "os.rmdir",
+        "os.mkdir",
+        "os.symlink",
+        "os.link",
+        "os.utime",
+        "shutil.rmtree",
+        "shutil.move",
+        "shutil.copyfile",
+    ]
+)
+_FD_DIR = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd|dev/fd)/?$")
+_FD_PATH = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd|dev/fd)/(\d+)$")
+_MEMORY_PATH = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/mem$")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_OTHER, _REPOSITORY, _PAPAYU = 0, 1, 2
+
+
+class ShieldRefusal(RuntimeError):
+    """What the repository's code asked for is refused in papayu's check."""
+
+
+class Shield:
+    """The audit hook and what it records; one per process."""
+
+    def __init__(
+        self,
+        root: str,
+        report_dir: str,
+        helpers: str,
+        changed: Iterable[str] = (),
+        papayu_files: Iterable[str] = (),
+    ) -> None:
+        self.root = os.path.normpath(root) + os.sep
+        self.report_dir = os.path.normpath(report_dir) if report_dir else ""
+        self.helpers = os.path.normpath(helpers) if helpers else ""
+        self.changed = frozenset(changed)  # files of the checked tree the plan changed (none: the tip's run)
+        self.environment = _environment_prefixes(self.root)
+        self.here = os.path.normpath(__file__)
+        self.papayu = frozenset(os.path.normpath(f) for f in papayu_files) - {self.here}
+        self.kinds: dict[str, int] = {}
+        self.tainted_threads: set[int] = set()  # idents of threads the repository started, while they run
+        self.raw_threads = False  # the repository started a thread without threading
+        self.busy: set[int] = set()
+        self.records = 0
+        self.allowed: dict[str, str] = {}
+        self.protected: set[int] = set()  # ids of functions on the reporting path
+        self.current_test = ""
+        self.stream: Callable[[dict[str, Any]], None] | None = None
+        self._write = os.write
+        self._dumps = json.dumps
+        self._open = os.open
+        self._close = os.close
+        self._get_ident = _thread.get_ident
+        self._getframe = sys._getframe
+        self._sink = os.path.join(self.report_dir, SINK_DIR, f"{os.getpid()}.jsonl") if self.report_dir else ""
+        self._handing_files, self._handing_codes = _handing()
+        handlers: dict[str, Callable[[str, tuple[Any, ...]], None]] = {
+            "object.__setattr__": self._on_setattr,
+            "object.__getattr__": self._on_getattr,
+            "sys._getframe": self._on_reaching,
+            "import": self._on_import,
+            "open": self._on_open,
+            "os.listdir": self._on_listing,
+            "os.scandir": self._on_listing,
+            "compile": self._on_compile,
+            "code.__new__": self._on_compile,
+            "marshal.loads": self._on_marshal,
+            "_thread.start_new_thread": self._on_thread,
+        }
+        handlers.update(dict.fromkeys(REACHING, self._on_reaching))
+        handlers.update(dict.fromkeys(REWRITING, self._on_rewriting))
+        handlers.update(dict.fromkeys(PATH_EVENTS, self._on_path_event))
+        self._handlers = handlers
+
+    # -- installation ---------------------------------------------------------------------------
+
+    def install(self) -> None:
+        handlers, busy, get_ident, on_ctypes = self._handlers, self.busy, self._get_ident, self._on_ctypes
+
+        def papayu_audit(event: str, args: tuple[Any, ...]) -> None:
+            handler = handlers.get(event)
+            if handler is None:
+                if event[:7] != "ctypes.":
+                    return
+                handler = on_ctypes
+            ident = get_ident()
+            if ident in busy:
+                return  # the shield's own work raising events
+            busy.add(ident)
+            try:
+                handler(event, args)
+            finally:
+                busy.discard(ident)
+
+        sys.addaudithook(papayu_audit)
+
+    # -- what a frame is --------------------------------------------------------------------------
+
+    def kind(self, filename: str) -> int:
+        known = self.kinds.get(filename)
+        if known is not None:
+            return known
+        path = os.path.normpath(filename) if filename[:1] == os.sep else filename
+        if path in self.papayu:
+            kind = _PAPAYU
+        elif path.startswith(self.root) and not path.startswith(self.environment):
+            kind = _REPOSITORY
+        else:
+            kind = _OTHER
+        self.kinds[filename] = kind
+        return kind
+
+    def _frames(self) -> Iterable[Any]:
+        """The stack outward from the code that raised the event (the shield's frames left out)."""
+        frame = self._getframe(1)
+        here = self.here
+        while frame is not None and frame.f_code.co_filename == here:
+            frame = frame.f_back
+        while frame is not None:
+            yield frame
+            frame = frame.f_back
+
+    def _repository_on_stack(self) -> Any:
+        """The innermost repository frame on the stack, unless papayu's own code comes first
+        (papayu acting for itself); in a thread the repository started, the innermost frame."""
+        innermost = None
+        for frame in self._frames():
+            innermost = innermost or frame
+            kind = self.kind(frame.f_code.co_filename)
+            if kind == _PAPAYU:
+                return None
+            if kind == _REPOSITORY:
+                return frame
+        if self._get_ident() in self.tainted_threads or (
+            self.raw_threads and isinstance(threading.current_thread(), threading._DummyThread)  # type: ignore[attr-defined]
+        ):
+            return innermost
+        return None
+
+    def _asker(self) -> Any:
+        """The frame that asked, when it is the repository's: the first outward that is not a
+        library handing back what it got (inspect, traceback's walkers, importlib,
+        _pytest._code, logging.currentframe) nor code compiled from a string (it acts for
+        whoever ran it); None when that frame is not the repository's."""
+        for frame in self._frames():
+            code = frame.f_code
+            filename = code.co_filename
+            if filename in self._handing_files or code in self._handing_codes or filename[:1] == "<":
+                continue
+            kind = self.kind(filename)
+            return frame if kind == _REPOSITORY else None
+        return None
+
+    # -- the events -------------------------------------------------------------------------------
+
+    def _on_setattr(self, event: str, args: tuple[Any, ...]) -> None:
+        if len(args) < 2 or args[1] != "__code__":
+            return
+        target = args[0]
+        code = getattr(target, "__code__", None)
+        owned = code is not None and self.kind(code.co_filename) == _REPOSITORY
+        frame = self._repository_on_stack()
+        if owned or id(target) in self.protected or frame is not None:
+            whose = "the checked code's function" if owned else "the runner's function" if not frame else "function"
+            self._refuse(f"assigns {whose} {_name(target)}.__code__", frame)
+
+    def _on_getattr(self, event: str, args: tuple[Any, ...]) -> None:
+        if len(args) > 1 and args[1] in FRAME_ATTRIBUTES:
+            self._reaching(f"reads a {type(args[0]).__name__}'s {args[1]}")
+
+    def _on_reaching(self, event: str, args: tuple[Any, ...]) -> None:
+        self._reaching(event)
+
+    def _on_listing(self, event: str, args: tuple[Any, ...]) -> None:
+        path = args[0] if args else None
+        if isinstance(path, (str, bytes)):
+            name = _normal(path)
+            if _FD_DIR.match(name):
+                self._reaching(f"lists the process's descriptors ({name})")
+            elif self._papayus(name):
+                self._rewriting(f"lists papayu's {name}")
+
+    def _on_rewriting(self, event: str, args: tuple[Any, ...]) -> None:
+        self._rewriting(event)
+
+    def _on_import(self, event: str, args: tuple[Any, ...]) -> None:
+        module = args[0] if args else ""
+        if isinstance(module, str) and module.split(".", 1)[0] in NATIVE_MODULES:
+            frame = self._asker()
+            if frame is not None:
+                self._refuse(f"imports {module}", frame)
+
+    def _on_ctypes(self, event: str, args: tuple[Any, ...]) -> None:
+        frame = self._asker()
+        if frame is not None:
+            self._refuse(f"uses ctypes ({event})", frame)
+
+    def _on_open(self, event: str, args: tuple[Any, ...]) -> None:
+        path = args[0] if args else None
+        if not isinstance(path, (str, bytes)):
+            return
+        mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        name = _normal(path)
+        system = name.startswith(("/proc/", "/dev/"))
+        if not (system or self._papayus(name)):
+            return  # the common case: a file of the project, the environment or the tests
+        for candidate in (name, os.path.realpath(name)) if system else (name,):
+            fd = _FD_PATH.match(candidate)
+            if writing and fd is not None and int(fd.group(1)) > 2:
+                self._rewriting(f"opens descriptor {fd.group(1)} through {name} for writing")
+                return
+            if writing and _MEMORY_PATH.match(candidate):
+                self._rewriting(f"opens {name} for writing")
+                return
+            if self._papayus(candidate):
+                self._rewriting(f"opens papayu's {candidate}")
+                return
+
+    def _on_path_event(self, event: str, args: tuple[Any, ...]) -> None:
+        for path in args[:2]:
+            if isinstance(path, (str, bytes)) and self._papayus(_normal(path)):
+                self._rewriting(f"{event} on papayu's {_normal(path)}")
+                return
+
+    def _on_compile(self, event: str, args: tuple[Any, ...]) -> None:
+        """Code the repository compiles under another file's name is the repository's."""
+        filename = args[1] if len(args) > 1 else None
+        if isinstance(filename, bytes):
+            filename = os.fsdecode(filename)
+        if isinstance(filename, str) and filename[:1] == os.sep and self.kind(filename) != _REPOSITORY:
+            if self._asker() is not None:
+                self.kinds[filename] = _REPOSITORY
+
+    def _on_marshal(self, event: str, args: tuple[Any, ...]) -> None:
+        for frame in self._frames():
+            if self.kind(frame.f_code.co_filename) == _REPOSITORY:
+                self._refuse("builds code from bytes (marshal.loads)", frame)
+            return
+
+    def _on_thread(self, event: str, args: tuple[Any, ...]) -> None:
+        if self._repository_on_stack() is None:
+            return
+        thread = getattr(args[0] if args else None, "__self__", None)
+        if isinstance(thread, threading.Thread):
+            _taint(self, thread)
+        else:
+            self.raw_threads = True
+
+    # -- refusing and recording ------------------------------------------------------------------
+
+    def _papayus(self, name: str) -> bool:
+        for where in (self.report_dir, self.helpers):
+            if where and (name == where or name.startswith(where + os.sep)):
+                return True
+        return False
+
+    def _rewriting(self, what: str) -> None:
+        frame = self._repository_on_stack()
+        if frame is not None:
+            self._refuse(what, frame)
+
+    def _reaching(self, what: str) -> None:
+        frame = self._asker()
+        if frame is None:
+            return
+        rel = self.rel(frame.f_code.co_filename)
+        if rel in self.changed:
+            self._refuse(what, frame)
+            return
+        site = f"{rel}:{frame.f_lineno}"
+        if site not in self.allowed and len(self.allowed) < MAX_ALLOWED_SITES:
+            self.allowed[site] = what
+            self.emit({"kind": "allowed", "what": what, "where": site, "test": self.current_test})
+
+    def rel(self, filename: str) -> str:
+        path = os.path.normpath(filename) if filename[:1] == os.sep else filename
+        return path[len(self.root) :] if path.startswith(self.root) else path
+
+    def _refuse(self, what: str, frame: Any) -> None:
+        where = f"{self.rel(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else "?"
+        self.emit({"kind": "refused", "what": what, "where": where, "test": self.current_test})
+        raise ShieldRefusal(f"papayu's check refuses this: {what} at {where} (docs/DESIGN.md, 'The runtime shield')")
+
+    def emit(self, record: dict[str, Any]) -> None:
+        """Written at once to the stream (when this process has it) and to the sink file."""
+        self.records += 1
+        if self.records > MAX_RECORDS:
+            return
+        if self.stream is not None:
+            try:
+                self.stream(record)
+            except Exception:  # noqa: BLE001 - the sink below still says it
+                pass
+        if not self._sink:
+            return
+        line = (self._dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        try:
+            os.makedirs(os.path.dirname(self._sink), exist_ok=True)
+            fd = self._open(self._sink, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError:
+            return
+        try:
+            self._write(fd, line)
+        except OSError:
+            pass
+        finally:
+            self._close(fd)
+
+
+def _taint(shield: Shield, thread: threading.Thread) -> None:
+    """A thread the repository started counts as the repository's while it runs its target
+    (not before: a tracer's per-thread setup in threading's bootstrap is the tracer's)."""
+    run = thread.run
+
+    def run_as_repository() -> None:
+        ident = shield._get_ident()
+        shield.tainted_threads.add(ident)
+        try:
+            run()
+        finally:
+            shield.tainted_threads.discard(ident)
+
+    thread.run = run_as_repository  # type: ignore[method-assign]
+
+
+class Snapshot:
+    """Identities of mappings (module and class dictionaries) and named objects, compared by
+    identity (an object's own __eq__ is never asked)."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[str, Any, tuple[Any, ...], tuple[Any, ...]]] = []
+        self.objects: list[tuple[str, Callable[[], Any], Any, bool]] = []
+
+    def mapping(self, name: str, mapping: Any) -> None:
+        self.parts.append((name, mapping, tuple(mapping.keys()), tuple(mapping.values())))
+
+    def module(self, name: str) -> None:
+        module = sys.modules.get(name)
+        if module is not None:
+            self.mapping(name, vars(module))
+
+    def cls(self, name: str, cls: Any) -> None:
+        if isinstance(cls, type):
+            self.mapping(name, vars(cls))
+
+    def value(self, name: str, get: Callable[[], Any], equal: bool = False) -> None:
+        """``get()`` must keep returning the same object (``equal``: an equal value)."""
+        self.objects.append((name, get, get(), equal))
+
+    def changed(self) -> str:
+        """What is no longer the object it was ("" when all are)."""
+        for index, (name, mapping, keys, values) in enumerate(self.parts):
+            if len(mapping) == len(keys) and all(map(is_, mapping.values(), values)) and all(map(is_, mapping.keys(), keys)):
+                continue
+            which = _which(mapping, keys, values)
+            if which:
+                return f"{name}.{which}"
+            self.parts[index] = (name, mapping, tuple(mapping.keys()), tuple(mapping.values()))
+        for name, get, was, equal in self.objects:
+            try:
+                now = get()
+            except Exception:  # noqa: BLE001 - gone is changed
+                return name
+            if now is not was and not (equal and type(now) is tuple and now == was):
+                return name
+        return ""
+
+
+def _which(mapping: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> str:
+    """The first name whose object changed; "" when the only change is a plain value added (a
+    flag pytest sets on a class): neither callable nor a descriptor, it changes no behaviour."""
+    before = dict(zip(keys, values))
+    for key in list(mapping.keys()) + list(before):
+        if key not in mapping:
+            return f"{key} (removed)"
+        value = mapping[key]
+        if key not in before:
+            if callable(value) or hasattr(type(value), "__get__"):
+                return f"{key} (added)"
+        elif value is not before[key]:
+            return f"{key} (replaced)"
+    return ""
+
+
+def _environment_prefixes(root: str) -> tuple[str, ...]:
+    """Where installed code lives: the interpreter's prefixes and its site directories (a
+    virtualenv inside the checked tree is the environment, not the repository)."""
+    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", sys.prefix)}
+    for path in sys.path:
+        if path and ("site-packages" in path or "dist-packages" in path) and not path.startswith(root):
+            found.add(path)
+    try:
+        import site
+
+        found.update(site.getsitepackages())
+        found.add(site.getusersitepackages())
+    except Exception:  # noqa: BLE001 - a site module without them
+        pass
+    prefixes = {os.path.normpath(p) + os.sep for p in found if p}
+    # A prefix holding the checked tree itself (a project under /usr/src, /usr the prefix) is no
+    # environment of it; a virtualenv inside the tree is.
+    return tuple(sorted(p for p in prefixes if p != os.sep and not root.startswith(p)))
+
+
+def _handing() -> tuple[frozenset[str], frozenset[Any]]:
+    """The files and code objects of libraries that hand a frame or an import back to their
+    caller: the caller is who asks."""
+    import inspect
+    import traceback
+
+    files = {inspect.__file__, "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"}
+    importlib = sys.modules.get("importlib")
+    if importlib is not None and getattr(importlib, "__file__", None):
+        files.add(importlib.__file__)  # type: ignore[arg-type]
+    for name, module in list(sys.modules.items()):
+        if (name == "_pytest._code" or name.startswith("_pytest._code.")) and getattr(module, "__file__", None):
+            files.add(module.__file__)  # type: ignore[arg-type]
+    codes = {traceback.walk_stack.__code__, traceback.walk_tb.__code__}
+    logging = sys.modules.get("logging")
+    current = getattr(logging, "currentframe", None)
+    if current is not None and hasattr(current, "__code__"):
+        codes.add(current.__code__)
+    return frozenset(files), frozenset(codes)
+
+
+def _normal(path: str | bytes) -> str:
+    name = os.fsdecode(path)
+    return os.path.normpath(name if os.path.isabs(name) else os.path.join(os.getcwd(), name))
+
+
+def _name(target: Any) -> str:
+    module = getattr(target, "__module__", None) or "?"
+    return f"{module}.{getattr(target, '__qualname__', None) or getattr(target, '__name__', '?')}"
