@@ -170,7 +170,8 @@ def _judged(
 
 def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...], ask: PluginAsk) -> CheckResult:
     # The shield refuses reaching code in what the run's tree changes, not in the tip's own files.
-    ask = replace(ask, changed=frozenset(changed_files(request.repo, request.tip, commit)))
+    changed, code = changed_files(request.repo, request.tip, commit, request.root, request.command.command)
+    ask = replace(ask, changed=frozenset(changed), code=frozenset(code))
     checkout = acquire_checkout(request.repo, request.pdir, commit, plan_id=request.plan_id, on_stale=dead_check)
     try:
         return run_check(

@@ -74,10 +74,11 @@ class PluginAsk:
     # The files of the run's tree that are not the tip's (docs/DESIGN.md, "The runtime shield"):
     # reaching for frames or objects is refused there, allowed (and said) in the tip's own files.
     changed: frozenset[str] = frozenset()
+    code: frozenset[str] = frozenset()  # those of them that are the plan's code: no runner hook comes from there
 
     def plugin_config(self, helpers: Path, helpers_inside: str, root: str, report_dir: str) -> dict[str, object]:
         """The plugin's configuration for this ask; writes the selection file into ``helpers``."""
-        shield = {"root": root, "report_dir": report_dir, "changed": sorted(self.changed)}
+        shield = {"root": root, "report_dir": report_dir, "changed": sorted(self.changed), "code": sorted(self.code)}
         config: dict[str, object] = {"root": root, "shield": shield}
         if self.record:
             config["inputs_dir"] = f"{report_dir}/{INPUTS_DIR}"
@@ -86,7 +87,6 @@ class PluginAsk:
             (helpers / PLUGIN_DIR / SELECTION_FILE).write_text(json.dumps(selection))
             config["select"] = f"{helpers_inside}/{PLUGIN_DIR}/{SELECTION_FILE}"
         return config
-
 
     def report_globs(self) -> list[str]:
         """The files of the report directory the check's first process sends besides the

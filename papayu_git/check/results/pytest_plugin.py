@@ -172,13 +172,13 @@ def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> 
     if not _active:
         _inputs(early_config, _WANTED)
     if _shield is not None and _guard is None:
-        _start_guard(_shield)
+        _start_guard(_shield, early_config)
 
 
 def pytest_configure(config: Any) -> None:
     # A session inside a session: its tests are not the check's.
     if _shield is not None and _guard is None:  # a pytest that skipped the hook above
-        _start_guard(_shield)
+        _start_guard(_shield, config)
     if _active or (_guard is not None and _guard.registered):
         return
     if _guard is not None:  # in xdist's workers too: they run the tests
@@ -239,8 +239,10 @@ class Guard:
     )  # fmt: skip
     SHADOWS = ("runtest", "setup", "teardown", "repr_failure", "reportinfo", "_getobj", "ihook")
 
-    def __init__(self, shield: Any) -> None:
+    def __init__(self, shield: Any, code: frozenset[str]) -> None:
         self.shield = shield
+        self.code = code  # the plan's code files: a runner hook defined there is the plan's
+        self.startup_impls: set[int] = set()  # hook implementations registered before any conftest
         self.snapshot = _reporting_path(shield)
         self.items: dict[int, tuple[Any, Any]] = {}
         self.hooks: Any = None
@@ -273,9 +275,11 @@ class Guard:
             impls = tuple(caller.get_hookimpls())
             hooks.value(f"the {name} hooks", _impls(caller))
             for impl in impls:
+                if id(impl) in self.startup_impls:
+                    continue  # registered before any conftest or test: the tip's setup (a plugin project's own)
                 where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
                 rel = self.shield.rel(where) if where else ""
-                if rel in self.shield.changed and os.path.basename(rel) != "conftest.py":
+                if rel in self.code:
                     self.shield.emit(
                         {"kind": "changed", "what": f"{name} is implemented in the plan's {rel}", "where": rel}
                     )
@@ -318,9 +322,9 @@ def _impls(caller: Any) -> Any:
 
     def now() -> Any:
         current = tuple(caller.get_hookimpls())
-        if len(current) == len(impls) and all(a is b for a, b in zip(current, impls)):
-            if all(impl.function is f for impl, f in zip(current, functions)):
-                return impls
+        same = len(current) == len(impls) and all(a is b for a, b in zip(current, impls))  # noqa: B905 (3.8+)
+        if same and all(impl.function is f for impl, f in zip(current, functions)):  # noqa: B905 (3.8+)
+            return impls
         return current
 
     return now
@@ -364,7 +368,7 @@ def _reporting_path(shield: Any) -> Any:
     classes.append((f"{__name__}.Reporter", Reporter))
     for name, cls in dict(classes).items():
         snapshot.cls(name, cls)
-    for name, cls in dict(classes).items():
+    for cls in dict(classes).values():
         for value in vars(cls).values() if isinstance(cls, type) else ():
             if callable(value):
                 shield.protected.add(id(value))
@@ -399,10 +403,16 @@ def _install_shield() -> Any:
     return shield
 
 
-def _start_guard(shield: Any) -> None:
+def _start_guard(shield: Any, config: Any = None) -> None:
     global _guard
-    _guard = Guard(shield)
+    wanted = _WANTED.get("shield") or {}
+    _guard = Guard(shield, frozenset(str(p) for p in wanted.get("code") or ()))
     _guard.snapshot.module(__name__)  # this module as it is from now on
+    manager = getattr(config, "pluginmanager", None)
+    for caller in vars(manager.hook).values() if manager is not None else ():
+        get = getattr(caller, "get_hookimpls", None)
+        if callable(get):
+            _guard.startup_impls.update(id(impl) for impl in get())
 
 
 _shield = _install_shield()

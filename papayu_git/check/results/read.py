@@ -36,7 +36,15 @@ from papayu_git.check.results.instrument import (
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
 from papayu_git.check.results.outcome import CaseResult, Collected, Outcome, ReportUnreadable, TestResults
-from papayu_git.check.results.stream import Session, Stream, by_junit_name, differences, read_shield_files, read_stream, worst
+from papayu_git.check.results.stream import (
+    Session,
+    Stream,
+    by_junit_name,
+    differences,
+    read_shield_files,
+    read_stream,
+    worst,
+)
 from papayu_git.check.results.tap import read_tap
 
 FileReader = Callable[[bytes], list[CaseResult]]

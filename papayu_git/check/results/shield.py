@@ -306,9 +306,9 @@ class Shield:
         filename = args[1] if len(args) > 1 else None
         if isinstance(filename, bytes):
             filename = os.fsdecode(filename)
-        if isinstance(filename, str) and filename[:1] == os.sep and self.kind(filename) != _REPOSITORY:
-            if self._asker() is not None:
-                self.kinds[filename] = _REPOSITORY
+        foreign = isinstance(filename, str) and filename[:1] == os.sep and self.kind(filename) != _REPOSITORY
+        if foreign and self._asker() is not None:
+            self.kinds[filename] = _REPOSITORY  # type: ignore[index]
 
     def _on_marshal(self, event: str, args: tuple[Any, ...]) -> None:
         for frame in self._frames():
@@ -368,7 +368,7 @@ class Shield:
         if self.stream is not None:
             try:
                 self.stream(record)
-            except Exception:  # noqa: BLE001 - the sink below still says it
+            except Exception:
                 pass
         if not self._sink:
             return
@@ -429,7 +429,11 @@ class Snapshot:
     def changed(self) -> str:
         """What is no longer the object it was ("" when all are)."""
         for index, (name, mapping, keys, values) in enumerate(self.parts):
-            if len(mapping) == len(keys) and all(map(is_, mapping.values(), values)) and all(map(is_, mapping.keys(), keys)):
+            if (
+                len(mapping) == len(keys)
+                and all(map(is_, mapping.values(), values))
+                and all(map(is_, mapping.keys(), keys))
+            ):
                 continue
             which = _which(mapping, keys, values)
             if which:
@@ -438,7 +442,7 @@ class Snapshot:
         for name, get, was, equal in self.objects:
             try:
                 now = get()
-            except Exception:  # noqa: BLE001 - gone is changed
+            except Exception:
                 return name
             if now is not was and not (equal and type(now) is tuple and now == was):
                 return name
@@ -448,7 +452,7 @@ class Snapshot:
 def _which(mapping: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> str:
     """The first name whose object changed; "" when the only change is a plain value added (a
     flag pytest sets on a class): neither callable nor a descriptor, it changes no behaviour."""
-    before = dict(zip(keys, values))
+    before = dict(zip(keys, values))  # noqa: B905 (the check's Python may be 3.8)
     for key in list(mapping.keys()) + list(before):
         if key not in mapping:
             return f"{key} (removed)"
@@ -473,7 +477,7 @@ def _environment_prefixes(root: str) -> tuple[str, ...]:
 
         found.update(site.getsitepackages())
         found.add(site.getusersitepackages())
-    except Exception:  # noqa: BLE001 - a site module without them
+    except Exception:
         pass
     prefixes = {os.path.normpath(p) + os.sep for p in found if p}
     # A prefix holding the checked tree itself (a project under /usr/src, /usr the prefix) is no
