@@ -309,7 +309,8 @@ class _Run:
                         return self.finish(ApplyState.REVIEW, prepared.target, commit, declined=True)
                 try:
                     with self.watch.stage("land"):
-                        how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id)
+                        checked = self.gate.checked_bytes if self.gate is not None else None
+                        how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id, checked)
                     break
                 except PapayuError as exc:
                     if exc.code != "ERR_BRANCH_MOVED" or not self.options.rebase or attempt == MAX_REBASE_ATTEMPTS:
@@ -450,11 +451,11 @@ class _Run:
         shown = "; ".join(self.reach[:5]) + (f"; ... and {len(self.reach) - 5} more" if len(self.reach) > 5 else "")
         ways = f"read those lines (git papayu show {self.plan.id}); land it if they are harmless: git papayu land {self.plan.id}"
         self.warnings.append(
-            f"the plan's code reaches for the test runner: {shown}; NOT landed. {ways[0].upper()}{ways[1:]}"
+            f"the plan reaches past what its check can judge: {shown}; NOT landed. {ways[0].upper()}{ways[1:]}"
         )
         return PapayuError(
             "ERR_RUNNER_REACH_HELD",
-            "the plan's code reaches for the test runner: " + shown,
+            "the plan reaches past what its check can judge: " + shown,
             path=self.branch,
             hint=ways,
         )

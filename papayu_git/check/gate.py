@@ -10,7 +10,7 @@ touches no test costs one run once the base is cached, two when it does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,9 @@ class Gate:
     base: BaseRun | None
     verdict: Verdict | None  # None: no per-test results anywhere (the exit code decided)
     judged_by_tip: tuple[str, ...] = ()  # what the plan changes besides its code (judges.py)
+    # The bytes the check ran of each file the plan changed, as its checkout had them: what the
+    # landing must leave in the work tree (landing.py; docs/DESIGN.md, "Landing").
+    checked_bytes: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def lands(self) -> bool:
@@ -62,6 +65,7 @@ class GateRequest:
     extra_commands: tuple[str, ...] = ()  # consented proposed commands: after the plan's own tree's check
     approved_edits: tuple[str, ...] = ()  # test files the user approved the plan to edit
     approve_judges: bool = False  # --allow-test-edits: the own run judges what the plan changes besides code
+    checked_bytes: dict[str, bytes] = field(default_factory=dict)  # filled by the run of the plan's own tree
 
 
 def run_gate(request: GateRequest) -> Gate:
@@ -130,7 +134,7 @@ def run_gate(request: GateRequest) -> Gate:
         own_log=own.log if own is not None else "",
         selection=chosen,
     )
-    return Gate(checked, own, base, verdict, tuple(judged))
+    return Gate(checked, own, base, verdict, tuple(judged), dict(request.checked_bytes))
 
 
 def shared_services(root: Path, sandbox: Sandbox) -> str:
@@ -173,6 +177,8 @@ def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...], as
     changed, code = changed_files(request.repo, request.tip, commit, request.root, request.command.command)
     ask = replace(ask, changed=frozenset(changed), code=frozenset(code))
     checkout = acquire_checkout(request.repo, request.pdir, commit, plan_id=request.plan_id, on_stale=dead_check)
+    if commit == request.commit:
+        request.checked_bytes.update(checked_bytes(checkout.path, changed))
     try:
         return run_check(
             request.command,
@@ -187,6 +193,28 @@ def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...], as
         )
     finally:
         release_checkout(checkout)
+
+
+MAX_CHECKED_BYTES = 64 * 1024 * 1024  # kept of a plan's files to compare after landing; larger ones are not
+
+
+def checked_bytes(work: Path, paths: list[str]) -> dict[str, bytes]:
+    """The bytes of each regular file of ``paths`` in a checkout, before its check ran."""
+    out: dict[str, bytes] = {}
+    total = 0
+    for path in paths:
+        try:
+            target = work / path
+            if target.is_symlink() or not target.is_file():
+                continue
+            data = target.read_bytes()
+        except OSError:
+            continue
+        total += len(data)
+        if total > MAX_CHECKED_BYTES:
+            break
+        out[path] = data
+    return out
 
 
 def unused_log(path: Path) -> Path:

@@ -109,6 +109,9 @@ def runner_reach(
         old = tip.read_blob(path)
         if old == data:
             continue
+        if path.rsplit("/", 1)[-1] == ".gitattributes":
+            found += conversions(path, data.decode("utf-8", "replace"), (old or b"").decode("utf-8", "replace"))
+            continue
         loadable = machine_code(path, data)
         if loadable:
             found.append(Reach(path, 1, f"({len(data)} bytes)", f"{loadable} the check would load: no one can read it"))
@@ -119,6 +122,49 @@ def runner_reach(
         elif old is None and tip.entry_kind(path) is None and _is_test_module(path, tests):
             found += _new_test_module(path, text, tip)
     return found
+
+
+# git attributes that change the bytes a checkout writes (docs/DESIGN.md, "Landing").
+CONVERSION_ATTRIBUTES = frozenset(["text", "eol", "crlf", "working-tree-encoding", "ident", "filter", "binary"])
+
+
+def conversions(path: str, text: str, old: str) -> list[Reach]:
+    """The lines a `.gitattributes` gains or loses that set conversion attributes (directly or
+    through a macro it defines): the regression run checks the files as the tip converts them,
+    and the work tree would get them converted otherwise. `linguist-*`, `export-ignore`, `diff`
+    and the like change no byte and pass."""
+    macros = {
+        words[0][len("[attr]") :]
+        for line in (*text.splitlines(), *old.splitlines())
+        if (words := line.split()) and words[0].startswith("[attr]") and _converts(words[1:], set())
+    }
+    lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
+    previous = [line if not line.lstrip().startswith("#") else "" for line in old.splitlines()]
+    added = _added_lines(lines, previous)
+    gone = _added_lines(previous, lines)
+    found = [
+        Reach(path, n, lines[n - 1], "changes how git converts files at checkout: the bytes landed would differ")
+        for n in sorted(added)
+        if _converts(lines[n - 1].split()[1:], macros) or _converts(lines[n - 1].split(), macros, macro=True)
+    ]
+    found += [
+        Reach(path, 0, f"(removed) {previous[n - 1]}", "changes how git converts files at checkout")
+        for n in sorted(gone)
+        if _converts(previous[n - 1].split()[1:], macros) or _converts(previous[n - 1].split(), macros, macro=True)
+    ]
+    return found
+
+
+def _converts(attributes: list[str], macros: set[str], macro: bool = False) -> bool:
+    if macro:  # a macro's definition: `[attr]name attrs...`
+        return bool(attributes) and attributes[0].startswith("[attr]") and _converts(attributes[1:], macros)
+    if attributes[:1] and attributes[0].startswith("#"):
+        return False
+    for attribute in attributes:
+        name = attribute.lstrip("-!").split("=", 1)[0]
+        if name in CONVERSION_ATTRIBUTES or name in macros:
+            return True
+    return False
 
 
 # What the check would load and run without reading it as source: by content, whatever the name.

@@ -267,7 +267,7 @@ class Guard:
     def pytest_collection_finish(self, session: Any) -> None:
         self.check("collection")
         manager = session.config.pluginmanager
-        hooks = _shield_module.Snapshot()
+        hooks = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, self.shield.rel))
         for name in self.HOOKS:
             caller = getattr(manager.hook, name, None)
             if caller is None:
@@ -343,7 +343,7 @@ def _reporting_path(shield: Any) -> Any:
     """What turns a test's outcome into papayu's record, as it is before any code of the checked
     tree ran: pytest's runner, reports, test items and JUnit writer, pluggy's hook calling, the
     JSON encoder and this module."""
-    snapshot = _shield_module.Snapshot()
+    snapshot = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, shield.rel))
     modules = (
         "_pytest.runner", "_pytest.reports", "_pytest.skipping", "_pytest.junitxml", "_pytest.outcomes",
         "_pytest.unittest", "pluggy._callers", "pluggy._hooks", "pluggy._result", "pluggy.callers",

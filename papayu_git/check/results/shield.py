@@ -406,7 +406,8 @@ class Snapshot:
     """Identities of mappings (module and class dictionaries) and named objects, compared by
     identity (an object's own __eq__ is never asked)."""
 
-    def __init__(self) -> None:
+    def __init__(self, describe: Callable[[Any], str] = lambda value: "") -> None:
+        self.describe = describe  # where a new object comes from: "calc.py:12"
         self.parts: list[tuple[str, Any, tuple[Any, ...], tuple[Any, ...]]] = []
         self.objects: list[tuple[str, Callable[[], Any], Any, bool]] = []
 
@@ -435,7 +436,7 @@ class Snapshot:
                 and all(map(is_, mapping.keys(), keys))
             ):
                 continue
-            which = _which(mapping, keys, values)
+            which = _which(mapping, keys, values, self.describe)
             if which:
                 return f"{name}.{which}"
             self.parts[index] = (name, mapping, tuple(mapping.keys()), tuple(mapping.values()))
@@ -449,9 +450,10 @@ class Snapshot:
         return ""
 
 
-def _which(mapping: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> str:
-    """The first name whose object changed; "" when the only change is a plain value added (a
-    flag pytest sets on a class): neither callable nor a descriptor, it changes no behaviour."""
+def _which(mapping: Any, keys: tuple[Any, ...], values: tuple[Any, ...], describe: Callable[[Any], str]) -> str:
+    """The first name whose object changed, and where its new object was defined; "" when the
+    only change is a plain value added (a flag pytest sets on a class): neither callable nor a
+    descriptor, it changes no behaviour."""
     before = dict(zip(keys, values))  # noqa: B905 (the check's Python may be 3.8)
     for key in list(mapping.keys()) + list(before):
         if key not in mapping:
@@ -459,9 +461,20 @@ def _which(mapping: Any, keys: tuple[Any, ...], values: tuple[Any, ...]) -> str:
         value = mapping[key]
         if key not in before:
             if callable(value) or hasattr(type(value), "__get__"):
-                return f"{key} (added)"
+                where = describe(value)
+                return f"{key} (added{', by ' + where if where else ''})"
         elif value is not before[key]:
-            return f"{key} (replaced)"
+            where = describe(value)
+            return f"{key} (replaced{', by ' + where if where else ''})"
+    return ""
+
+
+def defined_at(value: Any, rel: Callable[[str], str]) -> str:
+    """Where a function (or a property's getter, a bound method's function) was defined."""
+    for candidate in (value, getattr(value, "fget", None), getattr(value, "__func__", None)):
+        code = getattr(candidate, "__code__", None)
+        if code is not None:
+            return f"{rel(code.co_filename)}:{code.co_firstlineno}"
     return ""
 
 
