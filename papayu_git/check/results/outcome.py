@@ -14,6 +14,9 @@ MESSAGE_CHARS = 2000
 # Messages kept per run: every failing test keeps its outcome, only the first ones their output.
 MAX_MESSAGES = 1000
 MAX_COLLISIONS = 20  # colliding ids named per run; the rest are counted
+# How a run's error from papayu's shield begins (results/shield.py): what the checked code did
+# that it may not, so its results, whatever they say, are not the verdict's.
+SHIELD_ERROR = "papayu's shield refused the checked code"
 
 
 class Outcome(StrEnum):

@@ -35,7 +35,14 @@ from papayu_git.check.results.instrument import (
 )
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
-from papayu_git.check.results.outcome import CaseResult, Collected, Outcome, ReportUnreadable, TestResults
+from papayu_git.check.results.outcome import (
+    SHIELD_ERROR,
+    CaseResult,
+    Collected,
+    Outcome,
+    ReportUnreadable,
+    TestResults,
+)
 from papayu_git.check.results.stream import (
     Session,
     Stream,
@@ -141,7 +148,7 @@ def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> li
     if not refused:
         return []
     shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
-    return [f"papayu's shield refused the checked code: {shown}"]
+    return [f"{SHIELD_ERROR}: {shown}"]
 
 
 def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:
