@@ -125,7 +125,8 @@ def runner_reach(
 
 
 # git attributes that change the bytes a checkout writes (docs/DESIGN.md, "Landing").
-CONVERSION_ATTRIBUTES = frozenset(["text", "eol", "crlf", "working-tree-encoding", "ident", "filter", "binary"])
+# (`filter` is not one: no filter driver runs on a plan's files, at the check or the landing.)
+CONVERSION_ATTRIBUTES = frozenset(["text", "eol", "crlf", "working-tree-encoding", "ident", "binary"])
 
 
 def conversions(path: str, text: str, old: str) -> list[Reach]:

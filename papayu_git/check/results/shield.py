@@ -291,8 +291,8 @@ class Shield:
             if writing and _MEMORY_PATH.match(candidate):
                 self._rewriting(f"opens {name} for writing")
                 return
-            if self._papayus(candidate):
-                self._rewriting(f"opens papayu's {candidate}")
+            if self._papayus(candidate) and (writing or not candidate.startswith(self.report_dir or "\0")):
+                self._rewriting(f"opens papayu's {candidate}")  # reading a report is harmless, papayu's helpers not
                 return
 
     def _on_path_event(self, event: str, args: tuple[Any, ...]) -> None:
