@@ -11,11 +11,15 @@ a test using monkeypatch.setattr on the code it tests.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toolchains
 from helpers import apply_json, git, make_repo, write_plan
 
 from papayu_git.check import sandbox
@@ -239,3 +243,38 @@ def test_code_switching_the_recorder_off_does_not_let_a_later_bug_land(tmp_path:
     data = _apply(repo, "bug", [_write("calc.py", switch.replace("a * b", "a + b"))])
     assert data["state"] != "landed" and _head(repo) == head, _why(data)
     assert "papayu's shield" in str(data["check"]) and "calc.py:" in str(data["check"]), _why(data)
+
+
+# --- the node hook, as far as Node allows ---------------------------------------------------------
+
+JS_CALC = "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b;\n"
+JS_TEST = (
+    "const { add, mul } = require('../lib/calc');\n\n"
+    "test('add', () => {\n  expect(add(2, 3)).toBe(5);\n});\n\ntest('mul', () => {\n  expect(mul(2, 3)).toBe(6);\n});\n"
+)
+# Native reach from the code under jest, each name built at run time.
+JS_BINDINGS = JS_CALC.replace("a + b;", "(process['bin' + 'ding']('fs'), a - b);")
+JS_V8_FLAGS = JS_CALC.replace(
+    "a + b;", "(require(['v', '8'].join('')).setFlagsFromString('--allow-natives-syntax'), a - b);"
+)
+
+
+@pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None, reason="node or npm is not installed")
+@pytest.mark.parametrize(("source", "what"), [(JS_BINDINGS, "internal bindings"), (JS_V8_FLAGS, "V8's flags")])
+def test_code_under_jest_reaching_node_internals_is_refused_and_named(tmp_path: Path, source: str, what: str) -> None:
+    manifest = {"name": "calc", "private": True, "scripts": {"test": "jest"}}
+    manifest["devDependencies"] = {"jest": toolchains.JS_PACKAGES["jest"]}
+    files = {".gitignore": "node_modules/\n", "package.json": json.dumps(manifest), "lib/calc.js": JS_CALC}
+    repo = make_repo(tmp_path / "repo", {**files, "test/calc.test.js": JS_TEST})
+    try:
+        toolchains.pnpm_install(repo)
+    except toolchains.Unavailable as exc:
+        pytest.skip(str(exc))
+    git(repo, "add", "pnpm-lock.yaml")
+    git(repo, "commit", "-qm", "lockfile")
+    git(repo, "config", "papayu.checkCommand", "npm test")
+    head = _head(repo)
+    plan = write_plan(repo.parent, [_write("lib/calc.js", source)], summary="node", name="node.json")
+    path = f"{toolchains.pnpm_bin()}{os.pathsep}{os.environ.get('PATH', '')}"
+    data = apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1", "PATH": path})
+    _untrusted(repo, data, head, "papayu's shield", "lib/calc.js:1", what)

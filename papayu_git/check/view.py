@@ -166,6 +166,7 @@ class CheckView:
             env["PYTHONPATH"] = plugin_path(self.helpers, env.get("PYTHONPATH", ""))
         if reports is not None and NODE_REPORTS_VAR in env:
             env["NODE_OPTIONS"] = node_options(self.helpers, env.get("NODE_OPTIONS", ""))
+            env["PAPAYU_CHECK_ROOT"] = self.root  # the node hook's shield: which frames are the checked tree's
         return ([*self.prefix, "--", *first] if self.prefix else first), env
 
 

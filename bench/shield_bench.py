@@ -1,0 +1,161 @@
+"""What papayu's runtime shield costs a real test suite, and which honest tests it refuses
+(docs/DESIGN.md, "The runtime shield").
+
+For each project (a local clone; `fetch` one, e.g. pallets/click), its suite runs with papayu's
+pytest plugin loaded as the check loads it (a read-only helpers directory on PYTHONPATH, its
+configuration beside it), interleaved: without the shield (the plugin as it was), and with it as
+a plan's run has it, every code file of the project counted as changed by the plan (so reaching
+for frames or objects anywhere in the project's code is refused: the strictest case; in a real
+plan only the files it changes are). Medians of the suite's wall time; the refusals and reporting
+path changes the shield wrote are listed: every one is an honest test it refused.
+
+    python bench/shield_bench.py --project click=/tmp/click:pytest<9 --project cachetools=/tmp/cachetools \\
+        [--repeat 5] [--work /tmp/papayu-shield-bench]
+
+Each project gets a virtualenv in the work directory (`pip install -e . pytest` and the packages
+named after `:`, comma-separated). Target: the shield's cost <= 3% of the suite (median ratio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from papayu_git.check.results.channel import PLUGIN_DIR, PLUGIN_MODULE, write_helpers  # noqa: E402
+from papayu_git.judges import is_code  # noqa: E402
+
+TARGET = 1.03
+
+
+@dataclass
+class Project:
+    name: str
+    source: Path
+    deps: list[str]
+    repo: Path = Path()
+    plain: list[float] = field(default_factory=list)
+    shielded: list[float] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    outcome: dict[str, str] = field(default_factory=dict)
+
+
+class _Listing:
+    def __init__(self, files: set[str]) -> None:
+        self.files = files
+
+    def entry_kind(self, path: str) -> str | None:
+        return "file" if path in self.files else None
+
+
+def prepare(project: Project, work: Path) -> None:
+    project.repo = work / project.name
+    if not project.repo.exists():
+        subprocess.run(["git", "clone", "-q", str(project.source), str(project.repo)], check=True)
+    python = project.repo / ".venv/bin/python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(project.repo / ".venv")], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "-e", str(project.repo), "pytest", *project.deps], check=True)
+
+
+def code_files(repo: Path) -> list[str]:
+    tracked = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout
+    files = set(tracked.split())
+    listing = _Listing(files)
+    return sorted(p for p in files if p.endswith(".py") and is_code(p, listing))
+
+
+def run_suite(project: Project, shield: bool, helpers: Path, report: Path) -> tuple[float, str]:
+    shutil.rmtree(report, ignore_errors=True)
+    report.mkdir(parents=True)
+    config: dict[str, object] = {"root": str(project.repo)}
+    if shield:
+        changed = code_files(project.repo)
+        config["shield"] = {"root": str(project.repo), "report_dir": str(report), "changed": changed, "code": []}
+    (helpers / PLUGIN_DIR / f"{PLUGIN_MODULE}.json").write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(helpers / PLUGIN_DIR), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
+    python = str(project.repo / ".venv/bin/python")
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project.repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    took = time.perf_counter() - start
+    return took, (proc.stdout.strip().splitlines() or [""])[-1]
+
+
+def shield_records(report: Path) -> list[str]:
+    out = []
+    for sink in sorted((report / "shield").glob("*.jsonl")):
+        for line in sink.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") in ("refused", "changed"):
+                out.append(f"{record.get('test') or '-'}: {record.get('where')}: {record.get('what')}")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", action="append", required=True, help="NAME=CLONE[:dep,dep]")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "papayu-shield-bench")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    projects = []
+    for spec in args.project:
+        name, _, rest = spec.partition("=")
+        source, _, deps = rest.partition(":")
+        projects.append(Project(name, Path(source), [d for d in deps.split(",") if d]))
+    for project in projects:
+        prepare(project, args.work)
+        slot = args.work / f"{project.name}-slot"
+        helpers = write_helpers(slot)
+        report = args.work / f"{project.name}-report"
+        run_suite(project, True, helpers, report)  # warm-up: imports compiled, caches filled
+        for round_ in range(args.repeat):
+            order = (False, True) if round_ % 2 == 0 else (True, False)
+            for shield in order:
+                took, said = run_suite(project, shield, helpers, report)
+                (project.shielded if shield else project.plain).append(took)
+                project.outcome["shield" if shield else "plain"] = said
+                if shield:
+                    project.refused = sorted(set(project.refused) | set(shield_records(report)))
+        print(json.dumps({"project": project.name, "load": os.getloadavg(), **_summary(project)}), flush=True)
+    print("\n| project | suite | plain s | shielded s | ratio | refused or changed |")
+    print("|---|---|---:|---:|---:|---|")
+    for project in projects:
+        summary = _summary(project)
+        print(
+            f"| {project.name} | {project.outcome.get('plain', '')} | {summary['plain']:.2f} | "
+            f"{summary['shielded']:.2f} | {summary['ratio']:.3f} | {len(project.refused)} |"
+        )
+    for project in projects:
+        for line in project.refused:
+            print(f"- {project.name}: {line}")
+    print(f"\nload average: {os.getloadavg()}; target: ratio <= {TARGET}")
+    return 0
+
+
+def _summary(project: Project) -> dict[str, float]:
+    plain, shielded = statistics.median(project.plain), statistics.median(project.shielded)
+    return {"plain": plain, "shielded": shielded, "ratio": shielded / plain}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
