@@ -1,11 +1,14 @@
-"""What the judge-from-the-tip rules cost a plan that changes only code: nothing more than before.
+"""What the sealed judge costs a plan that changes only code: next to nothing.
 
 A plan that changes only source files is checked by one run (the regression run is its own tree)
-plus what papayu reads before trusting the verdict (judges.py decides what is code, check/reach.py
-reads the lines the plan adds). This bench applies the same code-only plan with papayu as it is
-and with papayu at a baseline commit (--baseline, default: the commit before these rules), through
-the real CLI on a real repository with a pytest suite, interleaved, the base run cached for both.
-A plan that also changes a data file is timed next to it: it pays the plan's own run on top.
+plus what papayu reads before trusting the verdict (judges.py decides what is code and which
+files are test support, check/reach.py reads the lines the plan adds on their syntax tree), with
+the runtime shield in the check's pytest (results/shield.py: the audit hook, the reporting path
+verified around every test) and the checked bytes kept for the landing. This bench applies the
+same code-only plan with papayu as it is and with papayu at a baseline commit (--baseline,
+default: main before the shield), through the real CLI on a real repository with a pytest suite,
+interleaved, the base run cached for both. A plan that also changes a data file is timed next to
+it: it pays the plan's own run on top.
 
     python bench/judge_bench.py [--repeat 7] [--files 2000] [--tests 60] [--baseline REV]
 
@@ -26,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BASELINE = "31ad548"  # main before the judge-from-the-tip rules
+BASELINE = "fc94f75"  # main before the runtime shield and the sealed judge
 TARGET = 1.1
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
 
@@ -100,8 +103,10 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="papayu-judge-bench-"))
     try:
-        old = work / "baseline"
-        git(ROOT, "worktree", "add", "-q", "--detach", str(old), args.baseline)
+        old = work / "baseline"  # exported, not a worktree: the repository's worktrees stay as they are
+        old.mkdir()
+        archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
         repo = build_repo(work / "repo", args.files, args.tests)
         plans = work / "plans"
         plans.mkdir()
@@ -123,7 +128,6 @@ def main() -> None:
         status = "ok" if ratio <= TARGET else "OVER"
         print(f"\ncode-only plan: {ratio:.2f}x the baseline (target <= {TARGET}x): {status}")
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(work / "baseline")], cwd=ROOT, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
 
 

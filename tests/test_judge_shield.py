@@ -278,3 +278,21 @@ def test_code_under_jest_reaching_node_internals_is_refused_and_named(tmp_path: 
     path = f"{toolchains.pnpm_bin()}{os.pathsep}{os.environ.get('PATH', '')}"
     data = apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1", "PATH": path})
     _untrusted(repo, data, head, "papayu's shield", "lib/calc.js:1", what)
+
+
+# --- binaries the check would load ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [("tools/fast.dat", "\x7fELF\x02\x01\x01" + "x" * 57), ("calc_speedups.so", "not even a library")],
+    ids=["elf-by-content", "extension-by-name"],
+)
+def test_a_binary_the_check_would_load_is_held(tmp_path: Path, path: str, content: str) -> None:
+    """No one can read what a native library does: held whatever its name, by what it is."""
+    repo = _repo(tmp_path)
+    head = _head(repo)
+    data = _apply(repo, "binary", [_create(path, content), _write("calc.py", CALC + "\n# tidied\n")])
+    assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), _why(data)
+    assert path in data["error"]["reason"] and "native" in data["error"]["reason"]
+    assert _head(repo) == head

@@ -260,7 +260,7 @@ class Guard:
         changed = self.snapshot.changed() or (self.hooks.changed() if self.hooks is not None else "")
         if changed and not self.said:
             self.said = True  # once: from then on the path is not papayu's
-            self.shield.emit({"kind": "changed", "what": f"{changed} changed", "where": when, "test": ""})
+            self.shield.emit({"kind": "changed", "what": changed, "where": when, "test": ""})
         return not changed
 
     @pytest.hookimpl(trylast=True)
