@@ -353,7 +353,8 @@ def judging_paths(changed: Iterable[str], tip: Tree, *, tests: Sequence[str] = (
     """The paths of ``changed`` that are not the plan's code (is_code), and those that are test
     support by what the tip's tests use (judge_support.py), sorted."""
     files = command_files(command, tip) if command else frozenset()
-    judging, code = [], []
+    judging: list[str] = []
+    code: list[str] = []
     for path in changed:
         (code if is_code(path, tip, tests=tests, command_files=files) else judging).append(path)
     if code and isinstance(tip, SupportTree):

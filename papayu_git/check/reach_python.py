@@ -18,12 +18,11 @@ assigning a function's `__code__` or an attribute of a project module outside `m
 from __future__ import annotations
 
 import ast
-import base64
-import binascii
-import codecs
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
+
+from papayu_git.check.constant_fold import called, dotted, value_of
 
 # What code under test has no business naming, in any string it builds or any name it uses.
 NAMES = (
@@ -153,32 +152,21 @@ class _Reader:
 
     # -- folding ----------------------------------------------------------------------------------
 
-    def fold(self, node: ast.AST | None, depth: int = 0) -> str | None:
-        """The string ``node`` evaluates to when its parts are constants, else None."""
-        if node is None or depth > 20:
-            return None
-        value = self._value(node, depth)
+    def fold(self, node: ast.AST | None) -> str | None:
+        """The string ``node`` makes when its parts are constants (constant_fold.py), else None."""
+        value = value_of(node, self.bound)
         if isinstance(value, bytes):
             return value.decode("latin-1")
         return value if isinstance(value, str) else None
-
-    def _value(self, node: ast.AST, depth: int) -> object:
-        folder = _FOLDERS.get(type(node))
-        if folder is None:
-            return None
-        try:
-            return folder(self, node, depth + 1)
-        except (TypeError, ValueError, IndexError, KeyError, OverflowError, binascii.Error, LookupError):
-            return None
 
     def module_of(self, node: ast.AST) -> str | None:
         """The module an expression is: a name bound to one, `importlib.import_module(C)`,
         `__import__(C)`, `sys.modules[C]` with C folded."""
         if isinstance(node, ast.Name):
             return self.modules.get(node.id)
-        if isinstance(node, ast.Call) and _called(node) in ("import_module", "__import__") and node.args:
+        if isinstance(node, ast.Call) and called(node) in ("import_module", "__import__") and node.args:
             return self.fold(node.args[0])
-        if isinstance(node, ast.Subscript) and _dotted(node.value) == "sys.modules":
+        if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.modules":
             return self.fold(node.slice)
         return None
 
@@ -202,7 +190,7 @@ class _Reader:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield from self._import(node)
         elif isinstance(node, ast.Attribute):
-            yield from self._attribute(node.attr, self.module_of(node.value), _dotted(node.value))
+            yield from self._attribute(node.attr, self.module_of(node.value), dotted(node.value))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             yield from self._named(node.name)
         elif isinstance(node, ast.Call):
@@ -248,9 +236,9 @@ class _Reader:
             yield from self._named(name)
 
     def _call(self, node: ast.Call) -> Iterator[str]:
-        name = _called(node)
+        name = called(node)
         first = node.args[0] if node.args else None
-        dotted = _dotted(node.func)
+        whole = dotted(node.func)
         if (
             name in ("getattr", "setattr", "delattr", "hasattr")
             and isinstance(node.func, ast.Name)
@@ -259,10 +247,10 @@ class _Reader:
             attribute = self.fold(node.args[1])
             owner = self.module_of(node.args[0])
             if attribute is not None:
-                yield from self._attribute(attribute, owner, _dotted(node.args[0]), computed=True)
+                yield from self._attribute(attribute, owner, dotted(node.args[0]), computed=True)
             elif self._sensitive(node.args[0]):
                 yield f"{name} with a computed name on a module that reaches the process"
-            if name in ("setattr", "delattr") and (owner or _dotted(node.args[0])) in (
+            if name in ("setattr", "delattr") and (owner or dotted(node.args[0])) in (
                 "builtins",
                 "sys",
                 "__builtins__",
@@ -282,7 +270,7 @@ class _Reader:
                 inner = _parse(source) if name != "eval" else _parse_expression(source)
                 if inner is not None:
                     yield from (f.why for f in _Reader(inner).read())
-        elif dotted.startswith("sys.modules.") and name in (
+        elif whole.startswith("sys.modules.") and name in (
             "update",
             "pop",
             "setdefault",
@@ -292,22 +280,20 @@ class _Reader:
             "popitem",
         ):
             yield "sys.modules surgery"
-        elif dotted in ("marshal.loads", "pickle.loads") or (
+        elif whole in ("marshal.loads", "pickle.loads") or (
             name == "loads" and self.module_of(node.func) in ("marshal", "marshal.loads")
         ):
-            yield f"{dotted or name}: code or objects built from bytes"
+            yield f"{whole or name}: code or objects built from bytes"
 
     def _namespace_key(self, node: ast.Subscript) -> Iterator[str]:
         """`vars(os)["_exit"]`, `os.__dict__["_exit"]`, `sys.modules["_pytest.runner"]`."""
         container = node.value
         owner = None
-        if isinstance(container, ast.Call) and _called(container) == "vars" and container.args:
+        if isinstance(container, ast.Call) and called(container) == "vars" and container.args:
             owner = self.module_of(container.args[0]) or ""
         elif isinstance(container, ast.Attribute) and container.attr == "__dict__":
             owner = self.module_of(container.value) or ""
-        elif _dotted(container) == "sys.modules" or (
-            isinstance(container, ast.Call) and _called(container) == "globals"
-        ):
+        elif dotted(container) == "sys.modules" or (isinstance(container, ast.Call) and called(container) == "globals"):
             owner = ""
         if owner is None:
             return
@@ -325,11 +311,11 @@ class _Reader:
         for target in targets:
             if isinstance(target, ast.Subscript):
                 container = target.value
-                if _dotted(container) == "sys.modules":
+                if dotted(container) == "sys.modules":
                     yield "sys.modules surgery"
                 elif (
                     isinstance(container, ast.Call)
-                    and _called(container) in ("vars", "globals")
+                    and called(container) in ("vars", "globals")
                     and (not container.args or self._is_module(container.args[0]))
                 ):
                     yield "writes a module's namespace (vars(), globals())"
@@ -347,7 +333,7 @@ class _Reader:
         return module is not None and (module.split(".")[0] in SENSITIVE or _named_runner(module))
 
     def _is_module(self, node: ast.AST) -> bool:
-        return self.module_of(node) is not None or _dotted(node) in ("builtins", "sys", "__builtins__")
+        return self.module_of(node) is not None or dotted(node) in ("builtins", "sys", "__builtins__")
 
     # -- rewriting the code under test (new test modules) ------------------------------------------
 
@@ -390,7 +376,7 @@ class _Reader:
             if (
                 isinstance(node, ast.Subscript)
                 and isinstance(inner, ast.Call)
-                and _called(inner) == "vars"
+                and called(inner) == "vars"
                 and inner.args
             ):
                 return self.module_of(inner.args[0])
@@ -405,9 +391,9 @@ class _Reader:
 
 def _is_setattr(node: ast.AST) -> bool:
     """`setattr(x, ...)`, `delattr(x, ...)`, `object.__setattr__(x, ...)`: a write, as a call."""
-    if not isinstance(node, ast.Call) or not node.args or _called(node) not in ("setattr", "delattr", "__setattr__"):
+    if not isinstance(node, ast.Call) or not node.args or called(node) not in ("setattr", "delattr", "__setattr__"):
         return False
-    return isinstance(node.func, ast.Name) or _dotted(node.func) in ("builtins.setattr", "object.__setattr__")
+    return isinstance(node.func, ast.Name) or dotted(node.func) in ("builtins.setattr", "object.__setattr__")
 
 
 def _is_patcher(module: str) -> bool:
@@ -425,24 +411,6 @@ def _parse_expression(source: str) -> ast.Module | None:
         return None
 
 
-def _called(node: ast.Call) -> str:
-    func = node.func
-    if isinstance(func, ast.Name):
-        return func.id
-    return func.attr if isinstance(func, ast.Attribute) else ""
-
-
-def _dotted(node: ast.AST | None) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
 def _root(node: ast.AST) -> str | None:
     while isinstance(node, ast.Attribute | ast.Subscript):
         node = node.value
@@ -451,154 +419,3 @@ def _root(node: ast.AST) -> str | None:
 
 def _unique(found: list[Found]) -> list[Found]:
     return sorted(dict.fromkeys(found), key=lambda f: f.line)
-
-
-# -- the folders: one per node type -------------------------------------------------------------
-
-
-def _constant(reader: _Reader, node: ast.Constant, depth: int) -> object:
-    return node.value if isinstance(node.value, str | bytes | int) and not isinstance(node.value, bool) else None
-
-
-def _name(reader: _Reader, node: ast.Name, depth: int) -> object:
-    bound = reader.bound.get(node.id)
-    return reader._value(bound, depth) if bound is not None else None
-
-
-def _joined(reader: _Reader, node: ast.JoinedStr, depth: int) -> object:
-    parts = []
-    for value in node.values:
-        part = reader._value(value.value if isinstance(value, ast.FormattedValue) else value, depth)
-        if isinstance(value, ast.FormattedValue) and part is not None:
-            spec = reader.fold(value.format_spec, depth) if value.format_spec is not None else ""
-            part = format(part, spec or "")
-        if not isinstance(part, str | int):
-            return None
-        parts.append(str(part))
-    return "".join(parts)
-
-
-def _binop(reader: _Reader, node: ast.BinOp, depth: int) -> object:
-    left = reader._value(node.left, depth)
-    if isinstance(node.op, ast.Mod) and isinstance(left, str):
-        right = reader._value(node.right, depth)
-        if right is None:
-            return None
-        return left % right
-    right = reader._value(node.right, depth)
-    if left is None or right is None:
-        return None
-    if isinstance(node.op, ast.Add):
-        return left + right  # type: ignore[operator]
-    if isinstance(node.op, ast.Mult) and (isinstance(left, int) or isinstance(right, int)):
-        return left * right  # type: ignore[operator]
-    return None
-
-
-def _sequence(reader: _Reader, node: ast.Tuple | ast.List, depth: int) -> object:
-    values = [reader._value(e, depth) for e in node.elts]
-    return None if any(v is None for v in values) else tuple(values)
-
-
-def _subscript(reader: _Reader, node: ast.Subscript, depth: int) -> object:
-    value = reader._value(node.value, depth)
-    if value is None:
-        return None
-    if isinstance(node.slice, ast.Slice):
-        parts = [
-            reader._value(p, depth) if p is not None else None
-            for p in (node.slice.lower, node.slice.upper, node.slice.step)
-        ]
-        return value[slice(*parts)]  # type: ignore[index]
-    index = reader._value(node.slice, depth)
-    return value[index] if isinstance(index, int) else None  # type: ignore[index]
-
-
-def _unary(reader: _Reader, node: ast.UnaryOp, depth: int) -> object:
-    value = reader._value(node.operand, depth)
-    return -value if isinstance(node.op, ast.USub) and isinstance(value, int) else None
-
-
-def _call(reader: _Reader, node: ast.Call, depth: int) -> object:
-    name = _called(node)
-    if name == "map" and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and node.args[0].id == "chr":
-        codes = reader._value(node.args[1], depth)
-        return tuple(chr(c) for c in codes) if isinstance(codes, tuple) else None  # type: ignore[arg-type]
-    args = [reader._value(a, depth) for a in node.args]
-    if any(a is None for a in args) or (node.keywords and name != "format"):
-        return None
-    owner = reader._value(node.func.value, depth) if isinstance(node.func, ast.Attribute) else None
-    if isinstance(owner, str | bytes):
-        if name == "join" and len(args) == 1:
-            return owner.join(args[0])  # type: ignore[arg-type]
-        if name == "format":
-            kwargs = {k.arg: reader._value(k.value, depth) for k in node.keywords if k.arg}
-            return None if any(v is None for v in kwargs.values()) else owner.format(*args, **kwargs)  # type: ignore[union-attr]
-        if name in ("replace", "upper", "lower", "strip", "lstrip", "rstrip", "removeprefix", "removesuffix", "title"):
-            return getattr(owner, name)(*args)
-        if name == "decode" and isinstance(owner, bytes):
-            return owner.decode(*args)  # type: ignore[arg-type]
-        if name == "encode" and isinstance(owner, str):
-            return owner.encode(*args)  # type: ignore[arg-type]
-    dotted = _dotted(node.func)
-    if name == "chr" and len(args) == 1:
-        return chr(args[0])  # type: ignore[arg-type]
-    if name == "str" and len(args) == 1 and isinstance(args[0], str):
-        return args[0]
-    if name == "bytes" and len(args) == 1 and isinstance(args[0], tuple):
-        return bytes(args[0])  # type: ignore[arg-type]
-    if name == "fromhex" and len(args) == 1:
-        return bytes.fromhex(args[0])  # type: ignore[arg-type]
-    if dotted.endswith(("b64decode", "b32decode", "b16decode", "b85decode", "a85decode")) and len(args) == 1:
-        return getattr(base64, dotted.rsplit(".", 1)[-1])(args[0])
-    if dotted.endswith(("unhexlify", "a2b_hex")) and len(args) == 1:
-        return binascii.unhexlify(args[0])  # type: ignore[arg-type]
-    if dotted in ("codecs.decode", "codecs.encode", "decode", "encode") and len(args) == 2:
-        return codecs.decode(args[0], args[1]) if "decode" in dotted else codecs.encode(args[0], args[1])  # type: ignore[arg-type]
-    if name == "join" and len(args) == 1 and dotted in ("str.join", "bytes.join"):
-        return None
-    if name in ("reversed",) and len(args) == 1:
-        return tuple(reversed(args[0]))  # type: ignore[arg-type]
-    if name in ("list", "tuple") and len(args) == 1 and isinstance(args[0], tuple | str):
-        return tuple(args[0])
-    return None
-
-
-def _comprehension(reader: _Reader, node: ast.ListComp | ast.GeneratorExp, depth: int) -> object:
-    """`[chr(c) for c in (95, 112)]`: one generator over constants, an element of its name."""
-    if len(node.generators) != 1 or node.generators[0].ifs or not isinstance(node.generators[0].target, ast.Name):
-        return None
-    items = reader._value(node.generators[0].iter, depth)
-    if not isinstance(items, tuple | str):
-        return None
-    name = node.generators[0].target.id
-    out = []
-    saved = reader.bound.get(name)
-    try:
-        for item in items:
-            reader.bound[name] = ast.Constant(item)
-            value = reader._value(node.elt, depth)
-            if value is None:
-                return None
-            out.append(value)
-    finally:
-        if saved is None:
-            reader.bound.pop(name, None)
-        else:
-            reader.bound[name] = saved
-    return tuple(out)
-
-
-_FOLDERS: dict[type, Callable[[_Reader, object, int], object]] = {
-    ast.Constant: _constant,  # type: ignore[dict-item]
-    ast.Name: _name,  # type: ignore[dict-item]
-    ast.JoinedStr: _joined,  # type: ignore[dict-item]
-    ast.BinOp: _binop,  # type: ignore[dict-item]
-    ast.Tuple: _sequence,  # type: ignore[dict-item]
-    ast.List: _sequence,  # type: ignore[dict-item]
-    ast.Subscript: _subscript,  # type: ignore[dict-item]
-    ast.Call: _call,  # type: ignore[dict-item]
-    ast.UnaryOp: _unary,  # type: ignore[dict-item]
-    ast.ListComp: _comprehension,  # type: ignore[dict-item]
-    ast.GeneratorExp: _comprehension,  # type: ignore[dict-item]
-}

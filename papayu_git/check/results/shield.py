@@ -188,7 +188,7 @@ class Shield:
 
     def _frames(self) -> Iterable[Any]:
         """The stack outward from the code that raised the event (the shield's frames left out)."""
-        frame = self._getframe(1)
+        frame: Any = self._getframe(1)
         here = self.here
         while frame is not None and frame.f_code.co_filename == here:
             frame = frame.f_back
@@ -208,7 +208,7 @@ class Shield:
             if kind == _REPOSITORY:
                 return frame
         if self._get_ident() in self.tainted_threads or (
-            self.raw_threads and isinstance(threading.current_thread(), threading._DummyThread)  # type: ignore[attr-defined]
+            self.raw_threads and isinstance(threading.current_thread(), threading._DummyThread)
         ):
             return innermost
         return None
