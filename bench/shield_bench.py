@@ -10,6 +10,7 @@ plan only the files it changes are). Medians of the suite's wall time; the refus
 path changes the shield wrote are listed: every one is an honest test it refused.
 
     python bench/shield_bench.py --project click=/tmp/click:pytest<9 --project cachetools=/tmp/cachetools \\
+        --project markdown=/tmp/markdown:pyyaml:--ignore=tests/test_syntax/extensions/test_md_in_html.py \\
         [--repeat 5] [--work /tmp/papayu-shield-bench]
 
 Each project gets a virtualenv in the work directory (`pip install -e . pytest` and the packages
@@ -47,6 +48,7 @@ class Project:
     name: str
     source: Path
     deps: list[str]
+    args: list[str] = field(default_factory=list)  # more of pytest's arguments
     repo: Path = Path()
     plain: list[float] = field(default_factory=list)
     shielded: list[float] = field(default_factory=list)
@@ -96,7 +98,7 @@ def run_suite(project: Project, shield: bool, helpers: Path, report: Path) -> tu
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *project.args],
         cwd=project.repo,
         env=env,
         capture_output=True,
@@ -120,7 +122,7 @@ def shield_records(report: Path) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--project", action="append", required=True, help="NAME=CLONE[:dep,dep]")
+    parser.add_argument("--project", action="append", required=True, help="NAME=CLONE[:dep,dep[:PYTEST ARGS]]")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "papayu-shield-bench")
     args = parser.parse_args()
@@ -128,8 +130,9 @@ def main() -> int:
     projects = []
     for spec in args.project:
         name, _, rest = spec.partition("=")
-        source, _, deps = rest.partition(":")
-        projects.append(Project(name, Path(source), [d for d in deps.split(",") if d]))
+        source, _, rest = rest.partition(":")
+        deps, _, extra = rest.partition(":")
+        projects.append(Project(name, Path(source), [d for d in deps.split(",") if d], extra.split()))
     for project in projects:
         prepare(project, args.work)
         slot = args.work / f"{project.name}-slot"

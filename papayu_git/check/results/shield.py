@@ -10,12 +10,13 @@ to judge or be judged, and refuses it to code of the checked tree, tests include
 code": a frame whose file is under the checked root and outside the environment's prefixes, or
 code the repository compiled):
 
-- rewriting: assigning a function's `__code__`, registering a trace, profile or monitoring
-  callback or another audit hook, loading `ctypes`/`cffi` (and using ctypes), code objects built
-  from bytes, writing to papayu's report directory or helpers, or to a descriptor above 2 through
+- rewriting: assigning a function's `__code__` (the repository's or the runner's, whoever asks;
+  any, when the repository asks), registering a trace, profile or monitoring callback or another
+  audit hook, loading `ctypes`/`cffi` (and using ctypes), code objects built from bytes, writing
+  to papayu's report directory or reading its helpers, or writing a descriptor above 2 through
   `/proc/self/fd` or `/dev/fd`. Refused whenever a repository frame is on the stack (a library
-  doing it on the repository's behalf is the repository doing it), in a thread the repository
-  started, or when the function rewritten is the repository's or the runner's.
+  doing it on the repository's behalf is the repository doing it), or in a thread the
+  repository started.
 - reaching: walking objects through `gc`, frames through `sys._getframe`, a traceback's,
   generator's or coroutine's frame, every thread's frames, listing the process's descriptors.
   Judged by who asks: the first frame outward that is not a library handing what it got back to
@@ -232,13 +233,20 @@ class Shield:
     def _on_setattr(self, event: str, args: tuple[Any, ...]) -> None:
         if len(args) < 2 or args[1] != "__code__":
             return
+        # Whoever asks, when the function is the checked code's or the runner's (a gadget such as
+        # monkeypatch.setattr(f, "__code__", ...) asks for the repository); any function, when the
+        # repository asks itself. A library rewriting its own (types.coroutine, at asyncio's
+        # import) is neither.
         target = args[0]
         code = getattr(target, "__code__", None)
+        if len(args) > 2 and _same_behaviour(code, args[2]):
+            return  # only its flags or names changed (types.coroutine marks a generator a coroutine)
         owned = code is not None and self.kind(code.co_filename) == _REPOSITORY
-        frame = self._repository_on_stack()
-        if owned or id(target) in self.protected or frame is not None:
-            whose = "the checked code's function" if owned else "the runner's function" if not frame else "function"
-            self._refuse(f"assigns {whose} {_name(target)}.__code__", frame)
+        runners = id(target) in self.protected
+        asker = self._asker()
+        if owned or runners or asker is not None:
+            whose = "the checked code's function" if owned else "the runner's function" if runners else "function"
+            self._refuse(f"assigns {whose} {_name(target)}.__code__", asker or self._repository_on_stack())
 
     def _on_getattr(self, event: str, args: tuple[Any, ...]) -> None:
         if len(args) > 1 and args[1] in FRAME_ATTRIBUTES:
@@ -384,6 +392,20 @@ class Shield:
             pass
         finally:
             self._close(fd)
+
+
+def _same_behaviour(old: Any, new: Any) -> bool:
+    """Whether code object ``new`` is ``old`` but for its flags, names or place."""
+    if old is None or type(new) is not type(old):
+        return False
+    fields = {"co_flags": old.co_flags, "co_name": old.co_name, "co_filename": old.co_filename}
+    fields["co_firstlineno"] = old.co_firstlineno
+    if hasattr(old, "co_qualname"):
+        fields["co_qualname"] = old.co_qualname
+    try:
+        return bool(new.replace(**fields) == old)
+    except (TypeError, ValueError):
+        return False
 
 
 def _taint(shield: Shield, thread: threading.Thread) -> None:
