@@ -18,7 +18,7 @@ from pathlib import Path
 
 from papayu_git.check.results.channel import PLUGIN_DIR, PLUGIN_MODULE, write_helpers
 
-HONEST = '''import asyncio
+HONEST = """import asyncio
 import collections
 import dataclasses
 import gc
@@ -50,8 +50,8 @@ def test_coroutines_and_gc():
 def test_the_tips_own_frames():
     import inspect
     assert inspect.currentframe().f_back is not None
-'''
-CODE = '''import gc
+"""
+CODE = """import gc
 import sys
 
 
@@ -79,8 +79,8 @@ def replace_the_runner():
     import importlib
     runner = importlib.import_module("_py" "test.runner")
     runner.call_and_report = lambda *args, **kwargs: None
-'''
-ATTACKS = '''import os
+"""
+ATTACKS = """import os
 
 import pytest
 
@@ -109,7 +109,7 @@ def test_report():
 
 def test_replace_the_runner_last():
     code.replace_the_runner()
-'''
+"""
 
 
 def _run(tmp_path: Path, files: dict[str, str], changed: list[str]) -> tuple[str, list[dict[str, str]]]:
@@ -134,7 +134,9 @@ def _run(tmp_path: Path, files: dict[str, str], changed: list[str]) -> tuple[str
         timeout=120,
     )
     records = [
-        json.loads(line) for sink in sorted((report / "shield").glob("*.jsonl")) for line in sink.read_text().splitlines()
+        json.loads(line)
+        for sink in sorted((report / "shield").glob("*.jsonl"))
+        for line in sink.read_text().splitlines()
     ]
     return proc.stdout + proc.stderr, records
 
@@ -159,14 +161,16 @@ def test_what_the_plans_code_asks_for_is_refused_with_its_line(tmp_path: Path) -
     }, records
     assert "5 failed, 1 passed" in out, out
     changed = [r for r in records if r["kind"] == "changed"]
-    assert len(changed) == 1 and changed[0]["what"].startswith("_pytest.runner.call_and_report (replaced, by code_under_test.py:28")
+    assert len(changed) == 1 and changed[0]["what"].startswith(
+        "_pytest.runner.call_and_report (replaced, by code_under_test.py:28"
+    )
 
 
 def test_the_same_code_in_the_tips_files_may_reach_but_not_rewrite(tmp_path: Path) -> None:
     """Unchanged by the plan, the code is the tip's: walking gc or frames is said, not refused;
     rewriting a function's code or the trace function never is allowed."""
     files = {"code_under_test.py": CODE, "tests/test_attacks.py": ATTACKS}
-    out, records = _run(tmp_path, files, changed=[])
+    _, records = _run(tmp_path, files, changed=[])
     kinds = {(r["kind"], r["what"].split(" (")[0]) for r in records}
     assert ("allowed", "gc.get_objects") in kinds and ("allowed", "sys._getframe") in kinds, records
     assert ("refused", "sys.settrace") in kinds, records
