@@ -180,7 +180,7 @@ class _Graph:
             if other == path or not other.endswith((".py", *_JS_SUFFIXES)):
                 continue
             text = self.text(other)
-            if not any(n.rsplit(".", 1)[-1] in text for n in names):
+            if not any(_last_name(n) in text for n in names):
                 continue  # cheap: the file does not even mention it
             if not _imports(other, text, path, names):
                 continue
@@ -203,6 +203,13 @@ def _walk(tip: Tree, directory: str, depth: int) -> Iterator[str]:
                 yield from _walk(tip, path, depth + 1)
         elif kind == "file":
             yield path
+
+
+def _last_name(name: str) -> str:
+    """What an importer must mention: `testing` of `pkg.testing`, `test-utils` of `lib/test-utils.js`."""
+    if name.endswith(_JS_SUFFIXES):
+        return posixpath.basename(name).rsplit(".", 1)[0]
+    return name.rsplit(".", 1)[-1]
 
 
 def _module_names(path: str) -> list[str]:

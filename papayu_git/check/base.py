@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 BASE_DIR = "base"
 # How runs are read (results/): part of the key, since a plan's runs are compared with the base
 # only when both were read from the same sources (results/provenance.py). Bumped when that changes.
-RESULTS_FORMAT = "4: runners behind package scripts, jest and vitest reports per run, Maven and Gradle reports; the runtime shield"
+RESULTS_FORMAT = (
+    "4: runners behind package scripts, jest and vitest reports per run, Maven and Gradle reports; the runtime shield"
+)
 INSTALL_STAMPS = ("lib/python*/site-packages", "Lib/site-packages", ".package-lock.json", ".modules.yaml")
 WAIT_POLL_SEC = 0.2
 
