@@ -345,31 +345,32 @@ def _reporting_path(shield: Any) -> Any:
     JSON encoder and this module."""
     snapshot = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, shield.rel))
     modules = (
-        "_pytest.runner", "_pytest.reports", "_pytest.skipping", "_pytest.junitxml", "_pytest.outcomes",
-        "_pytest.unittest", "pluggy._callers", "pluggy._hooks", "pluggy._result", "pluggy.callers",
-        "pluggy.hooks", "json", "json.encoder",
+        "_pytest.runner", "_pytest.reports", "_pytest.skipping", "_pytest.outcomes", "_pytest.unittest",
+        "_pytest.python", "pluggy._callers", "pluggy._hooks", "pluggy._result", "pluggy._manager",
+        "pluggy.callers", "pluggy.hooks", "json", "json.encoder", "_pytest.junitxml",
     )  # fmt: skip
     for name in modules:
-        snapshot.module(name)
-    classes = []
+        snapshot.module_globals(name)
+    classes: dict[int, tuple[str, Any]] = {}
     for module, names in (
         ("_pytest.reports", ("BaseReport", "TestReport", "CollectReport")),
         ("_pytest.runner", ("CallInfo",)),
         ("_pytest.python", ("Function",)),
-        ("_pytest.nodes", ("Item", "Node")),
-        ("_pytest.junitxml", ("LogXML", "_NodeReporter")),
         ("pluggy._hooks", ("HookImpl", "HookCaller", "_HookCaller")),
         ("pluggy._result", ("Result", "_Result")),
         ("pluggy._manager", ("PluginManager",)),
         ("json.encoder", ("JSONEncoder",)),
     ):
         found = sys.modules.get(module)
-        classes += [(f"{module}.{n}", getattr(found, n, None)) for n in names] if found is not None else []
-    classes.append((f"{__name__}.Reporter", Reporter))
-    for name, cls in dict(classes).items():
+        for name in names:
+            cls = getattr(found, name, None)
+            if isinstance(cls, type):
+                classes.setdefault(id(cls), (f"{module}.{name}", cls))  # an alias is the same class
+    classes[id(Reporter)] = (f"{__name__}.Reporter", Reporter)
+    for name, cls in classes.values():
         snapshot.cls(name, cls)
-    for cls in dict(classes).values():
-        for value in vars(cls).values() if isinstance(cls, type) else ():
+    for _, cls in classes.values():
+        for value in vars(cls).values():
             if callable(value):
                 shield.protected.add(id(value))
     for module in modules:
@@ -407,7 +408,7 @@ def _start_guard(shield: Any, config: Any = None) -> None:
     global _guard
     wanted = _WANTED.get("shield") or {}
     _guard = Guard(shield, frozenset(str(p) for p in wanted.get("code") or ()))
-    _guard.snapshot.module(__name__)  # this module as it is from now on
+    _guard.snapshot.module_globals(__name__)  # this module as it is from now on
     manager = getattr(config, "pluginmanager", None)
     for caller in vars(manager.hook).values() if manager is not None else ():
         get = getattr(caller, "get_hookimpls", None)

@@ -42,7 +42,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from operator import is_
+from operator import is_, itemgetter
 from typing import Any
 
 MAX_RECORDS = 50  # refusals and changes written per process; the rest are counted
@@ -65,6 +65,28 @@ NATIVE_MODULES = frozenset(
         "_testinternalcapi",
         "_xxsubinterpreters",
         "_xxinterpchannels",
+    ]
+)
+# Every ctypes event of the audit events table: a call into native code, memory read or written.
+CTYPES_EVENTS = frozenset(
+    [
+        "ctypes.addressof",
+        "ctypes.call_function",
+        "ctypes.cdata",
+        "ctypes.cdata/buffer",
+        "ctypes.create_string_buffer",
+        "ctypes.create_unicode_buffer",
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.dlsym/handle",
+        "ctypes.get_errno",
+        "ctypes.get_last_error",
+        "ctypes.seh_exception",
+        "ctypes.set_errno",
+        "ctypes.set_last_error",
+        "ctypes.string_at",
+        "ctypes.wstring_at",
+        "ctypes.PyObj_FromPtr",
     ]
 )
 # File events whose path argument may be papayu's report directory or helpers.
@@ -122,6 +144,7 @@ class Shield:
         self.allowed: dict[str, str] = {}
         self.protected: set[int] = set()  # ids of functions on the reporting path
         self.current_test = ""
+        self.cwd_papayus = False  # the working directory is papayu's (or unknown): relative paths are looked at
         self.stream: Callable[[dict[str, Any]], None] | None = None
         self._write = os.write
         self._dumps = json.dumps
@@ -143,23 +166,23 @@ class Shield:
             "code.__new__": self._on_compile,
             "marshal.loads": self._on_marshal,
             "_thread.start_new_thread": self._on_thread,
+            "os.chdir": self._on_chdir,
         }
         handlers.update(dict.fromkeys(REACHING, self._on_reaching))
         handlers.update(dict.fromkeys(REWRITING, self._on_rewriting))
         handlers.update(dict.fromkeys(PATH_EVENTS, self._on_path_event))
+        handlers.update(dict.fromkeys(CTYPES_EVENTS, self._on_ctypes))
         self._handlers = handlers
 
     # -- installation ---------------------------------------------------------------------------
 
     def install(self) -> None:
-        handlers, busy, get_ident, on_ctypes = self._handlers, self.busy, self._get_ident, self._on_ctypes
+        handlers, busy, get_ident = self._handlers, self.busy, self._get_ident
 
         def papayu_audit(event: str, args: tuple[Any, ...]) -> None:
             handler = handlers.get(event)
             if handler is None:
-                if event[:7] != "ctypes.":
-                    return
-                handler = on_ctypes
+                return  # most events: one dictionary lookup
             ident = get_ident()
             if ident in busy:
                 return  # the shield's own work raising events
@@ -281,16 +304,20 @@ class Shield:
 
     def _on_open(self, event: str, args: tuple[Any, ...]) -> None:
         path = args[0] if args else None
-        if not isinstance(path, (str, bytes)):
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
             return
+        if path[:1] != os.sep and ".." not in path and not self.cwd_papayus:
+            return  # the common case: a file under the working directory (the checked tree)
+        name = _normal(path)
+        system = name.startswith(("/proc/", "/dev/"))
+        if not (system or self._papayus(name)):
+            return  # a file of the project, the environment or the tests
         mode, flags = (args[1] if len(args) > 1 else None), (args[2] if len(args) > 2 else 0)
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
             isinstance(flags, int) and flags & _WRITE_FLAGS
         )
-        name = _normal(path)
-        system = name.startswith(("/proc/", "/dev/"))
-        if not (system or self._papayus(name)):
-            return  # the common case: a file of the project, the environment or the tests
         for candidate in (name, os.path.realpath(name)) if system else (name,):
             fd = _FD_PATH.match(candidate)
             if writing and fd is not None and int(fd.group(1)) > 2:
@@ -299,9 +326,18 @@ class Shield:
             if writing and _MEMORY_PATH.match(candidate):
                 self._rewriting(f"opens {name} for writing")
                 return
-            if self._papayus(candidate) and (writing or not candidate.startswith(self.report_dir or "\0")):
-                self._rewriting(f"opens papayu's {candidate}")  # reading a report is harmless, papayu's helpers not
+            # Writing anywhere of papayu's; reading only its configuration (the stream's descriptor
+            # is named there): reports and papayu's modules and metadata are no secret.
+            if self._papayus(candidate) and (writing or candidate.endswith(".json") and self._helpers(candidate)):
+                self._rewriting(f"opens papayu's {candidate}")
                 return
+
+    def _on_chdir(self, event: str, args: tuple[Any, ...]) -> None:
+        path = args[0] if args else None
+        if isinstance(path, (str, bytes)):
+            self.cwd_papayus = self._papayus(_normal(path))
+        elif isinstance(path, int):
+            self.cwd_papayus = True  # a directory by descriptor: every relative path is looked at
 
     def _on_path_event(self, event: str, args: tuple[Any, ...]) -> None:
         for path in args[:2]:
@@ -334,6 +370,9 @@ class Shield:
             self.raw_threads = True
 
     # -- refusing and recording ------------------------------------------------------------------
+
+    def _helpers(self, name: str) -> bool:
+        return bool(self.helpers) and name.startswith(self.helpers + os.sep)
 
     def _papayus(self, name: str) -> bool:
         for where in (self.report_dir, self.helpers):
@@ -431,6 +470,7 @@ class Snapshot:
     def __init__(self, describe: Callable[[Any], str] = lambda value: "") -> None:
         self.describe = describe  # where a new object comes from: "calc.py:12"
         self.parts: list[tuple[str, Any, tuple[Any, ...], tuple[Any, ...]]] = []
+        self.names: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...], Callable[[Any], Any]]] = []
         self.objects: list[tuple[str, Callable[[], Any], Any, bool]] = []
 
     def mapping(self, name: str, mapping: Any) -> None:
@@ -440,6 +480,26 @@ class Snapshot:
         module = sys.modules.get(name)
         if module is not None:
             self.mapping(name, vars(module))
+
+    def module_globals(self, name: str) -> None:
+        """The names of module ``name`` that its own functions look up at run time (what they
+        call and construct): replacing one changes what they do. Its other names do not."""
+        module = sys.modules.get(name)
+        if module is None:
+            return
+        namespace = vars(module)
+        used: set[str] = set()
+        for value in list(namespace.values()):
+            functions = [value] if callable(value) and not isinstance(value, type) else []
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                functions = [getattr(v, "__func__", v) for v in vars(value).values()]
+                functions += [getattr(v, "fget", None) for v in vars(value).values() if isinstance(v, property)]
+            for function in functions:
+                if getattr(function, "__module__", None) == name:
+                    used |= _global_names(getattr(function, "__code__", None))
+        keys = tuple(sorted(used & namespace.keys()))
+        if len(keys) > 1:  # itemgetter: one C call for all of them, a tuple
+            self.names.append((name, namespace, keys, tuple(namespace[k] for k in keys), itemgetter(*keys)))
 
     def cls(self, name: str, cls: Any) -> None:
         if isinstance(cls, type):
@@ -452,16 +512,21 @@ class Snapshot:
     def changed(self) -> str:
         """What is no longer the object it was ("" when all are)."""
         for index, (name, mapping, keys, values) in enumerate(self.parts):
-            if (
-                len(mapping) == len(keys)
-                and all(map(is_, mapping.values(), values))
-                and all(map(is_, mapping.keys(), keys))
-            ):
-                continue
+            if len(mapping) == len(keys) and all(map(is_, mapping.values(), values)):
+                continue  # a name renamed would change the order of what follows it
             which = _which(mapping, keys, values, self.describe)
             if which:
                 return f"{name}.{which}"
             self.parts[index] = (name, mapping, tuple(mapping.keys()), tuple(mapping.values()))
+        for name, namespace, keys, values, get in self.names:
+            try:
+                now = get(namespace)
+            except KeyError:
+                return f"{name}.{next(k for k in keys if k not in namespace)} (removed)"
+            if not all(map(is_, now, values)):
+                key = next(k for k, a, b in zip(keys, now, values) if a is not b)  # noqa: B905 (3.8)
+                where = self.describe(namespace[key])
+                return f"{name}.{key} (replaced{', by ' + where if where else ''})"
         for name, get, was, equal in self.objects:
             try:
                 now = get()
@@ -470,6 +535,17 @@ class Snapshot:
             if now is not was and not (equal and type(now) is tuple and now == was):
                 return name
         return ""
+
+
+def _global_names(code: Any) -> set[str]:
+    """The names ``code`` and the code nested in it load (globals, and attributes: a superset)."""
+    out: set[str] = set()
+    stack = [code] if code is not None else []
+    while stack:
+        current = stack.pop()
+        out.update(current.co_names)
+        stack.extend(c for c in current.co_consts if hasattr(c, "co_names"))
+    return out
 
 
 def _which(mapping: Any, keys: tuple[Any, ...], values: tuple[Any, ...], describe: Callable[[Any], str]) -> str:
