@@ -328,7 +328,7 @@ class Shield:
                 return
             # Writing anywhere of papayu's; reading only its configuration (the stream's descriptor
             # is named there): reports and papayu's modules and metadata are no secret.
-            if self._papayus(candidate) and (writing or candidate.endswith(".json") and self._helpers(candidate)):
+            if self._papayus(candidate) and (writing or (candidate.endswith(".json") and self._helpers(candidate))):
                 self._rewriting(f"opens papayu's {candidate}")
                 return
 
@@ -518,9 +518,9 @@ class Snapshot:
             if which:
                 return f"{name}.{which}"
             self.parts[index] = (name, mapping, tuple(mapping.keys()), tuple(mapping.values()))
-        for name, namespace, keys, values, get in self.names:
+        for name, namespace, keys, values, pick in self.names:
             try:
-                now = get(namespace)
+                now = pick(namespace)
             except KeyError:
                 return f"{name}.{next(k for k in keys if k not in namespace)} (removed)"
             if not all(map(is_, now, values)):
@@ -529,10 +529,10 @@ class Snapshot:
                 return f"{name}.{key} (replaced{', by ' + where if where else ''})"
         for name, get, was, equal in self.objects:
             try:
-                now = get()
+                current = get()
             except Exception:
                 return name
-            if now is not was and not (equal and type(now) is tuple and now == was):
+            if current is not was and not (equal and type(current) is tuple and current == was):
                 return name
         return ""
 
