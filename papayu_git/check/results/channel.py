@@ -13,8 +13,10 @@ the hook that gives jest and vitest their reports (node_reports.cjs).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import py_compile
 import select
 import shutil
 import sys
@@ -60,7 +62,39 @@ def write_helpers(slot: Path) -> Path:
     shutil.copyfile(here / "shield.py", plugin / SHIELD_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
     (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
+    _bytecode(plugin, slot / PYC_CACHE)
     return where
+
+
+PYC_CACHE = "helpers-pyc"  # in the slot, outside what the check sees: the plugin compiled once per version
+
+
+def _bytecode(plugin: Path, cache: Path) -> None:
+    """The plugin's modules compiled, for a check whose Python is papayu's: the directory is
+    read-only in the check, so its pytest would compile them again in every process (tens of
+    ms of a small suite's run; docs/BENCHMARKS.md). Unchecked-hash bytecode, from a cache keyed by
+    the source's digest: valid whatever the copies' times, ignored by any other Python version."""
+    tag = sys.implementation.cache_tag
+    if not tag:
+        return
+    for source in (plugin / f"{PLUGIN_MODULE}.py", plugin / INPUTS_MODULE, plugin / SHIELD_MODULE):
+        data = source.read_bytes()
+        cached = cache / f"{source.stem}.{hashlib.sha256(data).hexdigest()[:20]}.{tag}.pyc"
+        if not cached.exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            temporary = cached.with_name(f".{cached.name}.{os.getpid()}")
+            py_compile.compile(
+                str(source),
+                cfile=str(temporary),
+                doraise=False,
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            )
+            if not temporary.exists():
+                continue
+            os.replace(temporary, cached)
+        target = plugin / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(cached, target)
 
 
 @dataclass(frozen=True)
