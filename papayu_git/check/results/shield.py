@@ -179,10 +179,15 @@ class Shield:
     def install(self) -> None:
         handlers, busy, get_ident = self._handlers, self.busy, self._get_ident
 
+        attributes = {"object.__getattr__": FRAME_ATTRIBUTES, "object.__setattr__": frozenset(["__code__"])}
+
         def papayu_audit(event: str, args: tuple[Any, ...]) -> None:
             handler = handlers.get(event)
             if handler is None:
                 return  # most events: one dictionary lookup
+            names = attributes.get(event)
+            if names is not None and (len(args) < 2 or args[1] not in names):
+                return  # an attribute read or written that reaches nothing (inspect reading __code__)
             ident = get_ident()
             if ident in busy:
                 return  # the shield's own work raising events
