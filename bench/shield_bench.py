@@ -13,6 +13,13 @@ in the timed runs, is listed: every one is an honest test it would refuse.
         --project markdown=/tmp/markdown:pyyaml:--ignore=tests/test_syntax/extensions/test_md_in_html.py \\
         [--repeat 5] [--work /tmp/papayu-shield-bench]
 
+On a machine shared with other jobs, the suite's own time varies by ±8 % from run to run, more
+than the shield costs; so its cost is also accounted from inside one run: an accounting plugin
+times every call of the shield's event handlers and of its check around each test, the audit
+hook's own call is counted at the cost of a hook that does nothing, and the shield's start-up
+(importing it, its snapshot) is timed in a fresh interpreter. Their sum over the suite's CPU time
+is the cost that does not depend on the machine's load.
+
 Each project gets a virtualenv in the work directory (`pip install -e . pytest` and the packages
 named after `:`, comma-separated). Target: the shield's cost <= 3% of the suite (median ratio).
 Both the wall time and the CPU time of the suite's process are measured: on a shared machine the
@@ -56,6 +63,7 @@ class Project:
     shielded_cpu: list[float] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # in the timed runs (the tip's)
     strict: list[str] = field(default_factory=list)  # with every code file the plan's
+    accounted: dict[str, float] = field(default_factory=dict)
     outcome: dict[str, str] = field(default_factory=dict)
 
 
@@ -112,6 +120,94 @@ def run_suite(
     return took, cpu, (proc.stdout.strip().splitlines() or [""])[-1]
 
 
+ACCOUNTING = """
+import sys, time, json, os
+_spent = {"handlers": 0, "checks": 0, "events": 0, "handled": 0, "tests": 0}
+
+def _timed(function, key):
+    def timed(*args, **kwargs):
+        start = time.perf_counter_ns()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _spent[key] += time.perf_counter_ns() - start
+            _spent["handled" if key == "handlers" else "tests"] += 1
+    return timed
+
+def _count(event, args):
+    _spent["events"] += 1
+
+def pytest_configure(config):
+    plugin = sys.modules.get("papayu_pytest_results")
+    shield = getattr(plugin, "_shield", None)
+    if shield is None or getattr(plugin, "_guard", None) is None:
+        return
+    for name, handler in list(shield._handlers.items()):
+        shield._handlers[name] = _timed(handler, "handlers")
+    plugin._guard.check = _timed(plugin._guard.check, "checks")
+    sys.addaudithook(_count)
+
+def pytest_unconfigure(config):
+    with open(os.environ["ACCOUNT"], "w") as handle:
+        json.dump(_spent, handle)
+"""
+STARTUP = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import pytest, _pytest.junitxml, _pytest.skipping, _pytest.unittest, _pytest.python
+start = time.perf_counter()
+import papayu_pytest_results as plugin
+plugin._start_guard(plugin._shield)
+print(time.perf_counter() - start)
+"""
+NOOP_HOOK = """
+import sys, time
+sys.addaudithook(lambda event, args: None)
+start = time.perf_counter()
+for _ in range(200000):
+    id(start)
+print((time.perf_counter() - start) / 200000)
+"""
+
+
+def account(project: Project, helpers: Path, report: Path, work: Path) -> dict[str, float]:
+    """The shield's own time in one run of the suite, and its start-up: seconds."""
+    (work / "papayu_shield_accounting.py").write_text(ACCOUNTING)
+    out = work / f"{project.name}-account.json"
+    config = {
+        "root": str(project.repo),
+        "shield": {"root": str(project.repo), "report_dir": str(report), "changed": []},
+    }
+    (helpers / PLUGIN_DIR / f"{PLUGIN_MODULE}.json").write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": f"{work}{os.pathsep}{helpers / PLUGIN_DIR}", "ACCOUNT": str(out)}
+    python = str(project.repo / ".venv/bin/python")
+    args = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "papayu_shield_accounting", *project.args]
+    subprocess.run(args, cwd=project.repo, env=env, capture_output=True, text=True)
+    spent = json.loads(out.read_text())
+    startup = [
+        float(
+            subprocess.run(
+                [python, "-c", STARTUP, str(helpers / PLUGIN_DIR)],
+                cwd=project.repo,
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout
+            or 0
+        )
+        for _ in range(5)
+    ]
+    hook = float(subprocess.run([python, "-c", NOOP_HOOK], capture_output=True, text=True).stdout or 0)
+    return {
+        "handlers": spent["handlers"] / 1e9,
+        "checks": spent["checks"] / 1e9,
+        "hook_calls": spent["events"] * hook,
+        "startup": statistics.median(startup),
+        "events": spent["events"],
+        "tests": spent["tests"],
+    }
+
+
 def shield_records(report: Path) -> list[str]:
     out = []
     for sink in sorted((report / "shield").glob("*.jsonl")):
@@ -150,6 +246,7 @@ def main() -> int:
                 project.outcome["shield" if shield else "plain"] = said
                 if shield:
                     project.refused = sorted(set(project.refused) | set(shield_records(report)))
+        project.accounted = account(project, helpers, report, args.work)
         run_suite(project, True, helpers, report, changed=code_files(project.repo))
         project.strict = sorted(set(shield_records(report)))
         print(json.dumps({"project": project.name, "load": os.getloadavg(), **_summary(project)}), flush=True)
@@ -163,6 +260,16 @@ def main() -> int:
             f"| {project.name} | {project.outcome.get('plain', '')} | {summary['plain']:.2f} | "
             f"{summary['shielded']:.2f} | {summary['ratio']:.3f} | {summary['plain_cpu']:.2f} | "
             f"{summary['shielded_cpu']:.2f} | {summary['cpu_ratio']:.3f} | {len(project.refused)} / {len(project.strict)} |"
+        )
+    print("\n| project | events | handlers s | checks s | hook calls s | start-up s | shield s | of the suite's CPU |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for project in projects:
+        spent = project.accounted
+        total = spent["handlers"] + spent["checks"] + spent["hook_calls"] + spent["startup"]
+        share = total / statistics.median(project.plain_cpu)
+        print(
+            f"| {project.name} | {spent['events']:.0f} | {spent['handlers']:.3f} | {spent['checks']:.3f} | "
+            f"{spent['hook_calls']:.3f} | {spent['startup']:.3f} | {total:.3f} | {share:.1%} |"
         )
     for project in projects:
         for line in project.refused:

@@ -29,6 +29,7 @@ import os
 import secrets
 import stat
 import sys
+from operator import attrgetter, is_
 from typing import Any
 
 try:
@@ -49,6 +50,7 @@ MESSAGE_CHARS = 2000
 FD_FLOOR = 256  # the stream moves to a descriptor at or above this, drawn at random
 _active: list[Reporter] = []  # the reporter of this process's session: a session started inside it is nested
 _os_write, _dumps = os.write, json.dumps  # as they were before any code of the checked tree ran
+_FUNCTION = attrgetter("function")
 
 
 def _config() -> dict[str, Any]:
@@ -317,15 +319,23 @@ class Guard:
 
 
 def _impls(caller: Any) -> Any:
-    impls = tuple(caller.get_hookimpls())
-    functions = tuple(impl.function for impl in impls)
+    """A getter that returns the same tuple while ``caller``'s implementations and their
+    functions are the same objects (pluggy's own list read in place: no copy a test)."""
+    listing = getattr(caller, "_hookimpls", None)
+    if not isinstance(listing, list):
+        listing = None
+    impls = tuple(listing if listing is not None else caller.get_hookimpls())
+    functions = tuple(map(_FUNCTION, impls))
 
     def now() -> Any:
-        current = tuple(caller.get_hookimpls())
-        same = len(current) == len(impls) and all(a is b for a, b in zip(current, impls))  # noqa: B905 (3.8+)
-        if same and all(impl.function is f for impl, f in zip(current, functions)):  # noqa: B905 (3.8+)
+        current = listing if listing is not None else caller.get_hookimpls()
+        if (
+            len(current) == len(impls)
+            and all(map(is_, current, impls))
+            and all(map(is_, map(_FUNCTION, current), functions))
+        ):
             return impls
-        return current
+        return tuple(current)
 
     return now
 
