@@ -270,13 +270,10 @@ class Guard:
         self.check("collection")
         manager = session.config.pluginmanager
         hooks = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, self.shield.rel))
-        for name in self.HOOKS:
-            caller = getattr(manager.hook, name, None)
-            if caller is None:
-                continue
-            impls = tuple(caller.get_hookimpls())
-            hooks.value(f"the {name} hooks", _impls(caller))
-            for impl in impls:
+        callers = [c for c in (getattr(manager.hook, name, None) for name in self.HOOKS) if c is not None]
+        hooks.value("the runner's hook implementations", _impls(callers))
+        for name, caller in zip(self.HOOKS, callers):  # noqa: B905 (3.8)
+            for impl in caller.get_hookimpls():
                 if id(impl) in self.startup_impls:
                     continue  # registered before any conftest or test: the tip's setup (a plugin project's own)
                 where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
@@ -318,24 +315,27 @@ class Guard:
             self.shield.emit({"kind": "changed", "what": what, "where": item.nodeid, "test": item.nodeid})
 
 
-def _impls(caller: Any) -> Any:
-    """A getter that returns the same tuple while ``caller``'s implementations and their
-    functions are the same objects (pluggy's own list read in place: no copy a test)."""
-    listing = getattr(caller, "_hookimpls", None)
-    if not isinstance(listing, list):
-        listing = None
-    impls = tuple(listing if listing is not None else caller.get_hookimpls())
+def _impls(callers: list[Any]) -> Any:
+    """A getter that returns the same tuple while the hooks' implementations and their functions
+    are the same objects: pluggy's own lists read in place, compared in one pass (no copy a test)."""
+    found = [getattr(c, "_hookimpls", None) for c in callers]
+    listings: list[list[Any]] = (
+        found if all(isinstance(f, list) for f in found) else []
+    )  # else an older pluggy's copies
+
+    def current() -> list[Any]:
+        if listings:
+            return [impl for listing in listings for impl in listing]
+        return [impl for caller in callers for impl in caller.get_hookimpls()]
+
+    impls = tuple(current())
     functions = tuple(map(_FUNCTION, impls))
 
     def now() -> Any:
-        current = listing if listing is not None else caller.get_hookimpls()
-        if (
-            len(current) == len(impls)
-            and all(map(is_, current, impls))
-            and all(map(is_, map(_FUNCTION, current), functions))
-        ):
+        found = current()
+        if len(found) == len(impls) and all(map(is_, found, impls)) and all(map(is_, map(_FUNCTION, found), functions)):
             return impls
-        return tuple(current)
+        return tuple(found)
 
     return now
 

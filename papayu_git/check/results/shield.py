@@ -477,9 +477,11 @@ class Snapshot:
         self.parts: list[tuple[str, Any, tuple[Any, ...], tuple[Any, ...]]] = []
         self.names: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...], Callable[[Any], Any]]] = []
         self.objects: list[tuple[str, Callable[[], Any], Any, bool]] = []
+        self._flat: tuple[Any, ...] | None = None  # every object watched, in one tuple: the fast path
 
     def mapping(self, name: str, mapping: Any) -> None:
         self.parts.append((name, mapping, tuple(mapping.keys()), tuple(mapping.values())))
+        self._flat = None
 
     def module(self, name: str) -> None:
         module = sys.modules.get(name)
@@ -505,6 +507,7 @@ class Snapshot:
         keys = tuple(sorted(used & namespace.keys()))
         if len(keys) > 1:  # itemgetter: one C call for all of them, a tuple
             self.names.append((name, namespace, keys, tuple(namespace[k] for k in keys), itemgetter(*keys)))
+            self._flat = None
 
     def cls(self, name: str, cls: Any) -> None:
         if isinstance(cls, type):
@@ -512,10 +515,49 @@ class Snapshot:
 
     def value(self, name: str, get: Callable[[], Any], equal: bool = False) -> None:
         """``get()`` must keep returning the same object (``equal``: an equal value)."""
-        self.objects.append((name, get, get(), equal))
+        was = get()
+        if equal:  # the value first seen stands for every equal one: the fast path's identity holds
+            plain = get
+
+            def get() -> Any:
+                now = plain()
+                return was if type(now) is type(was) and now == was else now
+
+        self.objects.append((name, get, was, equal))
+        self._flat = None
+
+    def _now(self) -> list[Any]:
+        """Every watched object as it is now, in the order of ``_flat``."""
+        now: list[Any] = []
+        for _, mapping, _, _ in self.parts:
+            now.extend(mapping.values())
+        for _, namespace, _, _, pick in self.names:
+            now.extend(pick(namespace))
+        now.extend(get() for _, get, _, _ in self.objects)
+        return now
+
+    def _unchanged(self) -> bool:
+        """The fast path: one identity pass over everything (a mismatch, or a mapping that
+        grew or shrank, goes to the slow path, which names it or accepts it)."""
+        if self._flat is None:
+            flat: list[Any] = []
+            for _, _, _, values in self.parts:
+                flat.extend(values)
+            for _, _, _, values, _ in self.names:
+                flat.extend(values)
+            flat.extend(was for _, _, was, _ in self.objects)
+            self._flat = tuple(flat)
+        try:
+            now = self._now()
+        except Exception:
+            return False
+        return len(now) == len(self._flat) and all(map(is_, now, self._flat))
 
     def changed(self) -> str:
         """What is no longer the object it was ("" when all are)."""
+        if self._unchanged():
+            return ""
+        self._flat = None  # the slow path below may accept a change: look at everything again
         for index, (name, mapping, keys, values) in enumerate(self.parts):
             if len(mapping) == len(keys) and all(map(is_, mapping.values(), values)):
                 continue  # a name renamed would change the order of what follows it
