@@ -318,10 +318,8 @@ class Guard:
 def _impls(callers: list[Any]) -> Any:
     """A getter that returns the same tuple while the hooks' implementations and their functions
     are the same objects: pluggy's own lists read in place, compared in one pass (no copy a test)."""
-    found = [getattr(c, "_hookimpls", None) for c in callers]
-    listings: list[list[Any]] = (
-        found if all(isinstance(f, list) for f in found) else []
-    )  # else an older pluggy's copies
+    found: list[Any] = [getattr(c, "_hookimpls", None) for c in callers]
+    listings: list[Any] = found if all(isinstance(f, list) for f in found) else []  # else an older pluggy's copies
 
     def current() -> list[Any]:
         if listings:
