@@ -12,7 +12,10 @@ it: it pays the plan's own run on top.
 
     python bench/judge_bench.py [--repeat 7] [--files 2000] [--tests 60] [--baseline REV]
 
-Target: code-only apply ≤ 1.1x the baseline (medians, same run).
+Target: code-only apply ≤ 1.1x the baseline (medians, same run). Both the wall time and the CPU
+time of the apply (papayu, its git, the sandbox and the check's pytest: everything it waited for)
+are given; on a machine shared with other jobs the wall time of one apply varies by tens of per
+cent, its CPU time much less, so the target is read on the CPU time there.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -72,10 +76,12 @@ def plan_file(directory: Path, name: str, with_data: bool, n: int) -> Path:
     return path
 
 
-def apply(repo: Path, plan: Path, pythonpath: str | None) -> float:
+def apply(repo: Path, plan: Path, pythonpath: str | None) -> tuple[float, float]:
+    """Wall and CPU seconds of one apply."""
     env = {**os.environ, "PAPAYU_PROTOCOL_VERSION": "1"}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "papayu_git", "apply", str(plan), "-y", "--review", "--json"],
@@ -85,13 +91,15 @@ def apply(repo: Path, plan: Path, pythonpath: str | None) -> float:
         text=True,
     )
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     data = json.loads(proc.stdout)
     if data.get("state") != "review":
         raise SystemExit(f"apply did not stop at review: {data.get('state')} {data.get('error')}")
     subprocess.run(
         [sys.executable, "-m", "papayu_git", "drop", data["plan_id"]], cwd=repo, env=env, capture_output=True
     )
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> None:
@@ -110,23 +118,28 @@ def main() -> None:
         repo = build_repo(work / "repo", args.files, args.tests)
         plans = work / "plans"
         plans.mkdir()
-        times: dict[str, list[float]] = {"baseline": [], "now": [], "now, with a data file": []}
+        times: dict[str, list[tuple[float, float]]] = {"baseline": [], "now": [], "now, with a data file": []}
         for who, path in (("baseline", str(old)), ("now", None)):  # each computes its base once, untimed
             apply(repo, plan_file(plans, f"warm-{who}", False, 0), path)
         for n in range(1, args.repeat + 1):
             times["baseline"].append(apply(repo, plan_file(plans, "old", False, n), str(old)))
             times["now"].append(apply(repo, plan_file(plans, "new", False, n), None))
             times["now, with a data file"].append(apply(repo, plan_file(plans, "data", True, n), None))
-        base = statistics.median(times["baseline"])
         print(f"\napply -y --review of a one-file plan; {args.files} files, {args.tests} tests, base cached")
-        print(f"{'papayu':<24} {'min':>8} {'median':>8} {'max':>8} {'vs baseline':>12}")
-        for name, values in times.items():
-            med = statistics.median(values)
-            row = f"{name:<24} {min(values) * 1000:7.0f}ms {med * 1000:7.0f}ms {max(values) * 1000:7.0f}ms"
-            print(f"{row} {med / base:11.2f}x")
-        ratio = statistics.median(times["now"]) / base
+        print(f"{'papayu':<24} {'wall min':>9} {'median':>8} {'x':>6} {'CPU min':>8} {'median':>8} {'x':>6}")
+        wall = {name: [w for w, _ in values] for name, values in times.items()}
+        cpu = {name: [c for _, c in values] for name, values in times.items()}
+        for name in times:
+            w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+            row = f"{name:<24} {min(wall[name]) * 1000:7.0f}ms {w * 1000:6.0f}ms {w / statistics.median(wall['baseline']):5.2f}x"
+            print(
+                f"{row} {min(cpu[name]) * 1000:6.0f}ms {c * 1000:6.0f}ms {c / statistics.median(cpu['baseline']):5.2f}x"
+            )
+        ratio = statistics.median(cpu["now"]) / statistics.median(cpu["baseline"])
         status = "ok" if ratio <= TARGET else "OVER"
-        print(f"\ncode-only plan: {ratio:.2f}x the baseline (target <= {TARGET}x): {status}")
+        print(
+            f"\ncode-only plan: {ratio:.2f}x the baseline's CPU time (target <= {TARGET}x): {status}; load {os.getloadavg()}"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
