@@ -296,3 +296,32 @@ def test_a_binary_the_check_would_load_is_held(tmp_path: Path, path: str, conten
     assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), _why(data)
     assert path in data["error"]["reason"] and "native" in data["error"]["reason"]
     assert _head(repo) == head
+
+
+TRACEBACKS = (
+    "import sys\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+    "def mul(a, b):\n    return a * b\n\n\n"
+    "def where_it_failed():\n"
+    "    try:\n        raise ValueError\n    except ValueError:\n"
+    "        return sys.exc_info()[2].tb_frame.f_lineno\n"
+)
+TRACEBACK_TEST = "from calc import where_it_failed\n\n\ndef test_where():\n    assert where_it_failed() > 0\n"
+
+
+def test_a_fix_in_a_file_whose_own_code_reaches_for_frames_lands(tmp_path: Path) -> None:
+    """The tip's code reads a traceback's frame (jinja's debug.py does, rewriting tracebacks): a
+    plan changing that file elsewhere is judged, not refused, since the tip's own run reached
+    from the same function; the same read from a function the plan adds is refused."""
+    repo = _repo(tmp_path, **{"calc.py": TRACEBACKS.replace("a + b", "a - b"), "tests/test_where.py": TRACEBACK_TEST})
+    fixed = _apply(repo, "fix", [_write("calc.py", TRACEBACKS)])
+    _landed(repo, fixed)
+    assert fixed["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(fixed)
+    head = _head(repo)
+    elsewhere = TRACEBACKS + (
+        "\n\ndef sneak():\n    try:\n        raise ValueError\n    except ValueError:\n"
+        "        return sys.exc_info()[2].tb_frame.f_back\n"
+    )
+    test = "from calc import add, sneak\n\n\ndef test_add_again():\n    sneak()\n    assert add(2, 3) == 5\n"
+    data = _apply(repo, "sneak", [_write("calc.py", elsewhere), _create("tests/test_again.py", test)])
+    line = elsewhere.splitlines().index("        return sys.exc_info()[2].tb_frame.f_back") + 1
+    _untrusted(repo, data, head, "papayu's shield", f"calc.py:{line}", "tb_frame")

@@ -156,19 +156,24 @@ def _judged(
     recorded) or those whose inputs ``commit`` changed, the base's other passes reused (on); a
     sampled test that does not pass trips the wire: every test runs, the base's record is dropped."""
     ask = PluginAsk(record=record and how != "off")  # a run that may become a base records as one
+    sites = frozenset(base.results.reaching) if base.results is not None else frozenset()
+
+    def run(ask: PluginAsk) -> CheckResult:  # where the tip's code reached, the plan's may too (shield.py)
+        return _run(request, commit, log, extra, replace(ask, tip_sites=sites))
+
     if how == "off" or extra:
-        return _run(request, commit, log, extra, ask)
+        return run(ask)
     chosen = selection.plan(request.repo, request.pdir, base, request.tip, commit, seed=f"{request.plan_id}:{commit}")
     if how == "observe" or not chosen.selective:
-        result = _run(request, commit, log, extra, ask)
+        result = run(ask)
         said = {"missed": selection.missed(result, base, chosen)} if how == "observe" else {}
         return replace(result, selection=selection.record(chosen, how, **said))
-    result = selection.with_reused(_run(request, commit, log, extra, selection.ask(chosen)), base, chosen)
+    result = selection.with_reused(run(selection.ask(chosen)), base, chosen)
     wire = selection.tripped(result, chosen)
     if not wire:
         return replace(result, selection=selection.record(chosen, how))
     inputs_path(request.pdir, base.key).unlink(missing_ok=True)  # the record missed something: no more of it
-    again = _run(request, commit, log, extra, PluginAsk())
+    again = run(PluginAsk())
     return replace(again, selection=selection.record(chosen, how, tripwire=wire))
 
 

@@ -109,10 +109,17 @@ class PluginAsk:
     # reaching for frames or objects is refused there, allowed (and said) in the tip's own files.
     changed: frozenset[str] = frozenset()
     code: frozenset[str] = frozenset()  # those of them that are the plan's code: no runner hook comes from there
+    tip_sites: frozenset[str] = frozenset()  # where the tip's own run reached, allowed there (TestResults.reaching)
 
     def plugin_config(self, helpers: Path, helpers_inside: str, root: str, report_dir: str) -> dict[str, object]:
         """The plugin's configuration for this ask; writes the selection file into ``helpers``."""
-        shield = {"root": root, "report_dir": report_dir, "changed": sorted(self.changed), "code": sorted(self.code)}
+        shield = {
+            "root": root,
+            "report_dir": report_dir,
+            "changed": sorted(self.changed),
+            "code": sorted(self.code),
+            "sites": sorted(self.tip_sites),
+        }
         config: dict[str, object] = {"root": root, "shield": shield}
         if self.record:
             config["inputs_dir"] = f"{report_dir}/{INPUTS_DIR}"

@@ -58,6 +58,9 @@ class TestResults:
     collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"); never merged
     sources: tuple[str, ...] = ()  # what was read, one name each; empty: split from ``source``
     reused: tuple[str, ...] = ()  # passes kept from the base, not run (check/selection/)
+    # Where the run's own code reached for frames or objects, allowed as the tip's ("file::function::
+    # event", results/shield.py): a plan's run may reach there too.
+    reaching: tuple[str, ...] = ()
 
     @property
     def exit_code_only(self) -> bool:
@@ -84,6 +87,7 @@ class TestResults:
             "errors": list(self.errors),
             "collisions": list(self.collisions),
             **({"reused": list(self.reused)} if self.reused else {}),
+            **({"reaching": list(self.reaching)} if self.reaching else {}),
         }
 
     @classmethod
@@ -97,6 +101,7 @@ class TestResults:
             tuple(data.get("collisions", ())),
             tuple(data.get("sources", ())),
             tuple(data.get("reused", ())),
+            tuple(data.get("reaching", ())),
         )
 
 

@@ -406,6 +406,7 @@ def _install_shield() -> Any:
         str(wanted.get("report_dir") or ""),
         os.path.dirname(HERE),  # papayu's helpers: this directory's parent
         changed=[str(p) for p in wanted.get("changed") or ()],
+        tip_sites=[str(p) for p in wanted.get("sites") or ()],
         papayu_files=[os.path.abspath(__file__), os.path.join(HERE, "papayu_pytest_inputs.py")],
     )
     shield.install()

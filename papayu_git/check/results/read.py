@@ -7,6 +7,7 @@ import fnmatch
 import functools
 import os
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePath
 
 from papayu_git.check.results.channel import SHIELD_DIR, Delivery
@@ -110,7 +111,8 @@ def read_delivery(
             collected.extend(session.cases(), PYTEST_STREAM)
         if delivery.ended:
             verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
-    errors += _shielded(stream, delivery, unreadable)
+    shielded, reaching = _shielded(stream, delivery, unreadable)
+    errors += shielded
     for name, source, reader in _reports(delivery, root):
         data = delivery.files.get(name)
         if name in verified or data is None or not allowed(source):
@@ -127,14 +129,16 @@ def read_delivery(
         if found is not None:
             sources.append(source)
             collected.extend(found, source)
-    return collected.results(list(dict.fromkeys(sources)), unreadable, errors)
+    results = collected.results(list(dict.fromkeys(sources)), unreadable, errors)
+    return replace(results, reaching=tuple(reaching)) if reaching else results
 
 
-def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> list[str]:
+def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> tuple[list[str], list[str]]:
     """What papayu's shield (results/shield.py) refused or found changed in pytest's processes,
-    from the stream and from each process's file: such a run is not trusted. The tip's own code
-    reaching where the shield allows it goes to ``notes``."""
-    refused, allowed = read_shield_files(delivery.files, SHIELD_DIR + "/")
+    from each process's file (every process's records go there; the stream carries the same for
+    the main one): such a run is not trusted. The code's own reaching where the shield allows it
+    goes to ``notes``, and its sites are returned."""
+    refused, allowed, sites = read_shield_files(delivery.files, SHIELD_DIR + "/")
     for session in stream.sessions if stream is not None else ():
         refused += session.shield
         allowed += session.allowed
@@ -146,9 +150,9 @@ def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> li
         shown = "; ".join(allowed[:3]) + (f"; and {len(allowed) - 3} more" if len(allowed) > 3 else "")
         notes.append(f"the tip's own code reached for frames or objects, allowed (not the plan's): {shown}")
     if not refused:
-        return []
+        return [], sites
     shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
-    return [f"{SHIELD_ERROR}: {shown}"]
+    return [f"{SHIELD_ERROR}: {shown}"], sites
 
 
 def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:

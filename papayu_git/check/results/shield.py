@@ -128,8 +128,10 @@ class Shield:
         helpers: str,
         changed: Iterable[str] = (),
         papayu_files: Iterable[str] = (),
+        tip_sites: Iterable[str] = (),
     ) -> None:
         self.root = os.path.normpath(root) + os.sep
+        self.tip_sites = frozenset(tip_sites)  # "file::function::event" where the tip's own code reached
         self.report_dir = os.path.normpath(report_dir) if report_dir else ""
         self.helpers = os.path.normpath(helpers) if helpers else ""
         self.changed = frozenset(changed)  # files of the checked tree the plan changed (none: the tip's run)
@@ -394,14 +396,20 @@ class Shield:
         frame = self._asker()
         if frame is None:
             return
-        rel = self.rel(frame.f_code.co_filename)
-        if rel in self.changed:
+        code = frame.f_code
+        rel = self.rel(code.co_filename)
+        # Where the tip's own code reaches (its run said so), in a function of that name: the
+        # plan changed the file, not what that function needs (jinja's debug.py rewriting
+        # tracebacks). The lines a plan adds there are read before it runs (check/reach.py).
+        key = f"{rel}::{getattr(code, 'co_qualname', code.co_name)}::{what}"
+        if rel in self.changed and key not in self.tip_sites:
             self._refuse(what, frame)
             return
         site = f"{rel}:{frame.f_lineno}"
         if site not in self.allowed and len(self.allowed) < MAX_ALLOWED_SITES:
             self.allowed[site] = what
-            self.emit({"kind": "allowed", "what": what, "where": site, "test": self.current_test})
+            record = {"kind": "allowed", "what": what, "where": site, "site": key, "test": self.current_test}
+            self.emit(record)
 
     def rel(self, filename: str) -> str:
         path = os.path.normpath(filename) if filename[:1] == os.sep else filename

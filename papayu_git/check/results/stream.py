@@ -150,11 +150,12 @@ def shield_line(record: dict[str, Any]) -> str:
     return said + (f" (in {test})" if test and test != where else "")
 
 
-def read_shield_files(files: dict[str, bytes], prefix: str) -> tuple[list[str], list[str]]:
-    """The refusals and changes (first), and the tip's own allowed reaches, that every process's
-    shield wrote to its file in the report directory (xdist's workers have no stream)."""
+def read_shield_files(files: dict[str, bytes], prefix: str) -> tuple[list[str], list[str], list[str]]:
+    """The refusals and changes, the tip's own allowed reaches, and their sites, that every
+    process's shield wrote to its file in the report directory (xdist's workers have no stream)."""
     refused: list[str] = []
     allowed: list[str] = []
+    sites: list[str] = []
     for name in sorted(n for n in files if n.startswith(prefix)):
         for line in files[name].splitlines():
             try:
@@ -165,7 +166,9 @@ def read_shield_files(files: dict[str, bytes], prefix: str) -> tuple[list[str], 
                 continue
             if kind in SHIELD_KINDS:
                 (allowed if kind == "allowed" else refused).append(shield_line(record))
-    return list(dict.fromkeys(refused)), list(dict.fromkeys(allowed))
+            if kind == "allowed" and isinstance(record.get("site"), str):
+                sites.append(record["site"])
+    return list(dict.fromkeys(refused)), list(dict.fromkeys(allowed)), list(dict.fromkeys(sites))
 
 
 def by_junit_name(session: Session) -> dict[tuple[str, str], Outcome] | None:
