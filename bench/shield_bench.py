@@ -64,6 +64,7 @@ class Project:
     refused: list[str] = field(default_factory=list)  # in the timed runs (the tip's)
     strict: list[str] = field(default_factory=list)  # with every code file the plan's
     accounted: dict[str, float] = field(default_factory=dict)
+    strict_with_sites: list[str] = field(default_factory=list)  # the same, given the tip's sites as a plan's run is
     outcome: dict[str, str] = field(default_factory=dict)
 
 
@@ -94,13 +95,24 @@ def code_files(repo: Path) -> list[str]:
 
 
 def run_suite(
-    project: Project, shield: bool, helpers: Path, report: Path, changed: list[str] | None = None
+    project: Project,
+    shield: bool,
+    helpers: Path,
+    report: Path,
+    changed: list[str] | None = None,
+    sites: list[str] | None = None,
 ) -> tuple[float, float, str]:
     shutil.rmtree(report, ignore_errors=True)
     report.mkdir(parents=True)
     config: dict[str, object] = {"root": str(project.repo)}
     if shield:
-        config["shield"] = {"root": str(project.repo), "report_dir": str(report), "changed": changed or [], "code": []}
+        config["shield"] = {
+            "root": str(project.repo),
+            "report_dir": str(report),
+            "changed": changed or [],
+            "code": [],
+            "sites": sites or [],
+        }
     (helpers / PLUGIN_DIR / f"{PLUGIN_MODULE}.json").write_text(json.dumps(config))
     env = {**os.environ, "PYTHONPATH": str(helpers / PLUGIN_DIR), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_ADDOPTS", None)
@@ -214,6 +226,17 @@ def account(project: Project, helpers: Path, report: Path, work: Path) -> dict[s
     }
 
 
+def tip_sites(report: Path) -> list[str]:
+    """Where the tip's run reached, allowed: what a plan's run is given (TestResults.reaching)."""
+    sites = set()
+    for sink in sorted((report / "shield").glob("*.jsonl")):
+        for line in sink.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "allowed" and record.get("site"):
+                sites.add(record["site"])
+    return sorted(sites)
+
+
 def shield_records(report: Path) -> list[str]:
     out = []
     for sink in sorted((report / "shield").glob("*.jsonl")):
@@ -253,9 +276,13 @@ def main() -> int:
                 project.outcome["shield" if shield else "plain"] = said
                 if shield:
                     project.refused = sorted(set(project.refused) | set(shield_records(report)))
+        run_suite(project, True, helpers, report)
+        sites = tip_sites(report)
         project.accounted = account(project, helpers, report, args.work)
         run_suite(project, True, helpers, report, changed=code_files(project.repo))
         project.strict = sorted(set(shield_records(report)))
+        run_suite(project, True, helpers, report, changed=code_files(project.repo), sites=sites)
+        project.strict_with_sites = sorted(set(shield_records(report)))
         print(json.dumps({"project": project.name, "load": os.getloadavg(), **_summary(project)}), flush=True)
     print(
         "\n| project | suite | wall plain s | wall shielded s | ratio | CPU plain s | CPU shielded s | ratio | refused |"
@@ -266,7 +293,8 @@ def main() -> int:
         print(
             f"| {project.name} | {project.outcome.get('plain', '')} | {summary['plain']:.2f} | "
             f"{summary['shielded']:.2f} | {summary['ratio']:.3f} | {summary['plain_cpu']:.2f} | "
-            f"{summary['shielded_cpu']:.2f} | {summary['cpu_ratio']:.3f} | {len(project.refused)} / {len(project.strict)} |"
+            f"{summary['shielded_cpu']:.2f} | {summary['cpu_ratio']:.3f} | "
+            f"{len(project.refused)} / {len(project.strict)} / {len(project.strict_with_sites)} |"
         )
     print("\n| project | events | handlers s | checks s | hook calls s | start-up s | shield s | of the suite's CPU |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -283,6 +311,8 @@ def main() -> int:
             print(f"- {project.name} (tip): {line}")
         for line in project.strict:
             print(f"- {project.name} (every code file the plan's): {line}")
+        for line in project.strict_with_sites:
+            print(f"- {project.name} (every code file the plan's, the tip's sites given): {line}")
     print(f"\nload average: {os.getloadavg()}; target: ratio <= {TARGET}")
     return 0
 
