@@ -292,14 +292,17 @@ class Guard:
         for item in session.items:
             self.items[id(item)] = (item, vars(item).get("_obj"))
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Any:
-        self.shield.current_test = item.nodeid
-        yield
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.shield.current_test = nodeid  # a plain implementation: no generator a test
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         self.shield.current_test = ""
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
+        # A wrapper runs whatever other implementations return first: the check cannot be skipped.
         if call.when == "call":
             self.check(item.nodeid)
             self.check_item(item)
