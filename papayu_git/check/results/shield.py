@@ -22,8 +22,9 @@ code the repository compiled):
   Judged by who asks: the first frame outward that is not a library handing what it got back to
   its caller (inspect, traceback's walkers, importlib, pytest's `_pytest._code`); a library
   that asks for itself (warnings, logging, a JSON encoder) is not the repository asking. Refused
-  where the asking frame is in a file the plan changed; in the tip's own files (a base run: every
-  file) it is allowed and its place recorded, since the tip's code is what judges the plan.
+  where the asking frame is in a file the plan changed, unless the tip's own run reached from the
+  same function (its sites, given); in the tip's own files (a base run: every file) it is allowed
+  and its place recorded, since the tip's code is what judges the plan.
 
 A refusal raises `ShieldRefusal` in the code that asked (the action does not happen) and is
 written at once to papayu's stream (when this process has it) and to a file of the report
