@@ -94,8 +94,9 @@ class Timed:
 
 def per_step(repo: Path, steps: int) -> tuple[list[float], dict[str, list[float]]]:
     from papayu_git.agent import run_agent
-    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.git import papayu_dir
     from papayu_git.llm.session import open_client
+    from papayu_git.repository import open_repo
     from papayu_git.transaction import ApplyOptions
 
     script = [tool_calls(c) for c in calls(steps, 20000)] + [chat("done")]
@@ -124,7 +125,7 @@ def per_step(repo: Path, steps: int) -> tuple[list[float], dict[str, list[float]
 
 def patch_cost(repo: Path, sizes: list[int], runs: int) -> list[tuple[int, float]]:
     from papayu_git.agent_workspace import Workspace
-    from papayu_git.git import open_repo
+    from papayu_git.repository import open_repo
 
     repo_obj = open_repo(repo)
     tip = str(repo_obj.head.target)

@@ -1,5 +1,11 @@
 """apply + land cost against `git apply --index` + `git commit` of the same diff (docs/DESIGN.md, "Landing").
 
+Two ways. As a user meets it (the first table, `--mode user`): `git papayu apply PLAN --no-check -y`
+through git, a new plan each round on a repository that keeps changing, against
+`git apply --index - && git commit` on a twin (see measure_rounds). Then re-applying one plan after a
+reset through `python -m papayu_git` (`--mode reset`), with papayu's stage timings and the check's
+pooled worktree.
+
 Synthetic repositories of 1k, 10k and 50k files are built once with `git fast-import`
 and cached under /tmp (PAPAYU_BENCH_CACHE). For plans of 1, 10 and 100 PATCH_FILEs,
 `papayu apply --no-check --json` is timed beside the baseline in the same run; both
@@ -9,7 +15,9 @@ the check stage with a pooled worktree: first use (git worktree add) and reuse.
 
 A last line times `papayu apply --help` against `python -c pass`, in pairs.
 
-    python bench/apply_bench.py [--sizes 1000,10000,20000,50000] [--plans 1,10,100] [--repeat 7]
+    python bench/apply_bench.py [--mode both|user|reset] [--sizes 1000,10000,20000,50000]
+        [--plans 1,10,100] [--repeat 7] [--rounds 30] [--user-sizes 1000,50000]
+        [--papayu NAME=BIN ...]   # e.g. before=/tmp/v1/bin --papayu after=/tmp/v2/bin
 
 Targets, at 10 files (medians): <= 1.5x the baseline on 50k files, <= 3x on 1k files, 1k -> 50k
 growth <= 1.3x; no full checkout after the first use of a pooled worktree; `apply --help` <= 4x
@@ -21,14 +29,18 @@ keeps busy: waiting for a core is not counted.
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import hashlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import synthetic  # bench/synthetic.py
@@ -194,12 +206,201 @@ def measure_help(runs: int) -> dict[str, float]:
     }
 
 
+# --- as a user meets it ----------------------------------------------------------------------
+# A user's shell: the console scripts of an environment on PATH (where pip put git-papayu; by
+# default this interpreter's), no identity in the environment (the repositories' config has it),
+# byte code written.
+BIN = Path(sys.executable).parent
+USER_ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_")) and k != "PYTHONDONTWRITEBYTECODE"
+}
+# `git apply --index - && git commit -q -m x`, as two processes: a user's shell is running already.
+USER_BASELINE = (["git", "apply", "--index", "-"], ["git", "commit", "-q", "-m", "x"])
+PLANNED_FILES = 10
+
+
+def user_run(cmd: list[str], cwd: Path, input: bytes | None = None, bin_dir: Path = BIN) -> bytes:
+    env = {**USER_ENV, "PATH": f"{bin_dir}{os.pathsep}{USER_ENV.get('PATH', '')}"}
+    proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} in {cwd} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    return proc.stdout
+
+
+def twins(size: int, sides: list[str]) -> dict[str, Path]:
+    """Copies of the cached repository of ``size`` files, one per side (each papayu, and git's),
+    each with a user's identity in its config and its index refreshed once (new inodes, as after
+    a clone)."""
+    pristine = build_repo(size)
+    out = {}
+    for side in sides:
+        repo = CACHE / f"rounds-{size}-{side}"
+        shutil.rmtree(repo, ignore_errors=True)
+        shutil.copytree(pristine, repo, symlinks=True)
+        user_run(["git", "config", "user.name", "Bench User"], repo)
+        user_run(["git", "config", "user.email", "user@example.com"], repo)
+        user_run(["git", "update-index", "-q", "--refresh"], repo)
+        out[side] = repo
+    return out
+
+
+def plan_for(repo: Path, files: list[str], round_no: int) -> tuple[dict[str, object], bytes]:
+    """The plan a model would write against the tip of ``repo`` (PATCH_FILEs with the tip's
+    base_sha256, one changed line each, a different line every round) and the same change as
+    one diff."""
+    actions, diff = [], []
+    for path in files:
+        old = (repo / path).read_bytes()
+        lines = old.decode().splitlines(keepends=True)
+        at = (round_no * 5 + len(path)) % len(lines)
+        new = [*lines[:at], f"round {round_no}: {lines[at]}", *lines[at + 1 :]]
+        hunk = "".join(difflib.unified_diff(lines, new, f"a/{path}", f"b/{path}", n=3))
+        actions.append(
+            {"kind": "PATCH_FILE", "path": path, "patch": hunk, "base_sha256": hashlib.sha256(old).hexdigest()}
+        )
+        diff.append(hunk)
+    return {"summary": f"round {round_no}", "actions": actions}, "".join(diff).encode()
+
+
+def user_timed(cmds: list[list[str]], cwd: Path, input: bytes | None, bin_dir: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the processes and every child they waited for) of
+    ``cmds`` run one after the other, ``input`` given to the first."""
+    cpu, start = cpu_seconds(), time.perf_counter()
+    for cmd in cmds:
+        user_run(cmd, cwd, input, bin_dir)
+        input = None
+    return time.perf_counter() - start, cpu_seconds() - cpu
+
+
+def tree_of(repo: Path) -> str:
+    return user_run(["git", "rev-parse", "HEAD^{tree}"], repo).decode().strip()
+
+
+Results = dict[int, dict[str, list[float]]]  # size -> "<side>", "<side>_cpu", stages, "load" -> per round
+
+
+def measure_rounds(sizes: list[int], rounds: int, installs: dict[str, Path], tmp: Path) -> Results:
+    """``rounds`` rounds; in each, every size's repositories are timed, each papayu of
+    ``installs`` (name -> the bin directory of its environment) and git in turn, in an order that
+    rotates round by round (sizes and sides), so that a ratio or a growth is taken between runs
+    seconds apart. Each round's plan is written for the current tip and lands on top of the last,
+    on every copy, whose trees must then be equal."""
+    sides = [*installs, "git"]
+    repos = {size: twins(size, sides) for size in sizes}
+    count = {
+        size: len(user_run(["git", "ls-files", "-z", "--", "src"], r["git"]).split(b"\0")) - 1
+        for size, r in repos.items()
+    }
+    out: Results = {size: {k: [] for side in sides for k in (side, f"{side}_cpu")} for size in sizes}
+    loads = []
+    for r in range(rounds):
+        runs: list[tuple[int, str, Callable[[], tuple[float, float]]]] = []
+        for size, copies in repos.items():
+            step = count[size] // PLANNED_FILES
+            files = [path_of((k * step + r * 37) % count[size]) for k in range(PLANNED_FILES)]
+            plan, diff = plan_for(copies["git"], files, r)
+            plan_file = tmp / f"round-{size}-{r}.json"
+            plan_file.write_text(json.dumps(plan))
+            apply_cmd = ["git", "papayu", "apply", str(plan_file), "--no-check", "-y"]
+            for name, bin_dir in installs.items():
+                runs.append((size, name, functools.partial(user_timed, [apply_cmd], copies[name], None, bin_dir)))
+            runs.append((size, "git", functools.partial(user_timed, list(USER_BASELINE), copies["git"], diff, BIN)))
+        shift = r % len(runs)
+        for size, side, run in runs[shift:] + runs[:shift]:
+            wall, cpu = run()
+            out[size][side].append(wall)
+            out[size][f"{side}_cpu"].append(cpu)
+        loads.append(os.getloadavg()[0])
+        for size, copies in repos.items():
+            if len({tree_of(repo) for repo in copies.values()}) != 1:
+                raise SystemExit(f"round {r}: the copies of {size} files differ")
+    for size, copies in repos.items():
+        out[size]["load"] = loads
+        for name in installs:
+            out[size].update({f"{name}_{k}": v for k, v in recorded_stages(copies[name]).items()})
+    return out
+
+
+def recorded_stages(repo: Path) -> dict[str, list[float]]:
+    """The stage timings papayu recorded in its traces, one per apply."""
+    stages: dict[str, list[float]] = {"validate": [], "build_commit": [], "land": []}
+    for trace in (repo / ".git" / "papayu" / "traces").glob("*.json"):
+        timings = json.loads(trace.read_text()).get("timings") or {}
+        for name, values in stages.items():
+            values.append(timings.get(name, 0.0))
+    return stages
+
+
+def print_rounds(results: Results, installs: list[str]) -> None:
+    """Medians of the rounds, and the median of each round's own ratio (papayu / git, same
+    round): the ratio that holds while the machine's speed drifts; beside it the ratio of CPU
+    time, which leaves out waiting for a core."""
+    med = statistics.median
+    ms = lambda s: f"{s * 1000:.0f}"  # noqa: E731
+    ratio = lambda a, b: med(x / y for x, y in zip(a, b, strict=True))  # noqa: E731
+    print(
+        "| papayu | repo files | rounds | load | papayu ms | git apply + commit ms | ratio (median of rounds) "
+        "| papayu CPU ms | git CPU ms | ratio of CPU time | validate ms | build_commit ms | land ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in installs:
+        for size, r in sorted(results.items()):
+            print(
+                f"| {name} | {size} | {len(r[name])} | {med(r['load']):.1f} | {ms(med(r[name]))} | {ms(med(r['git']))} "
+                f"| {ratio(r[name], r['git']):.2f}x | {ms(med(r[f'{name}_cpu']))} | {ms(med(r['git_cpu']))} "
+                f"| {ratio(r[f'{name}_cpu'], r['git_cpu']):.2f}x | {ms(med(r[f'{name}_validate']))} "
+                f"| {ms(med(r[f'{name}_build_commit']))} | {ms(med(r[f'{name}_land']))} |"
+            )
+    print()
+    for name in installs:
+        if TARGET_FILES in results:
+            r = results[TARGET_FILES]
+            wall, cpu = ratio(r[name], r["git"]), ratio(r[f"{name}_cpu"], r["git_cpu"])
+            print(
+                f"{name}, as a user meets it, on {TARGET_FILES} files: {wall:.2f}x (median of rounds), {cpu:.2f}x "
+                f"(CPU time); target <= {TARGET_RATIO}x (median): {'met' if wall <= TARGET_RATIO else 'NOT met'}"
+            )
+        if len(results) > 1:
+            small, large = results[min(results)], results[max(results)]
+            growth, cpu = ratio(large[name], small[name]), ratio(large[f"{name}_cpu"], small[f"{name}_cpu"])
+            print(
+                f"{name}, growth as a user meets it, {min(results)} -> {max(results)} files: {growth:.2f}x (median "
+                f"of rounds), {cpu:.2f}x (CPU time); target <= {GROWTH_TARGET}x (median): "
+                f"{'met' if growth <= GROWTH_TARGET else 'NOT met'}"
+            )
+    print()
+
+
+def installs_of(specs: list[str]) -> dict[str, Path]:
+    """``--papayu NAME=BIN`` options (default: this interpreter's environment as "papayu")."""
+    installs = {}
+    for spec in specs or [f"papayu={BIN}"]:
+        name, _, directory = spec.partition("=")
+        if not (Path(directory) / "git-papayu").exists():
+            raise SystemExit(f"no git-papayu in {directory}: install papayu-git into that environment")
+        installs[name] = Path(directory)
+    return installs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,20000,50000")
     parser.add_argument("--plans", default="1,10,100")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-check-table", action="store_true", help="skip the pooled-worktree table")
+    parser.add_argument("--mode", choices=("both", "user", "reset"), default="both")
+    parser.add_argument("--rounds", type=int, default=30, help="rounds of the user-style table")
+    parser.add_argument("--user-sizes", default="1000,50000", help="repositories of the user-style table")
+    parser.add_argument(
+        "--papayu",
+        action="append",
+        default=[],
+        metavar="NAME=BIN",
+        help="a papayu install for the user-style table: the bin directory of its environment (repeatable: "
+        "before=..., after=..., timed round by round)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     # Like a pip install (which byte-compiles), so PYTHONDONTWRITEBYTECODE=1 in a dev shell does not
@@ -211,6 +412,13 @@ def main() -> None:
     compileall.compile_dir(str(Path(papayu_git.__file__).parent), quiet=1)
     tmp = CACHE / "plans"
     tmp.mkdir(parents=True, exist_ok=True)
+    if args.mode != "reset":
+        installs = installs_of(args.papayu)
+        print_rounds(
+            measure_rounds([int(s) for s in args.user_sizes.split(",")], args.rounds, installs, tmp), list(installs)
+        )
+    if args.mode == "user":
+        return
     rows, checks = [], []
     for size in sizes:
         print(f"building/using repo of {size} files ...", file=sys.stderr, flush=True)

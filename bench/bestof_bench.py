@@ -1,20 +1,24 @@
 """`best-of 4` against `fix` with one candidate, in one run, on the same tip with its base cached.
 
 Two cases. Model-bound: every model answer takes MODEL_SEC (the scripted server's fixed latency
-stands in for a model's time) and the check is two quick tests; target: best-of 4 ≤ 1.5× one
-`fix` (the four are asked at once and checked side by side). Check-bound: the model answers at
-once and every check burns BURN_SEC of CPU; on a 2-core machine four checks cannot overlap, so
-best-of 4 costs about what four checks on two cores cost: reported, no target.
+stands in for a model's time), four different right answers, and the check is a few quick tests;
+target: best-of 4 <= 1.5x one `fix` (the four are asked at once and checked side by side).
+Check-bound: the model answers at once, the suite has a test that burns BURN_SEC of CPU (one no
+change reaches: it runs in the rest, docs/DESIGN.md "Fail first"), and the four candidates are
+mixed: one held (it edits the test file), one red (it fixes add() and breaks sub()), two green;
+target: best-of 4 <= 1.5x one `fix` (every candidate runs its first part, only the best green
+one its rest: about one suite).
 
 Both commands run with --review (nothing lands), so every run starts from the same tip and the
 same cached base run; runs alternate between the two commands and the medians are compared.
 
-    .venv/bin/python bench/bestof_bench.py [--runs 3] [--model-sec 2.0] [--burn-sec 2.0]
+    .venv/bin/python bench/bestof_bench.py [--runs 3] [--model-sec 6.0] [--burn-sec 2.0]
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import statistics
 import subprocess
@@ -30,8 +34,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 from llm_server import Reply, ScriptedLLM, chat, plan_answer, shown_files  # noqa: E402
 
 GOAL = "fix the failing test tests/test_calc.py"
-CALC = "def add(a, b):\n    return a - b\n"
-TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+CALC = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+TESTS = (
+    "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_sub():\n    assert sub(5, 3) == 2\n"
+)
 BURN = "import time\n\n\ndef test_burn():\n    end = time.process_time() + {sec}\n    while time.process_time() < end:\n        pass\n"
 FIXES = {  # four different right answers: four trees, four checks
     0.0: "a + b",
@@ -40,6 +47,9 @@ FIXES = {  # four different right answers: four trees, four checks
     0.7: "(a + b)",
 }
 TARGET = 1.5
+RED = "return a + b\n\n\ndef sub(a, b):\n    return a + b"  # fixes add, breaks sub
+HELD = "held"  # fixes add and edits the test file: held for a human (ERR_TEST_EDITS_HELD)
+MIXED = {0.0: "a + b", 0.3: RED, 0.5: HELD, 0.7: "b + a"}
 
 
 def make_repo(root: Path, burn_sec: float) -> Path:
@@ -54,31 +64,40 @@ def make_repo(root: Path, burn_sec: float) -> Path:
     for args in (["init", "-q", "-b", "main"], [*ident, "add", "-A"], [*ident, "commit", "-q", "-m", "calc"]):
         subprocess.run(["git", *args], cwd=repo, check=True)
     subprocess.run(
-        ["git", "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider"],
+        ["git", "config", "papayu.check.command", f"{sys.executable} -m pytest -q -p no:cacheprovider"],
         cwd=repo,
         check=True,
     )
     return repo
 
 
-def router(delay: float) -> Any:
+def router(delay: float, answers: dict[float, str]) -> Any:
     def reply(body: dict[str, Any]) -> Reply:
-        new = FIXES[round(float(body["temperature"]), 2)]
+        new = answers[round(float(body["temperature"]), 2)]
         if not any("The operator confirmed this plan" in str(m.get("content")) for m in body["messages"]):
             answer = chat(plan_answer("add() subtracts"))
         else:
-            patch = f"--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return {new}\n"
-            action = {
-                "kind": "PATCH_FILE",
-                "path": "calc.py",
-                "patch": patch,
-                "base_sha256": shown_files(body)["calc.py"],
-            }
-            answer = chat({"summary": "add() fixed", "actions": [action]})
+            answer = chat({"summary": "add() fixed", "actions": actions(body, new)})
         answer.delay = delay
         return answer
 
     return reply
+
+
+def actions(body: dict[str, Any], new: str) -> list[dict[str, Any]]:
+    shown = shown_files(body)
+    if new == HELD:
+        tests = TESTS + "\n\ndef test_add_again():\n    assert add(1, 1) == 2\n"
+        fixed = CALC.replace("return a - b", "return a + b", 1)
+        return [_patch(shown, "calc.py", CALC, fixed), _patch(shown, "tests/test_calc.py", TESTS, tests)]
+    if new == RED:
+        return [_patch(shown, "calc.py", CALC, CALC.replace("return a - b", "return a + b"))]
+    return [_patch(shown, "calc.py", CALC, CALC.replace("return a - b", "return " + new, 1))]
+
+
+def _patch(shown: dict[str, str], path: str, old: str, new: str) -> dict[str, Any]:
+    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"))
+    return {"kind": "PATCH_FILE", "path": path, "patch": diff, "base_sha256": shown[path]}
 
 
 def timed(repo: Path, env: dict[str, str], *args: str) -> float:
@@ -97,9 +116,9 @@ def timed(repo: Path, env: dict[str, str], *args: str) -> float:
     return elapsed
 
 
-def case(name: str, model_sec: float, burn_sec: float, runs: int) -> dict[str, Any]:
+def case(name: str, model_sec: float, burn_sec: float, runs: int, answers: dict[float, str]) -> dict[str, Any]:
     server = ScriptedLLM([])
-    server.script = [router(model_sec)] * (runs * 10 + 10)
+    server.script = [router(model_sec, answers)] * (runs * 10 + 10)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             repo = make_repo(Path(tmp), burn_sec)
@@ -121,21 +140,22 @@ def main() -> int:
     parser.add_argument("--model-sec", type=float, default=6.0)
     parser.add_argument("--burn-sec", type=float, default=2.0)
     args = parser.parse_args()
+    load = os.getloadavg()
     rows = [
-        case("model-bound", args.model_sec, 0.0, args.runs),
-        case("check-bound", 0.0, args.burn_sec, args.runs),
+        case("model-bound", args.model_sec, 0.0, args.runs, FIXES),
+        case("check-bound, mixed", 0.0, args.burn_sec, args.runs, MIXED),
     ]
     print(f"best-of 4 vs fix (1 candidate), --review, base cached, median of {args.runs}; {os.cpu_count()} CPUs")
+    print(f"load average before {load}, after {os.getloadavg()}")
     print("| case | model s/answer | check CPU s | fix s | best-of 4 s | ratio | target |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for row in rows:
-        target = f"<= {TARGET}x" if row["case"] == "model-bound" else "reported"
         print(
             f"| {row['case']} | {row['model_sec']:.1f} | {row['burn_sec']:.1f} | {row['fix']:.2f} | "
-            f"{row['best']:.2f} | {row['ratio']:.2f}x | {target} |"
+            f"{row['best']:.2f} | {row['ratio']:.2f}x | <= {TARGET}x |"
         )
-    met = rows[0]["ratio"] <= TARGET
-    print(f"model-bound: {rows[0]['ratio']:.2f}x; target <= {TARGET}x: {'met' if met else 'NOT met'}")
+    met = all(row["ratio"] <= TARGET for row in rows)
+    print(f"target <= {TARGET}x: {'met' if met else 'NOT met'}")
     return 0 if met else 1
 
 

@@ -1,7 +1,7 @@
 """What the check's trust boundary costs: the bwrap sandbox per check, and the isolated checkout.
 
 1. Sandbox overhead: a trivial check (`true`, and `python3 -c pass` with this interpreter)
-   through `check.run_check` under bubblewrap (`sandbox.resolve()`, papayu.sandbox=auto) and
+   through `check.run_check` under bubblewrap (`sandbox.resolve()`, papayu.check.sandbox=auto) and
    with level none, in the same checkout, interleaved. Plus the uncached bwrap probe a fresh
    papayu process pays once, and a breakdown of bwrap's own start-up (plain subprocesses).
 2. The check's checkout on synthetic repositories (bench/synthetic.py, cached under /tmp like

@@ -62,8 +62,8 @@ def build_repo(path: Path, n_files: int, n_tests: int) -> Path:
     git(path, "init", "-q", "-b", "main")
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "tip")
-    git(path, "config", "papayu.checkCommand", PYTEST)
-    git(path, "config", "papayu.prewarm", "false")
+    git(path, "config", "papayu.check.command", PYTEST)
+    git(path, "config", "papayu.check.prewarm", "false")
     return path
 
 

@@ -35,7 +35,7 @@ def sample_repo(root: Path) -> Path:
 
 
 def main() -> int:
-    if importlib.util.find_spec("llama_cpp") is None:
+    if importlib.util.find_spec("xllamacpp") is None:
         print("plan_bench: papayu-git[local] is not installed; skipped")
         return 0
     from papayu_git.errors import PapayuError

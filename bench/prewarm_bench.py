@@ -6,7 +6,7 @@ pool is removed before every run (first use: no slot exists). The model is a tin
 OpenAI-compatible server in this process that answers after --delay seconds with one
 CREATE_FILE action; it notes when it sent the answer. The check writes the time it started into
 its work tree (`date +%s.%N`), read back after `fix` exits. Runs with and without the prewarm
-(PAPAYU_PREWARM=0) alternate; `--review` keeps every run on the same tip (the kept branch is
+(PAPAYU_CHECK_PREWARM=0) alternate; `--review` keeps every run on the same tip (the kept branch is
 dropped afterwards).
 
     python bench/prewarm_bench.py [--sizes 50000,20000] [--delay 5] [--runs 2]
@@ -31,8 +31,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 
 import synthetic  # noqa: E402  (bench/synthetic.py)
+
+from papayu_git.locks import checkout_pool  # noqa: E402
 
 CACHE = Path(os.environ.get("PAPAYU_BENCH_CACHE", "/tmp/papayu-bench-cache"))
 TRASH_NAME = "prewarm-bench-trash"  # beside the repositories: the pools of this run, removed at the end
@@ -119,7 +122,8 @@ def wait_idle(repo: Path, timeout: float = 120) -> None:
     pdir = repo / ".git" / "papayu"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        held = [p for p in [*pdir.glob("locks/*.lock"), *pdir.glob("checkouts/*.lock")] if _alive(locks, p)]
+        pool = checkout_pool(pdir)
+        held = [p for p in [*pdir.glob("locks/*.lock"), *pool.glob("*.lock")] if _alive(locks, p)]
         if not held:
             return
         time.sleep(0.1)
@@ -135,7 +139,7 @@ def one_run(repo: Path, model: SlowModel, prewarm: bool) -> dict[str, float]:
     wait_idle(repo)
     # First use: no slot. Moved aside, not deleted: on this VM's disk, creating 50k files right
     # after deleting 50k others takes several times longer (seen: 7 s -> 32 s), for both variants.
-    pool = repo / ".git" / "papayu" / "checkouts"
+    pool = checkout_pool(repo / ".git" / "papayu")
     if pool.exists():
         pool.rename(repo.parent / TRASH_NAME / f"{repo.name}-{time.monotonic_ns()}")
     env = {
@@ -143,7 +147,7 @@ def one_run(repo: Path, model: SlowModel, prewarm: bool) -> dict[str, float]:
         "PAPAYU_LLM_BASE_URL": model.url,
         "PAPAYU_LLM_MODEL": "bench-model",
         "PAPAYU_LLM_TIMEOUT_SEC": "120",
-        "PAPAYU_PREWARM": "1" if prewarm else "0",
+        "PAPAYU_CHECK_PREWARM": "1" if prewarm else "0",
     }
     check = f"date +%s.%N > {STARTED}"
     answers = len(model.answered)
@@ -163,7 +167,7 @@ def one_run(repo: Path, model: SlowModel, prewarm: bool) -> dict[str, float]:
     apply = result.get("apply") or {}
     if apply.get("state") != "review" or len(model.answered) != answers + 1:
         raise SystemExit(f"unexpected outcome: {json.dumps(result)[:2000]}\n{proc.stderr[-2000:]}")
-    marks = sorted((repo / ".git" / "papayu" / "checkouts").glob(f"slot-*/work/{STARTED}"))
+    marks = sorted(checkout_pool(repo / ".git" / "papayu").glob(f"slot-*/work/{STARTED}"))
     check_started = float(marks[0].read_text().strip())
     git(repo, "branch", "-D", f"papayu/{result['plan']['plan_id']}")
     answered = model.answered[-1]

@@ -1,21 +1,24 @@
-"""The selective check on real projects: does selection miss anything the full run finds, and
-what does a one-file plan's regression run cost next to the full suite?
+"""Fail first on real projects: does the order ever let a regression land, how soon is a plan that
+breaks a test it reaches rejected, and what does a green plan cost next to the suite in its own
+order (docs/DESIGN.md, "Fail first")?
 
-For each project (a local clone; `fetch` one, e.g. pallets/click), the newest commits that change
+For each project (a local clone with its environment in `.venv`), the newest commits that change
 exactly one source file of the project's code (not its tests) are replayed as plans through the
-real CLI, each on its parent as the tip: once with papayu.check.select=observe (every test runs;
-the run says which tests selection would have reused and which of those failed: "missed"), once
-with =on (only the selected tests run; the others keep the base's pass), and once with =off (the
-full suite, the ratio's denominator: observe's run also records each test's inputs). Then, for each commit,
-a few mutants of the lines it changed (an operator flipped, a constant changed) are replayed in
-observe mode: each one the full run catches must be caught by the selection too.
+real CLI (`apply -y --review --json`), each on its parent as the tip:
+- the commit itself (a green plan, usually), with the default setting (on: no setting at all) and
+  with `papayu.check.select=off`, alternating which goes first;
+- up to N mutants of the functions it changed (an operator flipped, a constant changed: a plan
+  that breaks something), on and off.
+Per check the bench reads the check's own record of its runs (`check.runs`: the tip's, the plan's,
+the failing tests again on the tip, the rest) and the transaction's time of the check stage.
 
-    python bench/select_bench.py --project click=/tmp/click --project jinja=/tmp/jinja:trio,simplejson \\
-        [--commits 5] [--mutants 3] [--work /tmp/papayu-select-bench]
+    python bench/select_bench.py --project dateutil=/tmp/dateutil --project parso=/tmp/parso \\
+        [--commits 5] [--mutants 3]
 
-Each project gets a virtualenv of its own in the work directory (`pip install -e . pytest` and the
-extra packages named after `:`). Targets: 0 missed; the regression run of a one-file plan in on
-mode <= 25% of the full (off) run's wall time (median over the commits, per project, same run).
+Each project's `.venv` is what its check runs (`.venv/bin/python -m pytest`). Targets (medians per
+project, one run): 0 missed regressions (a mutant `off` rejects that `on` lands); a mutant whose
+broken test ran first is rejected in <= 25% of the whole suite's time (the green plan's `off` run);
+a green plan's check stage under the default <= 1.05x `off`'s.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 from papayu_git.check.selection.changes import python_change  # noqa: E402
 from papayu_git.judges import is_code  # noqa: E402
 
-TARGET_RATIO = 0.25
+REJECT_RATIO = 0.25
+GREEN_RATIO = 1.05
 MIN_TESTS = 100  # a base with fewer passing tests did not run at that commit
 MUTATIONS = (
     ("==", "!="),
@@ -52,9 +56,7 @@ MUTATIONS = (
 @dataclass
 class Project:
     name: str
-    source: Path
-    deps: list[str]
-    repo: Path = Path()
+    repo: Path
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -74,33 +76,27 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
     return proc.stdout
 
 
-def setup(project: Project, work: Path) -> None:
-    project.repo = work / project.name
-    if not (project.repo / ".venv/bin/python").exists():
-        shutil.rmtree(project.repo, ignore_errors=True)
-        git(work, "clone", "-q", str(project.source), str(project.repo))
-        subprocess.run([sys.executable, "-m", "venv", str(project.repo / ".venv")], check=True)
-        pip = [str(project.repo / ".venv/bin/python"), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "-e", str(project.repo), "pytest", *project.deps], check=True)
-    (project.repo / ".git/info/exclude").write_text(".venv/\n")
-    python = project.repo / ".venv/bin/python"
-    git(project.repo, "config", "papayu.checkCommand", f"{python} -m pytest -q -p no:cacheprovider")
-    git(project.repo, "config", "papayu.prewarm", "false")
-    git(project.repo, "config", "user.name", "bench")
-    git(project.repo, "config", "user.email", "bench@example.com")
+def setup(project: Project) -> str:
+    """The project's branch as it was (to come back to), and its check configured."""
+    repo = project.repo
+    exclude = repo / ".git/info/exclude"
+    if ".venv/" not in exclude.read_text():
+        exclude.write_text(exclude.read_text() + "\n.venv/\n")
+    git(repo, "config", "papayu.check.command", ".venv/bin/python -m pytest -q -p no:cacheprovider")
+    git(repo, "config", "papayu.check.prewarm", "false")
+    git(repo, "config", "user.name", "bench")
+    git(repo, "config", "user.email", "bench@example.com")
+    return git(repo, "rev-parse", "HEAD").strip()
 
 
-def one_file_commits(project: Project, count: int) -> list[tuple[str, str]]:
+def one_file_commits(repo: Path, start: str, count: int) -> list[tuple[str, str]]:
     """(commit, the one code file it changes), newest first."""
     found: list[tuple[str, str]] = []
-    for commit in git(project.repo, "log", "--no-merges", "--format=%H", "-n", "400", "origin/HEAD").split():
-        names = git(project.repo, "diff-tree", "--no-commit-id", "--name-status", "-r", commit).split("\n")
+    for commit in git(repo, "log", "--no-merges", "--format=%H", "-n", "600", start).split():
+        names = git(repo, "diff-tree", "--no-commit-id", "--name-status", "-r", commit).split("\n")
         changed = [line.split("\t") for line in names if line]
         code = [
-            p
-            for s, *ps in changed
-            for p in ps
-            if p.endswith(".py") and s == "M" and is_code(p, _Tree(project.repo, commit))
+            p for s, *ps in changed for p in ps if p.endswith(".py") and s == "M" and is_code(p, _Tree(repo, commit))
         ]
         if len(changed) == 1 and len(code) == 1:
             found.append((commit, code[0]))
@@ -109,10 +105,16 @@ def one_file_commits(project: Project, count: int) -> list[tuple[str, str]]:
     return found
 
 
-def papayu(project: Project, *args: str, select: str) -> dict[str, Any]:
-    env = {**os.environ, "PAPAYU_CHECK_SELECT": select, "PAPAYU_PROTOCOL_VERSION": "1"}
+def papayu(repo: Path, *args: str, select: str | None) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "PAPAYU_CHECK_SELECT"}
+    env["PAPAYU_PROTOCOL_VERSION"] = "1"
+    # A mutant may loop or grow without end: bounded, so that it stays a rejection, not the machine's.
+    env.setdefault("PAPAYU_CHECK_MEMORY_MB", "2048")
+    env.setdefault("PAPAYU_CHECK_TIMEOUT_SEC", "300")
+    if select is not None:
+        env["PAPAYU_CHECK_SELECT"] = select
     proc = subprocess.run(
-        [sys.executable, "-m", "papayu_git", *args], cwd=project.repo, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "papayu_git", *args], cwd=repo, env=env, capture_output=True, text=True
     )
     try:
         return json.loads(proc.stdout)
@@ -120,20 +122,42 @@ def papayu(project: Project, *args: str, select: str) -> dict[str, Any]:
         raise SystemExit(f"papayu {' '.join(args)} printed no JSON: {proc.stderr[-2000:]}") from None
 
 
-def apply(project: Project, name: str, path: str, content: str, select: str) -> dict[str, Any]:
-    plan = project.repo.parent / f"{project.name}-{name}.json"
+def apply(repo: Path, name: str, path: str, content: str, select: str | None) -> dict[str, Any]:
+    plan = repo.parent / f"{repo.name}-{name}.json"
     plan.write_text(
         json.dumps({"actions": [{"kind": "UPDATE_FILE", "path": path, "content": content}], "summary": name})
     )
-    data = papayu(project, "apply", str(plan), "-y", "--review", "--json", select=select)
+    data = papayu(repo, "apply", str(plan), "-y", "--review", "--json", select=select)
     if data.get("state") == "review":
-        papayu(project, "drop", data["plan_id"], "--json", select=select)
+        papayu(repo, "drop", data["plan_id"], "--json", select=select)
     return data
 
 
+def measured(data: dict[str, Any]) -> dict[str, Any]:
+    """What one check cost: the check stage without a tip run made now (kept tip runs cost 0),
+    the runs it made, and what they decided."""
+    check = data.get("check") or {}
+    runs = check.get("runs") or []
+    tip = sum(float(r.get("seconds") or 0) for r in runs if r.get("run") == "tip")
+    stage = float((data.get("timings") or {}).get("check") or 0.0) - tip
+    plan = next((r for r in runs if r.get("run") in ("plan", "regression")), {})
+    verdict = check.get("verdict") or {}
+    return {
+        "state": data.get("state"),
+        "code": (data.get("error") or {}).get("code"),
+        "stage": round(stage, 3),
+        "tip": round(tip, 3),
+        "runs": [f"{r.get('run')} {float(r.get('seconds') or 0):.1f}s/{r.get('tests', 0)}" for r in runs],
+        "first": plan.get("first", 0),
+        "stopped": bool(plan.get("stopped")),
+        "broken": list(verdict.get("broken") or []),
+        "passed": verdict.get("passed", 0),
+        "by": ((check.get("selection") or {}).get("plan") or {}).get("by", ""),
+    }
+
+
 def mutants(old: str, new: str, limit: int) -> list[str]:
-    """``new`` with one line of a function the commit changed mutated (an operator flipped, a
-    constant changed), a few ways: what a wrong plan looks like."""
+    """``new`` with one line of a function the commit changed mutated: what a wrong plan looks like."""
     import ast
 
     units = python_change(old.encode(), new.encode()).units
@@ -159,97 +183,116 @@ def mutants(old: str, new: str, limit: int) -> list[str]:
     return out
 
 
-def replay(project: Project, commit: str, path: str, n_mutants: int) -> dict[str, Any] | None:
-    parent = git(project.repo, "rev-parse", f"{commit}^").strip()
-    git(project.repo, "checkout", "-q", "-f", "-B", "main", parent)
-    git(project.repo, "clean", "-q", "-fdx", "-e", ".venv")
-    old = git(project.repo, "show", f"{parent}:{path}")
-    new = git(project.repo, "show", f"{commit}:{path}")
-    observed = apply(project, f"{commit[:8]}-observe", path, new, "observe")
-    passed = ((observed.get("check") or {}).get("verdict") or {}).get("passed") or 0
-    if passed < MIN_TESTS:  # the suite does not run at this old commit with today's tools
-        return None
-    chosen = apply(project, f"{commit[:8]}-on", path, new, "on")
-    # The full suite as it runs with selection off: observe's run also records each test's inputs
-    # (it may become the next tip's base), which costs more than the suite itself on Python 3.11.
-    plain = apply(project, f"{commit[:8]}-off", path, new, "off")
+def replay(project: Project, commit: str, path: str, n_mutants: int, flip: bool) -> dict[str, Any] | None:
+    repo = project.repo
+    parent = git(repo, "rev-parse", f"{commit}^").strip()
+    git(repo, "checkout", "-q", "-f", "-B", "bench", parent)
+    git(repo, "clean", "-q", "-fdx", "-e", ".venv")
+    old = git(repo, "show", f"{parent}:{path}")
+    new = git(repo, "show", f"{commit}:{path}")
+    modes: list[str | None] = [None, "off"] if not flip else ["off", None]
     row: dict[str, Any] = {"commit": commit[:10], "path": path}
-    for key, data in (("off", plain), ("observe", observed), ("on", chosen)):
-        check = data.get("check") or {}
-        row[key] = {
-            "state": data.get("state"),
-            "seconds": check.get("duration_sec"),
-            "selection": check.get("selection"),
-        }
-    killed = missed = 0
+    for mode in modes:  # the first pays the tip's run (recording it, once a project)
+        label = mode or "default"
+        row[label] = measured(apply(repo, f"{commit[:8]}-{label}", path, new, mode))
+    if (row["off"]["passed"] or 0) < MIN_TESTS:  # the suite does not run at this old commit with today's tools
+        return None
+    row["mutants"] = []
     for i, text in enumerate(mutants(old, new, n_mutants)):
-        data = apply(project, f"{commit[:8]}-m{i}", path, text, "observe")
-        selection = (data.get("check") or {}).get("selection") or {}
-        failing = (data.get("check") or {}).get("verdict", {}).get("broken") or []
-        killed += bool(failing)
-        missed += len(selection.get("missed") or [])
-    row["mutants"] = {"killed": killed, "missed": missed}
+        pair = {}
+        for mode in ("on", "off") if (i + flip) % 2 else ("off", "on"):
+            pair[mode] = measured(apply(repo, f"{commit[:8]}-m{i}-{mode}", path, text, mode))
+        row["mutants"].append(pair)
     return row
 
 
+def summary(project: Project) -> dict[str, Any]:
+    rows = project.rows
+    green = [
+        r["default"]["stage"] / r["off"]["stage"]
+        for r in rows
+        if r["off"]["stage"] and r["default"]["state"] == r["off"]["state"]
+    ]
+    missed = reached = 0
+    reject: list[float] = []
+    unreached: list[float] = []
+    for row in rows:
+        whole = row["off"]["stage"]
+        for pair in row["mutants"]:
+            on, off = pair["on"], pair["off"]
+            if off["code"] == "ERR_CHECK_REGRESSION" and on["code"] != "ERR_CHECK_REGRESSION":
+                missed += 1
+            if on["code"] == "ERR_CHECK_REGRESSION" and whole:
+                (reject if on["stopped"] else unreached).append(on["stage"] / whole)
+                reached += on["stopped"]
+    return {
+        "project": project.name,
+        "commits": len(rows),
+        "green_ratio": statistics.median(green) if green else None,
+        "missed": missed,
+        "rejected_reached": len(reject),
+        "reject_ratio": statistics.median(reject) if reject else None,
+        "rejected_unreached": len(unreached),
+        "unreached_ratio": statistics.median(unreached) if unreached else None,
+        "suite": statistics.median([r["off"]["stage"] for r in rows]) if rows else None,
+    }
+
+
 def report(projects: list[Project]) -> None:
-    print(
-        f"\n{'project':<12} {'commit':<11} {'file':<34} {'full s':>7} {'observe s':>9} {'on s':>6} {'ratio':>6} {'ran':>9} {'missed':>7} {'mutants':>9}"
-    )
+    print("\n| project | commit | file | off s | default s | default/off | first | mutants: on s / off s (stopped?) |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
     for project in projects:
-        ratios = []
         for row in project.rows:
-            full, on = row["off"]["seconds"] or 0.0, row["on"]["seconds"] or 0.0
-            observed = row["observe"]["seconds"] or 0.0
-            sel = row["on"]["selection"] or {}
-            ratio = on / full if full else float("nan")
-            ratios.append(ratio)
-            ran = (
-                f"{sel.get('selected', '?')}/{sel.get('selected', 0) + sel.get('reused', 0)}"
-                if not sel.get("full")
-                else "full"
+            off, default = row["off"], row["default"]
+            ratio = default["stage"] / off["stage"] if off["stage"] else float("nan")
+            muts = "; ".join(
+                f"{p['on']['stage']:.1f}/{p['off']['stage']:.1f}{' stop' if p['on']['stopped'] else ''}"
+                f"{'' if p['on']['code'] == p['off']['code'] else ' DIFFER ' + str(p['on']['code']) + '/' + str(p['off']['code'])}"
+                for p in row["mutants"]
             )
-            missed = len((row["observe"]["selection"] or {}).get("missed") or []) + row["mutants"]["missed"]
-            mutants_col = f"{row['mutants']['killed']} killed"
             print(
-                f"{project.name:<12} {row['commit']:<11} {row['path'][-34:]:<34} {full:7.1f} {observed:9.1f} {on:6.1f} {ratio:6.2f} "
-                f"{ran:>9} {missed:>7} {mutants_col:>9}"
+                f"| {project.name} | {row['commit']} | `{row['path'][-30:]}` | {off['stage']:.1f} | {default['stage']:.1f} "
+                f"| {ratio:.2f} | {default['first']} | {muts or '-'} |"
             )
-            if sel.get("full"):
-                print(f"{'':<12} full run: {sel['full'][:100]}")
-        if ratios:
-            median = statistics.median(ratios)
-            verdict = "ok" if median <= TARGET_RATIO else "OVER"
-            print(
-                f"{project.name:<12} median regression run on/full: {median:.2f} (target <= {TARGET_RATIO}): {verdict}"
-            )
+    print(
+        "\n| project | commits | suite (off) s | green default/off | missed | rejected when reached (n) / suite | rejected otherwise (n) / suite |"
+    )
+    print("|---|---:|---:|---:|---:|---|---|")
+    for project in projects:
+        s = summary(project)
+        fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else "-"  # noqa: E731
+        print(
+            f"| {s['project']} | {s['commits']} | {fmt(s['suite'])} | {fmt(s['green_ratio'])} | {s['missed']} "
+            f"| {fmt(s['reject_ratio'])} ({s['rejected_reached']}) | {fmt(s['unreached_ratio'])} ({s['rejected_unreached']}) |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--project", action="append", required=True, help="NAME=PATH[:dep,dep]")
+    parser.add_argument("--project", action="append", required=True, help="NAME=PATH (a clone with .venv)")
     parser.add_argument("--commits", type=int, default=5)
     parser.add_argument("--mutants", type=int, default=3)
-    parser.add_argument("--work", default="/tmp/papayu-select-bench")
+    parser.add_argument("--out", default="", help="also write every row as JSON lines here")
     args = parser.parse_args()
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    projects = []
-    for spec in args.project:
-        name, rest = spec.split("=", 1)
-        source, _, deps = rest.partition(":")
-        projects.append(Project(name, Path(source), [d for d in deps.split(",") if d]))
+    projects = [Project(spec.split("=", 1)[0], Path(spec.split("=", 1)[1]).resolve()) for spec in args.project]
+    out = open(args.out, "a") if args.out else None  # noqa: SIM115
+    print(f"load before: {os.getloadavg()}", file=sys.stderr)
     for project in projects:
-        setup(project, work)
-        for commit, path in one_file_commits(project, args.commits * 4):
-            row = replay(project, commit, path, args.mutants)
-            print(
-                json.dumps(row or {"commit": commit[:10], "skipped": "the suite does not run there"}), file=sys.stderr
-            )
+        start = setup(project)
+        began = time.monotonic()
+        for n, (commit, path) in enumerate(one_file_commits(project.repo, start, args.commits * 4)):
+            row = replay(project, commit, path, args.mutants, flip=bool(n % 2))
+            said = row or {"commit": commit[:10], "skipped": "the suite does not run there"}
+            print(json.dumps({"project": project.name, **said, "load": os.getloadavg()}), file=sys.stderr)
+            if out is not None:
+                out.write(json.dumps({"project": project.name, **said, "load": os.getloadavg()}) + "\n")
+                out.flush()
             if row is not None:
                 project.rows.append(row)
             if len(project.rows) >= args.commits:
                 break
+        git(project.repo, "checkout", "-q", "-f", start)
+        print(f"{project.name}: {time.monotonic() - began:.0f}s, load {os.getloadavg()}", file=sys.stderr)
     report(projects)
 
 

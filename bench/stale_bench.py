@@ -5,7 +5,7 @@ On the cached synthetic repository of bench/apply_bench.py, the user commits a c
 of the files a plan patches (line 6), after the plan was written: `papayu apply --no-check --json`
 of that plan finds the version the plan saw in the history, patches it and merges it onto the
 tip. The fresh apply is the same patch with the tip's sha256 as its base. Two depths: the plan's
-version one commit back, and 199 back (the last commit the default papayu.rebaseStaleDepth of 200
+version one commit back, and 199 back (the last commit the default papayu.stale.searchDepth of 200
 reads, the tip included). The repository is reset to its cached commit afterwards.
 
     python bench/stale_bench.py [--size 20000] [--plans 1,10] [--repeat 7]
@@ -27,7 +27,7 @@ from pathlib import Path
 from apply_bench import CACHE, ENV, build_repo, content_of, git, make_diff, path_of, reset  # bench/apply_bench.py
 
 # Commits between the plan's version and the tip: 199 puts it in the 200th commit the history walk
-# reads (the tip is the first), the most the default papayu.rebaseStaleDepth reaches.
+# reads (the tip is the first), the most the default papayu.stale.searchDepth reaches.
 DEPTHS = (1, 199)
 
 

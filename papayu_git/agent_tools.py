@@ -5,7 +5,7 @@ reads it and tries something else. Reads follow the context rules (paths.check_p
 paths refused, secrets masked); list and search leave out .gitignore'd files; long results are
 cut at --max-tool-output with a note saying so. Commands run only in a pooled, sandboxed checkout
 of a commit of the workspace, never in the user's working tree. Every result is masked with the
-values of the files that hold the repository's secrets too (secret_files): a test the model writes
+values of the files that hold the repository's secrets too (check/secret_files.py): a test the model writes
 can print a tracked protected file, base64-encoded or not. With papayu.agent.testOutput=names,
 run_tests and run say only pass or fail and which tests failed.
 """
@@ -25,13 +25,13 @@ from papayu_git import settings
 from papayu_git.check import CheckCommand, CheckResult, run_check
 from papayu_git.check.results import EXIT_CODE_ONLY, summary
 from papayu_git.check.sandbox import resolve
+from papayu_git.check.secret_files import repository_masker
 from papayu_git.context import logs, search
 from papayu_git.context.basetree import Blob
 from papayu_git.context.files import file_block, repo_relative
 from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
 from papayu_git.housekeeping import dead_check
 from papayu_git.paths import is_protected, pattern_regex
-from papayu_git.secret_files import repository_masker
 from papayu_git.secrets import mask, mask_data
 from papayu_git.worktree import acquire_checkout, release_checkout
 

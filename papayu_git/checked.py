@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import output
 from papayu_git.errors import PapayuError, hint_for
 from papayu_git.objects import branch_name
+from papayu_git.outcomes import check_word
+from papayu_git.plans import plan_name, plan_subject
 from papayu_git.retry import RETRY_CODES
 
 if TYPE_CHECKING:
@@ -53,8 +55,11 @@ class Verdict:
     problem: PapayuError | None
 
 
-def _error(code: str, plan_id: str, reason: str) -> PapayuError:
-    return PapayuError(code, reason, path=branch_name(plan_id), hint=hint_for(code, plan_id))
+def _error(code: str, plan_id: str, reason: str, branch: str = "") -> PapayuError:
+    """A refusal naming the kept branch as it is (a candidate's papayu/RUN/N) and the plan by the
+    id a person types for it (objects.plan_name: `RUN:N` for a candidate)."""
+    branch = branch or branch_name(plan_id)
+    return PapayuError(code, reason, path=branch, hint=hint_for(code, plan_name(plan_id, branch)))
 
 
 def nothing_to_land(plan_id: str, plan: StoredPlan | None) -> PapayuError:
@@ -67,6 +72,8 @@ def nothing_to_land(plan_id: str, plan: StoredPlan | None) -> PapayuError:
             hint="Run 'git papayu list' to see plan ids.",
         )
     outcome = plan.extra.get("apply") or {}
+    branch = str(outcome.get("branch") or branch_name(plan_id))
+    name = plan_name(plan_id, branch)  # a candidate's RUN:N
     state = outcome.get("state") or "not applied"
     if outcome.get("undone_to"):
         became = f"it landed on {outcome.get('target')} and was undone"
@@ -74,25 +81,21 @@ def nothing_to_land(plan_id: str, plan: StoredPlan | None) -> PapayuError:
         became = f"it landed on {outcome.get('target')} already"
     else:
         became = f"it is {state}"
-    hint = hint_for("ERR_NOTHING_TO_LAND", plan_id)
+    hint = hint_for("ERR_NOTHING_TO_LAND", name)
     if state == "landed" and not outcome.get("undone_to"):
-        hint = f"Nothing to land: its commit is on {outcome.get('target')} ('git papayu show {plan_id}')."
+        hint = f"Nothing to land: its commit is on {outcome.get('target')} ('git papayu show {name}')."
     elif (outcome.get("error") or {}).get("code") in RETRY_CODES:
-        hint += f" 'git papayu retry {plan_id}' asks the model for a better plan first."
-    return PapayuError(
-        "ERR_NOTHING_TO_LAND", f"plan {plan_id} has no branch {branch_name(plan_id)}: {became}", hint=hint
-    )
+        hint += f" 'git papayu retry {name}' asks the model for a better plan first."
+    who = plan_subject(plan_id, branch)
+    return PapayuError("ERR_NOTHING_TO_LAND", f"{who} has no branch {branch}: {became}", hint=hint)
 
 
 def _describe(check: dict[str, Any]) -> str:
-    how = (
-        "timed out"
-        if check.get("timed_out")
-        else "passed"
-        if check.get("passed")
-        else f"failed, exit {check.get('exit_code')}"
-    )
-    return f"`{check.get('command')}` {how}"
+    """The recorded check in the words of the report (outcomes.check_word), with its exit code
+    when it failed by it."""
+    how = check_word(check)
+    exit_code = f", exit {check.get('exit_code')}" if how == "FAILED" and check.get("exit_code") else ""
+    return f"`{check.get('command')}` {how}{exit_code}"
 
 
 def verdict(plan_id: str, plan: StoredPlan | None, commit: str, *, unchecked_ok: bool = False) -> Verdict:
@@ -110,7 +113,7 @@ def verdict_of(plan_id: str, outcome: dict[str, Any] | None, commit: str, *, unc
     recorded, outcome = outcome is not None, outcome or {}
     check = outcome.get("check") or None
     checked = outcome.get("commit") or None
-    branch = branch_name(plan_id)
+    branch = str(outcome.get("branch") or branch_name(plan_id))
     if not check and outcome.get("check_skipped") and checked == commit:
         return Verdict(plan_id, commit, VerdictState.SKIPPED, None, None, None)  # --no-check was the user's choice
     if not check:
@@ -126,7 +129,7 @@ def verdict_of(plan_id: str, outcome: dict[str, Any] | None, commit: str, *, unc
         problem = (
             None
             if unchecked_ok
-            else _error("ERR_NOT_CHECKED", plan_id, f"no check ran on {branch} ({commit[:12]}): {why}")
+            else _error("ERR_NOT_CHECKED", plan_id, f"no check ran on {branch} ({commit[:12]}): {why}", branch)
         )
         return Verdict(plan_id, commit, VerdictState.NOT_CHECKED, None, None, problem)
     if checked != commit:
@@ -135,6 +138,7 @@ def verdict_of(plan_id: str, outcome: dict[str, Any] | None, commit: str, *, unc
             "ERR_BRANCH_CHANGED_SINCE_CHECK",
             plan_id,
             f"{branch} is at {commit[:12]}, but its check ({_describe(check)}) ran on {was}",
+            branch,
         )
         return Verdict(plan_id, commit, VerdictState.CHANGED, checked, check, problem)
     if not check.get("passed"):
@@ -144,6 +148,7 @@ def verdict_of(plan_id: str, outcome: dict[str, Any] | None, commit: str, *, unc
             "ERR_CHECK_NOT_PASSED",
             plan_id,
             f"the check of {branch} ({commit[:12]}) did not pass: {_describe(check)}{log}",
+            branch,
         )
         return Verdict(plan_id, commit, state, checked, check, problem)
     return Verdict(plan_id, commit, VerdictState.PASSED, checked, check, None)

@@ -11,11 +11,11 @@ import gc
 import os
 import sys
 from importlib import import_module
-from typing import Any
+from typing import IO, Any
 
 import click
 
-from papayu_git import __version__, invocation
+from papayu_git import __version__, invocation, output, settings
 from papayu_git.error_handler import install_signal_handlers
 
 # name -> (module, one-line help). The help is here so `--help` imports no command module.
@@ -93,7 +93,42 @@ class SuggestingGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
+class ShortHelpHint(click.UsageError):
+    """A usage error whose hint names `-h`, which reaches papayu however it was installed: git turns
+    `git papayu --help` into `man git-papayu`, which finds the page only where man looks
+    (docs/REFERENCE.md, "Exit codes")."""
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    @classmethod
+    def of(cls, error: click.UsageError) -> click.UsageError:
+        """``error`` with this hint; one that shows itself otherwise (the help for a bare group) stays."""
+        return cls(error) if type(error).show is click.UsageError.show else error
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        file = file or sys.stderr
+        color = self.ctx.color if self.ctx else None
+        if self.ctx is not None:
+            click.echo(f"{self.ctx.get_usage()}\nTry '{self.ctx.command_path} -h' for help.\n", file=file, color=color)
+        click.echo(f"Error: {self.format_message()}", file=file, color=color)
+
+
 class LazyGroup(SuggestingGroup):
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:
+            raise ShortHelpHint.of(error) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # the subcommand's own parsing happens in here
+        except click.UsageError as error:
+            raise ShortHelpHint.of(error) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(LAZY_COMMANDS)
 
@@ -125,6 +160,7 @@ def cli(ctx: click.Context, directory: str | None, verbose: bool) -> None:
 
     Your branch, index and working tree are untouched unless the check passes.
     """
+    settings.notices_to(output.notice)  # settings never prints: its notices go out here
     if directory:
         os.chdir(directory)
     if verbose:

@@ -23,7 +23,7 @@ from papayu_git.errors import ERROR_CODES
 from papayu_git.memory import MEMORY_WHITELIST, git_config_key
 from papayu_git.paths import MAX_PATH_LEN
 from papayu_git.protocol import MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_JSON_DEPTH
-from papayu_git.settings import SETTINGS, markdown_table
+from papayu_git.settings import SECTIONS, SETTINGS
 from papayu_git.validate import MAX_ACTIONS, MAX_FILE_BYTES, MAX_TOTAL_BYTES, PSEUDO_BINARY_RATIO
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,9 +41,9 @@ KEY_SETTINGS = (
     "llm_max_tokens",
     "check_command",
     "check_timeout_sec",
-    "sandbox",
+    "check_sandbox",
     "protected_paths",
-    "trace",
+    "trace_enabled",
     "log",
 )
 
@@ -94,16 +94,30 @@ def limits_table() -> str:
 
 
 def settings_table() -> str:
-    return markdown_table()
+    """Every setting (settings.SETTINGS) and every family of keys the user names (SECTIONS), with
+    the names they had, which still work with a notice."""
+    rows = ["| git config | env var | default | meaning | formerly |", "|---|---|---|---|---|"]
+    for s in SETTINGS:
+        key = f"`{s.key}`" if s.git else "(environment only)"
+        rows.append(f"| {key} | `{s.env}` | `{s.default}` | {_cell(s.meaning)} | {_names(s.old)} |")
+    for section in SECTIONS:
+        old = _names(tuple(f"{p}<name>" for p in section.old))
+        rows.append(f"| `{section.prefix}<name>` | - | | {_cell(section.meaning)} | {old} |")
+    return "\n".join(rows)
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
 
 
 def key_settings_table() -> str:
     by_name = {s.name: s for s in SETTINGS}
-    rows = ["| env var | git config | default | meaning |", "|---|---|---|---|"]
+    rows = ["| git config | env var | default | meaning |", "|---|---|---|---|"]
     for name in KEY_SETTINGS:
         s = by_name[name]
         default = f"`{s.default}`" if s.default else ""
-        rows.append(f"| `{s.env or '-'}` | `{s.git_key or '-'}` | {default} | {_cell(s.meaning)} |")
+        key = f"`{s.key}`" if s.git else "(environment only)"
+        rows.append(f"| {key} | `{s.env}` | {default} | {_cell(s.meaning)} |")
     return "\n".join(rows)
 
 
@@ -201,10 +215,11 @@ def man_page() -> str:
     for setting in SETTINGS:
         if setting.env:
             git_key = f" (git config {setting.git_key})" if setting.git_key else ""
+            formerly = f"; formerly {', '.join(setting.old)}" if setting.old else ""
             out += [
                 ".TP",
                 f"\\fB{_roff(setting.env)}\\fR",
-                _roff(f"{setting.meaning}{git_key}; default '{setting.default}'"),
+                _roff(f"{setting.meaning}{git_key}; default '{setting.default}'{formerly}"),
             ]
     out += [".SH SEE ALSO", _roff("docs/REFERENCE.md of papayu-git: error codes, limits and settings tables."), ""]
     return "\n".join(out)

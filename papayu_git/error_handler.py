@@ -58,12 +58,17 @@ def handle_errors(json_output: bool = False) -> Iterator[None]:
             output.error(safe_text(exc.format(), multiline=True))
         sys.exit(EXIT_FAILURE)
     except (KeyboardInterrupt, click.Abort) as exc:  # Abort: Ctrl-C or Ctrl-D at one of click's questions
+        # What the interruption left behind, when the step it cut says so (notes on the exception:
+        # what happened, then the next steps), instead of a bare "interrupted".
+        notes = [safe_text(note) for note in getattr(exc, "__notes__", ())]
+        said = f" {notes[0]}" if notes else ""
+        steps = "".join(f"\n  {step}" for step in notes[1:])
         if isinstance(exc, Terminated):
             import signal
 
-            output.error(f"terminated by {signal.Signals(exc.signum).name}")
+            output.error(f"terminated by {signal.Signals(exc.signum).name}{said}{steps}")
             sys.exit(128 + exc.signum)
-        output.error("interrupted")
+        output.error(f"interrupted{said}{steps}")
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         # `papayu list --json | head`: the reader left; like git, stop quietly. Point stdout

@@ -271,7 +271,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     "ERR_NO_CHECK": ErrorSpec(
         "no check command was found, so nothing landed automatically; the commit is kept on papayu/<id>",
         "Review it with 'git papayu show ID' and land it with 'git papayu land ID --force'; or set a check "
-        "(git config papayu.checkCommand CMD, or --check CMD) and apply again; or pass --no-check.",
+        "(git config papayu.check.command CMD, or --check CMD) and apply again; or pass --no-check.",
     ),
     "ERR_TEST_EDITS_HELD": ErrorSpec(
         "the plan modifies or deletes existing tests, or changes how tests run, so it stopped at review (kept on papayu/<id>)",
@@ -305,8 +305,8 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "doctor'); or set papayu.check.allowUserTreeLinks=true.",
     ),
     "ERR_SANDBOX_UNAVAILABLE": ErrorSpec(
-        "papayu.sandbox=required, but the check cannot be sandboxed here",
-        "Run 'git papayu doctor'; install bubblewrap and allow user namespaces, or set papayu.sandbox=auto.",
+        "papayu.check.sandbox=required, but the check cannot be sandboxed here",
+        "Run 'git papayu doctor'; install bubblewrap and allow user namespaces, or set papayu.check.sandbox=auto.",
     ),
     "ERR_CONFIG_INVALID": ErrorSpec(
         "a papayu setting has a value papayu does not understand",
@@ -324,13 +324,13 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_CHECK_NOT_PASSED": ErrorSpec(
         "the recorded check of papayu/<id> failed or timed out (a --keep-failed branch)",
-        "Read the check log named above and the diff ('git papayu show ID'), fix the cause and apply "
-        "again, or pass --force to land or push the red commit anyway.",
+        "Read the check log named above and the diff ('git papayu show ID'); 'git papayu retry ID' asks the "
+        "model for a better plan; or land the red commit anyway: 'git papayu land ID --force' (pr: --force too).",
     ),
     "ERR_NOT_CHECKED": ErrorSpec(
         "no check ran on papayu/<id> (--no-check, no check command found, or no plan record)",
         "Review it with 'git papayu show ID', then 'git papayu land ID --force'; or configure a check "
-        "('git config papayu.checkCommand CMD') and apply the plan again.",
+        "('git config papayu.check.command CMD') and apply the plan again.",
     ),
     "ERR_DELETE_NOT_CONFIRMED": ErrorSpec(
         "the plan deletes files and that was not confirmed", "Pass -y, or answer yes."
@@ -379,7 +379,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_LLM_CONTEXT_WINDOW": ErrorSpec(
         "the request does not fit the model's context window, even with the context cut to its minimum",
-        "Give the model a larger window (PAPAYU_LOCAL_N_CTX, llama-server -c, Ollama num_ctx) and tell papayu "
+        "Give the model a larger window (PAPAYU_LLM_CONTEXT_TOKENS, llama-server -c, Ollama num_ctx) and tell papayu "
         "(PAPAYU_LLM_CONTEXT_TOKENS), or point the goal at fewer files.",
     ),
     "ERR_LLM_INVALID_RESPONSE": ErrorSpec(
@@ -443,9 +443,40 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "Use an https:// API URL (PAPAYU_FORGE_API_URL); plain http only to this machine.",
     ),
     "ERR_FORGE_UNKNOWN": ErrorSpec("cannot tell the forge from the remote URL", "Pass --forge github|gitlab|gitea."),
-    "ERR_FORGE_AUTH": ErrorSpec("the forge refused the token", "Check GH_TOKEN/GITLAB_TOKEN/GITEA_TOKEN."),
-    "ERR_FORGE_NOT_FOUND": ErrorSpec("the forge does not know that repository", "Check the remote URL."),
+    "ERR_FORGE_AUTH": ErrorSpec(
+        "the forge refused the token (missing, expired, or not allowed to do this)",
+        "Check the forge's own token variable: GH_TOKEN or GITHUB_TOKEN, GITLAB_TOKEN, GITEA_TOKEN.",
+    ),
+    "ERR_FORGE_NOT_FOUND": ErrorSpec(
+        "the forge does not know that repository, branch or pull request",
+        "Check the remote URL; set papayu.forge.repository (owner/name) or papayu.forge.apiUrl if they are guessed wrong.",
+    ),
     "ERR_FORGE_HTTP": ErrorSpec("the forge answered with an error", "Read the status above and retry."),
+    "ERR_FORGE_UNREACHABLE": ErrorSpec(
+        "the forge's API did not answer (connection refused, name not resolved, timed out)",
+        "Is the forge up at the URL shown? Else set papayu.forge.apiUrl (PAPAYU_FORGE_API_URL).",
+    ),
+    "ERR_FORGE_MERGE_REFUSED": ErrorSpec(
+        "the forge refused to merge the pull request (not mergeable, a requirement unmet, a method not allowed); "
+        "nothing landed",
+        "Read the forge's reason above; fix it on the forge, or land locally with papayu.forge.land=local.",
+    ),
+    "ERR_FORGE_MERGE_CONFLICT": ErrorSpec(
+        "the forge's pull request head or target moved, or they conflict (HTTP 409); nothing landed",
+        "Look at the pull request on the forge; re-plan on the new tip if the target moved.",
+    ),
+    "ERR_FORGE_MERGE_DIVERGED": ErrorSpec(
+        "the forge merged the pull request, but its target branch is not the checked tree on the local tip; "
+        "the local branch was not moved",
+        "Fetch the forge's branch and check it before taking it: git pull --ff-only, then your check.",
+    ),
+    "ERR_REMOTE_UNREACHABLE": ErrorSpec(
+        "the git remote did not answer (down, wrong host or port)", "Check the remote's URL: git remote -v."
+    ),
+    "ERR_REMOTE_AUTH": ErrorSpec(
+        "the git remote refused papayu's credentials",
+        "Check that 'git ls-remote REMOTE' works without a prompt (credential helper, ssh key).",
+    ),
     "ERR_PR_NOT_PUSHED": ErrorSpec(
         "the remote does not have the local papayu/<id> commit, so its checks are not about it",
         "Run 'git papayu pr ID' to push it, then wait for CI.",
@@ -470,7 +501,7 @@ ERROR_CODES: dict[str, ErrorSpec] = {
     ),
     "ERR_SEARCH_FAILED": ErrorSpec(
         "the web search failed or returned nothing usable",
-        "Check PAPAYU_SEARCH_PROVIDER, PAPAYU_TAVILY_API_KEY or PAPAYU_SEARXNG_URL.",
+        "Check PAPAYU_ONLINE_SEARCH_PROVIDER, PAPAYU_ONLINE_TAVILY_API_KEY or PAPAYU_ONLINE_SEARXNG_URL.",
     ),
     "ERR_RESEARCH_INVALID": ErrorSpec(
         "the model's research summary is not a valid {answer_md, sources, confidence} object",
@@ -504,8 +535,7 @@ class PapayuError(Exception):
         super().__init__(self.format())
 
     def format(self) -> str:
-        where = f"{self.path}: " if self.path else ""
-        return f"{where}{self.code}: {self.reason} ({self.hint})"
+        return format_error(self.code, self.reason, self.hint, where=f"at {self.path}" if self.path else "")
 
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "path": self.path, "reason": self.reason, "hint": self.hint}
@@ -522,6 +552,14 @@ class ValidationFailed(PapayuError):
 
     def format(self) -> str:
         return "\n".join(e.format() for e in getattr(self, "errors", [])) or super().format()
+
+
+def format_error(code: str, reason: str, hint: str = "", *, where: str = "") -> str:
+    """The one way an error is printed: `ERR_CODE at WHERE: reason (hint)`, the code first, so
+    that every error reads (and greps) alike whatever it concerns; ``where`` is "at PATH" or the
+    stage it came from ("at the check"), "" for none."""
+    head = f"{code} {where}" if where else code
+    return f"{head}: {reason}" + (f" ({hint})" if hint else "")
 
 
 def hint_for(code: str, plan_id: str) -> str:

@@ -1,7 +1,5 @@
-"""Git plumbing at the edge: every git subprocess goes through ``run_git``.
-
-``open_repo`` answers most commands without pygit2 (repository.py) and imports it only where
-they need it (docs/DESIGN.md, "Start-up and cost"; bench/apply_bench.py).
+"""Git plumbing at the edge: every git subprocess goes through ``run_git``; the one reader of
+`.git` files. Opening a repository is repository.open_repo's.
 """
 
 from __future__ import annotations
@@ -9,11 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from papayu_git import output
 from papayu_git.errors import PapayuError
 
 if TYPE_CHECKING:
@@ -62,8 +58,7 @@ def isolated_env() -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class Tracked:
+class Tracked(NamedTuple):
     """Files a repository tracks (tracked_paths), and every directory holding one."""
 
     files: frozenset[str]
@@ -95,16 +90,11 @@ def run_git(
     input: str | bytes | None = None,
     env: dict[str, str] | None = None,
     text: bool = True,
-    uninterruptible: bool = False,
 ) -> subprocess.CompletedProcess[Any]:
-    """Run git; on failure raise ERR_GIT_COMMAND showing the command, rc and output.
-    ``uninterruptible``: see run_to_completion (the steps that move the user's branch)."""
+    """Run git; on failure raise ERR_GIT_COMMAND showing the command, rc and output."""
     cmd = ["git", *args]
     env = env if env is not None else scrubbed_env()
-    if uninterruptible:
-        proc = run_to_completion(cmd, cwd=cwd, env=env)
-    else:
-        proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=text, env=env)
+    proc = subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=text, env=env)
     if check and proc.returncode != 0:
         out = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode("utf-8", "replace")
         raise PapayuError(
@@ -116,11 +106,12 @@ def run_git(
 
 def run_to_completion(
     cmd: Sequence[str], *, cwd: str | os.PathLike[str] | None, env: dict[str, str], input: bytes | None = None
-) -> subprocess.CompletedProcess[str]:
+) -> tuple[subprocess.CompletedProcess[str], bool]:
     """Run ``cmd`` so that Ctrl-C cannot split it: in its own session (the terminal's SIGINT
     reaches papayu only) and waited for to the end; `subprocess.run` would SIGKILL it on
     KeyboardInterrupt, leaving files moved without the branch. The interrupt is then dropped:
-    the step it hit has completed and the command finishes normally. ``input``: its stdin."""
+    the step it hit has completed and the command finishes normally. ``input``: its stdin.
+    Returns the process and whether a Ctrl-C came meanwhile (the caller says so: landing.py)."""
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
@@ -138,10 +129,8 @@ def run_to_completion(
         except KeyboardInterrupt:
             interrupted = True
             input = None  # communicate goes on writing what is left of it
-    if interrupted:
-        output.info("Ctrl-C while moving your branch: that step was completed first")
     text = [out.decode("utf-8", "replace") for out in (stdout, stderr)]
-    return subprocess.CompletedProcess(list(cmd), proc.returncode, *text)
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, *text), interrupted
 
 
 def find_toplevel(start: str | os.PathLike[str] | None = None) -> Path:
@@ -155,24 +144,6 @@ def hooks_dir(repo_root: Path) -> Path:
     """Where git runs hooks from: honours core.hooksPath (also relative or ~/), linked worktrees."""
     out = run_git(["rev-parse", "--git-path", "hooks"], cwd=repo_root).stdout.strip()
     return (repo_root / out).resolve() if not os.path.isabs(out) else Path(out)
-
-
-def open_repo(start: str | os.PathLike[str] | None = None) -> pygit2.Repository:
-    """The repository around ``start``: a repository.Repository, which answers pygit2's API as
-    papayu uses it without importing pygit2, wherever git plumbing serves (a work tree of a known
-    format); else pygit2's own."""
-    # repository.py reads config through settings.py, which runs git through this module.
-    from papayu_git.repository import discover
-
-    found = discover(str(start or os.getcwd()))
-    if found is not None:
-        return cast("pygit2.Repository", found)
-    import pygit2
-
-    path = pygit2.discover_repository(str(start or os.getcwd()))
-    if path is None:
-        raise PapayuError("ERR_NOT_A_GIT_REPO", f"{Path(start or os.getcwd()).resolve()} is not in a git repository")
-    return pygit2.Repository(path)
 
 
 GITFILE_PREFIX = "gitdir:"

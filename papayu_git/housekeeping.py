@@ -9,16 +9,16 @@ generated branches older than N days.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from papayu_git import locks, output
+from papayu_git import locks
 from papayu_git.errors import PapayuError
-from papayu_git.git import common_dir, open_repo, papayu_dir
+from papayu_git.git import common_dir, papayu_dir
 from papayu_git.landing import clear_dead_land
 from papayu_git.objects import branch_name, commit_of, delete_branch, generated_branches
 from papayu_git.outcomes import ApplyState
+from papayu_git.repository import open_repo
 
 if TYPE_CHECKING:
     import pygit2
@@ -60,14 +60,12 @@ def clear_stale(repo: pygit2.Repository, pdir: Path) -> list[locks.LockInfo]:
 
 
 def dead_check(info: locks.LockInfo) -> None:
-    """A check checkout whose papayu died: kill what its check left running (check.kill_orphans)."""
+    """A check checkout whose papayu died: check.run.dead_check kills what its check left running."""
     # lazy: only for a dead papayu's leftovers; check (+ sandbox) and plans (+ protocol, hashlib)
     # at module top made `papayu gc` start ~10 ms slower (120 -> 130 ms, median of 11 runs).
-    from papayu_git.check import kill_orphans
+    from papayu_git.check.run import dead_check as kill_check_leftovers
 
-    killed = kill_orphans(info)
-    if killed:
-        output.info(f"killed {len(killed)} process(es) a dead papayu's check left running in {info.data.get('path')}")
+    kill_check_leftovers(info)
 
 
 def _kept_on_purpose(repo: pygit2.Repository, pdir: Path, plan_id: str) -> bool:
@@ -82,12 +80,13 @@ def _kept_on_purpose(repo: pygit2.Repository, pdir: Path, plan_id: str) -> bool:
     return outcome.get("state") in KEPT_STATES and commit is not None and outcome.get("commit") == commit
 
 
-@dataclass
-class GcReport:
-    locks: list[str] = field(default_factory=list)
-    worktrees: list[str] = field(default_factory=list)
-    branches: list[str] = field(default_factory=list)
-    logs: list[str] = field(default_factory=list)
+class GcReport(NamedTuple):
+    """What `gc` removed. A NamedTuple: every command loads this module (open_checkout)."""
+
+    locks: list[str]
+    worktrees: list[str]
+    branches: list[str]
+    logs: list[str]
 
 
 def gc(repo: pygit2.Repository, repo_root: Path, pdir: Path, days: float) -> GcReport:
@@ -95,23 +94,24 @@ def gc(repo: pygit2.Repository, repo_root: Path, pdir: Path, days: float) -> GcR
     # check's pool is not theirs to load (docs/DESIGN.md, "Start-up and cost").
     from papayu_git.worktree import remove_idle_checkouts
 
-    report = GcReport(locks=[str(i.path) for i in clear_stale(repo, pdir)])
-    report.worktrees = [str(p) for p in remove_idle_checkouts(repo_root, pdir, on_stale=dead_check)]
+    locks_removed = [str(i.path) for i in clear_stale(repo, pdir)]
+    worktrees = [str(p) for p in remove_idle_checkouts(repo_root, pdir, on_stale=dead_check)]
     cutoff = time.time() - days * 86400
     from papayu_git.bestof import runs  # lazy: plans and protocol would slow every command, see dead_check
 
-    report.branches += runs.gc(repo, pdir, cutoff)  # a best-of run's candidates, papayu/<run>/<i>
+    branches = runs.gc(repo, pdir, cutoff)  # a best-of run's candidates, papayu/<run>/<i>
     for plan_id, commit in sorted(generated_branches(repo).items()):
         if runs.parse_key(plan_id) or _applying(pdir, plan_id) or commit_of(repo, commit).commit_time > cutoff:
             continue
         if delete_branch(repo, plan_id):
-            report.branches.append(branch_name(plan_id))
+            branches.append(branch_name(plan_id))
+    logs = []
     checks = pdir / "checks"
     for log in sorted(checks.glob("*.log")) if checks.is_dir() else []:
         if log.stat().st_mtime < cutoff:
             log.unlink(missing_ok=True)
-            report.logs.append(str(log))
-    return report
+            logs.append(str(log))
+    return GcReport(locks_removed, worktrees, branches, logs)
 
 
 def _applying(pdir: Path, plan_id: str) -> bool:

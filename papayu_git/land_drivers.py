@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from papayu_git import atomic
+from papayu_git import atomic, settings
 from papayu_git.git import run_git
 
 _FILTER_VARIABLES = (("smudge", ""), ("clean", ""), ("process", ""), ("required", "false"))
@@ -40,22 +40,27 @@ _FILTER_VARIABLES = (("smudge", ""), ("clean", ""), ("process", ""), ("required"
 def no_drivers_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
     """``env`` with the user's filter drivers and fsmonitor switched off for git in ``workdir``."""
     pairs = [("core.fsmonitor", "false")]
-    for name in filter_names(workdir, env):
+    for name in filter_names(workdir):
         pairs += [(f"filter.{name}.{variable}", value) for variable, value in _FILTER_VARIABLES]
     ours = " ".join(f"{_quoted(key)}={_quoted(value)}" for key, value in pairs)
     before = env.get("GIT_CONFIG_PARAMETERS", "").strip()
     return {**env, "GIT_CONFIG_PARAMETERS": f"{before} {ours}" if before else ours}
 
 
-def filter_names(workdir: Path, env: dict[str, str]) -> list[str]:
-    """Every filter driver configured for ``workdir`` at any level (`filter.<name>.<variable>`)."""
-    proc = run_git(["config", "-z", "--get-regexp", r"^filter\."], cwd=workdir, check=False, env=env)
+def filter_names(workdir: Path) -> list[str]:
+    """Every filter driver configured for ``workdir`` at any level (`filter.<name>.<variable>`),
+    from the `git config` the command read when it started unless that was over a second ago,
+    rather than a `git config` process of its own (docs/DESIGN.md, "Start-up and cost")."""
     names = set()
-    for record in proc.stdout.split("\0"):
-        key = record.split("\n", 1)[0]
-        if key.startswith("filter.") and key.count(".") >= 2:
+    for key in settings.git_config_keys("filter.", str(workdir), within=_FRESH_SEC):
+        if key.count(".") >= 2:
             names.add(key[len("filter.") : key.rindex(".")])
     return sorted(names)
+
+
+# How old the command's read of `git config` may be for the landing to trust it: an apply without a
+# check lands ~50 ms after it started; after a check (or a question to the user) it is read again.
+_FRESH_SEC = 1.0
 
 
 def _quoted(text: str) -> str:

@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from papayu_git import output, settings
 from papayu_git.git import NO_HOOKS, common_dir, hooks_dir
@@ -40,8 +39,7 @@ _HOOK_CONFIG = re.compile(
 _PACKAGE_KEYS = ("husky", "simple-git-hooks", "pre-commit", "pre-push", "scripts")
 
 
-@dataclass(frozen=True)
-class HookPolicy:
+class HookPolicy(NamedTuple):
     """Whether the user's hooks may run for one landing or push; ``why_not`` says why they may not."""
 
     run: bool

@@ -10,15 +10,15 @@ own `*.lock` files of refs it was updating) is cleaned by the caller via
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from papayu_git import atomic
 from papayu_git.errors import PapayuError
@@ -28,10 +28,27 @@ def locks_dir(papayu_dir: Path) -> Path:
     return papayu_dir / "locks"
 
 
-# Locks live only in these directories of `.git/papayu/`, under names papayu makes (an id, a
-# sanitized branch, a slot number): a name from outside can never make a lock path reach a
-# user's file (a `yarn.lock` beside the repository's package.json).
+# Locks live only in these directories of `.git/papayu/` and in a repository's checkout pool, under
+# names papayu makes (an id, a sanitized branch, a slot number): a name from outside can never make
+# a lock path reach a user's file (a `yarn.lock` beside the repository's package.json).
 LOCK_DIRS = ("locks", "checkouts", "worktrees")
+POOLS = ("papayu-git", "checkouts")  # under the user's cache: one directory per repository
+
+
+def checkout_pool(papayu_dir: Path) -> Path:
+    """Where the check's checkouts of the repository whose papayu directory is ``papayu_dir``
+    live, with their locks: the user's cache, outside every work tree, one directory per
+    repository (its name and a digest of its papayu directory's real path). Under `.git/` the
+    copies of the tests were found by the user's own scanners: `node --test` walks every directory
+    but node_modules (docs/DESIGN.md, "The transaction and its guarantees")."""
+    real = os.path.realpath(papayu_dir)
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    common = os.path.dirname(real)
+    name = os.path.basename(os.path.dirname(common) if os.path.basename(common) == ".git" else common)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:40].lstrip(".") or "repository"
+    return Path(os.path.expanduser("~")) / ".cache" / POOLS[0] / POOLS[1] / f"{name}-{digest}"
+
+
 _LOCK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.lock")
 _LOCK_LEFTOVER = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.lock\.(?:stale\.)?(\d+)\.\d+")
 
@@ -39,7 +56,9 @@ _LOCK_LEFTOVER = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.lock\.(?:stale
 def check_path(path: Path) -> Path:
     """``path`` when it is one papayu may use as a lock, else ERR_INTERNAL (a bug: refused unused)."""
     parent = path.parent
-    if _LOCK_NAME.fullmatch(path.name) is None or parent.name not in LOCK_DIRS or parent.parent.name != "papayu":
+    in_pool = (parent.parent.parent.name, parent.parent.name) == POOLS
+    in_papayu = parent.name in LOCK_DIRS and parent.parent.name == "papayu"
+    if _LOCK_NAME.fullmatch(path.name) is None or not (in_papayu or in_pool):
         raise PapayuError("ERR_INTERNAL", f"refusing to use {str(path)[:200]!r} as a lock file", path=str(path))
     return path
 
@@ -72,12 +91,11 @@ def pid_alive(pid: int, start_time: str = "") -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class LockInfo:
+class LockInfo(NamedTuple):
     path: Path
     pid: int
     start_time: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any]
 
     @property
     def alive(self) -> bool:
@@ -207,7 +225,8 @@ StaleHandler = Callable[[LockInfo], None]
 def clear_stale(papayu_dir: Path, handlers: Mapping[str, StaleHandler] | None = None) -> list[LockInfo]:
     """Remove locks of dead processes, calling ``handlers[kind]`` first so leftovers are cleaned."""
     cleared: list[LockInfo] = []
-    for directory in (locks_dir(papayu_dir), papayu_dir / "checkouts", papayu_dir / "worktrees"):
+    dirs = (locks_dir(papayu_dir), checkout_pool(papayu_dir), papayu_dir / "checkouts", papayu_dir / "worktrees")
+    for directory in dirs:
         if not directory.is_dir():
             continue
         for tmp in directory.glob(".*.lock.*"):  # a body whose writer died before linking it

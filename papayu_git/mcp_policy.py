@@ -15,11 +15,12 @@ from papayu_git import plans, settings
 from papayu_git.bestof.runs import candidate_key
 from papayu_git.checked import VerdictState, verdict
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import papayu_dir
 from papayu_git.objects import GitTree, TreeChanges, changed_paths, commit_of, generated_branches
+from papayu_git.repository import open_repo
 from papayu_git.testfiles import configured_test_patterns, edited_tests
 
-# Verdicts that wait for a human (transaction.py): the MCP client is a model, not that human.
+# Verdicts that wait for a human (transaction/held.py): the MCP client is a model, not that human.
 HELD_FOR_A_HUMAN = frozenset({"ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD", "ERR_RUNNER_REACH_HELD"})
 
 # apply_plan's argument -> the setting that lets a client pass it.

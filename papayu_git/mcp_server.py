@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,6 +35,7 @@ from pydantic import Field
 
 from papayu_git import __version__, plans
 from papayu_git.errors import ERROR_CODES, PapayuError, ValidationFailed
+from papayu_git.git import find_toplevel
 from papayu_git.mcp_policy import land_refusals, refused_arguments
 from papayu_git.secrets import mask, mask_data
 
@@ -262,6 +264,8 @@ class PapayuTools:
         return await anyio.to_thread.run_sync(self._read_tool, name, {k: v for k, v in args.items() if v is not None})
 
     def _read_tool(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        # Agent mode's tools load on the first read, not for a server that only applies plans
+        # (docs/DESIGN.md, "Start-up and cost").
         from papayu_git.agent import DEFAULT_MAX_TOOL_OUTPUT
         from papayu_git.agent_tools import Tools, parse_arguments
         from papayu_git.agent_workspace import Workspace
@@ -357,23 +361,19 @@ Protocol = Annotated[
 PlanId = Annotated[str, Field(description="A full plan id, YYYYMMDD-HHMMSS-xxxxxx (list_plans).")]
 
 
-def build_server(root: Path) -> MCPServer[Any]:
-    tools = PapayuTools(root)
-    server: MCPServer[Any] = MCPServer(
-        name="papayu",
-        version=__version__,
-        instructions=(
-            "papayu applies a model's fix plan as a commit on papayu/<id>, runs the project's check in a "
-            "sandboxed worktree, and lands it on the branch only when the check passes (else rolls back)."
-        ),
-        log_level="WARNING",
-    )
+class Tools:
+    """The MCP tools, one method each: its signature and docstring are the tool's input schema and
+    description, which the client's model reads; each hands the call to PapayuTools."""
 
-    async def validate_plan(plan: Plan, protocol: Protocol = None) -> CallToolResult:
+    def __init__(self, root: Path) -> None:
+        self.papayu = PapayuTools(root)
+
+    async def validate_plan(self, plan: Plan, protocol: Protocol = None) -> CallToolResult:
         """Validate a model response (or a stored plan record) without applying it: ok, or the errors."""
-        return await tools.validate_plan(plan, protocol)
+        return await self.papayu.validate_plan(plan, protocol)
 
     async def apply_plan(
+        self,
         plan: Plan,
         ctx: Context[Any, Any],
         check: Annotated[
@@ -412,11 +412,12 @@ def build_server(root: Path) -> MCPServer[Any]:
         configured or detected one. A plan deleting files is refused and one editing existing tests
         stops at review: a human decides those, unless the operator allowed the arguments that let
         you decide (check, no_check, allow_test_edits, allow_deletions). Progress every second."""
-        return await tools.apply_plan(
+        return await self.papayu.apply_plan(
             plan, ctx, check, no_check, review, keep_failed, onto, rebase, allow_test_edits, allow_deletions
         )
 
     async def best_of(
+        self,
         goal: Annotated[
             str, Field(description="What the plans should achieve, e.g. 'fix the failing test tests/x.py'.")
         ],
@@ -446,56 +447,70 @@ def build_server(root: Path) -> MCPServer[Any]:
             "timeout_sec": timeout_sec,
             "review": review,
         }
-        return await tools.best_of(goal, ctx, candidates, bounds, check, allow_test_edits)
+        return await self.papayu.best_of(goal, ctx, candidates, bounds, check, allow_test_edits)
 
-    async def land_plan(plan_id: PlanId) -> CallToolResult:
+    async def land_plan(self, plan_id: PlanId) -> CallToolResult:
         """Land a reviewed plan: fast-forward its branch to papayu/<id> (only the commit whose check passed).
         A plan that edits tests, deletes files or has no passed check is the operator's or a human's to land."""
-        return await tools.land_plan(plan_id)
+        return await self.papayu.land_plan(plan_id)
 
-    async def drop_plan(plan_id: PlanId) -> CallToolResult:
+    async def drop_plan(self, plan_id: PlanId) -> CallToolResult:
         """Delete the generated branch papayu/<id> (the stored plan is kept)."""
-        return await tools.drop_plan(plan_id)
+        return await self.papayu.drop_plan(plan_id)
 
-    async def list_plans() -> CallToolResult:
+    async def list_plans(self) -> CallToolResult:
         """Stored plans and papayu/* branches: id, state, target branch, summary."""
-        return await tools.list_plans()
+        return await self.papayu.list_plans()
 
-    async def show_plan(plan_id: PlanId) -> CallToolResult:
+    async def show_plan(self, plan_id: PlanId) -> CallToolResult:
         """A plan: its record, the diff of its commit and its check result."""
-        return await tools.show_plan(plan_id)
+        return await self.papayu.show_plan(plan_id)
 
-    async def read_file(path: str, start_line: int | None = None, end_line: int | None = None) -> CallToolResult:
+    async def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> CallToolResult:
         """Read a file at the tip of the current branch (protected paths refused, secrets masked)."""
-        return await tools.read_tool("read_file", {"path": path, "start_line": start_line, "end_line": end_line})
+        return await self.papayu.read_tool("read_file", {"path": path, "start_line": start_line, "end_line": end_line})
 
-    async def list_files(root: str | None = None, glob: str | None = None) -> CallToolResult:
+    async def list_files(self, root: str | None = None, glob: str | None = None) -> CallToolResult:
         """List files at the tip of the current branch (protected and .gitignore'd files left out)."""
-        return await tools.read_tool("list_files", {"root": root, "glob": glob})
+        return await self.papayu.read_tool("list_files", {"root": root, "glob": glob})
 
-    async def search_in_repo(query: str, glob: str | None = None) -> CallToolResult:
+    async def search_in_repo(self, query: str, glob: str | None = None) -> CallToolResult:
         """Search the tip of the current branch for a text (protected files left out, secrets masked)."""
-        return await tools.read_tool("search_in_repo", {"query": query, "glob": glob})
+        return await self.papayu.read_tool("search_in_repo", {"query": query, "glob": glob})
 
-    for fn, hints in (
-        (validate_plan, READ_ONLY),
-        (apply_plan, DESTRUCTIVE),
-        (best_of, DESTRUCTIVE),
-        (land_plan, DESTRUCTIVE),
-        (drop_plan, DESTRUCTIVE),
-        (list_plans, READ_ONLY),
-        (show_plan, READ_ONLY),
-        (read_file, READ_ONLY),
-        (list_files, READ_ONLY),
-        (search_in_repo, READ_ONLY),
-    ):
-        server.add_tool(fn, annotations=hints)
+
+# Every tool, and whether it may change the repository.
+TOOLS: tuple[tuple[Callable[..., Awaitable[CallToolResult]], ToolAnnotations], ...] = (
+    (Tools.validate_plan, READ_ONLY),
+    (Tools.apply_plan, DESTRUCTIVE),
+    (Tools.best_of, DESTRUCTIVE),
+    (Tools.land_plan, DESTRUCTIVE),
+    (Tools.drop_plan, DESTRUCTIVE),
+    (Tools.list_plans, READ_ONLY),
+    (Tools.show_plan, READ_ONLY),
+    (Tools.read_file, READ_ONLY),
+    (Tools.list_files, READ_ONLY),
+    (Tools.search_in_repo, READ_ONLY),
+)
+
+
+def build_server(root: Path) -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer(
+        name="papayu",
+        version=__version__,
+        instructions=(
+            "papayu applies a model's fix plan as a commit on papayu/<id>, runs the project's check in a "
+            "sandboxed worktree, and lands it on the branch only when the check passes (else rolls back)."
+        ),
+        log_level="WARNING",
+    )
+    tools = Tools(root)
+    for method, hints in TOOLS:
+        server.add_tool(getattr(tools, method.__name__), annotations=hints)
     return server
 
 
 def serve(repo: str | None) -> int:
-    from papayu_git.git import find_toplevel
-
     root = find_toplevel(repo)
     anyio.run(build_server(root).run_stdio_async)
     return 0

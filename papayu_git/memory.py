@@ -42,13 +42,14 @@ MEMORY_BLOCK_HEADER = "ENGINEERING_MEMORY (trusted by user; update only when use
 MEMORY_BLOCK_FOOTER = (
     "Use ENGINEERING_MEMORY as defaults. If user explicitly asks to change — suggest updating memory and show new JSON."
 )
-# An explicit request to remember, in English or Russian like the goals; a negated one is not a request.
-_REMEMBER = re.compile(
+# An explicit request to remember, in English or Russian like the goals; a negated one is not a
+# request. Compiled when a goal is read (~1.5 ms, case-folded Cyrillic): validating a plan, which
+# every apply does through this module, never asks (docs/DESIGN.md, "Start-up and cost").
+_REMEMBER = (
     r"\b(remember|memori[sz]e|from now on|save (?:this|that) (?:in|to|as) (?:memory|preferences?))\b"
-    r"|запомни|запомнить|запоминай|сохрани в памят",
-    re.I,
+    r"|запомни|запомнить|запоминай|сохрани в памят"
 )
-_NOT_REMEMBER = re.compile(r"\b(?:don'?t|do not|never)\s+remember\b|не\s+запоминай|не\s+запомина", re.I)
+_NOT_REMEMBER = r"\b(?:don'?t|do not|never)\s+remember\b|не\s+запоминай|не\s+запомина"
 
 
 class MemoryValue(NamedTuple):
@@ -250,7 +251,7 @@ def memory_value(repo_root: Path | None, key: str) -> Any:
 
 
 def asks_to_remember(goal: str) -> bool:
-    return bool(_REMEMBER.search(goal or "")) and not _NOT_REMEMBER.search(goal or "")
+    return bool(re.search(_REMEMBER, goal or "", re.I)) and not re.search(_NOT_REMEMBER, goal or "", re.I)
 
 
 def secret_errors(values: dict[str, Any]) -> list[PapayuError]:

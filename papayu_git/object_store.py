@@ -160,7 +160,7 @@ class CatFileStore:
 
 
 class Pygit2Store:
-    """The object database of a ``pygit2.Repository`` (a caller's, or one git.open_repo opened
+    """The object database of a ``pygit2.Repository`` (a caller's, or one repository.open_repo opened
     through pygit2)."""
 
     def __init__(self, repo: pygit2.Repository) -> None:

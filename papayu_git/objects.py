@@ -15,7 +15,6 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -36,6 +35,7 @@ from papayu_git.object_store import (
     read_tree,
     write_tree,
 )
+from papayu_git.plans import BRANCH_PREFIX
 from papayu_git.refs import resolve_ref, write_loose_ref
 from papayu_git.repository import Repository
 from papayu_git.secrets import safe_text
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 
 _KINDS = {MODE_FILE: "file", MODE_EXEC: "file", MODE_LINK: "link", MODE_TREE: "dir", MODE_GITLINK: "submodule"}
-BRANCH_PREFIX = "papayu/"
 GITKEEP = ".gitkeep"
 
 
@@ -146,8 +145,7 @@ class GitTree:
         return sorted(out)
 
 
-@dataclass(frozen=True)
-class TreeChanges:
+class TreeChanges(NamedTuple):
     """What the result tree differs in: writes (path -> bytes), file and dir deletions, dirs to keep."""
 
     writes: dict[str, bytes]

@@ -1,7 +1,7 @@
 """The one place that prints (docs/ARCHITECTURE.md, "Conventions"): results on stdout, events and progress on stderr.
 
 Nothing printed here carries a terminal control sequence papayu did not write itself:
-text from the model, a check or a file goes through ``printable`` (via
+text from the model, a check or a file goes through ``secrets.printable`` (via
 ``secrets.safe_text``, which also masks), and every line is filtered once more on its
 way out, keeping only papayu's own colours (docs/FEATURES.md, "Masking secrets").
 """
@@ -18,39 +18,17 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from papayu_git.secrets import FILE_CONTENTS, mask_data, masker, safe_text
+from papayu_git.secrets import FILE_CONTENTS, TEXT_CONTROLS, escape_control, mask_data, masker, printable, safe_text
 
 _COLOURS = {"red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold": "1", "dim": "2"}
 
 
-# Escapes the way git's quote_path writes them: \a \b \t \n \v \f \r by name, any other
-# C0 character and DEL as three octal digits (\033, \177), C1 (U+0080-U+009F, which some
-# terminals read as ESC [ and the like) as the octal of its UTF-8 bytes (\302\233).
-_NAMED = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
-# Bidi overrides, isolates and marks reorder what the reader sees ("Trojan Source"); line and
-# paragraph separators break a line where the terminal shows none. Escaped like the controls.
-_BIDI_AND_SEPARATORS = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_LINE_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]")
-# Multi-line text keeps its newlines, tabs and the CR of a CRLF; a lone CR could overwrite the line.
-_TEXT_CONTROLS = f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]|\r(?!\n)"
-_MULTILINE_CONTROLS = re.compile(_TEXT_CONTROLS)
-_OWN_OR_CONTROL = re.compile("(\x1b\\[(?:%s)m)|%s" % ("|".join(sorted({*_COLOURS.values(), "0"})), _TEXT_CONTROLS))
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group(0)
-    return _NAMED.get(char) or "".join(f"\\{byte:03o}" for byte in char.encode())
-
-
-def printable(text: str, *, multiline: bool = False) -> str:
-    """``text`` with its control characters written as visible escapes (``\\033``): C0 (but
-    newline, tab and the CR of a CRLF when ``multiline``), DEL, C1, bidi controls and Unicode line
-    separators."""
-    return (_MULTILINE_CONTROLS if multiline else _LINE_CONTROLS).sub(_escape, text)
+# papayu's own colours pass; every other control is escaped as printable escapes it (secrets.py).
+_OWN_OR_CONTROL = re.compile("(\x1b\\[(?:%s)m)|%s" % ("|".join(sorted({*_COLOURS.values(), "0"})), TEXT_CONTROLS))
 
 
 def _own_or_escaped(match: re.Match[str]) -> str:
-    return match.group(1) or _escape(match)
+    return match.group(1) or escape_control(match)
 
 
 def _write(text: str, stream: TextIO) -> None:
@@ -90,8 +68,10 @@ _quiet = threading.local()
 @contextmanager
 def live() -> Iterator[Callable[[list[str]], None]]:
     """An updater of lines redrawn in place at the bottom of stderr on a terminal (best-of's table,
-    docs/DESIGN.md, "Best of N"); other stderr lines print above them, spinners are off. Elsewhere
-    the updater does nothing: the caller prints the final table as a result."""
+    docs/DESIGN.md, "Best of N"); other stderr lines print above them, spinners are off. The
+    caller prints the final table as a result, once: the live one is erased when the block ends
+    (and left on the screen when an exception, a Ctrl-C, cuts it short). Elsewhere the updater
+    does nothing."""
     global _live
     if not is_tty(sys.stderr) or _live is not None:
         yield lambda lines: None
@@ -109,8 +89,13 @@ def live() -> Iterator[Callable[[list[str]], None]]:
 
     try:
         yield update
-    finally:
-        _live = None  # the last table stays on the screen
+    except BaseException:
+        _live = None  # what the run had reached stays on the screen
+        raise
+    with board.lock:
+        board.erase()
+        board.lines = []
+    _live = None
 
 
 @contextmanager
@@ -215,6 +200,12 @@ def info(text: str) -> None:
 def warn(text: str) -> None:
     if not _quieted():
         _write(colour(f"warning: {text}", "yellow", sys.stderr), sys.stderr)
+
+
+def notice(text: str) -> None:
+    """A warning said even where others are quiet: the settings' notices (a deprecated name, an
+    unknown key), each said once per process (settings.notices_to) wherever it is first read."""
+    _write(colour(f"warning: {text}", "yellow", sys.stderr), sys.stderr)
 
 
 def error(text: str) -> None:
@@ -339,22 +330,30 @@ def start_thread(thread: threading.Thread) -> threading.Thread:
     return thread
 
 
+_labels: list[str] = []  # the live spinners' labels, innermost last: stage() renames the innermost
+
+
 @contextmanager
 def progress(label: str) -> Iterator[None]:
-    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal (or holds a live table)."""
+    """A spinner with elapsed time on a TTY; silent when stderr is not a terminal (or holds a live
+    table). ``stage`` renames it while it spins (what it waits for now)."""
     if not is_tty(sys.stderr) or _live is not None or _quieted():
         yield
         return
 
-    label = safe_text(label)  # written with \r, past _write
+    _labels.append(safe_text(label))  # written with \r, past _write
     done = threading.Event()
     start = time.monotonic()
+    width = [len(_labels[-1])]
 
     def spin() -> None:
         frames = "|/-\\"
         i = 0
         while not done.wait(0.1):
-            sys.stderr.write(f"\r{frames[i % 4]} {label} {time.monotonic() - start:5.1f}s")
+            shown = _labels[-1] if _labels else label
+            pad = " " * max(0, width[0] - len(shown))
+            width[0] = len(shown)
+            sys.stderr.write(f"\r{frames[i % 4]} {shown} {time.monotonic() - start:5.1f}s{pad}")
             sys.stderr.flush()
             i += 1
 
@@ -364,5 +363,12 @@ def progress(label: str) -> Iterator[None]:
     finally:
         done.set()
         thread.join()
-        sys.stderr.write(f"\r{' ' * (len(label) + 12)}\r")
+        _labels.pop()
+        sys.stderr.write(f"\r{' ' * (width[0] + 12)}\r")
         sys.stderr.flush()
+
+
+def stage(label: str) -> None:
+    """What the innermost spinner waits for from now on (a no-op without one)."""
+    if _labels:
+        _labels[-1] = safe_text(label)

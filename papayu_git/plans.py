@@ -163,14 +163,37 @@ def from_record(data: dict[str, Any]) -> StoredPlan:
     return StoredPlan.from_json({k: v for k, v in data.items() if v is not None or k == "response"})
 
 
+BRANCH_PREFIX = "papayu/"  # every branch papayu makes (objects.branch_name: `papayu/<id>`)
+# A best-of candidate's branch under papayu/, `<run>/<i>` (bestof/runs.py); a person reads and
+# types the candidate as `<run>:<i>` (docs/DESIGN.md, "Best of N").
+CANDIDATE_KEY = re.compile(r"(best-\d{8}-\d{6}-[0-9a-f]{6})/(\d{1,3})")
+
+
+def plan_name(plan_id: str, branch: str = "") -> str:
+    """What a plan is called wherever a person reads or types it: its id, or for a best-of
+    candidate (kept on ``branch`` papayu/RUN/N) `RUN:N`, its one id in every message and command."""
+    found = CANDIDATE_KEY.fullmatch(branch.removeprefix(BRANCH_PREFIX))
+    return f"{found.group(1)}:{found.group(2)}" if found else plan_id
+
+
+def plan_subject(plan_id: str, branch: str = "") -> str:
+    """A plan as a message names it: `plan ID`, or `candidate RUN:N`."""
+    name = plan_name(plan_id, branch)
+    return f"candidate {name}" if name != plan_id else f"plan {plan_id}"
+
+
 _SAFE_PREFIX = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,63}")  # never a path, a glob or an option
 
 
 def find_record(directory: Path, id_or_prefix: str, code: str, what: str) -> Path:
     """The one `<id>.json` in ``directory`` named by an id or a unique prefix (like git's short
     hashes). Ids never contain path separators, so nothing outside ``directory`` is read."""
+
+    def stems() -> list[str]:  # on an error path only
+        return sorted(m.stem for m in directory.glob("*.json")) if directory.is_dir() else []
+
     if not _SAFE_PREFIX.fullmatch(id_or_prefix):
-        raise PapayuError(code, f"invalid {what} id {id_or_prefix[:80]!r}")
+        raise PapayuError(code, f"invalid {what} id {id_or_prefix[:80]!r}{did_you_mean(id_or_prefix, stems())}")
     exact = directory / f"{id_or_prefix}.json"
     if exact.is_file():
         return exact
@@ -182,7 +205,7 @@ def find_record(directory: Path, id_or_prefix: str, code: str, what: str) -> Pat
         raise PapayuError(
             code, f"{what} id prefix {id_or_prefix!r} is ambiguous: {names}", hint="Give more characters of the id."
         )
-    raise PapayuError(code, f"no {what} {id_or_prefix!r}", path=str(directory))
+    raise PapayuError(code, f"no {what} {id_or_prefix!r}{did_you_mean(id_or_prefix, stems())}", path=str(directory))
 
 
 _NEWEST = re.compile(r"@(?:~(\d{1,4}))?")
@@ -208,7 +231,7 @@ def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
     if not (is_id_prefix(value) or _HASH_PREFIX.fullmatch(value)):
         raise PapayuError(
             "ERR_PLAN_NOT_FOUND",
-            f"invalid plan id {value[:80]!r}",
+            f"invalid plan id {value[:80]!r}{did_you_mean(value, ids)}",
             hint="A plan id looks like 20260101-120000-a1b2c3; a prefix, its last part (a1b2) or @ / @~1 "
             "work too; run 'git papayu list'.",
         )
@@ -226,15 +249,24 @@ def resolve_id(papayu_dir: Path, id_or_prefix: str) -> str:
             f"plan id {value!r} is ambiguous: {len(matches)} plans match ({shown})",
             hint="Give more characters of the id.",
         )
-    import difflib  # only on this error path
-
-    close = difflib.get_close_matches(value, ids, n=3, cutoff=0.5) or difflib.get_close_matches(
-        value, [i[16:] for i in ids], n=3, cutoff=0.5
-    )
-    said = f"; did you mean {', '.join(close)}?" if close else ""
     raise PapayuError(
-        "ERR_PLAN_NOT_FOUND", f"no plan {value!r}{said}", path=str(plans_dir(papayu_dir)), hint="Run 'git papayu list'."
+        "ERR_PLAN_NOT_FOUND",
+        f"no plan {value!r}{did_you_mean(value, ids)}",
+        path=str(plans_dir(papayu_dir)),
+        hint="Run 'git papayu list'.",
     )
+
+
+def did_you_mean(value: str, ids: list[str]) -> str:
+    """ "; did you mean X?" with the stored ids closest to a mistyped one (whole ids, then their
+    hash parts, as people copy them), "" when none is close: every lookup of an id says it."""
+    import difflib  # only on an error path
+
+    value = value[:80]
+    close = difflib.get_close_matches(value, ids, n=3, cutoff=0.5) or difflib.get_close_matches(
+        value, [i[16:] for i in ids if len(i) > 16], n=3, cutoff=0.5
+    )
+    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 def stored_ids(papayu_dir: Path) -> list[str]:
@@ -275,3 +307,13 @@ def list_plans(papayu_dir: Path) -> list[StoredPlan]:
         except PapayuError:
             continue
     return out
+
+
+def update_outcome(pdir: Path, plan_id: str, **fields: Any) -> None:
+    """`land` / `drop` of a kept branch: update the state recorded in the plan."""
+    try:
+        plan = load(pdir, plan_id)
+    except PapayuError:
+        return  # a branch without a plan record (e.g. its record was deleted): nothing to update
+    outcome = {**(plan.extra.get("apply") or {}), **fields, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    save(pdir, replace(plan, extra={**plan.extra, "apply": outcome}))

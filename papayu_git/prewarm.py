@@ -7,7 +7,8 @@ full checkout, when there is none) and releases it, so that the check later find
 only the plan's files differ (worktree.acquire_checkout prefers it). A process, not a thread:
 `plan` exits long before the user runs `apply ID`, and the preparation must be able to finish.
 
-It writes only under `.git/papayu/` (a lock in `locks/`, the slot in `checkouts/`), runs no code
+It writes only under `.git/papayu/` (a lock in `locks/`) and in the repository's checkout pool (the
+slot: worktree.py), runs no code
 of the repository (papayu's own git calls with the slot's own config, as for the check), holds
 the slot's lock while it works (a running check never shares a slot), gives up after
 ``TIMEOUT_SEC``, and one runs at a time per repository. A kill -9 at any point leaves a stale
@@ -27,10 +28,11 @@ from typing import Any
 from papayu_git import locks, output, settings
 from papayu_git.check import resolve_command
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir, scrubbed_env
+from papayu_git.git import papayu_dir, scrubbed_env
 from papayu_git.housekeeping import dead_check
 from papayu_git.landing import resolve_target
 from papayu_git.objects import GitTree
+from papayu_git.repository import open_repo
 from papayu_git.worktree import prewarm_slot
 
 TIMEOUT_SEC = 600  # a full checkout took 3-33 s at 10k-50k files; past this the plan is long done
@@ -39,12 +41,12 @@ _spawned: list[subprocess.Popen[bytes]] = []  # kept, so that no ResourceWarning
 
 
 def enabled(repo_root: Path, *, no_check: bool = False) -> bool:
-    return not no_check and settings.get_bool("prewarm", str(repo_root))
+    return not no_check and settings.get_bool("check_prewarm", str(repo_root))
 
 
 def start(repo_root: Path, *, check: str | None = None, no_check: bool = False, onto: str | None = None) -> bool:
     """Start preparing the check's checkout in the background; False when it is off
-    (``papayu.prewarm=false``, ``--no-check``) or could not be started. Whether a check
+    (``papayu.check.prewarm=false``, ``--no-check``) or could not be started. Whether a check
     command resolves, and whether the repository has a commit, is judged by the background
     process itself: that needs the tip's tree, which `plan` need not open before the model."""
     if not enabled(repo_root, no_check=no_check):
@@ -94,7 +96,7 @@ def prepare(repo_root: Path, onto: str | None, explicit_check: bool, *, timeout_
             until=time.time() + timeout_sec,
         )
         said = f"prepared {slot.name}" if slot else "already prepared"
-        if command is not None and settings.get_bool("prewarm_base", str(repo_root)):
+        if command is not None and settings.get_bool("check_prewarm_base", str(repo_root)):
             said += "; " + _base(repo, pdir, tip, command, repo_root, timeout_sec)
         return said
     finally:
@@ -110,7 +112,7 @@ def _base(repo: Any, pdir: Path, tip: str, command: Any, repo_root: Path, timeou
     box = resolve_sandbox(str(repo_root))
     if not box.sandboxed:
         return "base not run (no sandbox: only a check papayu was asked for runs unsandboxed)"
-    run = base_run(repo, pdir, tip, command, box, repo_root, timeout_sec=timeout_sec)
+    run = base_run(repo, pdir, tip, command, box, repo_root, timeout_sec=timeout_sec, origin="the prewarm")
     return f"base {'cached' if run.cached else 'computed'} ({run.results.source})"
 
 

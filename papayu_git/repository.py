@@ -1,7 +1,7 @@
 """The repository as papayu's everyday commands read it: where it is, its HEAD, branches, config
 and objects, from git's own files and plumbing (docs/DESIGN.md, "Start-up and cost").
 
-``git.open_repo`` returns a ``Repository`` for a work tree of the formats libgit2 and papayu both
+``open_repo`` returns a ``Repository`` for a work tree of the formats libgit2 and papayu both
 know (SHA-1, no extension beyond worktreeConfig, not shared). It answers the part of
 ``pygit2.Repository``'s API that `apply`, `land` and the housekeeping every command does use
 (paths, HEAD, references, config; objects through object_store.py), without importing pygit2
@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from papayu_git import settings
+from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir_of, git_dir_of, run_git, scrubbed_env
 from papayu_git.object_store import CatFileStore
 from papayu_git.refs import SYMBOLIC, read_raw_ref, resolve_ref
@@ -179,6 +180,21 @@ def discover(start: str) -> Repository | None:
 
 
 _discovered: dict[str, tuple[Path, Path]] = {}
+
+
+def open_repo(start: str | os.PathLike[str] | None = None) -> pygit2.Repository:
+    """The repository around ``start``: a ``Repository``, which answers pygit2's API as
+    papayu uses it without importing pygit2, wherever git plumbing serves (a work tree of a known
+    format); else pygit2's own."""
+    found = discover(str(start or os.getcwd()))
+    if found is not None:
+        return cast("pygit2.Repository", found)
+    import pygit2
+
+    path = pygit2.discover_repository(str(start or os.getcwd()))
+    if path is None:
+        raise PapayuError("ERR_NOT_A_GIT_REPO", f"{Path(start or os.getcwd()).resolve()} is not in a git repository")
+    return pygit2.Repository(path)
 
 
 def _found_plainly(start: str) -> tuple[Path, Path] | None:

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import atomic, output, settings
 from papayu_git.errors import PapayuError
 from papayu_git.net import RetryPolicy, credentials_stay_home, may_carry_credentials, send_with_retries
-from papayu_git.secrets import mask, mask_data
+from papayu_git.protocol import parse_json_text
+from papayu_git.secrets import mask, mask_data, safe_text
+from papayu_git.traces import now_iso
 from papayu_git.webfetch import Cutoff, Page, Resolver, fetch, parse_allow_hosts, resolve_by, trace_url
 
 if TYPE_CHECKING:
@@ -92,10 +94,10 @@ class OnlineConfig:
             return max(low, min(high, settings.get_int(name, cwd)))
 
         return cls(
-            provider=settings.get("search_provider", cwd).strip().lower() or "tavily",
-            tavily_url=settings.get("tavily_url", cwd).strip(),
-            searxng_url=settings.get("searxng_url", cwd).strip(),
-            api_key=settings.get("tavily_api_key", cwd).strip(),  # env only: no git key in SETTINGS
+            provider=settings.get("online_search_provider", cwd).strip().lower() or "tavily",
+            tavily_url=settings.get("online_tavily_url", cwd).strip(),
+            searxng_url=settings.get("online_searxng_url", cwd).strip(),
+            api_key=settings.get("online_tavily_api_key", cwd).strip(),  # env only: no git key in SETTINGS
             model=settings.get("online_model", cwd).strip(),
             max_sources=clamp("online_max_sources", 1, 20),
             max_pages=clamp("online_max_pages", 1, 10),
@@ -164,8 +166,6 @@ class Research:
 
     def lines(self) -> list[str]:
         """What `research` and a plan print: the answer, then numbered sources (printed through safe_text)."""
-        from papayu_git.secrets import safe_text
-
         rows = [f"research {self.id} (confidence {safe_text(self.confidence)}): {safe_text(self.query)}"]
         rows += [f"  {line}" for line in safe_text(self.answer_md.strip(), multiline=True).split("\n")]
         rows.append("Sources:")
@@ -342,7 +342,7 @@ def _search_live(query: str, cfg: OnlineConfig, deadline: float) -> list[dict[st
 
         if cfg.provider == "tavily":
             if not cfg.api_key:
-                raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_TAVILY_API_KEY is not set")
+                raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_ONLINE_TAVILY_API_KEY is not set")
             if not may_carry_credentials(cfg.tavily_url):
                 raise PapayuError("ERR_SEARCH_FAILED", "the Tavily key would cross plain http to another machine")
             _resolved_in_time(cfg.tavily_url, cutoff, trace_url(cfg.tavily_url))
@@ -355,7 +355,7 @@ def _search_live(query: str, cfg: OnlineConfig, deadline: float) -> list[dict[st
                 )
         elif cfg.provider == "searxng":
             if not cfg.searxng_url:
-                raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_SEARXNG_URL is not set")
+                raise PapayuError("ERR_SEARCH_FAILED", "PAPAYU_ONLINE_SEARXNG_URL is not set")
             url = cfg.searxng_url.rstrip("/")
             url = url if url.endswith("/search") else url + "/search"
             _resolved_in_time(url, cutoff, trace_url(url))
@@ -363,7 +363,9 @@ def _search_live(query: str, cfg: OnlineConfig, deadline: float) -> list[dict[st
                 params = {"q": query, "format": "json"}
                 data = _send(http, lambda: http.get(url, params=params, **limits()), trace_url(url), cutoff)
         else:
-            raise PapayuError("ERR_SEARCH_FAILED", f"unknown PAPAYU_SEARCH_PROVIDER {cfg.provider!r} (tavily, searxng)")
+            raise PapayuError(
+                "ERR_SEARCH_FAILED", f"unknown PAPAYU_ONLINE_SEARCH_PROVIDER {cfg.provider!r} (tavily, searxng)"
+            )
     return _normalize(data.get("results") if isinstance(data, dict) else None, cfg.max_sources)
 
 
@@ -452,8 +454,6 @@ def summarize(
 ) -> dict[str, Any]:
     """The model's {answer_md, sources, confidence}, schema-checked, with one repair retry.
     ``usage`` gets each call's token counts as the server reported them (`stats` sums them)."""
-    from papayu_git.protocol import parse_json_text
-
     messages = [
         {"role": "system", "content": SUMMARY_SYSTEM},
         {"role": "user", "content": _summary_prompt(query, pages)},
@@ -502,8 +502,6 @@ def run(
     stats: dict[str, Any] | None = None,
 ) -> Research:
     """Search, fetch, summarize, store. ``stats`` (optional) is filled as far as the run got, even on failure."""
-    from papayu_git.traces import now_iso
-
     cfg = OnlineConfig.load(cwd)
     query = " ".join(query.split())[:MAX_QUERY_CHARS]
     if not query:

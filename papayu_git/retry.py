@@ -78,7 +78,7 @@ def better(before: dict[str, Any], after: dict[str, Any]) -> bool | None:
 def feedback(root: Path, plan_id: str, summary: str, outcome: dict[str, Any], window_tokens: int = 0) -> Feedback:
     """The PREVIOUS ATTEMPT block for plan ``plan_id`` whose apply ended in ``outcome`` (the plan
     record's `apply` outcome, or ApplyResult.to_dict()). Masked with the repository's secrets."""
-    from papayu_git.secret_files import repository_masker  # lazy: reads the protected files
+    from papayu_git.check.secret_files import repository_masker  # lazy: reads the protected files
 
     limit = min(MAX_CHARS, window_tokens) if window_tokens else MAX_CHARS  # ~ a quarter of the window
     check = outcome.get("check") or {}

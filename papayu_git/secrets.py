@@ -2,7 +2,7 @@
 
 ``mask`` replaces every credential we can recognise with ``***``; ``mask_data`` does
 it for every string of a JSON-like value; ``safe_text`` masks and then escapes the
-terminal control characters (output.printable). Every writer of text that may carry
+terminal control characters (``printable``). Every writer of text that may carry
 model output, check output, environment data or a URL goes through one of them:
 traces, events, error messages, stored plans, `--json` output, the check log, commit
 messages and pull requests (docs/FEATURES.md, "Masking secrets"). File contents carried by a
@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable, Collection, Iterable
 from functools import lru_cache
 from typing import Any
+
+from papayu_git.paths import is_protected
 
 MASK = "***"
 
@@ -151,8 +153,6 @@ def _kept_value(value: str) -> bool:
 @lru_cache(maxsize=4096)
 def _code_or_protected(text: str) -> bool:
     """An ERR_* code or a protected path: never masked, whatever precedes it."""
-    from papayu_git.paths import is_protected  # lazy: paths → settings → git → output → this module
-
     return bool(_ERROR_CODE.fullmatch(text)) or is_protected(text)
 
 
@@ -377,10 +377,33 @@ def scrub_api_key(data: Any, key: str) -> Any:
     return mask_data(data, literal_masker([key]), keep=PLAN_VERBATIM)
 
 
+# Escapes the way git's quote_path writes them: \a \b \t \n \v \f \r by name, any other
+# C0 character and DEL as three octal digits (\033, \177), C1 (U+0080-U+009F, which some
+# terminals read as ESC [ and the like) as the octal of its UTF-8 bytes (\302\233).
+_NAMED = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
+# Bidi overrides, isolates and marks reorder what the reader sees ("Trojan Source"); line and
+# paragraph separators break a line where the terminal shows none. Escaped like the controls.
+_BIDI_AND_SEPARATORS = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_LINE_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]")
+# Multi-line text keeps its newlines, tabs and the CR of a CRLF; a lone CR could overwrite the line.
+TEXT_CONTROLS = f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]|\r(?!\n)"
+_MULTILINE_CONTROLS = re.compile(TEXT_CONTROLS)
+
+
+def escape_control(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return _NAMED.get(char) or "".join(f"\\{byte:03o}" for byte in char.encode())
+
+
+def printable(text: str, *, multiline: bool = False) -> str:
+    """``text`` with its control characters written as visible escapes (``\\033``): C0 (but
+    newline, tab and the CR of a CRLF when ``multiline``), DEL, C1, bidi controls and Unicode line
+    separators."""
+    return (_MULTILINE_CONTROLS if multiline else _LINE_CONTROLS).sub(escape_control, text)
+
+
 def safe_text(text: object, *, multiline: bool = False) -> str:
     """``text`` as papayu may print it or put it in a commit or pull request: masked, then
-    with its control characters escaped (output.printable; newlines and tabs kept when
+    with its control characters escaped (printable; newlines and tabs kept when
     ``multiline``)."""
-    from papayu_git.output import printable  # lazy: output imports this module (cycle)
-
     return printable(mask(str(text)), multiline=multiline)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from papayu_git import settings
 from papayu_git.apply import sha256_hex
@@ -29,8 +28,7 @@ if TYPE_CHECKING:
 MAX_NAMED_RANGES = 6
 
 
-@dataclass(frozen=True)
-class Base:
+class Base(NamedTuple):
     """The version of ``path`` a plan was written against, found in the history."""
 
     path: str
@@ -44,7 +42,7 @@ class Base:
 
 
 def enabled(workdir: str | None) -> bool:
-    return settings.get_bool("rebase_stale", workdir)
+    return settings.get_bool("stale_rebase", workdir)
 
 
 class BaseFinder:
@@ -99,11 +97,11 @@ class BaseFinder:
 
 
 def finder(repo: pygit2.Repository, tip: str, hint: str) -> BaseFinder | None:
-    """The finder for ``prepare``, or None when papayu.rebaseStale is off (a stale base is then
+    """The finder for ``prepare``, or None when papayu.stale.rebase is off (a stale base is then
     refused as it always was)."""
     if not enabled(repo.workdir):
         return None
-    return BaseFinder(repo, tip, hint, settings.get_int("rebase_stale_depth", repo.workdir))
+    return BaseFinder(repo, tip, hint, settings.get_int("stale_search_depth", repo.workdir))
 
 
 def reading(read_blob: Callable[[str], bytes | None], bases: Mapping[str, Base]) -> Callable[[str], bytes | None]:

@@ -98,35 +98,22 @@ def check_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def selection_metrics(applies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The selective check's evidence (papayu.check.select): in observe mode every test ran, and
-    each run says which tests selection would have reused and which of those did not pass (missed);
-    in on mode, how much ran and how often the tripwire fired."""
-    runs = [r for t in applies for r in _selections((t.get("check") or {}).get("selection"))]
-    observed = [r for r in runs if r.get("mode") == "observe" and not r.get("full")]
-    selective = [r for r in runs if r.get("mode") == "on" and not r.get("full") and r.get("reused")]
-
-    def share(rows: list[Mapping[str, Any]]) -> float | None:
-        total = sum(float(r.get("seconds_all") or 0) for r in rows)
-        part = sum(float(r.get("seconds_selected") or 0) for r in rows)
-        return round(part / total, 6) if total else None
-
+    """Fail first's evidence (papayu.check.select): the checks that ran the tests a plan reaches
+    first, those that stopped there (a failure rejected the plan before the rest ran), and the
+    checks that found the tip's run already kept (by `doctor --check`, the prewarm, a landed plan)."""
+    checks = [t.get("check") or {} for t in applies]
+    ordered = [c for c in checks if _ordered(c.get("selection"))]
+    runs = [r for c in checks for r in c.get("runs") or () if isinstance(r, Mapping)]
     return {
-        "observed_runs": len(observed),
-        "missed": sum(len(r.get("missed") or ()) for r in observed),
-        "missed_tests": sorted({t for r in observed for t in r.get("missed") or ()})[:20],
-        "observed_share_of_time": share(observed),
-        "selective_runs": len(selective),
-        "selective_share_of_time": share(selective),
-        "tripwires": sum(1 for r in runs if r.get("tripwire")),
-        "full_runs": len([r for r in runs if r.get("full")]),
+        "ordered_checks": len(ordered),
+        "stopped_early": sum(1 for r in runs if r.get("stopped")),
+        "tip_runs_kept": sum(1 for r in runs if r.get("run") == "tip" and not r.get("seconds")),
+        "tip_runs_made": sum(1 for r in runs if r.get("run") == "tip" and r.get("seconds")),
     }
 
 
-def _selections(value: Any) -> list[Mapping[str, Any]]:
-    if not isinstance(value, Mapping):
-        return []
-    own = value.get("own")
-    return [value, *([own] if isinstance(own, Mapping) else [])] if value.get("mode") else _selections(own)
+def _ordered(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("mode") == "on" and not value.get("unordered")
 
 
 def latency_metrics(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

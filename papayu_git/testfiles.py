@@ -2,7 +2,7 @@
 
 A plan that rewrites an existing test (say, its assertion, to match broken code) passes any
 check, so such plans need a human: `apply` asks on a terminal and otherwise stops at `review`
-unless --allow-test-edits (transaction.py). New test files are fine.
+unless --allow-test-edits (transaction/held.py). New test files are fine.
 
 So is a plan that changes how tests run, new files included: a `conftest.py` hook can deselect
 every test, `addopts = "-k nothing"` in pytest's config runs none, `"test": "exit 0"` in

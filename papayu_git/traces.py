@@ -72,7 +72,7 @@ def _settings_cwd(papayu_dir: Path) -> str | None:
 
 
 def tracing_enabled(papayu_dir: Path | None = None) -> bool:
-    return settings.get_bool("trace", _settings_cwd(papayu_dir) if papayu_dir else None)
+    return settings.get_bool("trace_enabled", _settings_cwd(papayu_dir) if papayu_dir else None)
 
 
 def raw_enabled(papayu_dir: Path | None = None) -> bool:
@@ -164,7 +164,7 @@ def write_record(
 
 
 def write_trace(papayu_dir: Path, trace_id: str, data: dict[str, Any]) -> Path | None:
-    """Write `traces/<trace_id>.json`; None when tracing is off (PAPAYU_TRACE=0).
+    """Write `traces/<trace_id>.json`; None when tracing is off (PAPAYU_TRACE_ENABLED=0).
 
     Several modules contribute to one trace (the LLM round, then the transaction): a second
     write with the same id merges its top-level keys into the existing record (later wins).

@@ -1,8 +1,9 @@
 """The check's checkout pool (docs/DESIGN.md, "The check's trust boundary").
 
-The check's checkouts live under `.git/papayu/checkouts/` and are reused:
-`git checkout --detach` rewrites only the files that differ from the previous use.
-The commit they are moved to is built in memory by `objects.py`.
+The check's checkouts live in the user's cache, one pool per repository (locks.checkout_pool),
+and are reused: `git checkout --detach` rewrites only the files that differ from the previous
+use. The commit they are moved to is built in memory by `objects.py`. Never inside the user's
+work tree: the pool under `.git/papayu/checkouts/` of older versions is removed once idle.
 """
 
 from __future__ import annotations
@@ -41,8 +42,23 @@ _SLOT_CONFIG = "config.papayu"  # the pristine config, beside (not inside) the s
 _SLOT_STATE = "state.papayu"  # the commit the slot was last moved to: a hint (see slot_commit)
 
 
+POOL_OWNER = "repository"  # in the pool: the papayu directory it serves (for people and gc)
+
+
 def pool_dir(papayu_dir: Path) -> Path:
-    return papayu_dir / CHECKOUTS
+    return locks.checkout_pool(papayu_dir)
+
+
+def _open_pool(papayu_dir: Path, on_stale: Any) -> Path:
+    """The repository's pool, made when missing (private to the user), with what an older
+    papayu left inside the work tree removed first."""
+    if (papayu_dir / CHECKOUTS).is_dir():
+        _remove_legacy_pool(papayu_dir, on_stale)
+    pool = pool_dir(papayu_dir)
+    if not (pool / POOL_OWNER).is_file():
+        pool.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic.write_text(pool / POOL_OWNER, os.path.realpath(papayu_dir) + "\n")
+    return pool
 
 
 @dataclass(frozen=True)
@@ -76,8 +92,7 @@ def acquire_checkout(
     a prewarm still preparing such a slot waits for it rather than start a full checkout of its
     own (docs/DESIGN.md, "The check's trust boundary"). ``purpose``/``until`` are recorded in
     the slot lock (a prewarm and when it gives up)."""
-    pool = pool_dir(papayu_dir)
-    pool.mkdir(parents=True, exist_ok=True)
+    pool = _open_pool(papayu_dir, on_stale)
     wanted = {commit, *_parents(repo, commit)}
     while True:
         order = _slot_order(pool, commit, wanted)
@@ -331,8 +346,15 @@ def _clear_files(fd: int) -> str | None:
 def remove_idle_checkouts(repo_root: Path, papayu_dir: Path, on_stale: Any = None) -> list[Path]:
     """`gc`: remove every pool slot nobody holds (killing what a dead run's check left running),
     and the linked worktrees of the pool older papayu versions used."""
-    removed: list[Path] = []
     pool = pool_dir(papayu_dir)
+    removed = _remove_idle_slots(pool, on_stale)
+    if pool.is_dir() and not any(p.name != POOL_OWNER for p in pool.iterdir()):
+        remove_tree(pool)  # nothing of the repository's left in the user's cache
+    return removed + _remove_legacy_pool(papayu_dir, on_stale) + _remove_legacy_worktrees(repo_root, papayu_dir)
+
+
+def _remove_idle_slots(pool: Path, on_stale: Any) -> list[Path]:
+    removed: list[Path] = []
     for slot in sorted(p for p in pool.iterdir() if p.is_dir()) if pool.is_dir() else []:
         lock = pool / f"{slot.name}.lock"
         if not locks.try_acquire(lock, on_stale=on_stale, kind="checkout", path=str(slot)):
@@ -342,7 +364,19 @@ def remove_idle_checkouts(repo_root: Path, papayu_dir: Path, on_stale: Any = Non
             removed.append(slot)
         finally:
             locks.release(lock)
-    return removed + _remove_legacy_worktrees(repo_root, papayu_dir)
+    return removed
+
+
+def _remove_legacy_pool(papayu_dir: Path, on_stale: Any) -> list[Path]:
+    """The pool older papayu versions kept in `.git/papayu/checkouts/`, inside the work tree: its
+    idle slots (a slot an older papayu still holds stays until it is released), then the directory."""
+    legacy = papayu_dir / CHECKOUTS
+    if not legacy.is_dir() or legacy.is_symlink():
+        return []
+    removed = _remove_idle_slots(legacy, on_stale)
+    if not any(p.is_dir() for p in legacy.iterdir()):
+        remove_tree(legacy)
+    return removed
 
 
 def _remove_legacy_worktrees(repo_root: Path, papayu_dir: Path) -> list[Path]:

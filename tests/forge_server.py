@@ -3,15 +3,18 @@ and a repository with a kept plan plus a bare remote, for the `pr` / `land --whe
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import subprocess
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from helpers import git, make_repo
 
@@ -28,6 +31,9 @@ RESPONSE = {
 }
 
 
+NO_BODY = object()  # an answer with an empty body (Gitea's merge answers 200 with nothing)
+
+
 class Recorded(NamedTuple):
     method: str
     path: str  # raw path, percent-escapes kept (GitLab's acme%2Fwidget)
@@ -36,68 +42,179 @@ class Recorded(NamedTuple):
     body: Any
 
 
-class ForgeServer:
-    """``route(METHOD, PATH, (status, payload[, headers]), ...)``: answers in order, the last one repeats."""
+Answer = tuple[Any, ...]  # (status, payload[, headers])
+App = Callable[[Recorded], "Answer | None"]
 
-    def __init__(self) -> None:
+
+class ForgeServer:
+    """A real HTTP server on 127.0.0.1. ``route(METHOD, PATH, answer, ...)``: answers in order, the
+    last one repeats; an answer may be a callable of the request. Unrouted requests go to ``app``
+    (a scripted forge, tests/forges.py), and a smart-HTTP git request to ``git http-backend``
+    over the bare repositories under ``git_root``. ``stop()`` / ``start()`` take it down and bring
+    it back on the same port (an outage)."""
+
+    def __init__(self, app: App | None = None, git_root: Path | None = None, git_password: str | None = None) -> None:
         self.requests: list[Recorded] = []
-        self._routes: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+        self.app = app
+        self.git_root = git_root
+        self.git_password = git_password  # basic auth the git endpoints require, if any
+        self._routes: dict[tuple[str, str], list[Any]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
+        self._port = 0
+        self.httpd: ThreadingHTTPServer | None = None
+        self._bind()
+
+    def _bind(self) -> None:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(BaseHTTPRequestHandler):  # HTTP/1.0: one connection per request, so stop() is an outage
             def log_message(self, *args: Any) -> None:
                 pass
 
             def _serve(self) -> None:
                 split = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else None
+                raw = self._body()
+                if server.git_root is not None and _GIT_PATH.search(split.path):
+                    server._git(self, split.path, split.query, raw)
+                    return
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
                 query = {k: v[-1] for k, v in parse_qs(split.query).items()}
-                server.requests.append(
-                    Recorded(self.command, split.path, query, {k.lower(): v for k, v in self.headers.items()}, body)
+                request = Recorded(
+                    self.command, split.path, query, {k.lower(): v for k, v in self.headers.items()}, body
                 )
-                status, payload, *extra = server._answer(self.command, split.path)
-                data = json.dumps(payload).encode()
+                server.requests.append(request)
+                status, payload, *extra = server._answer(request)
+                data = b"" if payload is NO_BODY else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                if payload is not NO_BODY:
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for name, value in (extra[0] if extra else {}).items():
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = _serve
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    chunks = []
+                    while True:
+                        size = int(self.rfile.readline().strip() or b"0", 16)
+                        if size == 0:
+                            self.rfile.readline()
+                            return b"".join(chunks)
+                        chunks.append(self.rfile.read(size))
+                        self.rfile.readline()
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
+        self.httpd.daemon_threads = True
+        self._port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self._port}"
 
-    def route(self, method: str, path: str, *answers: tuple[Any, ...]) -> None:
+    def route(self, method: str, path: str, *answers: Any) -> None:
         self._routes[(method, path)] = list(answers)
 
-    def _answer(self, method: str, path: str) -> tuple[Any, ...]:
-        answers = self._routes.get((method, path))
-        if not answers:
-            return 404, {"message": "Not Found"}
-        index = min(self._calls[(method, path)], len(answers) - 1)
-        self._calls[(method, path)] += 1
-        return answers[index]
+    def _answer(self, request: Recorded) -> Answer:
+        answers = self._routes.get((request.method, request.path))
+        if answers:
+            index = min(self._calls[(request.method, request.path)], len(answers) - 1)
+            self._calls[(request.method, request.path)] += 1
+            answer = answers[index]
+            return answer(request) if callable(answer) else answer
+        found = self.app(request) if self.app is not None else None
+        return found if found is not None else (404, {"message": "Not Found"})
 
     def calls(self, method: str, path: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and r.path == path]
 
-    def __enter__(self) -> ForgeServer:
+    # --- git over smart HTTP ---------------------------------------------------------------
+
+    def _git(self, handler: BaseHTTPRequestHandler, path: str, query: str, body: bytes) -> None:
+        if self.git_password is not None and not _basic_ok(handler.headers.get("Authorization"), self.git_password):
+            handler.send_response(401)
+            handler.send_header("WWW-Authenticate", 'Basic realm="forge"')
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": str(self.git_root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": unquote(path),
+            "REQUEST_METHOD": handler.command,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": handler.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_USER": "papayu-test",
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_CONTENT_ENCODING": handler.headers.get("Content-Encoding", ""),
+            "GIT_PROTOCOL": handler.headers.get("Git-Protocol", ""),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+        proc = subprocess.run(["git", "http-backend"], input=body, capture_output=True, env=env, check=False)
+        separator = b"\r\n\r\n" if b"\r\n\r\n" in proc.stdout else b"\n\n"
+        head, _, payload = proc.stdout.partition(separator)
+        status = 200
+        headers: list[tuple[str, str]] = []
+        for line in head.decode("latin-1").splitlines():
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        handler.send_response(status)
+        for name, value in headers:
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    # --- up and down -----------------------------------------------------------------------
+
+    def start(self) -> ForgeServer:
+        if self.httpd is None:
+            self._bind()
+        assert self.httpd is not None
         self.thread.start()
         return self
 
+    def stop(self) -> None:
+        """Down: the port refuses connections until ``start()`` (the state is kept)."""
+        if self.httpd is not None:
+            if self.thread.is_alive():  # shutdown() of a server that never served would wait forever
+                self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+    def __enter__(self) -> ForgeServer:
+        return self.start()
+
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stop()
+
+
+_GIT_PATH = re.compile(r"\.git/(info/refs|git-upload-pack|git-receive-pack|HEAD)$")
+
+
+def _basic_ok(header: str | None, password: str) -> bool:
+    if not header or not header.lower().startswith("basic "):
+        return False
+    try:
+        _user, _, given = base64.b64decode(header[6:]).decode().partition(":")
+    except ValueError:
+        return False
+    return given == password
 
 
 # --- a repository with a kept plan (what `apply --review` leaves) and a bare remote ---------

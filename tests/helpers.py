@@ -155,9 +155,16 @@ def trace_record(repo: Path, trace_id: str) -> dict[str, Any]:
     return json.loads((papayu_dir(repo) / "traces" / f"{trace_id}.json").read_text())
 
 
+def checkout_pool(repo: Path) -> Path:
+    """The repository's pool of check checkouts (in the test's HOME: the user's cache)."""
+    from papayu_git.locks import checkout_pool as pool_of
+
+    return pool_of(papayu_dir(repo))
+
+
 def checkout_file(repo: Path, name: str) -> Path | None:
     """``name`` in the work tree of a pooled check checkout (where a check may write)."""
-    found = sorted((repo / ".git/papayu/checkouts").glob(f"slot-*/work/{name}"))
+    found = sorted(checkout_pool(repo).glob(f"slot-*/work/{name}"))
     return found[0] if found else None
 
 

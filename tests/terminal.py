@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import sys
 import time
@@ -71,3 +72,37 @@ class Terminal:
         os.close(self.fd)
         self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode if self.returncode >= 0 else 128 - self.returncode
+
+
+_CSI = re.compile(r"\x1b\[(\d*)([A-Za-z])")
+
+
+def screen(text: str) -> list[str]:
+    """The lines a terminal shows for ``text`` (scrollback included), for what papayu draws in place:
+    carriage returns (spinners), `ESC[nF` (to the start of the line n up) and `ESC[J` (erase to the
+    end of the screen: a live table redrawn or taken away); colours are dropped."""
+    lines, row, col, at = [""], 0, 0, 0
+    while at < len(text):
+        found = _CSI.match(text, at)
+        if found:
+            count, command = int(found.group(1) or 1), found.group(2)
+            if command == "F":
+                row, col = max(0, row - count), 0
+            elif command == "J":
+                del lines[row + 1 :]
+                lines[row] = lines[row][:col]
+            at = found.end()
+            continue
+        char = text[at]
+        at += 1
+        if char == "\n":
+            row, col = row + 1, 0
+            if row == len(lines):
+                lines.append("")
+        elif char == "\r":
+            col = 0
+        else:
+            line = lines[row].ljust(col)
+            lines[row] = line[:col] + char + line[col + 1 :]
+            col += 1
+    return [line.rstrip() for line in lines]

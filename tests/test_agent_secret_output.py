@@ -23,7 +23,7 @@ from helpers import git, make_repo, papayu, plan_record
 from llm_server import ScriptedLLM, chat, tool_calls
 from test_masking_linear import assert_linear
 
-from papayu_git.secret_files import secret_values, spellings, value_masker
+from papayu_git.check.secret_files import secret_values, spellings, value_masker
 
 CHECK = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
 SECRET_FILE = "deploy/.env.production"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import GOLDEN_UPSTREAM, assert_error, git, make_repo, object_ids, papayu, write_plan
+from helpers import GOLDEN_UPSTREAM, assert_error, checkout_pool, git, make_repo, object_ids, papayu, write_plan
 from llm_server import ScriptedLLM, chat
 
 from papayu_git import plans
@@ -59,7 +59,7 @@ def test_gc_deletes_old_generated_branches_but_keeps_recent_ones(repo: Path, tmp
     assert papayu("apply", str(plan), "--review", "--check", "true", cwd=repo).returncode == 0
     assert papayu("gc", cwd=repo).returncode == 0  # default 14 days: the branch is kept
     assert git(repo, "branch", "--list", "papayu/*").strip()
-    assert not list((repo / ".git/papayu/checkouts").iterdir())  # idle check checkouts always go
+    assert not checkout_pool(repo).exists()  # idle check checkouts always go, and their pool
     report = json.loads(papayu("gc", "--days", "0", "--json", cwd=repo).stdout)
     assert len(report["branches"]) == 1 and git(repo, "branch", "--list", "papayu/*") == ""
 
@@ -134,10 +134,10 @@ def test_check_command_resolution_order(repo: Path, tmp_path: Path) -> None:
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
     assert data["check"]["source"] == "git config papayu.project.defaultTestCommand"
     assert data["check"]["exit_code"] == 5 and data["state"] == "rolled_back"
-    git(repo, "config", "papayu.checkCommand", "exit 4")
+    git(repo, "config", "papayu.check.command", "exit 4")
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "p2.txt", "content": "2\n"}], name="2.json")
     data = json.loads(papayu("apply", str(plan), "--json", cwd=repo).stdout)
-    assert data["check"]["source"] == "git config papayu.checkCommand" and data["check"]["exit_code"] == 4
+    assert data["check"]["source"] == "git config papayu.check.command" and data["check"]["exit_code"] == 4
     data = json.loads(papayu("apply", str(plan), "--json", "--check", "true", cwd=repo).stdout)
     assert data["check"]["source"] == "--check" and data["state"] == "landed"
 
@@ -151,7 +151,7 @@ def test_no_check_found_keeps_the_commit_for_review_and_names_the_ways_on(repo: 
     assert not data["ok"] and git(repo, "rev-parse", "HEAD") == head and not (repo / "w.txt").exists()
     kept = git(repo, "log", "-1", "--format=%B", f"papayu/{data['plan_id']}")
     assert "Papayu-Check: none found" in kept
-    for way in (f"git papayu land {data['plan_id']}", "papayu.checkCommand", "--no-check"):
+    for way in (f"git papayu land {data['plan_id']}", "papayu.check.command", "--no-check"):
         assert way in proc.stderr
     trace = json.loads((repo / f".git/papayu/traces/{data['trace_id']}.json").read_text())
     assert trace["check"]["state"] == "none_found"

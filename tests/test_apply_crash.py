@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    checkout_pool,
     git,
     make_repo,
     papayu,
@@ -31,7 +32,7 @@ def _assert_nothing_left(repo: Path) -> None:
     assert "locked" not in git(repo, "worktree", "list", "--porcelain")
     assert list((repo / ".git/papayu/locks").glob("*.lock")) == []
     assert list((repo / ".git/papayu/worktrees").glob("*")) == []
-    assert list((repo / ".git/papayu/checkouts").glob("*.lock")) == []
+    assert list(checkout_pool(repo).glob("*.lock")) == []
     assert git(repo, "branch", "--list", "papayu/*") == ""
     assert list((repo / ".git").glob("**/*.lock")) == []
 

@@ -10,6 +10,7 @@ from helpers import (
     apply_json,
     assert_error,
     blob,
+    checkout_pool,
     git,
     json_codes,
     make_repo,
@@ -272,7 +273,7 @@ def test_check_checkout_is_reused_and_pristine(repo: Path, tmp_path: Path) -> No
         assert data["_rc"] == 0, data
         runs.append(data["check"]["tail"].splitlines()[-1])
     assert runs == ["1", "1", "1"]  # nothing a check left survives
-    assert len([p for p in (repo / ".git/papayu/checkouts").iterdir() if p.is_dir()]) == 1
+    assert len([p for p in checkout_pool(repo).iterdir() if p.is_dir()]) == 1
 
 
 def test_v1_update_file_is_checked_against_the_sha256_recorded_in_plan(repo: Path, tmp_path: Path) -> None:
@@ -317,7 +318,7 @@ def test_rebase_refuses_when_the_new_tip_changed_a_base(repo: Path, tmp_path: Pa
         "--check",
         f"git -C {repo} update-ref refs/heads/main {moved}",
         "--rebase",
-        env={"PAPAYU_SANDBOX": "off"},
+        env={"PAPAYU_CHECK_SANDBOX": "off"},
     )
     assert data["_rc"] == 1 and json_codes(data) == ["ERR_BASE_MISMATCH"]
     assert git(repo, "rev-parse", "main").strip() == moved

@@ -75,7 +75,7 @@ def router(answers: dict[float, list[Callable[[dict[str, Any]], dict[str, Any]]]
 @pytest.fixture
 def calc(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "calc", {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT})
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     return repo
 
 
@@ -101,11 +101,13 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
     assert out["run"]["winner"] == 4 and matrix[4]["state"] == "landed" and matrix[4]["lost"] == ""
     assert matrix[1]["state"] == "red" and matrix[1]["code"] == "ERR_CHECK_REGRESSION"
     assert matrix[1]["lost"].startswith("the gate: ERR_CHECK_REGRESSION") and "test_sub" in matrix[1]["lost"]
-    assert matrix[2]["state"] == "green" and matrix[2]["lost"].startswith(
-        "larger change: 1 file, 4 lines, #4 1 file, 2 lines"
+    # Green so far after its first part, but it could not outrank #4 once #4 passed the whole
+    # suite: its rest never ran (docs/DESIGN.md, "Best of N").
+    assert matrix[2]["state"] == "stopped" and matrix[2]["lost"] == (
+        "stopped: not checked further: larger change: 1 file, 4 lines, #4 1 file, 2 lines"
     )
     assert matrix[3]["state"] == "held" and matrix[3]["lost"].startswith("held at review: ERR_CHECK_FIXES_NOTHING")
-    assert [matrix[i]["rank"] for i in (4, 2)] == [1, 2]
+    assert matrix[4]["rank"] == 1 and matrix[2]["rank"] == 0
     assert matrix[4]["fixed"] == matrix[4]["goal_fixed"] == ["tests/test_calc.py::test_add"]
     # Each candidate was asked at its own temperature; the first as `fix` asks (no approach given).
     temperatures = sorted({round(body["temperature"], 2) for body in llm.requests})
@@ -122,10 +124,11 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
     after = user_view(snapshot(calc))
     changed = {k for k in before["files"] if before["files"][k] != after["files"].get(k)}
     assert changed == {"calc.py"} and after["stash"] == before["stash"]
-    # The others stay on papayu/<run>/<i> with the matrix; `show RUN` reads it, gc drops them.
+    # The others checked stay on papayu/<run>/<i> with the matrix (the stopped one's check did not
+    # finish: nothing of it is kept); `show RUN` reads it, gc drops them.
     run = out["run"]["id"]
     assert sorted(git(calc, "branch", "--list", "papayu/*", "--format=%(refname:short)").split()) == [
-        f"papayu/{run}/{i}" for i in (1, 2, 3)
+        f"papayu/{run}/{i}" for i in (1, 3)
     ]
     shown = papayu("show", run, cwd=calc)
     assert shown.returncode == 0 and "larger change" in shown.stdout and "ERR_CHECK_REGRESSION" in shown.stdout
@@ -134,15 +137,16 @@ def test_the_smaller_fixing_plan_lands_and_the_matrix_says_why_each_other_lost(c
         "runs": 1,
         "outcomes": {"landed": 1},
         "candidates": 4,
-        "candidate_states": {"green": 1, "held": 1, "landed": 1, "red": 1},
+        "candidate_states": {"held": 1, "landed": 1, "red": 1, "stopped": 1},
     }
-    assert stats["usage"]["calls"] == 8 and stats["check_runs"] >= 4
-    undo = papayu("undo", matrix[4]["plan_id"], cwd=calc)
-    assert undo.returncode == 0, undo.stderr
-    assert git(calc, "rev-parse", "main").strip() == tip
+    assert stats["usage"]["calls"] == 8 and stats["check_runs"] >= 3  # the stopped one was interrupted
+    # The winner landed: the others can never fast-forward there, and gc removes them.
     gc = papayu("gc", cwd=calc)
     assert gc.returncode == 0 and git(calc, "branch", "--list", "papayu/*") == ""
     assert json.loads((calc / ".git/papayu/runs" / f"{run}.json").read_text())["state"] == "landed"
+    undo = papayu("undo", f"{run}:4", cwd=calc)  # the candidate's one id
+    assert undo.returncode == 0, undo.stderr
+    assert git(calc, "rev-parse", "main").strip() == tip
 
 
 def test_the_user_tree_is_untouched_until_the_winner_lands(calc: Path, llm: ScriptedLLM) -> None:
@@ -195,10 +199,13 @@ def test_a_candidate_that_games_the_verdict_never_wins(calc: Path, llm: Scripted
     matrix = rows(out)
     assert out["run"]["winner"] == 4 and matrix[4]["state"] == "landed"
     for gamer in (1, 2, 3):
-        assert matrix[gamer]["state"] in ("held", "red") and matrix[gamer]["rank"] > 1, matrix[gamer]
+        # Held, red, or stopped after its first part (held for a human: it cannot win, and its
+        # rest never ran, so it is not kept as landable).
+        assert matrix[gamer]["state"] in ("held", "red", "stopped") and matrix[gamer]["rank"] != 1, matrix[gamer]
         assert not matrix[gamer]["fixed"]  # the tip's tests on its code: test_add still fails
-        assert matrix[gamer]["lost"].startswith(("held at review", "the gate")), matrix[gamer]
-    assert matrix[2]["code"] in ("ERR_CHECK_FIXES_NOTHING", "ERR_TEST_EDITS_HELD")
+        assert matrix[gamer]["lost"].startswith(("held at review", "the gate", "stopped")), matrix[gamer]
+    said = f"{matrix[2]['code']} {matrix[2]['reason']}"
+    assert any(code in said for code in ("ERR_CHECK_FIXES_NOTHING", "ERR_TEST_EDITS_HELD", "ERR_JUDGE_EDITS_HELD"))
     assert "-1" not in (calc / "tests/test_calc.py").read_text() and not (calc / "conftest.py").exists()
     assert (calc / "calc.py").read_text() == CALC.replace(
         "    return a - b\n", "    # the sum, not the difference\n    total = a + b\n    return total\n", 1
@@ -212,7 +219,7 @@ def test_two_models_are_both_asked_and_a_failing_one_is_reported(calc: Path, llm
         git(
             calc,
             "config",
-            "papayu.candidates",
+            "papayu.candidates.models",
             f"openai-compatible/good@{llm.base_url},openai-compatible/down@{broken.base_url}",
         )
         env = {**llm.env(), "PAPAYU_LLM_RETRIES": "1"}
@@ -237,8 +244,8 @@ def test_without_a_green_candidate_nothing_lands_and_the_best_red_ones_are_offer
     assert proc.returncode == 1 and out["error"]["code"] == "ERR_BEST_OF_NO_GREEN"
     assert user_view(snapshot(calc)) == user_view(before)
     offered = out["run"]["retry"]
-    plan_ids = {row["plan_id"] for row in out["run"]["candidates"]}
-    assert len(offered) == 2 and all(o.startswith("git papayu retry ") and o.split()[3] in plan_ids for o in offered)
+    names = {f"{out['run']['id']}:{row['index']}" for row in out["run"]["candidates"]}  # one id per candidate
+    assert len(offered) == 2 and all(o.startswith("git papayu retry ") and o.split()[3] in names for o in offered)
     assert "test_sub" in " ".join(offered)
     assert out["run"]["state"] == "no_green"
     # The offer works: the red candidate goes back to the model with its failures, and lands.
@@ -248,16 +255,17 @@ def test_without_a_green_candidate_nothing_lands_and_the_best_red_ones_are_offer
     assert retried.returncode == 0, retried.stderr
     assert json.loads(retried.stdout)["apply"]["state"] == "landed"
     told = "\n".join(str(m.get("content")) for m in llm.requests[-2]["messages"])
-    assert f"PREVIOUS ATTEMPT: plan {breaker}" in told and "tests/test_calc.py::test_sub" in told
+    plan_id = next(r["plan_id"] for r in out["run"]["candidates"] if breaker.endswith(f":{r['index']}"))
+    assert f"PREVIOUS ATTEMPT: plan {plan_id}" in told and "tests/test_calc.py::test_sub" in told
 
 
 def test_identical_trees_are_checked_once_and_the_base_once(calc: Path, llm: ScriptedLLM, tmp_path: Path) -> None:
     """Two answers that read differently but make the same tree: one check. Four candidates: one
     base run (counted by the check itself: the sandbox is off so it can write the counter)."""
     counter = tmp_path / "runs.txt"
-    git(calc, "config", "papayu.checkCommand", f"git rev-parse HEAD >> {counter}; {PYTEST}")
-    git(calc, "config", "papayu.sandbox", "off")
-    git(calc, "config", "papayu.prewarm", "false")
+    git(calc, "config", "papayu.check.command", f"git rev-parse HEAD >> {counter}; {PYTEST}")
+    git(calc, "config", "papayu.check.sandbox", "off")
+    git(calc, "config", "papayu.check.prewarm", "false")
     same = (
         "--- a/calc.py\n+++ b/calc.py\n@@ -2 +2 @@\n-    return a - b\n+    return a + b\n"  # GOOD, written otherwise
     )
@@ -276,7 +284,7 @@ def test_identical_trees_are_checked_once_and_the_base_once(calc: Path, llm: Scr
 
 
 def test_ctrl_c_rolls_every_candidate_back(calc: Path, llm: ScriptedLLM, tmp_path: Path) -> None:
-    git(calc, "config", "papayu.checkCommand", "sleep 60 # best-of-ctrl-c")
+    git(calc, "config", "papayu.check.command", "sleep 60 # best-of-ctrl-c")
     llm.script = [router({0.0: [action(GOOD)], 0.3: [action(BIGGER)]})] * 4
     before = snapshot(calc)
     proc = subprocess.Popen(
@@ -285,7 +293,7 @@ def test_ctrl_c_rolls_every_candidate_back(calc: Path, llm: ScriptedLLM, tmp_pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **llm.env(), "PYTHONPATH": str(ROOT), "PAPAYU_PREWARM": "false"},
+        env={**os.environ, **llm.env(), "PYTHONPATH": str(ROOT), "PAPAYU_CHECK_PREWARM": "false"},
     )
     deadline = time.monotonic() + 120
     while len(git(calc, "branch", "--list", "papayu/*").split()) < 2:  # both committed: their checks run

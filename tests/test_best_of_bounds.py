@@ -22,7 +22,7 @@ SLOW = "9''{pid}.5"  # quoted: only the sleep itself carries the marker
 def slow_check(repo: Path) -> str:
     """A check that sleeps (for ages) when the tree has slow.txt; the marker finds the sleep."""
     marker = f"9{os.getpid()}.5"
-    git(repo, "config", "papayu.checkCommand", f"test -e slow.txt && sleep {SLOW.format(pid=os.getpid())}; {PYTEST}")
+    git(repo, "config", "papayu.check.command", f"test -e slow.txt && sleep {SLOW.format(pid=os.getpid())}; {PYTEST}")
     return marker
 
 
@@ -67,9 +67,9 @@ def test_the_timeout_stops_what_still_runs(calc: Path, llm: ScriptedLLM) -> None
 
 def test_a_run_killed_with_kill_9_leaves_no_candidate_behind(calc: Path, llm: ScriptedLLM) -> None:  # noqa: F811
     marker = slow_check(calc)
-    git(calc, "config", "papayu.prewarm", "false")
+    git(calc, "config", "papayu.check.prewarm", "false")
     llm.script = [router({0.0: [create("slow.txt", "a\n")], 0.3: [create("slow.txt", "b\n")]})] * 4
-    git(calc, "config", "papayu.checkCommand", f"sleep {SLOW.format(pid=os.getpid())}; {PYTEST}")
+    git(calc, "config", "papayu.check.command", f"sleep {SLOW.format(pid=os.getpid())}; {PYTEST}")
     before = snapshot(calc)
     proc = subprocess.Popen(
         [sys.executable, "-m", "papayu_git", "best-of", "2", GOAL, "-y"],

@@ -125,7 +125,7 @@ def _at_the_question(repo: Path, env: dict[str, str]) -> tuple[subprocess.Popen[
     )
     os.close(slave)
     seen, deadline = b"", time.monotonic() + 240
-    while b"Land plan" not in seen:
+    while b"Land candidate" not in seen:
         assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
         if select.select([master], [], [], 1.0)[0]:
             seen += os.read(master, 65536)
@@ -162,13 +162,15 @@ def test_on_a_terminal_a_live_table_then_the_winners_diff_and_the_question(calc:
     assert user_view(snapshot(calc)) == untouched  # all asked and checked: the user's side as it was
     os.write(master, b"y\n")
     text = _rest(proc, master, seen)
-    asked = text[: text.index("Land plan")]
+    asked = text[: text.index("Land candidate")]
     assert "MODEL" in asked and "checking" in asked and "\x1b[" in asked  # the live table, redrawn
     assert "lost: held at review: ERR_CHECK_FIXES_NOTHING" in asked  # the matrix, then the winner
     assert asked.index("lost: held") < asked.index("\x1b[32m+    return a + b")  # its diff, coloured
     assert "verdict against the tip: passed 2, fixed 1" in asked
     assert proc.returncode == 0, text
-    assert git(calc, "rev-parse", "main") != before and "landed plan" in text
+    run = json.loads(next((calc / ".git/papayu/runs").glob("*.json")).read_text())
+    assert f"Land candidate {run['id']}:2 on main? [y/N]" in text  # the candidate by its one id
+    assert git(calc, "rev-parse", "main") != before and f"landed candidate {run['id']}:2" in text
 
 
 def test_ctrl_c_at_the_question_keeps_the_winner_for_land(calc: Path, llm: ScriptedLLM) -> None:  # noqa: F811
@@ -216,7 +218,7 @@ def test_the_mcp_tool_lands_the_winner_and_keeps_the_operators_rules(calc: Path,
 def test_the_mcp_tool_leaves_a_deleting_winner_to_a_human(tmp_path: Path, llm: ScriptedLLM) -> None:
     files = {"calc.py": CALC, "tests/test_calc.py": TESTS, "pyproject.toml": PYPROJECT, "old.txt": "x\n"}
     repo = make_repo(tmp_path / "r", files)
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     llm.script = [router({0.0: [action(GOOD), lambda body: {"kind": "DELETE_FILE", "path": "old.txt"}]})] * 2
     before = snapshot(repo)
     is_error, data = _mcp(repo, llm.env(), goal=GOAL, candidates=1)

@@ -1,5 +1,5 @@
 """Best of N's pure and small parts: the ranking and its sentences, goal-named tests, who is asked
-how (papayu.candidates entries, temperatures, approaches, the key rules per entry), run ids. The
+how (papayu.candidates.models entries, temperatures, approaches, the key rules per entry), run ids. The
 whole run is tested through the CLI in test_best_of*.py."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def test_one_model_is_sampled_warmer_with_an_approach_each(repo: Path, monkeypat
 
 
 def test_every_configured_model_is_asked_each_first_at_temperature_0(repo: Path) -> None:
-    git(repo, "config", "papayu.candidates", "openai-compatible/a@http://127.0.0.1:9/v1, ollama/b")
+    git(repo, "config", "papayu.candidates.models", "openai-compatible/a@http://127.0.0.1:9/v1, ollama/b")
     one = samples(repo, 1)  # fewer than the models: each is still asked
     assert [(s.label, s.temperature) for s in one] == [("openai-compatible/a", 0.0), ("ollama/b", 0.0)]
     three = samples(repo, 3)

@@ -13,7 +13,7 @@ from helpers import git, make_repo
 from papayu_git.check import CheckCommand, sandbox
 from papayu_git.check.base import base_run, cached
 from papayu_git.check.results import Outcome
-from papayu_git.git import open_repo
+from papayu_git.repository import open_repo
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
@@ -53,10 +53,9 @@ def test_the_base_run_is_per_test_and_cached_per_tip(tmp_path: Path) -> None:
     (repo / "notes.txt").write_text("x\n")
     git(repo, "add", "notes.txt")
     git(repo, "commit", "-qm", "notes")
-    assert not _run(repo).cached  # type: ignore[attr-defined]
-    # A fresh run (the flake re-run) runs again and does not replace the cache.
-    rerun = _run(repo, fresh=True)
-    assert not rerun.cached and cached(repo / ".git/papayu", rerun.key) is not None  # type: ignore[attr-defined]
+    made = _run(repo)
+    assert not made.cached and cached(repo / ".git/papayu", made.key) is not None  # type: ignore[attr-defined]
+    assert made.origin == "this check" and _run(repo).origin == "this check"  # type: ignore[attr-defined]
 
 
 def test_an_install_into_the_environment_is_a_new_base(tmp_path: Path) -> None:
@@ -86,7 +85,7 @@ def test_concurrent_runs_compute_one_base(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from papayu_git.check import CheckCommand, sandbox\n"
         "from papayu_git.check.base import base_run\n"
-        "from papayu_git.git import open_repo\n"
+        "from papayu_git.repository import open_repo\n"
         "def run(root):\n"
         "    repo = open_repo(Path(root))\n"
         f"    check = CheckCommand({sys.executable!r} + ' -m pytest -q -p no:cacheprovider', '--check')\n"

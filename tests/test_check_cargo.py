@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import textwrap
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import toolchains
 from helpers import apply_json, git, make_repo, rust_env, write_plan
 
 from papayu_git.check import sandbox
@@ -24,19 +24,12 @@ from papayu_git.check.results import Outcome, instrument
 from papayu_git.check.results.libtest import read_libtest
 
 
-def _cargo_absent() -> str | None:
-    if shutil.which("cargo") is None:
-        return "toolchain absent here: cargo not found"
-    proc = subprocess.run(["cargo", "--version"], capture_output=True, text=True, env={**os.environ, **rust_env()})
-    return None if proc.returncode == 0 else f"toolchain absent here: cargo --version failed: {proc.stderr.strip()}"
-
-
 def needs_cargo(test: Callable[..., None]) -> Callable[..., None]:
     """Skipped only when cargo or the sandbox is absent here, saying which."""
     test = pytest.mark.skipif(
         sandbox.unavailable_reason() is not None, reason=f"bwrap: {sandbox.unavailable_reason()}"
     )(test)
-    return pytest.mark.skipif(_cargo_absent() is not None, reason=str(_cargo_absent()))(test)
+    return toolchains.needs("cargo")(test)
 
 
 CARGO_TOML = '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n'
@@ -53,7 +46,7 @@ def _repo(tmp_path: Path, files: dict[str, str], check: str = "cargo test") -> P
     _run(["cargo", "generate-lockfile", "--offline"], repo, rust_env())
     git(repo, "add", "Cargo.lock")
     git(repo, "commit", "-q", "-m", "lock")
-    git(repo, "config", "papayu.checkCommand", check)
+    git(repo, "config", "papayu.check.command", check)
     return repo
 
 
@@ -252,7 +245,7 @@ def _registry_crate(tmp_path: Path) -> Path:
     _run(["cargo", "fetch", "-q"], repo, env)
     assert f'name = "cfg-if"\nversion = "{PINNED}"' in (repo / "Cargo.lock").read_text()
     assert git(repo, "status", "--porcelain", "--ignored", "Cargo.lock").strip() == "!! Cargo.lock"
-    git(repo, "config", "papayu.checkCommand", "cargo test")
+    git(repo, "config", "papayu.check.command", "cargo test")
     return repo
 
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toolchains
 from helpers import apply_json, git, make_repo, rust_env, write_plan
+from tiers import PACKAGING, uses
 
 from papayu_git.check import sandbox
 
@@ -105,19 +105,6 @@ def _broken_then_fixed(
     return bad_log, good_log
 
 
-def _which(tool: str) -> str | None:
-    found = shutil.which(tool)
-    if found is None and tool == "uv":  # the test extra installs it next to our interpreter
-        candidate = Path(sysconfig.get_path("scripts")) / "uv"
-        found = str(candidate) if candidate.is_file() else None
-    return found
-
-
-def _needs(*tools: str) -> pytest.MarkDecorator:
-    missing = [t for t in tools if _which(t) is None]
-    return pytest.mark.skipif(bool(missing), reason=f"toolchain absent here: {', '.join(missing)} not found")
-
-
 # --- Python: a venv with an editable install ----------------------------------------------------
 
 # One project file for the venv and the uv setups; only how pytest is asked for differs.
@@ -167,6 +154,13 @@ def _python_repo(repo: Path, module: str) -> Path:
     )
 
 
+@uses(PACKAGING)
+def _editable_venv(repo: Path, requirement: str) -> None:
+    """``repo``'s .venv with ``requirement`` installed editable (pip, from the registry or its cache)."""
+    _run([sys.executable, "-m", "venv", ".venv"], repo)
+    _run([".venv/bin/python", "-m", "pip", "install", "-q", "-e", requirement], repo)
+
+
 def _assert_python_runs(repo: Path, module: str, bad_log: str, good_log: str) -> None:
     # The editable install's absolute path resolved to the plan's checkout, standing at the
     # repository's own path; the interpreter is the user's venv.
@@ -181,16 +175,15 @@ def _assert_python_runs(repo: Path, module: str, bad_log: str, good_log: str) ->
 def test_a_venv_with_an_editable_install_tests_the_plans_code(tmp_path: Path, layout: str) -> None:
     module = "src/calc/__init__.py" if layout == "src" else "calc/__init__.py"
     repo = _python_repo(tmp_path / "repo", module)
-    _run([sys.executable, "-m", "venv", ".venv"], repo)
     if layout == "src":
         # Detected: pytest from the project's venv; calc is importable only through the .pth
         # the editable install wrote (src/ is on no path of its own).
-        _run([".venv/bin/python", "-m", "pip", "install", "-q", "-e", ".[test]"], repo)
+        _editable_venv(repo, ".[test]")
     else:
         # -P: the working directory is not on sys.path, so calc comes through the editable
         # install's finder (an absolute path into the repository), not from the cwd.
-        _run([".venv/bin/python", "-m", "pip", "install", "-q", "-e", "."], repo)
-        git(repo, "config", "papayu.checkCommand", ".venv/bin/python -P -m unittest discover -s tests -v")
+        _editable_venv(repo, ".")
+        git(repo, "config", "papayu.check.command", ".venv/bin/python -P -m unittest discover -s tests -v")
     venv_before = _entries(repo / ".venv")
 
     bad_log, good_log = _broken_then_fixed(
@@ -213,9 +206,9 @@ UV_PYPROJECT = PYPROJECT_HEAD + 'requires-python = ">=3.9"\n\n[dependency-groups
 
 
 @pytest.mark.slow
-@_needs("uv")
+@toolchains.needs("uv")
 def test_a_uv_project_runs_offline_from_its_cache_on_the_plans_code(tmp_path: Path) -> None:
-    uv = _which("uv")
+    uv = toolchains.which("uv")
     assert uv is not None
     module = "src/calc/__init__.py"
     repo = make_repo(
@@ -233,7 +226,7 @@ def test_a_uv_project_runs_offline_from_its_cache_on_the_plans_code(tmp_path: Pa
     _run([uv, "sync"], repo, env)
     git(repo, "add", "uv.lock")
     git(repo, "commit", "-q", "-m", "lock")
-    git(repo, "config", "papayu.checkCommand", f"{shlex.quote(uv)} run --offline pytest -q")
+    git(repo, "config", "papayu.check.command", f"{shlex.quote(uv)} run --offline pytest -q")
     cache = Path(os.environ["HOME"]) / ".cache/uv"
     assert cache.is_dir()  # what the check may read: environment.HOME_CACHES
     venv_before, cache_before = _entries(repo / ".venv"), _entries(cache)
@@ -270,7 +263,7 @@ test("add", () => {
 """
 
 
-@_needs("npm", "node")
+@toolchains.needs("npm", "node")
 def test_npm_workspaces_link_to_the_plans_packages(tmp_path: Path) -> None:
     def package(name: str, **fields: Any) -> str:
         return json.dumps({"name": name, "version": "1.0.0", **fields}, indent=2) + "\n"
@@ -327,14 +320,7 @@ def test_npm_workspaces_link_to_the_plans_packages(tmp_path: Path) -> None:
 # --- cargo: a workspace with a warm target/ -----------------------------------------------------
 
 
-def _cargo_works() -> str | None:
-    if shutil.which("cargo") is None:
-        return "toolchain absent here: cargo not found"
-    proc = subprocess.run(["cargo", "--version"], capture_output=True, text=True, env={**os.environ, **rust_env()})
-    return None if proc.returncode == 0 else f"toolchain absent here: cargo --version failed: {proc.stderr.strip()}"
-
-
-needs_cargo = pytest.mark.skipif(_cargo_works() is not None, reason=str(_cargo_works()))
+needs_cargo = toolchains.needs("cargo")
 
 
 def _calc_rs(marker: str, op: str) -> str:
@@ -373,7 +359,7 @@ def _cargo_repo(tmp_path: Path, env: dict[str, str]) -> Path:
     _run(["cargo", "generate-lockfile", "--offline"], repo, env)
     git(repo, "add", "Cargo.lock")
     git(repo, "commit", "-q", "-m", "lock")
-    git(repo, "config", "papayu.checkCommand", CARGO_CHECK)
+    git(repo, "config", "papayu.check.command", CARGO_CHECK)
     return repo
 
 
@@ -515,7 +501,7 @@ def _calc_c(marker: str, op: str) -> str:
     )
 
 
-@_needs("make", "cc")
+@toolchains.needs("make", "cc")
 def test_a_c_project_with_make_builds_and_tests_the_plans_code(tmp_path: Path) -> None:
     repo = make_repo(
         tmp_path / "repo",
@@ -527,7 +513,7 @@ def test_a_c_project_with_make_builds_and_tests_the_plans_code(tmp_path: Path) -
             "test_calc.c": TEST_C,
         },
     )
-    git(repo, "config", "papayu.checkCommand", "make test")
+    git(repo, "config", "papayu.check.command", "make test")
     _run(["make", "calc_test"], repo)  # the user's build: ignored outputs the check never sees
     built_before = {name: (repo / name).read_bytes() for name in ("calc.o", "test_calc.o", "calc_test")}
 

@@ -87,7 +87,7 @@ def service_repo(tmp_path: Path, service: FlagService) -> Path:
     repo = make_repo(
         tmp_path / "repo", {"calc.py": CALC, "tests/test_calc.py": tip_tests(service.port), "pyproject.toml": PYPROJECT}
     )
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     git(repo, "config", "papayu.check.localPorts", str(service.port))
     return repo
 

@@ -15,7 +15,15 @@ from test_check_results import make_project, run_check
 
 from papayu_git.check.results import Outcome, instrumented, read_results
 from papayu_git.check.results.channel import parse_reports
-from papayu_git.check.results.instrument import GO_JSON, LIBTEST, NODE_JUNIT, PYTEST_JUNIT, PYTEST_STREAM, TAP
+from papayu_git.check.results.instrument import (
+    GO_JSON,
+    LIBTEST,
+    NODE_TEST_EVENTS,
+    PYTEST_JUNIT,
+    PYTEST_STREAM,
+    TAP,
+    UNITTEST_STREAM,
+)
 from papayu_git.check.results.outcome import TestResults
 from papayu_git.check.verdict import Run, judge
 
@@ -188,13 +196,13 @@ def test_log_lines_are_read_only_for_the_runners_the_command_runs(tmp_path: Path
     assert results.sources == (PYTEST_STREAM, PYTEST_JUNIT)
 
     def readers(command: str) -> set[str]:
-        return set(instrumented(command, "/r").readers) - {PYTEST_STREAM, PYTEST_JUNIT}
+        return set(instrumented(command, "/r").readers) - {PYTEST_STREAM, PYTEST_JUNIT, UNITTEST_STREAM}
 
     assert readers("pytest") == set() and readers("make test") == set()
     assert readers("cargo test --workspace") == {LIBTEST} and readers("cargo +nightly test") == {LIBTEST}
     assert readers("go vet ./... && go test ./...") == {GO_JSON}
     assert readers("go test -v ./... | go-junit-report") == set()
-    assert readers("node --test") == {NODE_JUNIT}
+    assert readers("node --test") == {NODE_TEST_EVENTS}
     assert readers("node --test --test-reporter=tap") == {TAP} and readers("prove -r t") == {TAP}
 
 
@@ -256,16 +264,16 @@ def test_a_run_that_cannot_be_trusted_does_not_land_and_says_why() -> None:
     assert collided.notes[0] == f"{regression}: ids reported more than once: a: by pytest stream twice"
 
 
-def test_a_base_with_colliding_ids_is_judged_by_the_exit_code_and_says_so() -> None:
+def test_ids_the_base_reports_twice_are_left_out_and_the_rest_is_judged_per_test() -> None:
     collision = ("a: by junit:x.xml twice",)
     base = _run(GREEN, 0, collisions=collision)
     same = judge(base, _run(GREEN, 0, collisions=collision), None)
-    assert same.lands and same.exit_code_only
-    assert (
-        same.notes[0]
-        == "the run on the tip cannot be judged per test: ids reported more than once: a: by junit:x.xml twice"
-    )
+    assert same.lands and not same.exit_code_only
+    assert same.notes[0] == "1 test id(s) the tip's own suite reports more than once are left out of the comparison"
     assert not judge(base, _run(GREEN, 1, collisions=collision), None).lands
+    # The other tests still judge: one that passed on the tip and fails now is a regression.
+    broken = judge(base, _run({"a": P, "b": F}, 1, collisions=collision), None)
+    assert (broken.lands, broken.code, broken.broken) == (False, "ERR_CHECK_REGRESSION", ("b",))
     # Its sources still count: a run that lost pytest's report does not land on its exit code.
     lost = judge(base, _run(GREEN, 0, sources=(PYTEST_STREAM,), collisions=collision), None)
     assert (lost.lands, lost.code) == (False, "ERR_CHECK_RESULTS_UNTRUSTED")

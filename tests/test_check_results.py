@@ -40,6 +40,8 @@ from papayu_git.check.results.instrument import (
     MAVEN_REPORTS,
     NODE_REPORTS_VAR,
     NODE_RUNNERS_VAR,
+    NODE_TEST_EVENTS,
+    NODE_TEST_VAR,
     REPORT_FILES,
     VITEST,
 )
@@ -63,24 +65,6 @@ TOOL_ENV = {
 TOOL_PATH = os.pathsep.join([str(REAL_HOME / ".cargo" / "bin"), "/usr/local/go/bin", os.environ.get("PATH", "")])
 
 
-def which(tool: str) -> str | None:
-    return shutil.which(tool, path=TOOL_PATH)
-
-
-def cargo_missing() -> str | None:
-    """Why cargo cannot run here; None when it can. A rustup shim is on PATH without any toolchain
-    installed as often as cargo itself is missing: then `cargo --version` fails."""
-    if which("cargo") is None:
-        return "cargo not installed"
-    env = {"PATH": TOOL_PATH, "HOME": os.environ["HOME"], **TOOL_ENV}
-    proc = subprocess.run(["cargo", "--version"], env=env, capture_output=True, text=True, timeout=60)
-    return (
-        None
-        if proc.returncode == 0
-        else f"cargo does not run (a rustup shim without a toolchain?): {proc.stderr.strip()[:200]}"
-    )
-
-
 def run_check(
     project: Path, command: str, junit_globs: tuple[str, ...] = (), *, stream: bool = False, path: str = TOOL_PATH
 ) -> tuple[int, str, TestResults]:
@@ -92,14 +76,14 @@ def run_check(
     report.mkdir(exist_ok=True)
     helpers = write_helpers(project.parent)
     done = instrumented(command, str(report), runs=resolve(command, _Files(project)), junit=junit_globs)
-    channel = Channel(helpers)
+    channel = Channel(helpers, {"root": str(project)})
     config = {"stream_fd": channel.stream_w, "files_fd": channel.files_w, "names": list(REPORT_FILES)}
     config.update(junit=list(junit_globs), tools=list(done.reports), report_dir=str(report), root=str(project))
     env = {"PATH": path, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "NO_COLOR": "1", **TOOL_ENV, **done.env}
     if stream:
         env["PYTHONPATH"] = plugin_path(str(helpers), "")
     if NODE_REPORTS_VAR in env:  # as view.command_line does
-        env["NODE_OPTIONS"] = node_options(str(helpers), "")
+        env["NODE_OPTIONS"] = node_options(str(helpers), "", test_reporter=NODE_TEST_VAR in env)
     proc = subprocess.Popen(
         [*wrapper_argv(str(helpers), config), "/bin/sh", "-c", done.command],
         cwd=project,
@@ -250,11 +234,79 @@ def test_papayu_keeps_the_projects_pytest_addopts_and_a_failing_message_is_clipp
 UNITTEST_FILE = "import unittest\n\n\nclass TestCalc(unittest.TestCase):\n" + UNITTEST_CASES
 
 
-def test_plain_unittest_says_its_verdict_is_the_exit_code_only(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "ut", {"test_calc.py": UNITTEST_FILE})
-    code, log, results = run_check(project, f"{sys.executable} -m unittest -v")
-    assert code == 1 and "FAILED (failures=1, skipped=1)" in log and "test_ok (test_calc.TestCalc" in log
-    assert results == TestResults(EXIT_CODE_ONLY) and results.exit_code_only
+UNITTEST_MORE = {
+    "tests/__init__.py": "",
+    "tests/test_calc.py": UNITTEST_FILE
+    + """
+    def test_table(self):
+        for n in (1, 2, 3):
+            with self.subTest(n=n):
+                self.assertLess(n, 3)
+
+    @unittest.expectedFailure
+    def test_known(self):
+        self.assertEqual(1, 2)
+
+    def test_runs_a_suite_itself(self):
+        # A test of a test helper: its own run is no result of the check's.
+        inner = unittest.TestSuite([TestCalc("test_ok")])
+        with open("/dev/null", "w") as quiet:
+            unittest.TextTestRunner(stream=quiet).run(inner)
+
+
+class TestBrokenFixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        raise RuntimeError("no database")
+
+    def test_never_runs(self):
+        pass
+""",
+    "tests/test_broken_import.py": "import no_such_module_here\n",
+    "run_tests.py": "import unittest\n\nunittest.main(module=None, argv=['run_tests', 'discover', '-s', 'tests', '-t', '.'])\n",
+}
+UNITTEST_OUTCOMES = {
+    "tests/test_calc.py::TestCalc::test_ok": P,
+    "tests/test_calc.py::TestCalc::test_bad": F,
+    "tests/test_calc.py::TestCalc::test_later": S,
+    "tests/test_calc.py::TestCalc::test_table": F,  # its subtest n=3 failed
+    "tests/test_calc.py::TestCalc::test_known": S,  # an expected failure, as pytest's xfail
+    "tests/test_calc.py::TestCalc::test_runs_a_suite_itself": P,
+    "tests/test_calc.py::TestBrokenFixture::setUpClass": E,
+    "tests/test_broken_import.py": E,  # did not import: an error under its file
+}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"{sys.executable} -m unittest discover -s tests -t . -v",
+        f"{sys.executable} run_tests.py",  # a script calling unittest.main(): the same results
+        f"cd tests && {sys.executable} -m unittest discover -s . -t ..",  # from another directory
+    ],
+)
+def test_unittest_results_come_through_papayus_result_class_with_pytests_ids(tmp_path: Path, command: str) -> None:
+    project = make_project(tmp_path / "ut", UNITTEST_MORE)
+    code, log, results = run_check(project, command, stream=True)
+    assert code == 1 and "FAILED (failures=" in log and "Ran 7 tests" in log, log
+    assert results.source == "unittest stream" and results.outcomes == UNITTEST_OUTCOMES, log
+    assert "AssertionError: 1 != 2" in results.failures["tests/test_calc.py::TestCalc::test_bad"]
+    assert "(n=3)" in results.failures["tests/test_calc.py::TestCalc::test_table"]
+    assert "no database" in results.failures["tests/test_calc.py::TestBrokenFixture::setUpClass"]
+    assert "no_such_module_here" in results.failures["tests/test_broken_import.py"]
+
+
+def test_unittest_cases_under_pytest_are_pytests_and_python_dash_i_is_said(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "ut", {"tests/__init__.py": "", "tests/test_calc.py": UNITTEST_FILE})
+    code, _, results = run_check(project, f"{sys.executable} -m pytest -q -p no:cacheprovider tests", stream=True)
+    assert code == 1 and results.read_from == ("pytest stream", "pytest junit") and not results.collisions
+    assert results.outcomes["tests/test_calc.py::TestCalc::test_bad"] == F
+    # -I keeps PYTHONPATH, and so papayu's start-up hook, out: exit code only, and why.
+    command = f"{sys.executable} -I -m unittest discover -s tests -t ."
+    again = make_project(tmp_path / "isolated" / "ut", {"tests/__init__.py": "", "tests/test_calc.py": UNITTEST_FILE})
+    code, _, results = run_check(again, command, stream=True)
+    assert code == 1 and results.exit_code_only
+    assert "python -I does not read PYTHONPATH" in instrumented(command, "/r").notes[0]
 
 
 NODE_TESTS = {
@@ -274,6 +326,8 @@ test('parent', async (t) => {
 });
 """,
     "test/broken.test.js": "this is ( not javascript\n",
+    # A second file with tests named as the first's: by name alone (Node's TAP) one id, twice.
+    "test/again.test.js": "const test = require('node:test');\ntest('adds', () => {});\n",
 }
 NODE_OUTCOMES = {
     "adds": P,
@@ -283,12 +337,16 @@ NODE_OUTCOMES = {
     "suite > inner ok": P,
     "suite > inner bad": F,
     "parent > child ok": P,
+}
+NODE_IDS = {
+    **{f"test/calc.test.js > {name}": outcome for name, outcome in NODE_OUTCOMES.items()},
+    "test/again.test.js > adds": P,
     "test/broken.test.js": F,  # the file did not load: node names it absolutely, made relative
 }
 
 
 def node_major() -> int:
-    node = which("node")
+    node = toolchains.which("node")
     if node is None:
         return 0
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
@@ -296,26 +354,40 @@ def node_major() -> int:
     return int(match[1]) if match else 0
 
 
-needs_node20 = pytest.mark.skipif(node_major() < 20, reason="node >= 20 (built-in junit reporter) not installed")
+needs_node20 = toolchains.Marks(
+    (
+        *toolchains.needs("node"),
+        pytest.mark.skipif(node_major() < 20, reason="node >= 20 (its test runner's reporters) not installed"),
+    )
+)
 
 
 @needs_node20
-def test_node_test_writes_junit_beside_its_spec_output(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "node", NODE_TESTS)
-    code, log, results = run_check(project, "node --test test/")
-    assert code == 1 and results.source == "node junit"
-    assert results.outcomes == NODE_OUTCOMES
-    assert "boom" in results.failures["suite > inner bad"]
-    assert "Expected values to be strictly equal" in results.failures["subtracts"]
-    assert "✖ subtracts" in log  # the spec reporter still prints to the log
+@pytest.mark.parametrize(
+    "command",
+    ["node --test test/", "npm test", "npm run check"],
+    ids=["the command", "a package script", "a script calling a script"],
+)
+def test_node_test_results_are_named_by_file_through_papayus_reporter(tmp_path: Path, command: str) -> None:
+    scripts = {"test": "node --test test/", "check": "npm run lint --if-present && npm test"}
+    files = {**NODE_TESTS, "package.json": json.dumps({"name": "calc", "scripts": scripts})}
+    project = make_project(tmp_path / "node", files)
+    code, log, results = run_check(project, command)
+    assert code == 1 and results.source == "node --test reporter", log
+    assert results.outcomes == NODE_IDS
+    assert "boom" in results.failures["test/calc.test.js > suite > inner bad"]
+    assert "Expected values to be strictly equal" in results.failures["test/calc.test.js > subtracts"]
+    # What Node prints when its output is no terminal, as it would have printed it.
+    assert ("TAP version 13" if node_major() < 23 else "✖ subtracts") in log
 
 
 @needs_node20
-def test_node_tap_in_the_log_gives_the_same_ids_as_its_junit(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "node", NODE_TESTS)
+def test_node_tap_of_a_reporter_the_user_named_is_read_from_the_log(tmp_path: Path) -> None:
+    files = {k: v for k, v in NODE_TESTS.items() if k != "test/again.test.js"}
+    project = make_project(tmp_path / "node", files)
     code, log, results = run_check(project, "node --test --test-reporter=tap test/")  # the user's reporter: left alone
     assert code == 1 and results.source == "tap" and log.startswith("TAP version")
-    assert results.outcomes == NODE_OUTCOMES
+    assert results.outcomes == {**NODE_OUTCOMES, "test/broken.test.js": F}
     assert "boom" in results.failures["suite > inner bad"]
 
 
@@ -342,11 +414,8 @@ mod tests {
 }
 
 
-CARGO_MISSING = cargo_missing()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(CARGO_MISSING is not None, reason=str(CARGO_MISSING))
+@toolchains.needs("cargo")
 def test_cargo_test_results_come_from_libtest_lines_with_the_binary_hash_dropped(tmp_path: Path) -> None:
     project = make_project(tmp_path / "rs", CARGO_PROJECT)
     code, log, results = run_check(project, "cargo test --no-fail-fast")
@@ -390,7 +459,7 @@ func TestTable(t *testing.T) {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(which("go") is None, reason="go not installed")
+@toolchains.needs("go")
 def test_go_test_becomes_go_test_json_and_a_package_that_does_not_build_is_one_error(tmp_path: Path) -> None:
     project = make_project(tmp_path / "go", GO_PROJECT)
     assert instrument("go vet ./... && go test ./...", "/r")[0] == "go vet ./... && go test -json ./..."
@@ -454,11 +523,11 @@ def test_a_report_the_check_planted_as_a_link_or_fifo_is_not_followed(tmp_path: 
     report = tmp_path / "report"
     (report / "junit").mkdir(parents=True)
     (report / "pytest.xml").symlink_to(secret)
-    os.mkfifo(report / "node.xml")
+    os.mkfifo(report / "node-test-1.jsonl")
     (report / "junit" / "build").symlink_to(outside / "build")  # a linked directory on the way
     results = read_results(report, "", ["build/*.xml"])
     assert results.exit_code_only and "SECRET" not in json.dumps(results.to_dict())
-    assert [u.split(":")[0] for u in results.unreadable] == ["pytest junit", "node junit"]
+    assert [u.split(":")[0] for u in results.unreadable] == ["pytest junit"]  # a FIFO matches no glob
 
 
 def test_entities_in_a_report_are_not_expanded(tmp_path: Path) -> None:
@@ -482,13 +551,15 @@ def test_instrument_leaves_runners_it_would_break_alone() -> None:
     assert instrument("cargo test --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("cargo test --no-fail-fast --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("go test -v ./... 2>&1 | go-junit-report", "/r")[0] == "go test -v ./... 2>&1 | go-junit-report"
-    assert instrument("node --test | tap-spec", "/r")[0] == "node --test | tap-spec"
     assert instrument("go test ./... || exit 1", "/r")[0] == "go test -json ./... || exit 1"
-    line = instrument("node --experimental-vm-modules --test t/", "/r")[0]
-    assert line.startswith(
-        "node --experimental-vm-modules --test --test-reporter=spec --test-reporter-destination=stdout"
-    )
-    assert line.endswith("--test-reporter=junit --test-reporter-destination=/r/node.xml t/")
+    # node --test keeps its command line (and its output, piped or not): papayu's reporter comes
+    # through NODE_OPTIONS, wherever a script starts the runner.
+    for line in ("node --experimental-vm-modules --test t/", "node --test | tap-spec"):
+        done = instrumented(line, "/r")
+        assert done.command == line and NODE_TEST_EVENTS in done.readers and done.env[NODE_TEST_VAR] == "1"
+    assert NODE_TEST_VAR not in instrumented("node --test --test-reporter=dot", "/r").env
+    assert "a reporter of its own" in instrumented("node --test --test-reporter=dot", "/r").notes[0]
+    assert NODE_TEST_VAR not in instrumented("node --test", "/r", env={"NODE_OPTIONS": "--test-reporter=tap"}).env
     # jest and vitest keep their command line: papayu's hook in their own process adds the report
     # (node_reports.cjs), so a runner deep in a script gets it too.
     done = instrumented("node --test && npx jest --ci", "/r d")
@@ -605,7 +676,7 @@ test('top level', () => {});
     assert results.outcomes == {f"vt/calc.test.mjs > {k}": v for k, v in JS_OUTCOMES.items()}
 
 
-@pytest.mark.skipif(which("rustup") is None, reason="cargo is no rustup shim here")
+@toolchains.needs("rustup")
 def test_the_cargo_test_skips_where_cargo_is_a_rustup_shim_without_a_toolchain(tmp_path: Path) -> None:
     """The run above must say "skipped", not fail, where rustup has no toolchain (a fresh rustup)."""
     empty = tmp_path / "rustup-home"

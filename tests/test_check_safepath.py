@@ -28,8 +28,8 @@ from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.safe_path import flat_modules, resolve
 from papayu_git.check.sandbox import Sandbox, check_env
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo
 from papayu_git.objects import GitTree
+from papayu_git.repository import open_repo
 
 needs_bwrap = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"

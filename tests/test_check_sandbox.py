@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     assert_error,
+    checkout_pool,
     git,
     make_repo,
     papayu,
@@ -68,7 +69,7 @@ CREDENTIALS = {
 ENV_NAMED = "kubeconfig-env-secret-0123"
 
 
-def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str, sock: Path) -> str:
+def _attack_test(repo: Path, outside: Path, home: Path, port: int, token: str, marker: str, sock: Path) -> str:
     """A pytest file, as a hostile model would write it: every escape attempt is recorded, and
     the test passes either way (a check that passes must not mean the escapes worked). Its
     report goes to the check's output: nothing the check writes survives it."""
@@ -111,8 +112,9 @@ def _attack_test(repo: Path, outside: Path, home: Path, port: int, marker: str, 
                     pass
             return "\\n".join(seen)
 
-        def connect():
-            socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+        def connect():  # the listener's token proves to it that this connection is the attack's
+            with socket.create_connection(("127.0.0.1", {port}), timeout=2) as s:
+                s.sendall({token!r}.encode())
 
         def unix():
             s = socket.socket(socket.AF_UNIX)
@@ -178,6 +180,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     server.listen(4)
     server.settimeout(0.1)
     listener = LoopbackListener()
+    token = listener.token()
     marker = f"77{os.getpid()}.5"
     before = snapshot(repo)
     config_before = (repo / ".git/config").read_text()
@@ -188,7 +191,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
                 {
                     "kind": "CREATE_FILE",
                     "path": "test_attack.py",
-                    "content": _attack_test(repo, outside, home, listener.port, marker, sock_path),
+                    "content": _attack_test(repo, outside, home, listener.port, token, marker, sock_path),
                 }
             ],
         )
@@ -202,6 +205,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
             cwd=repo,
             env={**SECRETS, **extra_env},
         )
+        reached = listener.reached(token)
     finally:
         listener.close()
     unix_connections = 0
@@ -227,7 +231,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     assert not (repo / ".git/hooks/pre-commit").exists()
     assert git(repo, "tag", "--list") == "" and "planted" not in git(repo, "branch", "--list")
     assert not outside.exists() and not (home / ".bashrc").exists()
-    assert listener.accepted == 0 and unix_connections == 0
+    assert reached == 0 and unix_connections == 0
     assert report["network"].startswith("blocked") and report["unix_socket"].startswith("blocked")
     # Not one secret was readable: HOME's credential files, the ignored .env and *.pem, the
     # remote's token, the stash, the file KUBECONFIG names; none in the environment either.
@@ -242,7 +246,7 @@ def test_a_planted_test_file_cannot_escape_the_check(tmp_path: Path) -> None:
     assert wait_gone(marker) == []
     # The checkout's own git dir took the test's git calls and forgot them (an overlay), and the
     # checkout itself is as papayu left it.
-    slot = next((repo / ".git/papayu/checkouts").glob("slot-*"))
+    slot = next(checkout_pool(repo).glob("slot-*"))
     assert "hijacked" not in (slot / "git" / "config").read_text()
     assert not (slot / "git" / "refs/tags/planted-tag").exists()
     assert not (slot / "work" / "planted.txt").exists()
@@ -266,15 +270,16 @@ def test_an_ordinary_unittest_check_passes_sandboxed_and_says_so(tmp_path: Path)
         [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}],
         summary="fix add",
     )
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest -q")
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -m unittest -q")
     proc = papayu("apply", str(plan), "-y", cwd=repo, env={"PAPAYU_PROTOCOL_VERSION": "1"})
     assert proc.returncode == 0, proc.stderr
     assert (
-        f"check: {sys.executable} -m unittest -q   (from git config papayu.checkCommand; sandbox: bwrap)" in proc.stderr
+        f"check: {sys.executable} -m unittest -q   (from git config papayu.check.command; sandbox: bwrap)"
+        in proc.stderr
     )
     assert "return a + b" in (repo / "calc.py").read_text()
     message = git(repo, "log", "-1", "--format=%B")
-    assert "Papayu-Check-Source: git config papayu.checkCommand" in message
+    assert "Papayu-Check-Source: git config papayu.check.command" in message
     assert "Papayu-Sandbox: bwrap" in message and f"Papayu-Check-Command: {sys.executable} -m unittest -q" in message
 
 
@@ -351,7 +356,7 @@ def test_nothing_a_check_writes_can_poison_a_later_check(tmp_path: Path) -> None
             "check.sh": "python3 -c 'import sys; sys.path[:0] = [\"build\"]; import calc; assert calc.add(2, 2) == 4'\n",
         },
     )
-    git(repo, "config", "papayu.checkCommand", "sh check.sh")
+    git(repo, "config", "papayu.check.command", "sh check.sh")
     head = git(repo, "rev-parse", "HEAD")
     # Plan A (reviewed, then dropped): its check plants build/calc.py, a correct add. The
     # check's writes go to a throwaway layer: nothing reaches the pooled checkout.
@@ -367,7 +372,7 @@ def test_nothing_a_check_writes_can_poison_a_later_check(tmp_path: Path) -> None
         a = json.loads(papayu("apply", str(plan_a), "--review", "--run-proposed", "--json", cwd=repo, env=env).stdout)
         # notes.txt is no code: the proposed command runs after the plan's own run (its tree as is).
         assert a["state"] == "review" and "planted" in Path(a["check"]["own_log"]).read_text()
-        assert not list((repo / ".git/papayu/checkouts").glob("slot-*/work/build"))
+        assert not list(checkout_pool(repo).glob("slot-*/work/build"))
         assert papayu("drop", a["plan_id"], cwd=repo).returncode == 0
         # Plan B breaks calc.py: its check fails, nothing lands.
         broken = [{"kind": "UPDATE_FILE", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}]
@@ -413,7 +418,7 @@ def test_an_unsandboxed_checks_orphans_are_killed_by_the_next_command(tmp_path: 
     marker = f"9{os.getpid()}.25"
     check = f"(setsid sleep 9''{marker[1:]} &); sleep 9''{marker[1:]}"
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
-    proc = run_papayu_bg(["apply", str(plan), "--check", check], repo, {"PAPAYU_SANDBOX": "off"})
+    proc = run_papayu_bg(["apply", str(plan), "--check", check], repo, {"PAPAYU_CHECK_SANDBOX": "off"})
     deadline = time.monotonic() + 60
     while len(processes_with(marker)) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -457,7 +462,9 @@ def test_sandbox_required_without_bwrap_refuses_before_any_commit(tmp_path: Path
         "PYTHONPATH": os.pathsep.join([str(tmp_path / "stub"), str(Path(__file__).resolve().parent.parent)]),
     }
     plan = write_plan(tmp_path, [{"kind": "CREATE_FILE", "path": "n.txt", "content": "n\n"}])
-    proc = papayu("apply", str(plan), "--check", "true", "--json", cwd=repo, env={**env, "PAPAYU_SANDBOX": "required"})
+    proc = papayu(
+        "apply", str(plan), "--check", "true", "--json", cwd=repo, env={**env, "PAPAYU_CHECK_SANDBOX": "required"}
+    )
     assert_error(proc, "ERR_SANDBOX_UNAVAILABLE", first=True)
     assert git(repo, "branch", "--list", "papayu/*") == ""
     # auto: runs unsandboxed, loudly, and the commit says so.
@@ -473,3 +480,28 @@ def test_secrets_in_the_checks_output_are_masked_in_its_log_and_tail(tmp_path: P
     assert data["state"] == "rolled_back" and "OPENAI_API_KEY=" in data["check"]["tail"]
     assert "sk-livesecret" not in data["check"]["tail"]
     assert "sk-livesecret" not in Path(data["check"]["log"]).read_text()
+
+
+def test_the_loopback_listener_counts_only_connections_that_send_its_token() -> None:
+    """What a probe proves: a client that connects and says nothing, one that says something else,
+    one that sends another listener's token and one still connected count as strays; the probe's
+    own connection counts though its token arrives in two pieces."""
+    import socket
+
+    with LoopbackListener() as listener, LoopbackListener() as other:
+        token, unused = listener.token(), listener.token()
+        clients = [socket.create_connection(("127.0.0.1", listener.port)) for _ in range(5)]
+        silent, junk, foreign, lingering, probe = clients
+        junk.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        foreign.sendall(other.token().encode())
+        lingering.sendall(token[:10].encode())  # a prefix of the token, and still connected
+        probe.sendall(token[:7].encode())
+        time.sleep(0.05)
+        assert listener.reached(token) == 0  # half a token is not a connection yet
+        probe.sendall(token[7:].encode())
+        for client in (silent, junk, foreign, probe):
+            client.close()
+        assert listener.reached(token) == 1 and listener.reached(unused) == 0
+        assert listener.strays == 3  # silent, junk, foreign; the lingering one is still open
+        lingering.close()
+    assert listener.strays == 4

@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 import pytest
 
 from papayu_git.check.results import EXIT_CODE_ONLY, Outcome, TestResults
-from papayu_git.check.verdict import Run, Verdict, judge
+from papayu_git.check.run import CheckResult
+from papayu_git.check.verdict import Run, Verdict, judge, plan_lands
 from papayu_git.errors import ERROR_CODES
 
 P, F, S, E = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR
@@ -245,6 +246,40 @@ CASES = {
     "exit code only when the base is, even if the plan's run is readable": Case(
         run(UNREADABLE, 0), run({"a": F}), None, {"lands": False, "code": "ERR_CHECK_FAILED", "exit_code_only": True}
     ),
+    # Ids that name a value of their run (results/ids.py): the same tests under new ids.
+    "a Go subtest named after t.TempDir(): the same test next run, lands": Case(
+        run({"m.TestWalk//tmp/TestWalk123/001": P, "m.TestAdd": P}),
+        run({"m.TestWalk//tmp/TestWalk987/001": P, "m.TestAdd": P}),
+        None,
+        {"lands": True, "missing": (), "passed": 2},
+    ),
+    "ids with a port and an address: breaking one names the tip's id of it": Case(
+        run({"t.py::test_get[http://127.0.0.1:41234]": P, "t.py::test_repr[<A at 0x7f01020304>]": P}),
+        run({"t.py::test_get[http://127.0.0.1:39999]": F, "t.py::test_repr[<A at 0x7fffeeddcc>]": P}),
+        None,
+        {"code": "ERR_CHECK_REGRESSION", "broken": ("t.py::test_get[http://127.0.0.1:41234]",), "missing": ()},
+    ),
+    "two ids of one test by the time: paired in report order": Case(
+        run({"t::x[2024-01-01 10:00:01]": P, "t::x[2024-01-01 10:00:02]": F}),
+        run({"t::x[2025-02-02 11:00:05]": P, "t::x[2025-02-02 11:00:06]": P}),
+        None,
+        {"lands": True, "fixed": ("t::x[2024-01-01 10:00:02]",)},
+    ),
+    "a value nobody names: judged by the stable part, never missing": Case(
+        run({"t::x[kq3v]": P, "t::x[zz9a]": P, "t::y": P}),
+        run({"t::x[m1n2]": P, "t::y": P}),
+        None,
+        {"lands": True, "missing": ()},
+    ),
+    "a value nobody names, failing: named under its own id": Case(
+        run({"t::x[kq3v]": P, "t::x[zz9a]": P}),
+        run({"t::x[m1n2]": P, "t::x[abcd]": F}),
+        None,
+        {"code": "ERR_CHECK_REGRESSION", "broken": ("t::x[zz9a]",)},
+    ),
+    "a test gone with no new id of its kind is still missing": Case(
+        run({"t::x[kq3v]": P, "t::y[1]": P}), run({"t::y[1]": P}), None, {"missing": ("t::x[kq3v]",)}
+    ),
 }
 
 
@@ -408,3 +443,43 @@ def test_to_dict_is_json_with_the_trailer_and_lines() -> None:
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     del fields["trailer"], fields["lines"]
     assert Verdict(**fields) == verdict
+
+
+def _checked(exit_code: int | None, verdict: Verdict | None, timed_out: bool = False) -> CheckResult:
+    return CheckResult("pytest", "detected", exit_code, 1.0, "check.log", "", timed_out=timed_out, verdict=verdict)
+
+
+def test_one_rule_says_whether_a_plan_lands_and_every_reader_asks_it() -> None:
+    """plan_lands is the only place deciding: the verdict's own decision, a plan held only for a
+    human's approval of what it changes besides its code (its landing is that approval), and the
+    exit code where the gate did not judge; CheckResult.passed and the record's `passed` agree."""
+    red_tip = judge(run({"a": F, "b": P}), run({"a": F, "b": P}), None)
+    broken = judge(run(GREEN), run({"a": P, "b": F}), None)
+    clean = judge(run(GREEN), run(GREEN), None)
+    assert red_tip.review and not red_tip.held_for_a_human and not broken.review
+    for code in ("ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD"):
+        held = Verdict(lands=False, review=True, code=code, exit_code_only=False)
+        assert held.held_for_a_human and plan_lands(held, 0, False)
+        assert plan_lands(held, 1, False)  # the verdict decides, not the run's exit code
+    untrusted = Verdict(lands=False, review=False, code="ERR_CHECK_RESULTS_UNTRUSTED", exit_code_only=False)
+    cases = [
+        (clean, 1, False, True),
+        (broken, 0, False, False),
+        (red_tip, 1, False, False),
+        (untrusted, 0, False, False),
+        (None, 0, False, True),
+        (None, 3, False, False),
+        (None, None, True, False),
+        (None, 0, True, False),
+    ]
+    for verdict, exit_code, timed_out, lands in cases:
+        assert plan_lands(verdict, exit_code, timed_out) is lands, (verdict, exit_code, timed_out)
+        result = _checked(exit_code, verdict, timed_out)
+        record = json.loads(json.dumps(result.to_dict()))
+        assert result.passed is lands and record["passed"] is lands
+        assert record["verdict"] == (json.loads(json.dumps(verdict.to_dict())) if verdict else None)
+    failing = CheckResult(
+        "pytest", "detected", 1, 1.0, "check.log", "", verdict=broken,
+        tests=TestResults("pytest junit", {"a": P, "b": F}, {"b": "assert 1 == 2"}),
+    )  # fmt: skip
+    assert failing.to_dict()["failures"] == {"b": "assert 1 == 2"}  # the verdict's broken tests first

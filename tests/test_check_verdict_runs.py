@@ -7,7 +7,8 @@ that tip a plan that fixes nothing stops at review, one that fixes add() and bre
 back naming mul, and one that fixes add() lands naming add as fixed and sub as already failing
 (one base run for the three). The next tip is made green, and a plan breaking it rolls back.
 Then what only Python shows: deleted test files, plans that write their own judge, a check
-with no per-test output (plain `python -m unittest`), and a flaky test.
+with no per-test output (`python -I -m unittest`, which keeps papayu's reporter out), and a
+flaky test.
 
 A runner is skipped only when it is absent here, and the skip says which. jest, vitest, pnpm and
 Maven's plugins come from their registries into a per-machine cache (toolchains.py).
@@ -15,13 +16,9 @@ Maven's plugins come from their registries into a per-machine cache (toolchains.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +62,7 @@ class Project:
     ids: dict[str, str]
     env: dict[str, str]
     prepare: Callable[[Path], None] | None = None  # installs what the check needs, once the repo exists
-    configured: bool = True  # papayu.checkCommand set to ``check``; False: detected (and ``check`` is what it finds)
+    configured: bool = True  # papayu.check.command set to ``check``; False: detected (and ``check`` is what it finds)
 
 
 def _py_code(wrong: frozenset[str], note: str = "") -> str:
@@ -126,36 +123,22 @@ def _unittest_under_pytest_project() -> Project:
     return _python_project(UNITTEST_TESTS, "CalcTest")
 
 
-@functools.cache
-def _node_names_files() -> bool:
-    """Whether this node's JUnit reporter names each test's file (newer nodes do; then the ids
-    are "file > name", else the name alone)."""
-    with tempfile.TemporaryDirectory() as name:
-        scratch = Path(name)
-        (scratch / "probe.test.js").write_text("require('node:test')('probe', () => {});\n")
-        proc = subprocess.run(
-            ["node", "--test", "--test-reporter=junit"], cwd=scratch, capture_output=True, text=True, timeout=60
-        )
-    return 'file="' in proc.stdout
-
-
 def _node_project() -> Project:
     tests = "const test = require('node:test');\nconst assert = require('node:assert');\n"
     tests += "const { add, mul, sub } = require('../calc');\n\n" + "".join(
         f"test('{name}', () => {{\n  assert.strictEqual({name}({args}), {want});\n}});\n"
         for name, (args, want) in EXPECTED.items()
     )
-    prefix = "test/calc.test.js > " if _node_names_files() else ""
     return Project(
-        # `npm test` around it would not be instrumented: the check names `node --test` itself.
-        check="node --test",
+        # node --test behind `npm test`: papayu's reporter reaches it through NODE_OPTIONS.
+        check="npm test",
         code_path="calc.js",
         code=_js_code,
         files={
             "test/calc.test.js": tests,
             "package.json": '{"name": "calc", "version": "1.0.0", "scripts": {"test": "node --test"}}\n',
         },
-        ids={name: f"{prefix}{name}" for name in RIGHT},
+        ids={name: f"test/calc.test.js > {name}" for name in RIGHT},
         env={},
     )
 
@@ -178,13 +161,6 @@ def _cargo_project() -> Project:
         ids={name: f"arith::{name}" for name in RIGHT},
         env=rust_env(),
     )
-
-
-def _absent(tool: str, env: dict[str, str] | None = None) -> str | None:
-    if shutil.which(tool) is None:
-        return f"runner absent here: {tool} not found"
-    proc = subprocess.run([tool, "--version"], capture_output=True, text=True, env={**os.environ, **(env or {})})
-    return None if proc.returncode == 0 else f"runner absent here: {tool} --version failed: {proc.stderr.strip()}"
 
 
 def _pnpm_installed(repo: Path) -> None:
@@ -263,14 +239,26 @@ def _npm_script_project() -> Project:
     )
 
 
-PROJECTS: dict[str, tuple[Callable[[], Project], str | None]] = {
-    "pytest": (_pytest_project, None),
-    "unittest-under-pytest": (_unittest_under_pytest_project, None),
-    "node --test": (_node_project, _absent("node")),
-    "cargo": (_cargo_project, _absent("cargo", rust_env())),
-    "pnpm test: jest and vitest in a workspace": (_pnpm_workspace_project, _absent("npm")),
-    "npm test: jest behind scripts": (_npm_script_project, _absent("npm")),
-}
+def _plain_unittest_project() -> Project:
+    """The same TestCase classes run by `python -m unittest`: papayu's result class reports them
+    under pytest's ids (results/unittest_results.py)."""
+    project = _python_project(UNITTEST_TESTS, "CalcTest")
+    files = {**project.files, "tests/__init__.py": ""}
+    return Project(f"{sys.executable} -m unittest", project.code_path, project.code, files, project.ids, {})
+
+
+# Each runner's project maker; the toolchain a project needs marks its parameter (toolchains.needs).
+PROJECTS = [
+    pytest.param(_pytest_project, id="pytest"),
+    pytest.param(_unittest_under_pytest_project, id="unittest-under-pytest"),
+    pytest.param(_plain_unittest_project, id="unittest"),
+    pytest.param(_node_project, id="node --test", marks=toolchains.needs("node")),
+    pytest.param(_cargo_project, id="cargo", marks=toolchains.needs("cargo")),
+    pytest.param(
+        _pnpm_workspace_project, id="pnpm test: jest and vitest in a workspace", marks=toolchains.needs("npm")
+    ),
+    pytest.param(_npm_script_project, id="npm test: jest behind scripts", marks=toolchains.needs("npm")),
+]
 
 
 # --- applying plans ---------------------------------------------------------------------------
@@ -307,8 +295,16 @@ def _why(data: dict[str, Any]) -> str:
 
 
 def _base_logs(repo: Path) -> list[Path]:
-    """The logs of the base runs computed (the flake re-runs, `-rerun`, are not base runs)."""
-    return sorted(p for p in (papayu_dir(repo) / "checks").glob("base-*.log") if not p.stem.endswith("-rerun"))
+    """The logs of the base runs computed (a recorded base's failures confirmed without the
+    recorder, `.unrecorded`, are part of it)."""
+    return sorted(p for p in (papayu_dir(repo) / "checks").glob("base-*.log") if not p.stem.endswith(".unrecorded"))
+
+
+def _tip_again(data: dict[str, Any]) -> dict[str, Any]:
+    """The check's re-run on the tip of the tests that failed on the plan (check/failfirst.py)."""
+    [again] = [run for run in data["check"]["runs"] if run["run"] == "tip again"]
+    assert Path(again["log"]).is_file(), again
+    return again
 
 
 def _base_records(repo: Path) -> dict[Path, int]:
@@ -323,11 +319,8 @@ def _not_landed(repo: Path, data: dict[str, Any], head: str, state: str, code: s
 # --- every runner: fixed, broken, fixes nothing, green broken, one base per tip ----------------
 
 
-@pytest.mark.parametrize("runner", list(PROJECTS))
-def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> None:
-    make, absent = PROJECTS[runner]
-    if absent:
-        pytest.skip(absent)
+@pytest.mark.parametrize("make", PROJECTS)
+def test_the_verdict_per_test_with_each_runner(tmp_path: Path, make: Callable[[], Project]) -> None:
     repo, project = _project_repo(tmp_path, make)
     ids, env = project.ids, project.env
     tip = _head(repo)
@@ -337,7 +330,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     _not_landed(repo, nothing, tip, "review", "ERR_CHECK_FIXES_NOTHING")
     assert (nothing["check"]["command"], nothing["check"]["source"]) == (
         project.check,
-        "git config papayu.checkCommand" if project.configured else "detected",
+        "git config papayu.check.command" if project.configured else "detected",
     )
     verdict = nothing["check"]["verdict"]
     assert verdict["already_failing"] == sorted([ids["add"], ids["sub"]]) and verdict["passed"] == 1, _why(nothing)
@@ -353,7 +346,7 @@ def test_the_verdict_per_test_with_each_runner(tmp_path: Path, runner: str) -> N
     assert (verdict["broken"], verdict["fixed"], verdict["flaky"]) == ([ids["mul"]], [ids["add"]], []), _why(trade)
     assert f"newly failing: {ids['mul']}" in trade["error"]["reason"], trade["error"]
     assert f"fixed: {ids['add']}" in verdict["lines"]
-    assert base_log.with_name(base_log.stem + "-rerun.log").is_file()  # the flake re-run, on the tip
+    assert _tip_again(trade)["why"].startswith("1 test failed on the plan")  # the flake re-run, on the tip
 
     # Fixes add: lands, naming add fixed and sub already failing.
     fix = _apply(repo, "fix-add", [_update(project.code_path, project.code(frozenset({"sub"}), ""))], env=env)
@@ -396,7 +389,7 @@ def _project_repo(tmp_path: Path, make: Callable[[], Project]) -> tuple[Path, Pr
     except toolchains.Unavailable as exc:
         pytest.skip(str(exc))
     if project.configured:
-        git(repo, "config", "papayu.checkCommand", project.check)
+        git(repo, "config", "papayu.check.command", project.check)
     return repo, project
 
 
@@ -540,31 +533,26 @@ def _gradle_project() -> Project:
     )
 
 
-BUILD_TOOLS: dict[str, tuple[Callable[[], Project], str | None]] = {
-    "maven": (_maven_project, _absent("mvn")),
-    "gradle": (
-        _gradle_project,
-        None if shutil.which("gradle") else "gradle is not installed (Debian: apt-get install gradle)",
-    ),
-}
+BUILD_TOOLS = [
+    pytest.param(_maven_project, id="maven", marks=toolchains.needs("mvn")),
+    pytest.param(_gradle_project, id="gradle", marks=toolchains.needs("gradle")),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tool", list(BUILD_TOOLS))
-def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path, tool: str) -> None:
+@pytest.mark.parametrize("make", BUILD_TOOLS)
+def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path, make: Callable[[], Project]) -> None:
     """On a red tip (add and sub wrong in core), a plan that fixes add and breaks mul is rolled
     back naming mul; the plan that fixes add lands naming it fixed and sub already failing. The
     other module's `calc.CalcTest` is a test of its own, run although core's tests fail."""
-    make, absent = BUILD_TOOLS[tool]
-    if absent:
-        pytest.skip(absent)
     repo, project = _project_repo(tmp_path, make)
     ids, env, tip = project.ids, project.env, _head(repo)
 
     trade = _apply(repo, "trade", [_update(project.code_path, project.code(frozenset({"mul", "sub"}), ""))], env=env)
     _not_landed(repo, trade, tip, "rolled_back", "ERR_CHECK_REGRESSION")
     assert (trade["check"]["command"], trade["check"]["source"]) == (project.check, "detected")
-    assert trade["check"]["tests"]["source"] == {"maven": "maven surefire", "gradle": "gradle junit"}[tool]
+    reader = "maven surefire" if make is _maven_project else "gradle junit"
+    assert trade["check"]["tests"]["source"] == reader
     verdict = trade["check"]["verdict"]
     assert (verdict["broken"], verdict["fixed"]) == ([ids["mul"]], [ids["add"]]), _why(trade)
     assert f"newly failing: {ids['mul']}" in trade["error"]["reason"]
@@ -575,6 +563,18 @@ def test_a_build_tools_tests_are_named_per_module_with_no_setting(tmp_path: Path
         ids["sub"]: "failed",
         TWICE_ID: "passed",
     }
+
+    # Failures in two modules (a reactor verified on FasterXML/jackson-jr: docs/BENCHMARKS.md): each
+    # named under its own module, the other module's tests run although core's fail.
+    broken_twice = _update("extra/src/main/java/calc/Twice.java", TWICE.replace("2 * a", "3 * a"))
+    both = _apply(
+        repo,
+        "two-modules",
+        [_update(project.code_path, project.code(frozenset({"add", "sub", "mul"}), "")), broken_twice],
+        env=env,
+    )
+    _not_landed(repo, both, tip, "rolled_back", "ERR_CHECK_REGRESSION")
+    assert sorted(both["check"]["verdict"]["broken"]) == sorted([ids["mul"], TWICE_ID]), _why(both)
 
     fix = _apply(repo, "fix-add", [_update(project.code_path, project.code(frozenset({"sub"}), ""))], env=env)
     assert (fix["state"], fix["_rc"]) == ("landed", 0), _why(fix)
@@ -596,7 +596,7 @@ def _green_python_repo(tmp_path: Path, **extra: str) -> Path:
         for name, (args, want) in EXPECTED.items()
     }
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **tests, **extra})
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     return repo
 
 
@@ -628,7 +628,8 @@ def test_a_plan_deleting_a_passing_test_file(
     verdict = data["check"]["verdict"]
     assert data["test_edits"] == ["tests/test_mul.py"], _why(data)
     assert verdict["broken"] == (["tests/test_mul.py::test_mul"] if breaks else []), _why(data)
-    assert verdict["passed"] == (2 if breaks else 3)
+    # Broken: rejected once the tests run first fail, the rest not run (docs/DESIGN.md, "Fail first").
+    assert verdict["passed"] + len(verdict["not_run"]) == (2 if breaks else 3), _why(data)
     if code is None:
         assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
         assert not (repo / "tests/test_mul.py").exists()
@@ -689,7 +690,8 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
         "tests/test_calc.py": UNITTEST_TESTS,
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m unittest")  # plain: writes no report
+    # -I: no PYTHONPATH, so no papayu reporter in unittest's process: nothing per test to read.
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -I -m unittest")
     head = _head(repo)
 
     # Fixes add, sub still fails: red is red, rolled back (per test it would have landed).
@@ -699,10 +701,13 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     verdict = one["check"]["verdict"]
     assert verdict["exit_code_only"] and verdict["trailer"] == "exit code only" and not verdict["fixed"]
     # Why, and what to set: in the verdict, and in the error the user reads.
-    why = "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
+    why = (
+        "python -I does not read PYTHONPATH or run site's start-up hook, where papayu's unittest reporter loads "
+        "(pytest under it is read through its JUnit file)"
+    )
     assert verdict["lines"][0].startswith("the verdict is exit-code only: `") and why in verdict["lines"][0]
-    assert "set papayu.checkCommand to the runner itself" in verdict["lines"][0]
-    assert f"(verdict by exit code only: `{sys.executable} -m unittest` (.): {why}" in one["error"]["reason"]
+    assert "set papayu.check.command to the runner itself" in verdict["lines"][0]
+    assert f"(verdict by exit code only: `{sys.executable} -I -m unittest` (.): {why}" in one["error"]["reason"]
     assert "FAILED (failures=1)" in Path(one["check"]["log"]).read_text()
 
     both = _apply(repo, "fix-both", [_update("calc.py", CALC)], env={})
@@ -714,7 +719,7 @@ def test_a_check_with_no_per_test_output_keeps_the_exit_code_rule(tmp_path: Path
     items = {item["name"]: item for item in doctor["checks"]}
     assert why in items["check command"]["detail"] and items["check command"]["data"]["unread"]
     tip = items["check on the tip"]
-    assert f"verdict by exit code only (`{sys.executable} -m unittest` (.): {why})" in tip["detail"], tip
+    assert f"verdict by exit code only (`{sys.executable} -I -m unittest` (.): {why})" in tip["detail"], tip
     assert tip["status"] == "warn" and "papayu.check.junit" in tip["hint"] and tip["data"]["direct_passed"] is True
 
 
@@ -741,7 +746,9 @@ def test_a_test_failing_on_the_plan_and_on_the_tip_re_run_is_flaky_and_does_not_
     verdict = second["check"]["verdict"]
     assert (verdict["flaky"], verdict["broken"]) == (["tests/test_world.py::test_the_world_is_quiet"], []), _why(second)
     assert "flaky (failed on the tip too when re-run): tests/test_world.py::test_the_world_is_quiet" in verdict["lines"]
-    assert _trailer(repo) == "Papayu-Check: passed 3, fixed 0, already failing 0, flaky 1"
+    assert _trailer(repo) == "Papayu-Check: passed 3 (3 first), fixed 0, already failing 0, flaky 1"
     assert _base_logs(repo) == [base_log]  # the cached base, then one re-run on the tip
-    rerun = base_log.with_name(base_log.stem + "-rerun.log").read_text()
-    assert "FAILED tests/test_world.py::test_the_world_is_quiet" in rerun and "1 failed, 3 passed" in rerun, rerun
+    again = _tip_again(second)  # of the failing test alone, never the whole suite
+    rerun = Path(again["log"]).read_text()
+    assert again["tests"] == 1 and "FAILED tests/test_world.py::test_the_world_is_quiet" in rerun, rerun
+    assert "1 failed in" in rerun and "passed" not in rerun.split("short test summary")[-1], rerun

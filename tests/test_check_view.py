@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import apply_json, git, make_repo, write_plan
+from helpers import apply_json, checkout_pool, git, make_repo, write_plan
 
 from papayu_git.check import mtimes, sandbox
 from papayu_git.worktree import remove_tree
@@ -136,7 +136,7 @@ def test_nothing_the_check_writes_reaches_the_pool_or_the_users_environment(tmp_
     data = apply_json(repo, _one_file_plan(tmp_path), "--check", check)
     assert data["state"] == "landed" and "hostile" in Path(data["check"]["log"]).read_text()
     assert (repo / ".venv" / "marker").read_text() == "user's\n"
-    slot = next((repo / ".git/papayu/checkouts").glob("slot-*/work"))
+    slot = next(checkout_pool(repo).glob("slot-*/work"))
     assert not (slot / "planted").exists() and not (slot / "deep").exists()
 
 
@@ -185,7 +185,7 @@ def test_an_unsandboxed_check_through_an_editable_install_does_not_land(tmp_path
     site = repo / ".venv/lib/python3.11/site-packages"
     site.mkdir(parents=True)
     (site / "__editable__.calc-0.1.pth").write_text(f"{repo}\n")  # what `pip install -e .` writes
-    env = {"PAPAYU_SANDBOX": "off"}
+    env = {"PAPAYU_CHECK_SANDBOX": "off"}
     data = apply_json(repo, _one_file_plan(tmp_path), "--check", "true", env=env)
     assert data["state"] == "review" and data["error"]["code"] == "ERR_CHECK_ENV_LINKED", data
     assert ".venv/lib/python3.11/site-packages/__editable__.calc-0.1.pth" in json.dumps(data["error"])

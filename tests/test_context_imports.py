@@ -47,7 +47,7 @@ def project(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "pkg", LAYOUT)
     (repo / "src/pkg/timed.py").write_text(LAYOUT["src/pkg/timed.py"] + "# retouched last\n")
     git(repo, "commit", "-qam", "timed: touch it last")
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -m pytest -q -p no:cacheprovider")
     return repo
 
 

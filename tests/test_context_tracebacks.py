@@ -7,12 +7,12 @@ Every log here is produced by running the tool in the test: pytest (long/short/l
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import toolchains
 from helpers import make_repo
 
 from papayu_git.context import BlockKind, ContextBlock, ContextSession
@@ -129,10 +129,10 @@ def test_failing_test_named_in_the_goal_brings_the_test_file_and_the_module(tmp_
     assert "sha256" not in shown["src/calc.py"].text and shown["src/calc.py"].text == CALC["src/calc.py"]
 
 
-NODE = shutil.which("node") or ("/usr/bin/node" if Path("/usr/bin/node").exists() else None)
+NODE = toolchains.which("node")
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@toolchains.needs("node")
 def test_node_stack_trace_maps_absolute_paths_to_repo_files(tmp_path: Path) -> None:
     repo = make_repo(
         tmp_path / "js",
@@ -198,7 +198,7 @@ def test_typescript_stack_trace_through_node_source_maps(tmp_path: Path) -> None
 
 
 def test_typescript_compiler_errors(tmp_path: Path) -> None:
-    tsc = shutil.which("tsc")
+    tsc = toolchains.which("tsc")
     if tsc is None:
         pytest.skip("tsc (TypeScript compiler) is not installed; node cannot run .ts files itself before v22.6")
     repo = make_repo(tmp_path / "ts", {"src/x.ts": "const n: number = 'text';\nexport default n;\n"})
@@ -206,14 +206,9 @@ def test_typescript_compiler_errors(tmp_path: Path) -> None:
     assert "src/x.ts" in context_for(repo, log)
 
 
-def _cargo() -> str | None:
-    found = shutil.which("cargo")
-    return found or ("/root/.cargo/bin/cargo" if Path("/root/.cargo/bin/cargo").exists() else None)
-
-
-@pytest.mark.skipif(_cargo() is None, reason="cargo is not installed")
+@toolchains.needs("cargo")
 def test_rust_panic_and_backtrace_map_to_the_crate_in_a_subdirectory(tmp_path: Path) -> None:
-    cargo = Path(str(_cargo()))
+    cargo = Path(str(toolchains.which("cargo")))
     repo = make_repo(
         tmp_path / "rs",
         {
@@ -243,7 +238,7 @@ def test_rust_panic_and_backtrace_map_to_the_crate_in_a_subdirectory(tmp_path: P
 
 
 def test_go_panic(tmp_path: Path) -> None:
-    go = shutil.which("go")
+    go = toolchains.which("go")
     if go is None:
         pytest.skip("go is not installed")
     repo = make_repo(
@@ -268,10 +263,10 @@ def test_go_panic(tmp_path: Path) -> None:
     assert context_for(repo, log).keys() == {"main.go"}
 
 
-JAVA = shutil.which("java") or ("/usr/bin/java" if Path("/usr/bin/java").exists() else None)
+JAVA = toolchains.which("java")
 
 
-@pytest.mark.skipif(JAVA is None, reason="java is not installed")
+@toolchains.needs("java")
 def test_java_stack_trace_maps_package_frames_to_source_files(tmp_path: Path) -> None:
     path = "src/main/java/com/example/App.java"
     repo = make_repo(

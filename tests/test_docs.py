@@ -53,7 +53,9 @@ def test_man_page_is_up_to_date() -> None:
 def test_every_code_setting_limit_and_memory_key_is_in_the_reference() -> None:
     text = REFERENCE.read_text(encoding="utf-8")
     assert all(f"| `{code}` |" in text for code in ERROR_CODES)
-    assert all(f"`{s.env or '-'}`" in text and s.meaning in text for s in SETTINGS)
+    for s in SETTINGS:  # each row: its key, variable, meaning and former names
+        row = f"| {f'`{s.key}`' if s.git else '(environment only)'} | `{s.env}` | `{s.default}` | "
+        assert row + docs._cell(s.meaning) + " | " + ", ".join(f"`{n}`" for n in s.old) + " |" in text
     assert all(f"`{lim.code}`" in text for lim in docs.limits())
     assert "| path length | 240 characters | `ERR_PATH_TOO_LONG` |" in text
     assert all(f"| `{key}` |" in text for key in MEMORY_WHITELIST)
@@ -87,7 +89,7 @@ def test_check_without_arguments_covers_the_reference_readme_and_man_page() -> N
 
 @pytest.mark.parametrize(
     ("source", "region_row"),
-    [(REFERENCE, "| `ERR_PATH_EMPTY` |"), (README, "| `PAPAYU_SANDBOX` |")],
+    [(REFERENCE, "| `ERR_PATH_EMPTY` |"), (README, "| `PAPAYU_CHECK_SANDBOX` |")],
     ids=["reference", "readme"],
 )
 def test_check_fails_on_a_stale_document_and_write_fixes_it(tmp_path: Path, source: Path, region_row: str) -> None:

@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import git, make_repo, papayu
+from llm_server import ScriptedLLM
 
 from papayu_git.check import sandbox
 
@@ -18,6 +24,21 @@ BWRAP_REASON = sandbox.unavailable_reason(network=False)
 needs_bwrap = pytest.mark.skipif(BWRAP_REASON is not None, reason=f"no working bwrap here: {BWRAP_REASON}")
 SECRET = "sk-doctorSECRET0123456789abcdef"
 STATUSES = {"ok", "warn", "fail", "info"}
+
+
+@pytest.fixture(autouse=True)
+def answering_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedLLM]:
+    """A model that answers, so that an item about the sandbox or the hooks does not hang on the
+    embedded model being installed, or fast enough on a busy machine; tests of the model items set
+    their own (an empty PAPAYU_LLM_BASE_URL: the embedded model)."""
+    server = ScriptedLLM([])
+    monkeypatch.setenv("PAPAYU_LLM_BASE_URL", server.base_url)
+    monkeypatch.setenv("PAPAYU_LLM_MODEL", "scripted-model")
+    yield server
+    server.close()
+
+
+EMBEDDED = {"PAPAYU_LLM_BASE_URL": "", "PAPAYU_LLM_MODEL": ""}
 
 
 def doctor_json(cwd: Path, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
@@ -34,6 +55,7 @@ def test_json_structure(repo: Path) -> None:
     assert code == 0 and report["ok"] is True, report
     names = [c["name"] for c in report["checks"]]
     assert names == [
+        "model",
         "git",
         "repository",
         "sandbox setting",
@@ -76,13 +98,76 @@ def test_sandbox_is_bwrap_with_network_blocked_and_overlay_working(repo: Path) -
     assert checks["sandbox"]["status"] == "ok" and checks["sandbox"]["data"]["level"] == "bwrap"
 
 
+def _loopback_listeners(pid: int) -> set[int]:
+    """The 127.0.0.1 ports process ``pid`` listens on (its socket inodes in /proc/net/tcp)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+        table = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:  # the process ended meanwhile
+        return set()
+    ports = set()
+    for line in table:
+        fields = line.split()
+        if fields[3] == "0A" and fields[9] in inodes and fields[1].startswith("0100007F:"):  # LISTEN, 127.0.0.1
+            ports.add(int(fields[1].split(":")[1], 16))
+    return ports
+
+
+def _neighbour(proc: subprocess.Popen[str], connected: list[int]) -> None:
+    """A client of the machine that keeps reconnecting to whatever loopback port ``proc`` listens
+    on, saying nothing or something that is not a token, until ``proc`` ends."""
+    while proc.poll() is None:
+        for port in _loopback_listeners(proc.pid):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as client:
+                    if len(connected) % 2:
+                        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+                connected.append(port)
+            except OSError:
+                pass
+        time.sleep(0.005)
+
+
+@needs_bwrap
+def test_a_neighbour_connecting_to_the_probes_port_is_no_escape(repo: Path) -> None:
+    """The probe's listener is on a free loopback port any process of the machine can reach: what
+    connects without the sandboxed probe's token is a stray, and the sandbox stays "blocked"."""
+    for _ in range(5):  # until the neighbour caught the listener at least once
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "papayu_git", "doctor", "--json"],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        connected: list[int] = []
+        neighbour = threading.Thread(target=_neighbour, args=(proc, connected), daemon=True)
+        neighbour.start()
+        out, err = proc.communicate(timeout=600)
+        neighbour.join(timeout=10)
+        network = by_name(json.loads(out))["network isolation"]
+        assert network["status"] == "ok" and network["detail"].startswith("blocked"), (network, err)
+        assert network["data"]["sandboxed_connections"] == 0
+        if network["data"]["stray_connections"]:  # the neighbour's connections reached the listener
+            return
+    pytest.fail(f"the neighbour never reached the probe's listener in 5 runs (it connected to {connected})")
+
+
 def test_sandbox_off_reports_none(repo: Path) -> None:
-    code, report = doctor_json(repo, {"PAPAYU_SANDBOX": "off"})
+    code, report = doctor_json(repo, {"PAPAYU_CHECK_SANDBOX": "off"})
     checks = by_name(report)
     assert code == 0 and report["ok"] is True
-    assert checks["sandbox setting"]["data"] == {"mode": "off", "source": "PAPAYU_SANDBOX", "check_network": False}
+    assert checks["sandbox setting"]["data"] == {
+        "mode": "off",
+        "source": "PAPAYU_CHECK_SANDBOX",
+        "check_network": False,
+    }
     assert checks["sandbox"]["status"] == "warn" and checks["sandbox"]["data"]["level"] == "none"
-    assert "papayu.sandbox" in checks["sandbox"]["hint"]
+    assert "papayu.check.sandbox" in checks["sandbox"]["hint"]
 
 
 def _without_bwrap(tmp_path: Path) -> dict[str, str]:
@@ -99,7 +184,7 @@ def _without_bwrap(tmp_path: Path) -> dict[str, str]:
 
 def test_required_sandbox_without_bwrap_fails(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    env = {**_without_bwrap(tmp_path), "PAPAYU_SANDBOX": "required"}
+    env = {**_without_bwrap(tmp_path), "PAPAYU_CHECK_SANDBOX": "required"}
     code, report = doctor_json(repo, env)
     checks = by_name(report)
     assert code == 1 and report["ok"] is False
@@ -114,7 +199,7 @@ def test_required_sandbox_without_bwrap_fails(tmp_path: Path) -> None:
     assert human.returncode == 1 and "ERR_SANDBOX_UNAVAILABLE" in human.stdout
     assert "papayu cannot work here: sandbox" in human.stdout
     # auto: the same machine works, unsandboxed, with a warning.
-    code, report = doctor_json(repo, {**env, "PAPAYU_SANDBOX": "auto"})
+    code, report = doctor_json(repo, {**env, "PAPAYU_CHECK_SANDBOX": "auto"})
     assert code == 0 and by_name(report)["sandbox"]["status"] == "warn"
     assert by_name(report)["sandbox"]["data"]["level"] == "none"
 
@@ -149,16 +234,16 @@ def test_check_command_detected_and_configured(tmp_path: Path) -> None:
     # No module of the project's at the root: the check's Python keeps the working directory off sys.path.
     assert check["data"]["python_safe_path"] is True and check["data"]["flat_modules"] == []
     assert "PYTHONSAFEPATH=1" in check["detail"]
-    git(repo, "config", "papayu.checkCommand", "make check")
+    git(repo, "config", "papayu.check.command", "make check")
     check = by_name(doctor_json(repo)[1])["check command"]
-    assert check["data"] == {**check["data"], "command": "make check", "source": "git config papayu.checkCommand"}
+    assert check["data"] == {**check["data"], "command": "make check", "source": "git config papayu.check.command"}
     check = by_name(doctor_json(repo, {"PAPAYU_CHECK_COMMAND": "tox"})[1])["check command"]
     assert check["data"]["command"] == "tox" and check["data"]["source"] == "PAPAYU_CHECK_COMMAND"
 
 
 def test_a_flat_layout_is_named_as_the_reason_the_working_directory_stays_on_sys_path(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"calc.py": "X = 1\n", "tests/test_calc.py": "def test_a(): pass\n"})
-    git(repo, "config", "papayu.checkCommand", "python -m pytest -q")
+    git(repo, "config", "papayu.check.command", "python -m pytest -q")
     check = by_name(doctor_json(repo)[1])["check command"]
     assert check["data"]["python_safe_path"] is False and check["data"]["flat_modules"] == ["calc.py"]
     assert "imports from the working directory (flat layout: calc.py)" in check["detail"]
@@ -171,7 +256,7 @@ def test_no_check_command_says_how_to_configure_one(repo: Path) -> None:
     code, report = doctor_json(repo)
     check = by_name(report)["check command"]
     assert code == 0 and check["status"] == "warn" and check["detail"].startswith("none found")
-    assert "papayu.checkCommand" in check["hint"] and "--check" in check["hint"]
+    assert "papayu.check.command" in check["hint"] and "--check" in check["hint"]
 
 
 def test_outside_a_repository(tmp_path: Path) -> None:
@@ -202,30 +287,68 @@ def test_hooks(repo: Path) -> None:
 def test_local_model_is_located_then_started_and_one_that_does_not_load_fails(repo: Path, tmp_path: Path) -> None:
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF" + b"\0" * 96)
-    code, report = doctor_json(repo, {"PAPAYU_LOCAL_MODEL": str(gguf)})
+    code, report = doctor_json(repo, {**EMBEDDED, "PAPAYU_LOCAL_MODEL": str(gguf)})
     model = by_name(report)["local model"]
     assert model["data"]["path"] == str(gguf) and model["data"]["size"] == 100
     if model["data"]["server_installed"]:  # started: llama.cpp cannot load 100 bytes, so not ok
         assert code == 1 and model["status"] == "fail" and model["code"] == "ERR_LLM_LOCAL_UNAVAILABLE", model
-        assert model["data"]["answered"] is False and "Failed to load model" in model["detail"]
+        assert model["data"]["answered"] is False and "failed to load model" in model["detail"].lower()
         log = Path(model["data"]["error"]["path"])
         assert log.is_file() and "PAPAYU_LOCAL_MODEL" in model["hint"]
         log.unlink()
     else:
         assert model["status"] == "warn" and "not installed" in model["detail"]
-    missing = by_name(doctor_json(repo, {"PAPAYU_LOCAL_MODEL": str(tmp_path / "nope.gguf")})[1])["local model"]
+    code, report = doctor_json(repo, {**EMBEDDED, "PAPAYU_LOCAL_MODEL": str(tmp_path / "nope.gguf")})
+    missing = by_name(report)["local model"]
     assert missing["status"] == "warn" and "not a file" in missing["detail"]
+    first = report["checks"][0]  # and no model can answer: said first, and papayu cannot work here
+    assert code == 1 and first["name"] == "model" and first["status"] == "fail", first
+    assert first["code"] == "ERR_LLM_LOCAL_UNAVAILABLE" and "PAPAYU_LOCAL_MODEL" in first["hint"]
 
 
 def test_human_table_is_aligned_and_coloured_on_request(repo: Path) -> None:
     plain = papayu("doctor", cwd=repo)
     assert plain.returncode == 0 and "\033[" not in plain.stdout
     rows = [line for line in plain.stdout.splitlines() if line[:4].strip() in STATUSES]
-    assert len(rows) == 14
+    assert len(rows) == 15
     column = 4 + 2 + len("pre-commit config") + 2  # status, name, then every detail in one column
     assert all(row[column - 1] == " " and row[column] != " " for row in rows), plain.stdout
     assert all(row[6] != " " for row in rows)
     assert plain.stdout.splitlines()[-2].startswith("papayu works here")
-    assert plain.stdout.splitlines()[-1] == "plans are asked of: gemma-3-270m-q4_k_m (local)"
+    assert plain.stdout.splitlines()[-1] == "plans are asked of: scripted-model (openai-compatible)"
     coloured = papayu("doctor", cwd=repo, env={"PAPAYU_COLOR": "always"})
     assert "\033[32mok" in coloured.stdout
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"PAPAYU_LLM_BASE_URL": "DEAD"},  # a server that is not running
+        {"PAPAYU_LLM_PROVIDER": "openai", "PAPAYU_LLM_BASE_URL": "", "OPENAI_API_KEY": ""},  # OpenAI, no key
+        {**EMBEDDED, "PAPAYU_LOCAL_MODEL": "/nonexistent/model.gguf"},  # the embedded model, no file
+    ],
+    ids=["dead-server", "openai-without-key", "embedded-without-model"],
+)
+def test_with_no_model_that_can_answer_doctor_says_so_first_and_papayu_cannot_work(
+    repo: Path, settings: dict[str, str]
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    env = {k: dead if v == "DEAD" else v for k, v in settings.items()}
+    code, report = doctor_json(repo, env)
+    first = report["checks"][0]
+    assert first["name"] == "model" and first["status"] == "fail" and first["detail"].startswith("no model can answer")
+    assert first["code"] in ("ERR_LLM_CONNECT", "ERR_LLM_CONFIG", "ERR_LLM_LOCAL_UNAVAILABLE") and first["hint"]
+    assert code == 1 and report["ok"] is False
+    human = papayu("doctor", cwd=repo, env=env)
+    lines = human.stdout.splitlines()
+    assert lines[0].startswith("fail  model") and "papayu cannot work here: model" in human.stdout, human.stdout
+
+
+def test_a_model_that_can_answer_is_the_first_item_ok(repo: Path, answering_model: ScriptedLLM) -> None:
+    code, report = doctor_json(repo)
+    first = report["checks"][0]
+    assert code == 0 and first["name"] == "model" and first["status"] == "ok", first
+    assert answering_model.base_url in first["detail"]
+    assert first["data"] == {"can_answer": True, "provider": "openai-compatible"}

@@ -1,18 +1,20 @@
 """Errors that name the right cause, said before anything is paid for or waited on, through the
 real CLI: a model server that is not running (ERR_LLM_CONNECT naming its URL, not a model name to
-set), OpenAI without a key (said before any connection: a recording proxy sees none), a detached
-HEAD (refused before the model is asked; --onto still works)."""
+set), an embedded model that is not there, OpenAI without a key (said before any connection: a
+recording proxy sees none), a detached HEAD (refused before the model is asked; --onto still works).
+With no model that can answer, `plan` and `fix` say so before they gather context or start anything."""
 
 from __future__ import annotations
 
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import assert_error, git, papayu
+from helpers import assert_error, git, papayu, wait_gone
 from llm_server import ScriptedLLM, chat, plan_answer
 
 GOAL = "fix the failing test tests/test_calc.py"
@@ -90,3 +92,40 @@ def test_a_detached_head_is_refused_before_the_model_is_asked(repo: Path, llm: S
     llm.script = [chat(plan_answer("NO_CHANGES: nothing to fix", plan=[]))]
     onto = papayu("fix", GOAL, "-y", "--onto", "main", "--json", cwd=repo, env=llm.env())
     assert onto.returncode == 0 and len(llm.requests) == 1, onto.stdout + onto.stderr
+
+
+NO_MODEL = {
+    "dead server": ({"PAPAYU_LLM_BASE_URL": "DEAD"}, "ERR_LLM_CONNECT", "PAPAYU_LLM_BASE_URL"),
+    "embedded model file missing": (
+        {"PAPAYU_LOCAL_MODEL": "/nonexistent/model.gguf"},
+        "ERR_LLM_LOCAL_UNAVAILABLE",
+        "PAPAYU_LOCAL_MODEL",
+    ),
+    "proxy down": (
+        {"PAPAYU_LLM_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test", "HTTPS_PROXY": "DEAD"},
+        "ERR_LLM_CONNECT",
+        "PAPAYU_LLM_BASE_URL",
+    ),
+}
+
+
+@pytest.mark.parametrize("command", [["plan"], ["fix", "-y"]])
+@pytest.mark.parametrize("situation", sorted(NO_MODEL))
+def test_with_no_model_that_can_answer_plan_and_fix_say_what_to_configure_before_anything_runs(
+    repo: Path, command: list[str], situation: str
+) -> None:
+    settings, code, named = NO_MODEL[situation]
+    git(repo, "config", "papayu.check.command", "python -c pass")  # a check a checkout would be prepared for
+    env = {k: dead_url().removesuffix("/v1") if v == "DEAD" else v for k, v in settings.items()}
+    started = time.monotonic()
+    proc = papayu("-v", command[0], GOAL, *command[1:], "--json", cwd=repo, env=env)
+    took = time.monotonic() - started
+    assert_error(proc, code, first=True)
+    error = json.loads(proc.stdout)["errors"][0]
+    assert named in error["hint"], error
+    # Decided before the context was gathered, a checkout prepared, a model started or a check run.
+    events = [line.split()[0] for line in proc.stderr.splitlines() if line[:1].isupper() and "=" in line]
+    assert events == [], proc.stderr
+    assert wait_gone(f"papayu_git.prewarm {repo}", timeout=120) == []  # had one started, it would be done now
+    assert not (repo / ".git/papayu/checkouts").exists() and not (repo / ".git/papayu/traces").exists()
+    assert took < 20, f"{took:.1f} s"

@@ -143,7 +143,7 @@ def test_trace_list_and_show(repo: Path) -> None:
     text = cli("trace", "list", "--last", "1", cwd=repo).stdout
     assert second in text and first not in text and "fallback" in text
     shown = json.loads(cli("trace", "show", first, "--json", cwd=repo).stdout)
-    assert shown["trace_id"] == first and shown["config_snapshot"]["trace"] == "1"
+    assert shown["trace_id"] == first and shown["config_snapshot"]["trace_enabled"] == "1"
 
 
 @pytest.mark.parametrize("name", ["v1/005_update_without_base_block", "v2/004_patch_apply_failed_block"])

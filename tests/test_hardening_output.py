@@ -16,7 +16,7 @@ from llm_server import ScriptedLLM, chat
 
 from papayu_git import output, plans
 from papayu_git.objects import commit_message
-from papayu_git.secrets import mask, mask_data, safe_text
+from papayu_git.secrets import mask, mask_data, printable, safe_text
 
 OSC52 = "\x1b]52;c;aGk=\x07"  # writes "hi" to the clipboard
 CLEAR = "\x1b[2J"  # clears the screen
@@ -38,20 +38,20 @@ def foreign_controls(text: str) -> list[str]:
 
 
 def test_printable_escapes_c0_c1_and_del_like_git_quote_path() -> None:
-    assert output.printable(HOSTILE) == r"Fix it\033]52;c;aGk=\a\033[2J now\302\2332J\177"
-    assert output.printable(f"rm -rf ~{CONCEAL} # harmless") == r"rm -rf ~\033[8m # harmless"
-    assert output.printable("a\nb\tc\r\nd\re") == r"a\nb\tc\r\nd\re"
-    assert output.printable("a\nb\tc\r\nd\re\x00", multiline=True) == "a\nb\tc\r\nd\\re\\000"
+    assert printable(HOSTILE) == r"Fix it\033]52;c;aGk=\a\033[2J now\302\2332J\177"
+    assert printable(f"rm -rf ~{CONCEAL} # harmless") == r"rm -rf ~\033[8m # harmless"
+    assert printable("a\nb\tc\r\nd\re") == r"a\nb\tc\r\nd\re"
+    assert printable("a\nb\tc\r\nd\re\x00", multiline=True) == "a\nb\tc\r\nd\\re\\000"
     text = "plain text, unicode é ü — and a backslash \\ stay"
-    assert output.printable(text) == text
+    assert printable(text) == text
 
 
 def test_printable_escapes_bidi_controls_and_line_separators() -> None:
     # "Trojan Source": an override makes `rm -rf ~ # keep /tmp` read differently than it runs.
-    shown = output.printable("keep\u202e ~ fr- mr\u202c ok\u2028next\u2066x\u2069")
+    shown = printable("keep\u202e ~ fr- mr\u202c ok\u2028next\u2066x\u2069")
     assert shown == r"keep\342\200\256 ~ fr- mr\342\200\254 ok\342\200\250next\342\201\246x\342\201\251"
     assert (
-        output.printable("\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627")
+        printable("\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627")
         == "\u05e9\u05dc\u05d5\u05dd and \u0645\u0631\u062d\u0628\u0627"
     )  # right-to-left text itself stays
 

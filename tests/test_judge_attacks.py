@@ -12,13 +12,13 @@ lands, or stops at review where a human should look.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toolchains
 from helpers import apply_json, git, make_repo, write_plan
 
 from papayu_git.check import sandbox
@@ -39,7 +39,7 @@ PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
 
 def _repo(tmp_path: Path, check: str, **files: str) -> Path:
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **TESTS, **files})
-    git(repo, "config", "papayu.checkCommand", check)
+    git(repo, "config", "papayu.check.command", check)
     return repo
 
 
@@ -192,11 +192,11 @@ GO_ENV = {
 }
 
 
-@pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed here")
+@toolchains.needs("go")
 def test_a_go_golden_file_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
     files = {"go.mod": "module example.com/calc\n\ngo 1.21\n", "calc.go": GO_CODE, "calc_test.go": GO_TEST}
     repo = make_repo(tmp_path / "repo", {**files, "testdata/add.golden": "5\n"})
-    git(repo, "config", "papayu.checkCommand", "go test ./...")
+    git(repo, "config", "papayu.check.command", "go test ./...")
     subprocess.run(["go", "test", "./..."], cwd=repo, env={**os.environ, **GO_ENV}, check=True, capture_output=True)
     head = _head(repo)
     broken = GO_CODE.replace("a + b", "a - b")
@@ -223,7 +223,7 @@ def test_an_in_package_test_helper_rewritten_with_the_code_is_held(tmp_path: Pat
         "pyproject.toml": PYPROJECT,
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} pkg")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} pkg")
     head = _head(repo)
     actions = [_write("pkg/calc.py", BROKEN), _write("pkg/tests/helpers.py", HELPERS.replace("5", "-1"))]
     data = _apply(repo, "helper", actions)
@@ -242,7 +242,7 @@ SNAP_TEST = (
 def test_a_snapshot_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
     files = {"calc.py": CALC, "pyproject.toml": PYPROJECT, "tests/test_snap.py": SNAP_TEST}
     repo = make_repo(tmp_path / "repo", {**files, "tests/__snapshots__/add.txt": "5\n"})
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     head = _head(repo)
     actions = [_write("calc.py", BROKEN), _write("tests/__snapshots__/add.txt", "-1\n")]
     data = _apply(repo, "snapshot", actions)
@@ -304,7 +304,7 @@ NODE_TEST = "const test = require('node:test');\nconst assert = require('node:as
 JS_CALC = "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b;\n"
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed here")
+@toolchains.needs("node")
 def test_a_deleted_test_file_outside_the_patterns_is_held_even_with_yes(tmp_path: Path) -> None:
     """`src/mul.test.cjs` is no test to the built-in patterns: it used to be an ordinary file."""
     files = {
@@ -316,7 +316,7 @@ def test_a_deleted_test_file_outside_the_patterns_is_held_even_with_yes(tmp_path
         "assert.strictEqual(mul(2, 3), 6));\n",
     }
     repo = make_repo(tmp_path / "repo", files)
-    git(repo, "config", "papayu.checkCommand", "node --test")
+    git(repo, "config", "papayu.check.command", "node --test")
     head = _head(repo)
     # Fixes add on a red tip and deletes another test file whose test passes.
     data = _apply(

@@ -40,7 +40,7 @@ PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
 
 def _repo(tmp_path: Path, **files: str) -> Path:
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **TESTS, **files})
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     return repo
 
 
@@ -219,13 +219,13 @@ def test_a_landed_code_swap_cannot_judge_a_later_plan(tmp_path: Path) -> None:
     _untrusted(repo, data, head, "papayu's shield", "tests/test_more.py:3", "calc.mul.__code__")
 
 
-# --- the recorder the selective check trusts ---------------------------------------------------------
+# --- the recorder fail first trusts --------------------------------------------------------------
 
 # Landed first (here: committed by the user), then a plain bug: the code under test finds the
-# recorder and switches its profiler off, so the tip's record would say no test read calc.py.
+# recorder and switches it off, so the tip's record would say no test read calc.py.
 RECORDER_OFF_GC = CALC + (
     "\n\nimport gc\n\nfor _found in gc.get_objects():\n"
-    "    if type(_found).__name__ == 'Recorder':\n        _found.profiler.disable()\n"
+    "    if type(_found).__name__ == 'Recorder':\n        _found.monitor.set_events(_found.tool, 0)\n"
 )
 RECORDER_OFF_MODULES = CALC + (
     "\n\nimport sys\n\n_name = 'papayu_pytest_' + 'inputs'\n"
@@ -234,15 +234,30 @@ RECORDER_OFF_MODULES = CALC + (
 )
 
 
-@pytest.mark.parametrize("switch", [RECORDER_OFF_GC, RECORDER_OFF_MODULES], ids=["gc", "setprofile"])
-def test_code_switching_the_recorder_off_does_not_let_a_later_bug_land(tmp_path: Path, switch: str) -> None:
+@pytest.mark.parametrize(
+    ("switch", "said"),
+    [
+        # Walking gc from the tip's own file is the tip's reach: allowed there, and said.
+        (RECORDER_OFF_GC, "calc.py:11: gc.get_objects"),
+        # Setting a profile function is refused wherever the repository asks.
+        (RECORDER_OFF_MODULES, "papayu's shield"),
+    ],
+    ids=["gc", "setprofile"],
+)
+def test_code_switching_the_recorder_off_does_not_let_a_later_bug_land(tmp_path: Path, switch: str, said: str) -> None:
+    """Fail first never trusts the record for the verdict (docs/DESIGN.md, "Fail first"): a
+    recorder switched off only orders the run worse, the whole suite still runs before anything
+    lands, and the broken test names the bug."""
     repo = _repo(tmp_path)
     (repo / "calc.py").write_text(switch)
     git(repo, "commit", "-qam", "the switch, landed")
     head = _head(repo)
     data = _apply(repo, "bug", [_write("calc.py", switch.replace("a * b", "a + b"))])
     assert data["state"] != "landed" and _head(repo) == head, _why(data)
-    assert "papayu's shield" in str(data["check"]) and "calc.py:" in str(data["check"]), _why(data)
+    assert said in str(data["check"]) and "calc.py:" in str(data["check"]), _why(data)
+    if said != "papayu's shield":
+        assert data["error"]["code"] == "ERR_CHECK_REGRESSION", _why(data)
+        assert data["check"]["verdict"]["broken"] == ["tests/test_mul.py::test_mul"], _why(data)
 
 
 # --- the node hook, as far as Node allows ---------------------------------------------------------
@@ -272,7 +287,7 @@ def test_code_under_jest_reaching_node_internals_is_refused_and_named(tmp_path: 
         pytest.skip(str(exc))
     git(repo, "add", "pnpm-lock.yaml")
     git(repo, "commit", "-qm", "lockfile")
-    git(repo, "config", "papayu.checkCommand", "npm test")
+    git(repo, "config", "papayu.check.command", "npm test")
     head = _head(repo)
     plan = write_plan(repo.parent, [_write("lib/calc.js", source)], summary="node", name="node.json")
     path = f"{toolchains.pnpm_bin()}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -119,7 +119,7 @@ def test_a_kept_red_branch_is_refused_and_lands_with_force(repo: Path, tmp_path:
     before = snapshot(repo)
     proc, out = land(repo, plan_id)
     error = refused(proc, out, "ERR_CHECK_NOT_PASSED")
-    assert "`exit 3` failed, exit 3" in error["reason"] and "--force" in error["hint"]
+    assert "`exit 3` FAILED, exit 3" in error["reason"] and "--force" in error["hint"]
     assert snapshot(repo) == before and branch_sha(repo, plan_id) == data["commit"]
 
     proc, landed = land(repo, plan_id, "--force")
@@ -141,7 +141,7 @@ def test_an_unchecked_branch_is_refused_with_the_ways_on(repo: Path, tmp_path: P
     for way in (
         f"git papayu show {plan_id}",
         f"git papayu land {plan_id} --force",
-        "git config papayu.checkCommand CMD",
+        "git config papayu.check.command CMD",
         "apply the plan again",
     ):
         assert way in error["hint"], way
@@ -255,6 +255,8 @@ def test_pr_refuses_a_changed_branch_but_pushes_an_unchecked_one(tmp_path: Path)
 
 
 def green(server: ForgeServer, sha: str) -> None:
+    """An unprotected main (nothing required: every reported check decides) and one green status."""
+    server.route("GET", "/repos/acme/widget/branches/main", (200, {"name": "main", "protected": False}))
     server.route(
         "GET",
         f"/repos/acme/widget/commits/{sha}/status",

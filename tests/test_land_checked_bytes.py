@@ -36,7 +36,7 @@ def _repo(tmp_path: Path, **files: str) -> Path:
     repo = make_repo(
         tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, "tests/test_add.py": TEST, **files}
     )
-    git(repo, "config", "papayu.checkCommand", f"{PYTEST} tests")
+    git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     return repo
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from helpers import git, make_repo
 
-from papayu_git.git import open_repo
 from papayu_git.land_patch import whole_file_patch
 from papayu_git.objects import GitTree, changed_entries, store_of
+from papayu_git.repository import open_repo
 
 OLD = {
     "edit.txt": b"one\ntwo\nthree\n",

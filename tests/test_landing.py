@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import apply_json, git, json_codes, make_repo, papayu, patch_action, run_papayu_bg, snapshot, write_plan
@@ -122,15 +123,58 @@ def test_hidden_local_change_of_a_touched_file_is_refused(repo: Path, tmp_path: 
     assert _user_refs(after) == _user_refs(before)
 
 
-def test_staged_mode_change_of_a_touched_file_is_refused_and_kept(repo: Path, tmp_path: Path) -> None:
+def _edits_plan(tmp_path: Path) -> Path:
+    """A plan that creates no file: its landing leaves staged changes to the stat data."""
+    return write_plan(
+        tmp_path, [patch_action("a.txt", b"one\ntwo\n", DIFF), {"kind": "DELETE_FILE", "path": "src/c.txt"}]
+    )
+
+
+@pytest.mark.parametrize("plan", [_patch_plan, _edits_plan])
+def test_staged_mode_change_of_a_touched_file_is_refused_and_kept(repo: Path, tmp_path: Path, plan: Any) -> None:
     (repo / "a.txt").chmod(0o755)
     git(repo, "add", "a.txt")
     staged = git(repo, "ls-files", "-s", "a.txt")
-    data = apply_json(repo, _patch_plan(tmp_path), "--no-check", "-y")
+    data = apply_json(repo, plan(tmp_path), "--no-check", "-y")
     assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"], data
     assert git(repo, "ls-files", "-s", "a.txt") == staged and staged.startswith("100755")
     assert (repo / "a.txt").read_text() == "one\ntwo\n" and os.access(repo / "a.txt", os.X_OK)
     assert (repo / "src/c.txt").exists() and not (repo / "src/new").exists()
+
+
+@pytest.mark.parametrize("plan", [_patch_plan, _edits_plan])
+def test_staged_edit_reverted_in_the_work_tree_is_refused_and_kept(repo: Path, tmp_path: Path, plan: Any) -> None:
+    """The work tree holds the tip's bytes again, the index the staged ones (what `git merge`
+    refuses): the stat data, or the content of a racily clean entry, give it away."""
+    (repo / "a.txt").write_text("one\nstaged\n")
+    git(repo, "add", "a.txt")
+    (repo / "a.txt").write_text("one\ntwo\n")
+    before = snapshot(repo)
+    data = apply_json(repo, plan(tmp_path), "--no-check", "-y")
+    assert data["_rc"] == 1 and json_codes(data) == ["ERR_DIRTY_WORKTREE"], data
+    after = snapshot(repo)
+    assert after["files"] == before["files"] and after["index"] == before["index"]
+    assert git(repo, "diff", "--cached", "--name-only").split() == ["a.txt"]
+
+
+@pytest.mark.parametrize(
+    ("plan", "config", "index_read"),
+    [(_edits_plan, None, False), (_patch_plan, None, True), (_edits_plan, ("core.fileMode", "false"), True)],
+    ids=["edits only", "creates a file", "core.fileMode=false"],
+)
+def test_land_reads_the_index_first_only_where_stat_data_cannot_show_a_staged_change(
+    repo: Path, tmp_path: Path, plan: Any, config: tuple[str, str] | None, index_read: bool
+) -> None:
+    if config:
+        git(repo, "config", *config)
+    trace = tmp_path / "git-trace"
+    data = apply_json(repo, plan(tmp_path), "--no-check", "-y", env={"GIT_TRACE": str(trace)})
+    assert data["_rc"] == 0 and data["landed_by"] == "fast-forward", data
+    assert _last_reflog(repo) == f"papayu: land {data['plan_id']}"
+    commands = trace.read_text()
+    assert "apply --index" in commands
+    assert ("diff-index --cached" in commands) is index_read
+    assert git(repo, "status", "--porcelain").strip() == ""
 
 
 def test_untracked_symlink_where_the_plan_needs_a_directory_is_never_written_through(

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import papayu_dir
 from papayu_git.landing import Target, land
+from papayu_git.repository import open_repo
 
 ENV = {
     **os.environ,
@@ -43,10 +44,12 @@ def sh(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess
     return proc
 
 
-@pytest.fixture(scope="module", params=["whole-file patch", "git diff"])
+@pytest.fixture(scope="module", params=["whole-file patch", "git diff", "edits only"])
 def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """The plan's commit changes text files only, so landing writes its own patch (land_patch.py);
-    or a binary file and symlinks too, so landing pipes git's diff of the trees."""
+    or a binary file and symlinks too, so landing pipes git's diff of the trees; or it creates no
+    file, so landing leaves staged changes to the work tree's stat data and never reads the index
+    before `git apply` (landing._staged_shown_by_stat)."""
     root = tmp_path_factory.mktemp("template") / "repo"
     root.mkdir()
     sh(root, "git", "init", "-q", "-b", "main")
@@ -75,10 +78,11 @@ def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     (root / "b/three.txt").unlink()
     (root / "b/empty.txt").unlink()
     (root / "b/mode.txt").chmod(0o755)
-    (root / "c").mkdir()
-    (root / "c/new.txt").write_text("new\n")
-    (root / "c/empty.txt").write_text("")
-    (root / "a/added.log").write_text("force-added\n")
+    if request.param != "edits only":
+        (root / "c").mkdir()
+        (root / "c/new.txt").write_text("new\n")
+        (root / "c/empty.txt").write_text("")
+        (root / "a/added.log").write_text("force-added\n")
     (root / "d/crlf.txt").write_bytes(b"x\r\nz\r\n")
     (root / "d/no-newline.txt").write_bytes(b"still no newline\nat the end")
     if request.param == "git diff":
@@ -87,7 +91,8 @@ def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         (root / "link").symlink_to("b/keep.txt")  # a retargeted symlink
         (root / "c/new-link").symlink_to("../a/two.sh")
     sh(root, "git", "add", "-A")
-    sh(root, "git", "add", "-f", "a/added.log")
+    if request.param != "edits only":
+        sh(root, "git", "add", "-f", "a/added.log")
     sh(root, "git", "commit", "-q", "-m", "new")
     new = sh(root, "git", "rev-parse", "HEAD").stdout.strip()
     sh(root, "git", "reset", "-q", "--hard", old)
@@ -198,6 +203,10 @@ MUTATIONS = [
 @given(names=st.lists(st.sampled_from(MUTATIONS), max_size=4, unique=True))
 @example(names=[])
 @example(names=["edit_untouched", "stage_untouched", "untracked_in_new_dir"])
+@example(names=["staged_mode_touched"])  # the work tree's executable bit shows it
+@example(names=["staged_then_reverted"])  # same content as the tip: the stat data show it
+@example(names=["stage_touched", "skip_worktree"])
+@example(names=["assume_unchanged"])
 def test_fast_path_ends_exactly_like_git_merge(
     template: tuple[Path, str, str], tmp_path: Path, names: list[str]
 ) -> None:

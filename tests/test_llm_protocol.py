@@ -294,7 +294,7 @@ def test_fix_with_a_wrong_change_rolls_back_and_keeps_the_user_state(calc_repo: 
 def test_confirmation_goal_applies_the_latest_plan(calc_repo: Path, llm: ScriptedLLM) -> None:
     llm.script = [chat(plan_answer()), patch_answer()]
     assert run_plan(calc_repo, llm).returncode == 0
-    git(calc_repo, "config", "papayu.checkCommand", CHECK)
+    git(calc_repo, "config", "papayu.check.command", CHECK)
     proc = papayu("plan", "применяй", cwd=calc_repo, env=llm.env())
     assert proc.returncode == 0, proc.stderr
     assert (calc_repo / "calc.py").read_text() == FIXED

@@ -95,16 +95,6 @@ def test_wire_schema_is_strict_compatible_everywhere() -> None:
     assert grammar_schema(2)["required"] == ["summary", "actions"]
 
 
-def test_grammar_schemas_compile_to_llama_cpp_grammars() -> None:
-    import json
-
-    grammar = pytest.importorskip("llama_cpp.llama_grammar")
-    for protocol in (1, 2):
-        for shape in ("response", "plan", "apply"):
-            gbnf = grammar.json_schema_to_gbnf(json.dumps(grammar_schema(protocol, shape)))
-            assert ("NO_CHANGES" in gbnf) == (shape == "apply")
-
-
 def test_grammar_schema_ties_fields_to_the_action_kind() -> None:
     import jsonschema
 
@@ -193,7 +183,7 @@ def test_the_model_client_retries_through_the_shared_policy(monkeypatch: pytest.
 @pytest.mark.parametrize(
     ("body", "numbers"),
     [
-        (  # llama-cpp-python (the embedded server), vLLM and OpenAI say it in words
+        (  # llama-cpp-python, vLLM and OpenAI say it in words
             "This model's maximum context length is 8192 tokens. However, you requested 16247 tokens "
             "(15847 in the messages, 400 in the completion).",
             (16247, 8192),
@@ -236,3 +226,19 @@ def test_the_window_is_asked_at_the_servers_root(base_url: str, root: str) -> No
     from papayu_git.llm.window import server_root
 
     assert server_root(LLMConfig(Provider.OPENAI_COMPATIBLE, base_url, "m")) == root
+
+
+def test_the_embedded_model_is_waited_for_longer_than_a_server_unless_a_timeout_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from papayu_git.llm.config import LOCAL_TIMEOUT_SEC, SERVER_TIMEOUT_SEC, load_config
+
+    assert load_config().timeout_sec == LOCAL_TIMEOUT_SEC == 900  # nothing configured: the embedded model
+    monkeypatch.setenv("PAPAYU_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    assert load_config().timeout_sec == SERVER_TIMEOUT_SEC == 90
+    for provider, url in (("local", ""), ("openai-compatible", "http://127.0.0.1:9/v1")):
+        monkeypatch.setenv("PAPAYU_LLM_PROVIDER", provider)
+        monkeypatch.setenv("PAPAYU_LLM_BASE_URL", url)
+        monkeypatch.setenv("PAPAYU_LLM_TIMEOUT_SEC", "42")
+        assert load_config().timeout_sec == 42
+        monkeypatch.delenv("PAPAYU_LLM_TIMEOUT_SEC")

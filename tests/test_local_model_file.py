@@ -47,7 +47,7 @@ def _sha256(path: Path) -> str:
 
 
 def test_two_processes_starting_the_local_model_at_once_both_get_a_working_model(tmp_path: Path) -> None:
-    if importlib.util.find_spec("llama_cpp") is None:
+    if importlib.util.find_spec(local.SERVER_PACKAGE) is None:
         pytest.skip("papayu-git[local] is not installed")
     repo = make_repo(tmp_path / "repo")
     procs = [run_papayu_bg(["doctor", "--json"], repo, env={"PAPAYU_LOG": "1"}) for _ in range(2)]
@@ -78,7 +78,7 @@ def test_a_truncated_model_file_is_rebuilt_not_an_error() -> None:
 
 
 def test_a_papayu_killed_while_assembling_leaves_no_model_file_and_the_next_run_builds_it(tmp_path: Path) -> None:
-    if importlib.util.find_spec("llama_cpp") is None:
+    if importlib.util.find_spec(local.SERVER_PACKAGE) is None:
         pytest.skip("papayu-git[local] is not installed")
     target = _target()
     proc = run_papayu_bg(["local-server"], tmp_path, env={"PAPAYU_TEST_PAUSE_AT": "model_assembly"})

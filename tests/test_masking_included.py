@@ -20,7 +20,7 @@ from helpers import git, make_repo, papayu, papayu_dir, patch_action, write_plan
 from llm_server import ScriptedLLM, chat, plan_answer
 
 from papayu_git.check import sandbox
-from papayu_git.secret_files import secret_values, value_masker
+from papayu_git.check.secret_files import secret_values, value_masker
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
@@ -104,7 +104,7 @@ def included_repo(tmp_path: Path) -> Path:
     )
     (repo / ".env.test").write_text(ENV_TEST)
     git(repo, "config", "papayu.check.include", ".env.test")
-    git(repo, "config", "papayu.checkCommand", PYTEST)
+    git(repo, "config", "papayu.check.command", PYTEST)
     return repo
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from papayu_git import secrets
-from papayu_git.secret_files import spellings, value_masker
+from papayu_git.check.secret_files import spellings, value_masker
 from papayu_git.secrets import literal_masker, mask
 
 MB = 1_000_000
@@ -41,6 +41,8 @@ HOSTILE: dict[str, tuple[tuple[str, str], ...]] = {
     "_ERROR_CODE": (("ERR_", "A"), ("ERR_", "_")),
     "_CAMEL": (("aA", "a"),),
     "_SEGMENTS": (("_", "a"), ("-.", "_")),
+    "_LINE_CONTROLS": (("\x1b[", "a"), ("\u202e", "\n")),
+    "_MULTILINE_CONTROLS": (("\r", "\n"), ("\x1b]52;", "\r")),
 }  # fmt: skip
 # mask() runs every pattern (and the Python that pairs their matches) on each text: the
 # pairs that reach those loops, on top of the patterns' own.

@@ -32,7 +32,7 @@ DELETE = {"actions": [{"kind": "DELETE_FILE", "path": "old.txt"}], "summary": "r
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "repo", {"old.txt": "old\n", "tests/test_a.py": TEST, ".env": SECRET})
-    git(repo, "config", "papayu.checkCommand", "true")  # the operator's check
+    git(repo, "config", "papayu.check.command", "true")  # the operator's check
     return repo
 
 
@@ -71,14 +71,14 @@ def test_each_operator_argument_is_refused_naming_its_setting(repo: Path) -> Non
 
 
 def test_without_arguments_the_check_is_the_operators(repo: Path) -> None:
-    git(repo, "config", "papayu.checkCommand", "echo operator-check; exit 3")
+    git(repo, "config", "papayu.check.command", "echo operator-check; exit 3")
 
     async def body(session: ClientSession) -> Any:
         return await call(session, "apply_plan", plan=create("a.txt"))
 
     is_error, data = serve(repo, body)
     assert is_error and data["state"] == "rolled_back" and codes(data) == ["ERR_CHECK_FAILED"]
-    assert data["check"]["source"] == "git config papayu.checkCommand" and "operator-check" in data["check"]["tail"]
+    assert data["check"]["source"] == "git config papayu.check.command" and "operator-check" in data["check"]["tail"]
     assert not (repo / "a.txt").exists()
 
 

@@ -135,7 +135,7 @@ def test_validate_plan(repo: Path) -> None:
 
 
 def test_apply_lands_then_list_and_show(repo: Path) -> None:
-    git(repo, "config", "papayu.checkCommand", "sleep 2.5")  # the operator's check, never the client's
+    git(repo, "config", "papayu.check.command", "sleep 2.5")  # the operator's check, never the client's
 
     async def body(session: ClientSession) -> Any:
         beats: list[float] = []
@@ -156,7 +156,7 @@ def test_apply_lands_then_list_and_show(repo: Path) -> None:
     is_error, applied, beats, listed, shown = serve(repo, body)
     assert not is_error and applied["state"] == "landed", applied
     assert applied["check"]["command"] == "sleep 2.5" and applied["check"]["passed"] is True
-    assert applied["check"]["source"] == "git config papayu.checkCommand" and "sandbox" in applied
+    assert applied["check"]["source"] == "git config papayu.check.command" and "sandbox" in applied
     assert len(beats) >= 2  # a heartbeat every second while the check runs
     assert (repo / "a.txt").read_text() == "new\n"
     assert git(repo, "rev-parse", "HEAD").strip() == applied["commit"]
@@ -167,7 +167,7 @@ def test_apply_lands_then_list_and_show(repo: Path) -> None:
 
 
 def test_a_red_check_rolls_back(repo: Path) -> None:
-    git(repo, "config", "papayu.checkCommand", "echo broken; exit 3")
+    git(repo, "config", "papayu.check.command", "echo broken; exit 3")
     before = snapshot(repo)
 
     async def body(session: ClientSession) -> Any:
@@ -181,7 +181,7 @@ def test_a_red_check_rolls_back(repo: Path) -> None:
 
 
 def test_review_then_land_and_drop(repo: Path) -> None:
-    git(repo, "config", "papayu.checkCommand", "true")
+    git(repo, "config", "papayu.check.command", "true")
 
     async def body(session: ClientSession) -> Any:
         reviewed = await call(session, "apply_plan", plan=create("a.txt"), review=True)
@@ -225,7 +225,7 @@ def test_bad_plans_and_plan_ids(repo: Path) -> None:
 def test_deletions_and_test_edits_need_explicit_arguments(tmp_path: Path) -> None:
     """Once the operator allows deletions (tests/test_mcp_operator.py: refused otherwise)."""
     repo = make_repo(tmp_path / "repo", {"old.txt": "old\n", "tests/test_a.py": "def test_a():\n    pass\n"})
-    git(repo, "config", "papayu.checkCommand", "true")
+    git(repo, "config", "papayu.check.command", "true")
     git(repo, "config", "papayu.mcp.allowDeletions", "true")
     delete = {"actions": [{"kind": "DELETE_FILE", "path": "old.txt"}], "summary": "remove old.txt"}
     edit = {
@@ -251,7 +251,7 @@ def test_deletions_and_test_edits_need_explicit_arguments(tmp_path: Path) -> Non
 def test_cancelling_apply_kills_the_check_and_lands_nothing(repo: Path) -> None:
     marker = f"7{os.getpid()}.75"
     check = f"sleep 7''{marker[1:]}"  # quoted: only the check's own process carries the marker
-    git(repo, "config", "papayu.checkCommand", check)
+    git(repo, "config", "papayu.check.command", check)
     before = snapshot(repo)
 
     async def body(session: ClientSession) -> Any:
@@ -283,7 +283,7 @@ def test_cancelling_apply_kills_the_check_and_lands_nothing(repo: Path) -> None:
 def test_concurrent_applies(repo: Path) -> None:
     """Parallel calls take the CLI's locks: without rebase one lands and the others are refused
     (ERR_BRANCH_MOVED, nothing half-done); with rebase every one lands."""
-    git(repo, "config", "papayu.checkCommand", "sleep 1")
+    git(repo, "config", "papayu.check.command", "sleep 1")
 
     async def body(session: ClientSession) -> Any:
         results: dict[str, Any] = {}

@@ -3,7 +3,6 @@ held, and traces.record is the one builder of a trace record (docs/DESIGN.md, "T
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -26,7 +25,7 @@ HISTORICAL = {
         "refused_branch_moved",
         "interrupted",
     ],
-    CheckState: ["passed", "failed", "timeout", "skipped", "none_found"],
+    CheckState: ["passed", "failed", "timeout", "skipped", "none_found", "interrupted", "not_run"],
     VerdictState: ["passed", "failed", "timed_out", "not_checked", "changed", "skipped"],
 }
 
@@ -47,7 +46,7 @@ def test_check_ran_counts_only_checks_that_ran() -> None:
 
 def _result(**changes: object) -> ApplyResult:
     base = ApplyResult("p", ApplyState.LANDED, "papayu/p", "c" * 40, "main", None, {})
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return base._replace(**changes)  # type: ignore[arg-type]
 
 
 def test_check_state_of_an_outcome() -> None:

@@ -10,8 +10,10 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 import tomllib
 import zipfile
 from pathlib import Path
@@ -23,6 +25,7 @@ from helpers import ROOT, git, make_repo, patch_action
 from llm_server import ScriptedLLM, chat, plan_answer
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from test_research import Web, online_env, summary
+from tiers import PACKAGING, uses
 
 from papayu_git import schemas
 from papayu_git.cli import LAZY_COMMANDS
@@ -36,6 +39,7 @@ PIP_CACHE = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip
 
 
 @pytest.fixture(scope="session")
+@uses(PACKAGING)
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build from a copy of the tracked files, so the checkout gets no build/ or egg-info."""
     src = tmp_path_factory.mktemp("src")
@@ -259,6 +263,42 @@ def test_clean_install_prints_every_help(clean_venv: Path, tmp_path: Path) -> No
     for name in LAZY_COMMANDS:
         proc = run_clean(clean_venv, name, "--help", cwd=tmp_path)
         assert proc.returncode == 0 and "Usage:" in proc.stdout, name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("man") is None, reason="no man here (Debian: apt-get install man-db)")
+def test_clean_install_answers_git_papayu_help_with_its_man_page(clean_venv: Path, calc_repo: Path) -> None:
+    """pip puts the page in <venv>/share/man/man1, where man looks for a <venv>/bin on PATH."""
+    env = {k: v for k, v in clean_env(clean_venv).items() if k != "MANPATH"}
+    proc = subprocess.run(
+        ["git", "papayu", "--help"],
+        cwd=calc_repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "MANPAGER": "cat", "PAGER": "cat"},
+    )
+    assert proc.returncode == 0 and "GIT-PAPAYU(1)" in proc.stdout, proc.stderr
+    where = subprocess.run(["man", "-w", "git-papayu"], capture_output=True, text=True, env=env).stdout.strip()
+    assert Path(where) == clean_venv / "share/man/man1/git-papayu.1"
+
+
+@pytest.mark.slow
+def test_clean_install_without_the_local_extra_says_what_to_configure_before_fix_starts(
+    clean_venv: Path, calc_repo: Path
+) -> None:
+    """Nothing configured and no embedded model: the first command says both ways to a model."""
+    started = time.monotonic()
+    proc = run_clean(clean_venv, "fix", "fix the failing test", "-y", "--json", cwd=calc_repo)
+    assert proc.returncode == 1 and time.monotonic() - started < 30, proc.stdout + proc.stderr
+    error = json.loads(proc.stdout)["errors"][0]
+    assert error["code"] == "ERR_LLM_LOCAL_UNAVAILABLE" and "xllamacpp" in error["reason"], error
+    for named in ("pip install 'papayu-git[local]'", "PAPAYU_LLM_PROVIDER=openai", "PAPAYU_LLM_BASE_URL="):
+        assert named in error["hint"], error["hint"]
+    doctor = json.loads(run_clean(clean_venv, "doctor", "--json", cwd=calc_repo).stdout)
+    first = doctor["checks"][0]
+    assert first["name"] == "model" and first["status"] == "fail" and first["code"] == "ERR_LLM_LOCAL_UNAVAILABLE"
+    assert doctor["ok"] is False
 
 
 @pytest.mark.slow

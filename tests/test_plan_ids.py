@@ -62,7 +62,7 @@ def _applied(tmp_path: Path, *how: str) -> tuple[Path, dict[str, Any]]:
 
 def _listed_state(repo: Path, plan_id: str) -> str:
     lines = papayu("list", cwd=repo).stdout.splitlines()
-    assert lines[0].split() == ["ID", "STATE", "TARGET", "TRACE", "SUMMARY"]
+    assert lines[0].split() == ["ID", "STATE", "CHECK", "TARGET", "TRACE", "SUMMARY"]
     row = next(line for line in lines if line.startswith(plan_id))
     return row[len(plan_id) :].strip().split("  ")[0]
 

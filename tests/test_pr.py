@@ -265,7 +265,8 @@ def test_pr_maps_forge_errors_to_err_codes_without_printing_the_token(
         proc = papayu("pr", PLAN_ID, "--forge", "github", cwd=kept.repo, env=forge_env(server))
     assert proc.returncode == 1
     assert code in proc.stderr and str(payload["message"]) in proc.stderr
-    assert len(server.requests) == 1 and not server.calls("GET", "/repos/acme/widget/pulls")
+    assert len(server.calls("POST", "/repos/acme/widget/pulls")) == 1  # a 404 of a missing repository: not retried
+    assert not server.calls("GET", "/repos/acme/widget/pulls")
     assert remote_ref(kept.bare) == kept.sha  # the push itself happened
     assert "pr" not in plans.load(kept.repo / ".git" / "papayu", PLAN_ID).extra
     assert_no_token_leaked(proc, kept.repo)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import GOLDEN_UPSTREAM, ROOT, git, make_repo, write
+from tiers import PRECOMMIT, uses
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pre-commit")]  # one worker shares the hook envs
 
@@ -55,6 +56,7 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="session")
+@uses(PRECOMMIT)
 def precommit_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, str]:
     """PRE_COMMIT_HOME per session; pip's download cache in pytest's cache dir (only a speed-up)."""
     base = tmp_path_factory.mktemp("pre-commit-cache")

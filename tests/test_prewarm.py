@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, make_repo, papayu, snapshot, user_view, wait_for_marker, write_plan
+from helpers import checkout_pool, git, make_repo, papayu, snapshot, user_view, wait_for_marker, write_plan
 from llm_server import ScriptedLLM, chat, plan_answer
 
 from papayu_git import locks, prewarm, settings, worktree
@@ -34,14 +34,14 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     files = {"calc.py": CALC, "tests/test_calc.py": TEST, ".gitignore": "*.log\n"}
     files.update({f"pkg/m{i:03d}.py": f"X = {i}\n" for i in range(50)})
     path = make_repo(tmp_path / "repo", files)
-    git(path, "config", "papayu.checkCommand", "true")
-    git(path, "config", "papayu.prewarmBase", "false")  # the slot alone here; the base run: its own test
+    git(path, "config", "papayu.check.command", "true")
+    git(path, "config", "papayu.check.prewarmBase", "false")  # the slot alone here; the base run: its own test
     yield path
     _kill_prewarms(path)  # nothing of ours outlives the test
 
 
 def pool(repo: Path) -> Path:
-    return repo / ".git/papayu/checkouts"
+    return checkout_pool(repo)
 
 
 def prewarm_lock(repo: Path) -> Path:
@@ -114,7 +114,11 @@ def test_plan_with_a_slow_model_leaves_a_prepared_slot_at_the_tip(repo: Path, ll
     assert not (slot / "work/untracked.txt").exists()
     assert git(repo, "--git-dir", str(slot / "git"), "--work-tree", str(slot / "work"), "status", "--porcelain") == ""
     assert snapshot(repo) == before  # the user's side untouched
-    assert sorted(p.name for p in (repo / ".git/papayu").iterdir()) == ["checkouts", "locks", "plans", "traces"]
+    assert sorted(p.name for p in (repo / ".git/papayu").iterdir()) == [
+        "locks",
+        "plans",
+        "traces",
+    ]  # the pool is elsewhere
 
 
 def test_the_background_process_is_detached_and_holds_no_terminal(repo: Path, llm: ScriptedLLM) -> None:
@@ -148,13 +152,13 @@ def test_a_second_prewarm_is_a_no_op(repo: Path) -> None:
     first, second = run_prewarm(repo), run_prewarm(repo)
     reports = sorted(p.communicate(timeout=60)[0].strip() for p in (first, second))
     assert reports[1] == "prepared slot-0" and reports[0] in ("already running", "already prepared")
-    assert sorted(p.name for p in pool(repo).iterdir()) == ["slot-0"]
+    assert sorted(p.name for p in pool(repo).iterdir() if p.name != "repository") == ["slot-0"]
     # At the tip already: nothing to do.
     assert run_prewarm(repo).communicate(timeout=60)[0].strip() == "already prepared"
 
 
 def test_prewarm_false_prepares_nothing(repo: Path, llm: ScriptedLLM) -> None:
-    git(repo, "config", "papayu.prewarm", "false")
+    git(repo, "config", "papayu.check.prewarm", "false")
     llm.script = [slow(1.0)]
     proc = papayu("plan", GOAL, cwd=repo, env=llm.env())
     assert proc.returncode == 0, proc.stderr
@@ -162,14 +166,14 @@ def test_prewarm_false_prepares_nothing(repo: Path, llm: ScriptedLLM) -> None:
     assert not pool(repo).exists()
     settings._git_config.cache_clear()
     assert not prewarm.enabled(repo)
-    git(repo, "config", "--unset", "papayu.prewarm")
+    git(repo, "config", "--unset", "papayu.check.prewarm")
     settings._git_config.cache_clear()
     assert prewarm.enabled(repo) and not prewarm.enabled(repo, no_check=True)
-    os.environ["PAPAYU_PREWARM"] = "0"
+    os.environ["PAPAYU_CHECK_PREWARM"] = "0"
     try:
         assert not prewarm.enabled(repo) and not prewarm.start(repo)
     finally:
-        del os.environ["PAPAYU_PREWARM"]
+        del os.environ["PAPAYU_CHECK_PREWARM"]
 
 
 def test_fix_no_check_prepares_nothing(repo: Path, llm: ScriptedLLM) -> None:
@@ -185,8 +189,8 @@ def test_the_prewarm_computes_the_base_run_the_apply_then_reuses(repo: Path, tmp
 
     if sandbox.unavailable_reason() is not None:
         pytest.skip(f"bwrap does not work here: {sandbox.unavailable_reason()}")
-    git(repo, "config", "papayu.prewarmBase", "true")
-    git(repo, "config", "papayu.checkCommand", f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    git(repo, "config", "papayu.check.prewarmBase", "true")
+    git(repo, "config", "papayu.check.command", f"{sys.executable} -m pytest -q -p no:cacheprovider")
     out = run_prewarm(repo).communicate(timeout=120)[0].strip()
     assert out == "prepared slot-0; base computed (pytest stream + pytest junit)", out
     fixed = "def add(a, b):\n    return a + b\n"
@@ -208,7 +212,7 @@ def test_nothing_prepared_without_a_check_or_a_commit(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     git(empty, "init", "-q", "-b", "main")
-    git(empty, "config", "papayu.checkCommand", "true")
+    git(empty, "config", "papayu.check.command", "true")
     assert run_prewarm(empty).communicate(timeout=60)[0].strip() == "no commits"
     assert not (empty / ".git/papayu").exists()
 
@@ -233,13 +237,13 @@ def test_the_check_after_a_prewarm_reuses_the_prepared_slot(repo: Path, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["state"] == "landed"
     assert marker.exists() and (slot / "config.papayu").stat().st_ino == created
-    assert sorted(p.name for p in pool(repo).iterdir()) == ["slot-0"]
+    assert sorted(p.name for p in pool(repo).iterdir() if p.name != "repository") == ["slot-0"]
     assert state(slot)["by"] == "check"
     assert git(repo, "rev-parse", "HEAD^").strip() != head(repo)
 
 
 def test_the_check_prefers_the_slot_prepared_at_its_parent(repo: Path, tmp_path: Path) -> None:
-    from papayu_git.git import open_repo
+    from papayu_git.repository import open_repo
 
     old = head(repo)
     (repo / "calc.py").write_text(CALC + "# newer\n")
@@ -285,7 +289,7 @@ def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Pat
     out, err = apply.communicate(timeout=120)
     assert apply.returncode == 0, err
     assert json.loads(out)["state"] == "landed"
-    assert sorted(p.name for p in pool(repo).iterdir()) == ["slot-0"]
+    assert sorted(p.name for p in pool(repo).iterdir() if p.name != "repository") == ["slot-0"]
     assert (repo / "new.py").read_text() == "n\n"
     assert (repo / "untracked.txt").read_text() == "mine\n" and (repo / "debug.log").read_text() == "ignored\n"
     # The dead prewarm's own lock goes at the next start or command; it never blocks one. (The
@@ -298,7 +302,7 @@ def test_kill_9_during_preparation_then_apply_succeeds(repo: Path, tmp_path: Pat
 def test_kill_9_in_the_middle_of_the_git_checkout(tmp_path: Path) -> None:
     files = {f"d{i // 100:02d}/f{i:05d}.txt": f"{i}\n" * 20 for i in range(6000)}
     repo = make_repo(tmp_path / "big", {**files, "calc.py": CALC})
-    git(repo, "config", "papayu.checkCommand", "true")
+    git(repo, "config", "papayu.check.command", "true")
     before = snapshot(repo)
     proc = run_prewarm(repo)
     work = pool(repo) / "slot-0" / "work"

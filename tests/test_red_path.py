@@ -170,10 +170,14 @@ def test_the_dirty_tree_one_liner_gives_the_edits_back_whether_the_apply_lands_o
     assert refused.returncode == 1 and error["code"] == "ERR_DIRTY_WORKTREE", refused.stdout
     one_liner = error["hint"].split(": ", 1)[1]
     plan_id = stored_plans(calc)[-1]["id"]
-    assert one_liner == f"git stash push -u -- calc.py && {{ git papayu apply {plan_id}; git stash pop; }}"
+    assert one_liner == (
+        f"git stash push -u -- calc.py && {{ git papayu apply {plan_id}; papayu_status=$?; "
+        "git stash pop && [ $papayu_status -eq 0 ]; }"
+    )
     before = git(calc, "rev-parse", "main")
     ran = run_printed(calc, one_liner)
     assert ("landed plan" in ran.stdout) is lands, ran.stdout + ran.stderr
+    assert (ran.returncode == 0) is lands  # a red apply fails the line, though the pop gave the edits back
     assert git(calc, "stash", "list") == ""  # nothing left behind in the stash
     expected = mine.replace("a - b", "a + b", 1) if lands else mine
     assert (calc / "calc.py").read_text() == expected
@@ -193,9 +197,12 @@ def test_undo_on_a_dirty_tree_names_the_files_and_a_way_past_without_papayus_git
     assert_error(proc, "ERR_DIRTY_WORKTREE")
     assert "core.hooksPath" not in proc.stderr and "-c " not in proc.stderr and "a.txt" in proc.stderr
     one_liner = proc.stderr.split("stash them around the undo: ", 1)[1].rsplit(")", 1)[0]
-    assert one_liner == f"git stash push -- a.txt && {{ git papayu undo {landed['plan_id']}; git stash pop; }}"
+    assert one_liner == (
+        f"git stash push -- a.txt && {{ git papayu undo {landed['plan_id']}; papayu_status=$?; "
+        "git stash pop && [ $papayu_status -eq 0 ]; }"
+    )
     ran = run_printed(repo, one_liner)
-    assert "undid plan" in ran.stdout, ran.stderr
+    assert "undid plan" in ran.stdout and ran.returncode == 0, ran.stderr
     assert git(repo, "rev-parse", "main").strip() == git(repo, "rev-parse", f"{landed['commit']}^").strip()
     assert git(repo, "stash", "list") == ""
     assert (repo / "a.txt").read_text() == lines.replace("line 10", "line 10, mine")  # the landing gone, the edit kept

@@ -13,7 +13,6 @@ from helpers import git, make_repo
 
 from papayu_git import settings
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo
 from papayu_git.object_store import MODE_FILE, Pygit2Store, read_tree, tree_body
 from papayu_git.objects import (
     GitTree,
@@ -27,7 +26,7 @@ from papayu_git.objects import (
     set_branch,
     store_of,
 )
-from papayu_git.repository import Repository
+from papayu_git.repository import Repository, open_repo
 
 FILES = {
     "README.md": "# sample\n",

@@ -126,8 +126,8 @@ def repo(tmp_path: Path) -> Path:
 def online_env(web: Web, llm: ScriptedLLM, **extra: str) -> dict[str, str]:
     online = {
         "PAPAYU_ONLINE_RESEARCH": "1",
-        "PAPAYU_SEARCH_PROVIDER": "searxng",
-        "PAPAYU_SEARXNG_URL": web.root,
+        "PAPAYU_ONLINE_SEARCH_PROVIDER": "searxng",
+        "PAPAYU_ONLINE_SEARXNG_URL": web.root,
         "PAPAYU_ONLINE_ALLOW_HOSTS": "127.0.0.1",
     }
     return llm.env(**{**online, **extra})
@@ -314,7 +314,11 @@ def test_research_command_end_to_end(repo: Path, web: Web, llm: ScriptedLLM) -> 
 def test_tavily_key_is_sent_and_never_written(repo: Path, web: Web, llm: ScriptedLLM) -> None:
     llm.script = [summary(web)]
     env = online_env(
-        web, llm, PAPAYU_SEARCH_PROVIDER="tavily", PAPAYU_TAVILY_URL=web.root + "/tavily", PAPAYU_TAVILY_API_KEY=KEY
+        web,
+        llm,
+        PAPAYU_ONLINE_SEARCH_PROVIDER="tavily",
+        PAPAYU_ONLINE_TAVILY_URL=web.root + "/tavily",
+        PAPAYU_ONLINE_TAVILY_API_KEY=KEY,
     )
     proc = papayu("-v", "research", "calc add", "--json", cwd=repo, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -332,9 +336,9 @@ def test_tavily_key_is_not_sent_over_plain_http_elsewhere(repo: Path, web: Web, 
     env = online_env(
         web,
         llm,
-        PAPAYU_SEARCH_PROVIDER="tavily",
-        PAPAYU_TAVILY_URL="http://93.184.216.34/search",
-        PAPAYU_TAVILY_API_KEY=KEY,
+        PAPAYU_ONLINE_SEARCH_PROVIDER="tavily",
+        PAPAYU_ONLINE_TAVILY_URL="http://93.184.216.34/search",
+        PAPAYU_ONLINE_TAVILY_API_KEY=KEY,
     )
     proc = papayu("research", "calc add", "--json", cwd=repo, env=env)
     assert proc.returncode != 0 and "ERR_SEARCH_FAILED" in proc.stdout and "plain http" in proc.stdout

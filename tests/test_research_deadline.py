@@ -115,8 +115,8 @@ def test_the_research_deadline_cuts_fetches_under_way_and_starts_no_more(drip: D
 
 
 def test_a_dripping_search_is_cut_at_its_timeout(drip: Drip, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PAPAYU_SEARCH_PROVIDER", "searxng")
-    monkeypatch.setenv("PAPAYU_SEARXNG_URL", drip.url())
+    monkeypatch.setenv("PAPAYU_ONLINE_SEARCH_PROVIDER", "searxng")
+    monkeypatch.setenv("PAPAYU_ONLINE_SEARXNG_URL", drip.url())
     monkeypatch.setenv("PAPAYU_ONLINE_TIMEOUT_SEC", "2")
     cfg = research.OnlineConfig.load(str(tmp_path))
     error, took = _refused_in(2.0, lambda: research.search("calc add", cfg, tmp_path))
@@ -183,7 +183,7 @@ try:
     if SEARCH:  # the search request, through httpx (research._search_live)
         import os
         from papayu_git import research
-        os.environ.update(PAPAYU_SEARCH_PROVIDER="searxng", PAPAYU_SEARXNG_URL="http://docs.example.test/")
+        os.environ.update(PAPAYU_ONLINE_SEARCH_PROVIDER="searxng", PAPAYU_ONLINE_SEARXNG_URL="http://docs.example.test/")
         research._search_live("q", research.OnlineConfig.load(), time.monotonic() + 1.0)
     else:
         fetch("http://docs.example.test/page", max_bytes=1000, timeout_sec=1.0)

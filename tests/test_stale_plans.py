@@ -84,7 +84,7 @@ def test_recorded_base_commit_is_used_without_history(tmp_path: Path) -> None:
     response = {"actions": [patch_action("app.txt", ORIGINAL.encode(), DIFF)], "summary": "plan line 8"}
     plan_id = _stored(repo, base_commit=planned_at, response=response)
     _commit(repo, _user_edit(1, "line 1 (user)\n"))
-    env = {"PAPAYU_REBASE_STALE_DEPTH": "0"}  # no history: only the plan's recorded base commit
+    env = {"PAPAYU_STALE_SEARCH_DEPTH": "0"}  # no history: only the plan's recorded base commit
     proc = papayu("apply", plan_id, "--no-check", "--json", cwd=repo, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["rebased_from"][0]["base_commit"] == planned_at
@@ -123,9 +123,9 @@ def test_history_depth_bounds_the_search(tmp_path: Path) -> None:
     for n in range(3):
         _commit(repo, f"readme {n}\n", f"readme {n}", path="README.md")
     # 3 README commits and the user's edit: 4 commits back from the tip miss the plan's version.
-    data = apply_json(repo, plan, "--no-check", env={"PAPAYU_REBASE_STALE_DEPTH": "4"})
+    data = apply_json(repo, plan, "--no-check", env={"PAPAYU_STALE_SEARCH_DEPTH": "4"})
     assert json_codes(data) == ["ERR_BASE_MISMATCH"]
-    data = apply_json(repo, plan, "--no-check", env={"PAPAYU_REBASE_STALE_DEPTH": "5"})
+    data = apply_json(repo, plan, "--no-check", env={"PAPAYU_STALE_SEARCH_DEPTH": "5"})
     assert data["_rc"] == 0 and data["state"] == "landed", data
 
 
@@ -177,7 +177,7 @@ def test_rebase_stale_false_keeps_the_old_refusals(tmp_path: Path) -> None:
     repo, planned_at = _repo(tmp_path)
     plan = write_plan(tmp_path, [patch_action("app.txt", ORIGINAL.encode(), DIFF)])
     _commit(repo, _user_edit(1, "line 1 (user)\n"))
-    git(repo, "config", "papayu.rebaseStale", "false")
+    git(repo, "config", "papayu.stale.rebase", "false")
     before = snapshot(repo)
     data = apply_json(repo, plan, "--no-check")
     assert json_codes(data) == ["ERR_BASE_MISMATCH"]
@@ -209,7 +209,7 @@ def test_rebase_merges_when_the_branch_moves_during_the_check(tmp_path: Path) ->
         "--check",
         f"git -C {repo} update-ref refs/heads/feature {moved}",
         "--rebase",
-        env={"PAPAYU_SANDBOX": "off"},
+        env={"PAPAYU_CHECK_SANDBOX": "off"},
     )
     assert data["_rc"] == 0 and data["state"] == "landed", data
     assert "re-applying the plan there (--rebase)" in data["_stderr"]

@@ -46,7 +46,7 @@ FEATURE_STACKS = [
     "pydantic",
     "trafilatura",
     "lxml",
-    "llama_cpp",
+    "xllamacpp",
 ]
 
 # Runs the CLI like the console script, then reports what the interpreter loaded on the way.
@@ -184,13 +184,16 @@ def test_apply_of_a_plan_with_actions_never_imports_pygit2(tmp_path: Path) -> No
     kept = probe("apply", create(tmp_path, "notes"), "--no-check", "--review", "--json", cwd=repo)
     assert json.loads(kept["stdout"])["state"] == "review", kept["stderr"][-2000:]
     assert landed["heavy"] == [] and kept["heavy"] == [], (landed["heavy"], kept["heavy"])
-    # What only `land ID` (the recorded check's verdict) and `gc` (the check's pool) need.
-    for module in ("papayu_git.checked", "papayu_git.worktree", "papayu_git.check"):
-        assert module not in landed["ours"] and module not in kept["ours"], module
     plan_id = json.loads(kept["stdout"])["plan_id"]
     forced = probe("land", plan_id, "--force", cwd=repo)
     assert forced["code"] == 0 and "papayu_git.checked" in forced["ours"], forced["stderr"][-2000:]
     assert git(repo, "show", "main:notes.txt") == "notes\n"
+    said = probe("apply", create(tmp_path, "said"), "--no-check", cwd=repo)  # the report for a human
+    assert said["code"] == 0 and "landed plan" in said["stdout"], said["stderr"][-2000:]
+    # What only `land ID` (the recorded check's verdict), `gc` (the check's pool) and a plan that
+    # did not land (its next steps) need.
+    for module in ("papayu_git.checked", "papayu_git.worktree", "papayu_git.check", "papayu_git.retry"):
+        assert all(module not in run["ours"] for run in (landed, kept, said)), module
     assert "papayu_git.worktree" in probe("gc", cwd=repo)["ours"]
 
 

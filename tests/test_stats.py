@@ -96,10 +96,36 @@ def test_graduation_holds_when_only_non_utf8_falls_back(repo: Path) -> None:
     _write(papayu_dir, [_apply(100, fallback=NON_UTF8)] + [_apply(200) for _ in range(99)])
     proc = cli("stats", cwd=repo)
     assert proc.returncode == 0
-    assert "  whole-file fallback               1.0% (1 answers)" in proc.stdout
-    assert "    non-UTF-8 files aside           0.0%" in proc.stdout
-    assert "diffs only, no whole-file fallback? yes: PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 is safe" in proc.stdout
-    assert "graduation" not in proc.stdout and "v2" not in proc.stdout  # the user's words, not the project's
+    assert "  answers rewritten as whole files  1 of 100 (1.0%), 1 of them for a file that is not UTF-8" in proc.stdout
+    assert (
+        "whole-file fallback: the model's diffs applied reliably over the last 100 applies; you may turn the "
+        "fallback off: git config papayu.protocol.fallbackToV1 false"
+    ) in proc.stdout
+    # the user's words, not the project's: no criteria checklist, no thresholds, no environment variable names
+    for word in ("graduation", "v2", "needs", "not yet", "PAPAYU_", ">=", "  ok  ", "  no  "):
+        assert word not in proc.stdout, word
+
+
+@pytest.mark.parametrize(
+    "applies, advice",
+    [
+        (
+            [_apply(100) for _ in range(10)],
+            "keep it on (the default). Whether the model's diffs can do without it shows after 100 applies here; "
+            "90 to go",
+        ),
+        (
+            [_apply(100, fallback=PATCH, repair=PATCH) for _ in range(3)] + [_apply(100) for _ in range(97)],
+            "keep it on: 3.0% of the answers needed it (it could go below 1%)",
+        ),
+    ],
+    ids=["too few applies", "too many fallbacks"],
+)
+def test_stats_says_what_to_do_about_the_fallback_and_why(repo: Path, applies: list[dict], advice: str) -> None:
+    _write(repo / ".git" / "papayu", applies)
+    proc = cli("stats", cwd=repo)
+    assert proc.returncode == 0 and f"whole-file fallback: {advice}\n" in proc.stdout, proc.stdout
+    assert "not yet" not in proc.stdout and "needs " not in proc.stdout and "PAPAYU_" not in proc.stdout
 
 
 def test_stats_with_no_traces(repo: Path) -> None:

@@ -112,7 +112,7 @@ def test_every_call_is_counted_per_provider_and_model_and_priced(used: Path) -> 
     assert got["cost_usd"] is None and got["priced_providers"] == []
     assert all(r["cost_usd"] is None and r["price"] is None for r in got["by_model"])
 
-    git(used, "config", "papayu.llm.price.ollama", "0.5,1.5")  # wins over PAPAYU_LLM_PRICE
+    git(used, "config", "papayu.llm.providerPrice.ollama", "0.5,1.5")  # wins over PAPAYU_LLM_PRICE
     got = usage(used, env={"PAPAYU_LLM_PRICE": "2.50, 10"})
     # (prompt tokens * prompt price + completion tokens * completion price) / 1e6
     assert {(r["provider"], r["model"]): r["cost_usd"] for r in got["by_model"]} == {
@@ -153,10 +153,10 @@ def test_the_report_is_an_aligned_table_with_the_cost_or_how_to_get_it(used: Pat
     assert priced[4].endswith(" 175   $0.006125")  # 0.0035 + 0.000175 + 0.00245
     assert priced[5] == "cost: ~$0.006125 estimated; 2 call(s) with usage unknown are not in it"
 
-    git(used, "config", "papayu.llm.price.openai-compatible", "1,2")
+    git(used, "config", "papayu.llm.providerPrice.openai-compatible", "1,2")
     assert report()[-1] == (
         "cost: ~$0.0009 for openai-compatible; 2 call(s) with usage unknown are not in it; "
-        "set papayu.llm.price.ollama to estimate ollama"
+        "set papayu.llm.providerPrice.ollama to estimate ollama"
     )
 
 
@@ -169,11 +169,11 @@ def test_a_bad_price_is_a_config_error_naming_the_setting(repo: Path, value: str
 
 
 def test_a_bad_provider_price_is_refused_even_when_unused(repo: Path) -> None:
-    git(repo, "config", "papayu.llm.price.openia", "0.15")
+    git(repo, "config", "papayu.llm.providerPrice.openia", "0.15")
     proc = papayu("stats", "--json", cwd=repo)
     assert_error(proc, "ERR_CONFIG_INVALID", first=True)
     error = json.loads(proc.stdout)["errors"][0]
-    assert error["path"] == "papayu.llm.price.openia" and "per million tokens" in error["hint"]
+    assert error["path"] == "papayu.llm.providerPrice.openia" and "per million tokens" in error["hint"]
 
 
 def test_traces_without_usage_count_their_calls_as_unknown(repo: Path) -> None:

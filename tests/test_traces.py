@@ -1,4 +1,4 @@
-"""traces.py: trace files under .git/papayu/traces, PAPAYU_TRACE / PAPAYU_TRACE_RAW, snapshot."""
+"""traces.py: trace files under .git/papayu/traces, PAPAYU_TRACE_ENABLED / PAPAYU_TRACE_RAW, snapshot."""
 
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ def test_write_trace_records_layout_and_schema_hash(repo: Path) -> None:
 
 
 def test_trace_off_writes_nothing(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PAPAYU_TRACE", "0")
+    monkeypatch.setenv("PAPAYU_TRACE_ENABLED", "0")
     assert traces.write_trace(papayu_dir(repo), traces.new_trace_id(), {"command": "plan"}) is None
     assert not (papayu_dir(repo) / "traces").exists()
 
 
 def test_trace_off_through_git_config(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    git(repo, "config", "papayu.trace", "false")
+    git(repo, "config", "papayu.trace.enabled", "false")
     settings._git_config.cache_clear()
     monkeypatch.chdir(repo)
     assert traces.write_trace(papayu_dir(repo), traces.new_trace_id(), {"command": "plan"}) is None

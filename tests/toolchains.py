@@ -7,19 +7,33 @@ the cache without the network: a pnpm workspace from its store and a lockfile ke
 manifests, a Maven project from a local repository hard-linked into the test's HOME, as a
 user's ~/.m2/repository would be (Gradle's ~/.gradle/caches are downloaded for each test). Each step takes a lock, so parallel workers (pytest -n) wait
 for one download instead of racing. What cannot be had (no npm, no registry) is a skip reason.
+
+Every test that runs a toolchain (cargo, go, node, npm, maven, gradle, uv, ...) finds it through
+``which``/``needs`` here: this module declares ``USES``, and conftest.py (tests/tiers.py) marks any
+test that reaches it `toolchain`, which `make check` leaves out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from tiers import TOOLCHAIN
+
+USES = (TOOLCHAIN,)  # tests/tiers.py: a test that reaches this module runs a toolchain
+F = TypeVar("F", bound=Callable[..., object])
 
 REAL_HOME = Path(os.path.expanduser("~"))  # read at import, before the fixture moves HOME
 CACHE = Path(os.environ.get("PAPAYU_TEST_CACHE") or REAL_HOME / ".cache" / "papayu-git-tests")
@@ -28,10 +42,66 @@ PNPM_VERSION = "10.33.0"
 JS_PACKAGES = {"jest": "30.5.2", "vitest": "4.1.12", "cross-env": "10.1.0"}
 PNPM_STORE = CACHE / "pnpm-store"
 MAVEN_REPO = CACHE / "m2"
+# The toolchains live under the real HOME (found at import: the hermetic fixture moves HOME); go
+# shares the machine's build cache (a cold one costs ~20 s).
+TOOL_ENV = {
+    "CARGO_HOME": os.environ.get("CARGO_HOME", str(REAL_HOME / ".cargo")),
+    "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", str(REAL_HOME / ".rustup")),
+    "GOCACHE": os.environ.get("GOCACHE", str(REAL_HOME / ".cache" / "go-build")),
+    "GOTOOLCHAIN": "local",
+    "GOFLAGS": "-mod=mod",
+    "CARGO_NET_OFFLINE": "true",
+}
+# Where installers put them besides PATH; uv is installed next to our interpreter by the test extra.
+TOOL_PATH = os.pathsep.join(
+    [str(REAL_HOME / ".cargo" / "bin"), "/usr/local/go/bin", os.environ.get("PATH", ""), sysconfig.get_path("scripts")]
+)
+
+
+def which(tool: str) -> str | None:
+    """``tool``'s path: on PATH, or where its installer puts it."""
+    return shutil.which(tool, path=TOOL_PATH)
+
+
+# Found on PATH but not always runnable: rustup's shims without a toolchain installed.
+SHIMS = frozenset({"cargo", "rustc"})
+
+
+@functools.cache
+def missing(tool: str) -> str | None:
+    """Why ``tool`` cannot run here (not found; for a rustup shim, ``tool --version`` fails, as
+    common as no cargo at all); None when it can. Cheap: it runs at collection."""
+    found = which(tool)
+    if found is None:
+        return f"toolchain absent here: {tool} not found"
+    if tool not in SHIMS:
+        return None
+    env = {**os.environ, "PATH": TOOL_PATH, **TOOL_ENV}
+    proc = subprocess.run([found, "--version"], capture_output=True, text=True, env=env, timeout=120)
+    if proc.returncode == 0:
+        return None
+    return f"toolchain absent here: {tool} --version failed (a rustup shim without a toolchain?): {proc.stderr.strip()[:200]}"
+
+
+class Marks(tuple[pytest.MarkDecorator, ...]):
+    """Marks to put on a test (``@``) or on one parameter (``pytest.param(..., marks=...)``)."""
+
+    def __call__(self, test: F) -> F:
+        for mark in self:
+            test = mark(test)
+        return test
 
 
 class Unavailable(Exception):
     """A runner that cannot be installed here: the test is skipped with this reason."""
+
+
+def needs(*tools: str) -> Marks:
+    """The marks of a test, or of one parameter, that runs ``tools``: `toolchain`, and skipped,
+    saying why, where one of them cannot run."""
+    reasons = [r for tool in tools if (r := missing(tool))]
+    skip = pytest.mark.skipif(bool(reasons), reason="; ".join(reasons) or "all found")
+    return Marks((getattr(pytest.mark, TOOLCHAIN), skip))
 
 
 @contextlib.contextmanager
@@ -140,3 +210,82 @@ def _digest(project: Path, pattern: str) -> str:
         if ".git" not in path.parts:
             digest.update(str(path.relative_to(project)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:24]
+
+
+def npm_global(prefix: Path, package: str) -> Path:
+    """``package`` installed as a user installs a tool, `npm install -g --prefix PREFIX`: its bin
+    directory links into `PREFIX/lib/node_modules/<name>/` (from the cache's npm cache, online
+    the first time)."""
+    if shutil.which("npm") is None:
+        raise Unavailable("npm is not installed")
+    with _locked("npm-global"):
+        _run(["npm", "install", "-g", "--prefer-offline", "--prefix", str(prefix), package], CACHE, _npm_env())
+    return prefix / "bin"
+
+
+# tox and nox as a user installs them (a venv of their own, their launcher linked into
+# ~/.local/bin, as pipx does); the packages a test project's environments install come from a wheel directory
+# filled once from PyPI, so that the environments are made offline after the first run.
+PYTHON_TOOLS = {"tox": "tox==4.67.15", "nox": "nox==2026.10.20"}
+WHEELS = CACHE / "wheels"
+
+
+def python_tool(name: str) -> Path:
+    """The launcher of ``name`` in a venv of its own (link it into a directory on PATH)."""
+    venv = CACHE / PYTHON_TOOLS[name].replace("==", "-")
+    launcher = venv / "bin" / name
+    if launcher.exists():
+        return launcher
+    with _locked(name):
+        if not launcher.exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", str(venv)], CACHE)
+            _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", PYTHON_TOOLS[name]], CACHE)
+    return launcher
+
+
+def wheelhouse(*requirements: str) -> Path:
+    """A directory of wheels holding ``requirements`` and their dependencies (PIP_FIND_LINKS)."""
+    marker = WHEELS / f".has-{hashlib.sha256(' '.join(sorted(requirements)).encode()).hexdigest()[:16]}"
+    if not marker.exists():
+        with _locked("wheels"):
+            if not marker.exists():
+                WHEELS.mkdir(parents=True, exist_ok=True)
+                _run([sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELS), *requirements], CACHE)
+                marker.touch()
+    return WHEELS
+
+
+YARN_VERSION = "4.4.1"
+
+
+def yarn_release() -> Path:
+    """yarn berry's single-file release (`@yarnpkg/cli-dist`'s `bin/yarn.js`, from the npm registry),
+    which a project commits as its `yarnPath`."""
+    release = CACHE / f"yarn-{YARN_VERSION}" / "package" / "bin" / "yarn.js"
+    if release.exists():
+        return release
+    if shutil.which("npm") is None:
+        raise Unavailable("npm is not installed: yarn berry comes from the npm registry")
+    with _locked("yarn"):
+        if not release.exists():
+            where = release.parent.parent.parent
+            where.mkdir(parents=True, exist_ok=True)
+            tarball = _run(["npm", "pack", "-q", f"@yarnpkg/cli-dist@{YARN_VERSION}"], where, _npm_env()).strip()
+            _run(["tar", "xzf", tarball.splitlines()[-1]], where)
+    return release
+
+
+def yarn_install(project: Path) -> None:
+    """`yarn install` of a Plug'n'Play project whose cache is its own `.yarn/cache`: the zips kept in
+    the test cache per set of manifests, offline after the first run."""
+    kept = CACHE / "yarn-caches" / _digest(project, "package.json")
+    cache = project / ".yarn" / "cache"
+    if kept.is_dir():  # the zips and the lockfile that resolves to them
+        shutil.copytree(kept / "cache", cache, dirs_exist_ok=True)
+        shutil.copyfile(kept / "yarn.lock", project / "yarn.lock")
+    env = {"YARN_ENABLE_NETWORK": "0" if kept.is_dir() else "1", "YARN_ENABLE_TELEMETRY": "0"}
+    _run(["node", str(project / ".yarn" / "releases" / f"yarn-{YARN_VERSION}.cjs"), "install"], project, env)
+    if not kept.is_dir():
+        shutil.copytree(cache, kept / "cache")
+        shutil.copyfile(project / "yarn.lock", kept / "yarn.lock")

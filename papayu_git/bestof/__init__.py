@@ -7,6 +7,6 @@ tree (identical trees are checked once) and checks it in a child process (`child
 transaction, kept on `papayu/<run>/<i>`), `ranking` orders the results and says why each lost,
 `judge` may break a tie between green ones, `matrix` reads each candidate's result and draws the
 table, `session` runs the asking and the checking, `decide` ranks and lands, `runs` keeps the run's
-score matrix and its refs, and `views` is `show`/`land`/`drop` of a run. Nothing here decides whether a plan passes:
-that is the gate's verdict as the transaction reports it.
+score matrix and its refs (`show`, `land` and `drop` of a run are those commands'). Nothing here
+decides whether a plan passes: that is the gate's verdict as the transaction reports it.
 """

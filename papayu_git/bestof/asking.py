@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import output
-from papayu_git.commands.apply import response_of
+from papayu_git.answers import response_of
 from papayu_git.errors import PapayuError
 from papayu_git.llm.client import ChatClient, ChatReply
+from papayu_git.llm.config import Provider
 from papayu_git.llm.planner import PlanRequest, make_plan
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ class Answer:
     """One candidate's model side as it goes: filled by its thread, read once ``done`` is set."""
 
     sample: Sample
+    model: str = ""  # the model the server serves, when the configuration named none
     plan: StoredPlan | None = None
     response: Response | None = None
     error: PapayuError | None = None
@@ -108,6 +110,29 @@ class MeteredClient(ChatClient):
             self.answer.tokens += used
 
 
+def named_by_the_server(samples: list[Sample]) -> list[Sample]:
+    """Samples whose configuration names no model, labelled with the one their server serves
+    (asked once per server, before the table is drawn): the matrix shows the model that answers.
+    A server that cannot say keeps the label; its candidate fails with the reason when asked.
+    The embedded server is not running yet: its candidates are named when their thread asks it."""
+    served: dict[str, str] = {}
+    out = []
+    for sample in samples:
+        config = sample.config
+        if config is None or config.model or config.provider is Provider.LOCAL:
+            out.append(sample)
+            continue
+        if config.base_url not in served:
+            try:
+                with ChatClient(replace(config, timeout_sec=min(config.timeout_sec, 10.0))) as client:
+                    served[config.base_url] = client.model()
+            except PapayuError:
+                served[config.base_url] = ""
+        name = served[config.base_url]
+        out.append(replace(sample, label=f"{config.provider.value}/{name}") if name else sample)
+    return out
+
+
 def reported_tokens(usage: dict[str, Any]) -> int:
     counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens")]
     return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0)
@@ -136,6 +161,7 @@ def ask(question: Question, answer: Answer, budget: Budget, server: LocalServer 
             if answer.sample.error is not None:
                 raise answer.sample.error
             with MeteredClient(answer, budget, server) as client:
+                answer.model = client.model()  # the real name for the matrix (asked once, cached)
                 request = PlanRequest(
                     question.route.goal,
                     question.route.prompt_mode,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git.commands.diff import numstat_files
+from papayu_git.diffs import numstat_files
 from papayu_git.git import run_git
 from papayu_git.objects import build_tree
 from papayu_git.transaction import prepare
@@ -84,6 +84,7 @@ class Child:
         logs.mkdir(parents=True, exist_ok=True)
         stem = spec.branch.replace("/", "-")
         self.out_path, self.err_path = logs / f"{stem}.json", logs / f"{stem}.log"
+        self.first_path = logs / f"{stem}.first.json"  # what its check's first part found (phases.py)
         env = dict(os.environ)
         if timeout_sec is not None:  # the run's deadline bounds the check too
             env["PAPAYU_CHECK_TIMEOUT_SEC"] = str(max(1, int(timeout_sec)))
@@ -98,14 +99,35 @@ class Child:
                 start_new_session=True,  # Ctrl-C reaches the session only; it stops each child once
             )
         assert self.proc.stdin is not None
-        with self.proc.stdin:
-            self.proc.stdin.write(json.dumps(spec.__dict__).encode())
+        # The spec on one line; the pipe stays open for the answer after the first part.
+        self.proc.stdin.write(json.dumps({**spec.__dict__, "first_path": str(self.first_path)}).encode() + b"\n")
+        self.proc.stdin.flush()
         self.stopped = False
+
+    def first_part(self) -> dict[str, Any] | None:
+        """What the check's first part found, once the child wrote it and waits for an answer."""
+        try:
+            data = json.loads(self.first_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def answer(self, what: str) -> None:
+        """ "go" (the flaky re-run and the rest) or "done" (end as it is), to a child waiting after
+        its first part."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(what.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
 
     def poll(self) -> dict[str, Any] | None:
         """None while it runs; then the transaction's result (or the refusal) as the child said it."""
         if self.proc.poll() is None:
             return None
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
         try:
             data = json.loads(self.out_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

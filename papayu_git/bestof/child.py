@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from papayu_git import output, plans
+from papayu_git import atomic, output, plans
 from papayu_git.error_handler import handle_errors, install_signal_handlers
 
 PARENT_POLL_SEC = 0.5
@@ -28,7 +28,7 @@ PARENT_POLL_SEC = 0.5
 
 def main() -> int:
     install_signal_handlers()
-    spec = json.loads(sys.stdin.read())
+    spec = json.loads(sys.stdin.readline())  # the pipe stays open: the answer after the first part comes there
     _watch_parent(os.getppid())
     with handle_errors(json_output=True):
         return _apply(spec)
@@ -36,8 +36,9 @@ def main() -> int:
 
 
 def _apply(spec: dict[str, Any]) -> int:
-    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.git import papayu_dir
     from papayu_git.objects import delete_branch
+    from papayu_git.repository import open_repo
     from papayu_git.transaction import ApplyOptions, apply_plan
     from papayu_git.validate import validate_response
 
@@ -55,6 +56,7 @@ def _apply(spec: dict[str, Any]) -> int:
         allow_test_edits=spec["allow_test_edits"],
         tip=spec["tip"],
         branch=spec["branch"],
+        check_pause=_pause(Path(spec["first_path"])) if spec.get("first_path") else None,
     )
     try:
         result = apply_plan(root, plan, response, options)
@@ -63,6 +65,18 @@ def _apply(spec: dict[str, Any]) -> int:
         raise
     output.emit_json(result.to_dict())
     return 0
+
+
+def _pause(path: Path) -> Any:
+    """After the check's first part: what it found, written for the run (bestof/phases.py), then
+    its answer on stdin: "go" (the rest) or "done" (end as it is). A closed pipe is "done"."""
+
+    def pause(found: dict[str, Any]) -> str:
+        atomic.write_json(path, found, indent=None)
+        answer = sys.stdin.readline().strip()
+        return answer if answer in ("go", "done") else "done"
+
+    return pause
 
 
 def _watch_parent(parent: int) -> None:

@@ -18,7 +18,9 @@ from papayu_git import output, plans, settings, traces
 from papayu_git.bestof import matrix, ranking, runs
 from papayu_git.errors import PapayuError
 from papayu_git.git import run_git
+from papayu_git.report import Landing, report
 from papayu_git.secrets import safe_text
+from papayu_git.transaction import LandingPreview, land_branch
 
 if TYPE_CHECKING:
     from papayu_git.bestof.judge import Ruling
@@ -101,10 +103,6 @@ def conclude(session: Session, winner: Row | None) -> int:
 
 
 def _land(session: Session, winner: Row) -> tuple[ApplyResult | None, PapayuError | None]:
-    from papayu_git.commands.apply import report
-    from papayu_git.commands.fix import Landing
-    from papayu_git.transaction import LandingPreview, land_branch
-
     where = f"{session.run_id}:{winner.index}"
     if not session.options.as_json:
         output.result("\n".join(matrix.final(session.rows)))
@@ -130,14 +128,14 @@ def _land(session: Session, winner: Row) -> tuple[ApplyResult | None, PapayuErro
     winner.state, winner.kept = matrix.LANDED, False
     session.record["landed"] = result.to_dict()
     if not session.options.as_json:
-        report(result, False, diffstat_shown=landing.diffstat_shown)
+        report(result, False, diffstat_shown=landing.diffstat_shown, check_shown=landing.check_shown)
     return result, None
 
 
 def _no_green(session: Session) -> PapayuError:
     reds = sorted((r for r in session.rows if r.state in matrix.CHECKED and r.plan_id), key=lambda r: r.rank)
     offers = [
-        f"git papayu retry {row.plan_id}   (#{row.index}: {row.code or row.state}"
+        f"git papayu retry {session.run_id}:{row.index}   (#{row.index}: {row.code or row.state}"
         + (f"; failing: {', '.join(row.broken[:3])}" if row.broken else "")
         + ")"
         for row in reds[:RETRY_OFFERED]

@@ -55,7 +55,7 @@ class Ruling:
 
 def rule(root: Path, spec: str, goal: str, diffs: dict[int, str]) -> Ruling:
     """Ask the judge ``spec`` (PROVIDER/MODEL[@BASE_URL]) to choose among ``diffs`` (number -> diff)."""
-    from papayu_git.secret_files import repository_masker  # lazy: reads the protected files
+    from papayu_git.check.secret_files import repository_masker  # lazy: reads the protected files
 
     order = list(diffs)
     random.SystemRandom().shuffle(order)

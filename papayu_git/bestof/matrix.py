@@ -7,15 +7,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from papayu_git import output
 from papayu_git.bestof.ranking import Score, goal_named
 from papayu_git.secrets import safe_text
 
 ASKING, QUEUED, CHECKING = "asking", "queued", "checking"
+FIRST_PART = "first part"  # its check ran the tests its change reaches first and waits to be ranked (phases.py)
 GREEN, RED, HELD, REFUSED = "green", "red", "held", "refused"
 DUPLICATE, NO_CHANGES, MODEL_FAILED, INVALID = "duplicate", "no changes", "model failed", "invalid"
 SKIPPED, STOPPED, LANDED = "skipped", "stopped", "landed"
 CHECKED = frozenset({GREEN, RED, HELD, LANDED})  # ranked: the gate said something about them
-BUSY = frozenset({ASKING, QUEUED, CHECKING})
+BUSY = frozenset({ASKING, QUEUED, CHECKING, FIRST_PART})
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Row:
     seconds: float = 0.0
     rank: int = 0
     lost: str = ""  # why it did not win ("" for the winner)
+    first: dict[str, Any] = field(default_factory=dict)  # what its check's first part found (phases.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,3 +164,42 @@ def final(rows: list[Row]) -> list[str]:
         elif row.rank == 1:
             out.append(f"      winner{': ' + safe_text(row.verdict) if row.verdict else ''}")
     return out
+
+
+def run_lines(record: dict[str, Any]) -> list[str]:
+    """A stored run as `show RUN` prints it: goal, tip, ranking, the final matrix, the judge, what
+    goes on from it."""
+    rows = [_row(data) for data in record["candidates"] if isinstance(data, dict)]
+    winner = record.get("winner")
+    out = [
+        output.colour(f"run {record['id']}", "bold") + f"  state: {safe_text(record.get('state', '?'))}",
+        f"goal: {safe_text(record.get('goal', ''), multiline=True)}",
+        f"on {safe_text(record.get('target', ''))} @ {str(record.get('tip', ''))[:12]}; ranked by: "
+        + "; ".join(record.get("ranking") or []),
+        "",
+        *final(rows),
+    ]
+    judge = record.get("judge") or {}
+    if judge:
+        said = judge.get("error", {}).get("code") if judge.get("error") else f"chose #{judge.get('choice')}"
+        out.append(f"judge {safe_text(judge.get('model', ''))}: {safe_text(said)}")
+    for offer in record.get("retry") or []:
+        out.append(f"retry: {safe_text(offer)}")
+    kept = [row for row in rows if row.kept]
+    if kept:  # record: runs.current, the refs as they are now
+        out.append("kept: " + ", ".join(f"{record['id']}:{row.index}" for row in kept))
+        land = (
+            f"land one: git papayu land {record['id']}:{winner}    "
+            if winner and record.get("state") != "landed" and any(row.index == winner for row in kept)
+            else ""
+        )
+        out.append(f"{land}drop them: git papayu drop {record['id']}")
+    elif any(row.state in CHECKED for row in rows):
+        landed = [f"#{row.index}" for row in rows if row.state == LANDED]
+        out.append("no candidate is kept: " + (f"{landed[0]} landed, the rest were dropped" if landed else "dropped"))
+    return out
+
+
+def _row(data: dict[str, Any]) -> Row:
+    known = {k: v for k, v in data.items() if k in Row.__dataclass_fields__}
+    return Row(**known)

@@ -20,6 +20,7 @@ from papayu_git import atomic, locks, plans
 from papayu_git.errors import PapayuError
 from papayu_git.objects import BRANCH_PREFIX, commit_of, delete_branch, generated_branches
 from papayu_git.outcomes import ApplyState
+from papayu_git.plans import CANDIDATE_KEY
 from papayu_git.protocol import parse_json_text
 from papayu_git.secrets import mask_data
 
@@ -30,7 +31,6 @@ RUN_PREFIX = "best-"
 RUNS_DIR = "runs"
 RUN_FORMAT = 1
 _RUN_ID = re.compile(r"best-\d{8}-\d{6}-[0-9a-f]{6}")
-_KEY = re.compile(r"(best-\d{8}-\d{6}-[0-9a-f]{6})/(\d{1,3})")
 _ARG = re.compile(r"(best-[0-9a-f-]{0,22}|@)(?:[:/](\d{1,3}))?")
 FINISHED = frozenset({"landed", "kept", "no_green", "interrupted", "dropped"})
 
@@ -50,7 +50,7 @@ def branch_key(run_id: str, index: int) -> str:
 
 def parse_key(key: str) -> tuple[str, int] | None:
     """(run, index) of a generated branch's name under papayu/, None for a plan's."""
-    found = _KEY.fullmatch(key)
+    found = CANDIDATE_KEY.fullmatch(key)
     return (found.group(1), int(found.group(2))) if found else None
 
 
@@ -152,13 +152,48 @@ def drop(repo: pygit2.Repository, pdir: Path, run_id: str, numbers: list[int] | 
         if isinstance(row, dict) and row.get("index") in dropped:
             row["kept"] = False
             if plans.is_id(row.get("plan_id")):
-                from papayu_git.transaction import update_outcome  # lazy: only once something is dropped
-
-                update_outcome(pdir, row["plan_id"], state=ApplyState.DROPPED)
+                plans.update_outcome(pdir, row["plan_id"], state=ApplyState.DROPPED)
     if not any(isinstance(r, dict) and r.get("kept") for r in record["candidates"]) and record.get("state") != "landed":
         record["state"] = "dropped"
     save(pdir, record)
     return dropped
+
+
+def current(repo: pygit2.Repository, pdir: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """The run as it is now, whichever command changed it since its record was written (`land
+    RUN:N`, `land ID` of a candidate's plan, `drop`, `undo`, a branch deleted by hand): a candidate
+    whose plan landed (and was not undone) is `landed`; `kept` is whether its ref exists; the run is
+    `landed` while one of its candidates is, `dropped` when none is kept and none landed."""
+    refs = refs_of(repo, str(record.get("id", "")))
+    landed = False
+    rows = []
+    for row in record.get("candidates") or []:
+        if not isinstance(row, dict):
+            continue
+        row = {**row, "kept": int(row.get("index") or 0) in refs}
+        outcome = _outcome(pdir, row.get("plan_id"))
+        if outcome.get("state") == ApplyState.LANDED and not outcome.get("undone_to"):
+            row["state"], landed = "landed", True
+        elif row.get("state") == "landed":  # undone since: the gate's word for it again
+            row["state"] = "green"
+        rows.append(row)
+    state = record.get("state")
+    if landed:
+        state = "landed"
+    elif state in ("landed", "kept", "no_green") and not refs:
+        state = "dropped"
+    elif state == "landed":  # its landing was undone: the candidates wait again
+        state = "kept"
+    return {**record, "candidates": rows, "state": state}
+
+
+def _outcome(pdir: Path, plan_id: object) -> dict[str, Any]:
+    if not plans.is_id(plan_id):
+        return {}
+    try:
+        return dict(plans.load(pdir, str(plan_id)).extra.get("apply") or {})
+    except PapayuError:
+        return {}
 
 
 def alive(pdir: Path, run_id: str) -> bool:
@@ -175,7 +210,7 @@ def gc(repo: pygit2.Repository, pdir: Path, cutoff: float) -> list[str]:
         if parsed is None or alive(pdir, parsed[0]):
             continue
         try:
-            landed = load(pdir, parsed[0]).get("state") == "landed"
+            landed = current(repo, pdir, load(pdir, parsed[0])).get("state") == "landed"
         except PapayuError:
             landed = False
         if (landed or commit_of(repo, commit).commit_time <= cutoff) and parsed[1] in drop(

@@ -3,7 +3,7 @@
 Candidates from one model at one temperature would mostly repeat each other. So with a single
 configured model, candidate 1 is exactly what `fix` asks (temperature 0, no lens) and each next
 one is sampled warmer and given a different approach (a "lens" in the first message). With
-`papayu.candidates` (PROVIDER/MODEL[@BASE_URL], comma-separated) the models take turns, each
+`papayu.candidates.models` (PROVIDER/MODEL[@BASE_URL], comma-separated) the models take turns, each
 first at temperature 0; a model that cannot be configured becomes a failed candidate in the
 matrix, never the end of the run.
 """
@@ -47,9 +47,9 @@ def temperature(round_no: int) -> float:
 
 
 def samples(root: Path, count: int) -> list[Sample]:
-    """``count`` samples; with papayu.candidates at least one per configured model (each is asked)."""
+    """``count`` samples; with papayu.candidates.models at least one per configured model (each is asked)."""
     cwd = str(root)
-    entries = [e.strip() for e in settings.get("candidates", cwd).split(",") if e.strip()]
+    entries = [e.strip() for e in settings.get("candidates_models", cwd).split(",") if e.strip()]
     models = [endpoint(entry, cwd) for entry in entries] or [_configured(cwd)]
     out = []
     for number in range(1, max(count, len(models)) + 1):
@@ -61,7 +61,8 @@ def samples(root: Path, count: int) -> list[Sample]:
 
 def _configured(cwd: str) -> tuple[str, LLMConfig | None, PapayuError | None]:
     config = load_config(cwd)  # the one configured model: its errors are the command's, as in `fix`
-    return f"{config.provider.value}/{config.model or '(served)'}", config, None
+    # No model configured: the server's one, asked by the candidate's client (asking.py), replaces "?".
+    return f"{config.provider.value}/{config.model or '?'}", config, None
 
 
 def endpoint(entry: str, cwd: str | None = None) -> tuple[str, LLMConfig | None, PapayuError | None]:
@@ -77,10 +78,10 @@ def endpoint(entry: str, cwd: str | None = None) -> tuple[str, LLMConfig | None,
     if not provider or not model:
         problem = PapayuError(
             "ERR_LLM_CONFIG",
-            f"papayu.candidates entry {entry!r} is not PROVIDER/MODEL[@BASE_URL]",
-            path="papayu.candidates",
+            f"papayu.candidates.models entry {entry!r} is not PROVIDER/MODEL[@BASE_URL]",
+            path="papayu.candidates.models",
             hint="List models as openai/gpt-4o-mini,ollama/qwen2.5-coder:7b,"
-            "openai-compatible/NAME@http://127.0.0.1:8080/v1 (git config papayu.candidates).",
+            "openai-compatible/NAME@http://127.0.0.1:8080/v1 (git config papayu.candidates.models).",
         )
         return label, None, problem
     if not base_url and provider.strip().lower() not in OWN_URLS:  # a compatible server: the configured one

@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from papayu_git import locks, output, settings
-from papayu_git.bestof import asking, checking, matrix, runs
+from papayu_git.bestof import asking, checking, matrix, phases, runs
 from papayu_git.bestof.matrix import Row
 from papayu_git.bestof.sampling import samples
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import papayu_dir
 from papayu_git.housekeeping import clear_stale
 from papayu_git.landing import resolve_target
 from papayu_git.llm.config import Provider
 from papayu_git.objects import delete_branch
+from papayu_git.repository import open_repo
 from papayu_git.traces import now_iso
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class Session:
         clear_stale(self.repo, self.pdir)
         self.target: Target = resolve_target(self.repo, options.onto)  # the tip every candidate is built on
         self.run_id = runs.new_id()
-        self.samples = samples(root, options.count)
+        self.samples = asking.named_by_the_server(samples(root, options.count))
         self.rows = [Row(s.index, s.label, s.temperature, s.lens) for s in self.samples]
         self.started = time.monotonic()
         deadline = self.started + options.timeout_sec if options.timeout_sec else None
@@ -99,6 +100,7 @@ class Session:
             while any(row.state in matrix.BUSY for row in self.rows):
                 self._take_answers()
                 self._collect()
+                self._phases()
                 self._start_checks()
                 self._bound()
                 update(matrix.table(self.rows))
@@ -132,6 +134,8 @@ class Session:
         for row, answer in zip(self.rows, self.answers, strict=True):
             if row.state == matrix.ASKING:
                 row.tokens, row.seconds = answer.tokens, time.monotonic() - answer.started
+                if answer.model and answer.sample.config is not None:  # asked from the server: its real name
+                    row.model = f"{answer.sample.config.provider.value}/{answer.model}"
                 if answer.done.is_set():
                     self._answered(row, answer)
                     self.save()
@@ -167,7 +171,8 @@ class Session:
         self.queue.append(row)
 
     def _start_checks(self) -> None:
-        while self.queue and len(self.children) < self._parallel():
+        # A candidate waiting after its first part holds a checkout, not a CPU.
+        while self.queue and self._running() < self._parallel():
             row = self.queue.popleft()
             row.branch = f"papayu/{runs.branch_key(self.run_id, row.index)}"
             spec = checking.Spec(
@@ -186,6 +191,30 @@ class Session:
             )
             row.state = matrix.CHECKING
 
+    def _running(self) -> int:
+        return sum(1 for i in self.children if not (self.rows[i - 1].state == matrix.FIRST_PART and not self._going(i)))
+
+    def _going(self, index: int) -> bool:
+        return self.rows[index - 1].first.get("answer") == phases.GO
+
+    def _phases(self) -> None:
+        """After the first parts: the rest for the candidate that may still rank best, the end for
+        the ones that can no longer win (phases.py)."""
+        judge = bool(settings.get("candidates_judge", str(self.root)).strip())
+        for step in phases.steps(
+            self.rows, self.question.route.goal, first_green=self.options.first_green, judge=judge
+        ):
+            row, child = self.rows[step.index - 1], self.children.get(step.index)
+            if child is None:
+                continue
+            row.first["answer"] = step.what
+            if step.what == phases.STOP:
+                row.first["stopped"] = step.why
+                child.stop()
+            else:
+                child.answer(step.what)
+            self.save()
+
     def _parallel(self) -> int:
         configured = settings.get_int("candidates_checks", str(self.root))
         # A check waits on more than the CPU (its sandbox, the runner's start-up, the disk): two per CPU
@@ -198,9 +227,15 @@ class Session:
             row.seconds = time.monotonic() - self.answers[index - 1].started
             result = child.poll()
             if result is None:
+                found = child.first_part() if row.state == matrix.CHECKING else None
+                if found is not None:  # its first part ran: it waits to be ranked (phases.py)
+                    row.state, row.first = matrix.FIRST_PART, found
+                    self.save()
                 continue
             del self.children[index]
             row.take_result(result, self.question.route.goal)
+            if row.first.get("stopped") and row.state == matrix.STOPPED:  # stopped by phases.py, not interrupted
+                row.code, row.reason = "", f"not checked further: {row.first['stopped']}"
             for twin in self.rows:
                 if twin.duplicate_of == index:
                     twin.copy_of(row)

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,25 +24,34 @@ from papayu_git.check.includes import included
 from papayu_git.check.lockfiles import ignored_lockfiles
 from papayu_git.check.results import TestResults
 from papayu_git.check.results.channel import PluginAsk
-from papayu_git.check.results.outcome import IDS_VERSION
-from papayu_git.check.run import run_check
+from papayu_git.check.results.outcome import IDS_VERSION, Outcome
+from papayu_git.check.run import CheckResult, dead_check, run_check
 from papayu_git.check.sandbox import check_env
-from papayu_git.housekeeping import dead_check
 from papayu_git.objects import commit_of
 from papayu_git.worktree import acquire_checkout, release_checkout
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pygit2
 
     from papayu_git.check.sandbox import Sandbox
 
 BASE_DIR = "base"
+ORDER_DIR = "order"  # beside it: which record is the newest, the tests that failed in recent checks
 # How runs are read (results/): part of the key, since a plan's runs are compared with the base
 # only when both were read from the same sources (results/provenance.py). Bumped when that changes.
 RESULTS_FORMAT = (
     "4: runners behind package scripts, jest and vitest reports per run, Maven and Gradle reports; the runtime shield"
 )
-INSTALL_STAMPS = ("lib/python*/site-packages", "Lib/site-packages", ".package-lock.json", ".modules.yaml")
+# tox's and nox's environments are one level down (.tox/py, .nox/tests).
+INSTALL_STAMPS = (
+    "lib/python*/site-packages",
+    "*/lib/python*/site-packages",
+    "Lib/site-packages",
+    ".package-lock.json",
+    ".modules.yaml",
+)
 WAIT_POLL_SEC = 0.2
 
 
@@ -56,6 +65,7 @@ class BaseRun:
     duration_sec: float
     log: str
     cached: bool = False  # read from the cache, not run by this call
+    origin: str = ""  # which run it was: "doctor --check", "the prewarm", "plan ID's check", "this check"
 
     @property
     def green(self) -> bool:
@@ -70,12 +80,13 @@ class BaseRun:
             "timed_out": self.timed_out,
             "duration_sec": self.duration_sec,
             "log": self.log,
+            "origin": self.origin,
         }
 
     @classmethod
-    def of(cls, key: str, commit: str, run: Any) -> BaseRun:
+    def of(cls, key: str, commit: str, run: Any, origin: str = "") -> BaseRun:
         """The base a check run (a CheckResult with per-test results) makes of ``commit``."""
-        return cls(key, commit, run.tests, run.exit_code, run.timed_out, run.duration_sec, run.log)
+        return cls(key, commit, run.tests, run.exit_code, run.timed_out, run.duration_sec, run.log, origin=origin)
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> BaseRun:
@@ -89,6 +100,7 @@ class BaseRun:
             float(data["duration_sec"]),
             str(data["log"]),
             cached=True,
+            origin=str(data.get("origin") or ""),
         )
 
 
@@ -107,7 +119,6 @@ def base_key(repo: pygit2.Repository, repo_root: Path, commit: str, check: Check
         environment_fingerprint(repo_root),
         RESULTS_FORMAT,
         f"ids={IDS_VERSION}",
-        f"inputs={recording(repo_root)}",
     )
     for part in parts:
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")
@@ -120,7 +131,14 @@ def environment_fingerprint(repo_root: Path) -> str:
     entries: an install or a build changes them)."""
     root = str(repo_root)
     parts = [json.dumps(sorted(check_env("", "", root).items()))]
-    for name in ("check_env_dirs", "check_include", "check_local_ports", "check_network", "check_junit"):
+    for name in (
+        "check_env_dirs",
+        "check_include",
+        "check_local_ports",
+        "check_network",
+        "check_junit",
+        "check_reinstall",
+    ):
         parts.append(f"{name}={settings.get(name, root)}")
     dirs = {repo_root / rel / name for rel in manifest_dirs(repo_root) for name in ENV_DIR_NAMES}
     carried = {repo_root / rel for rel in ignored_lockfiles(repo_root)}  # check/lockfiles.py
@@ -151,13 +169,43 @@ def _stamp(path: Path) -> str:
 
 
 def recording(repo_root: Path) -> bool:
-    """Whether base runs record what each test read (papayu.check.select is observe or on)."""
+    """Whether base runs may record what each test reads (papayu.check.select is not off)."""
     return settings.get("check_select", str(repo_root)).strip().lower() != "off"
 
 
 def inputs_path(pdir: Path, key: str) -> Path:
-    """The base run's record of what each test read (check/selection/inputs.py), beside it."""
+    """A base run's record of what each test read (check/selection/inputs.py), beside it."""
     return pdir / BASE_DIR / f"{key}.inputs.jsonl"
+
+
+RECORD_FILE = "record.json"  # in ORDER_DIR: the newest record kept, its base, how many tests, why it stopped
+RECORD_MAX_AGE_SEC = 30 * 24 * 3600  # a record older than this is made again by the next base run
+RECORD_STOPPED_FOR_COST = "over its budget"  # said by the recorder (pytest_inputs.Recorder) when it stopped
+
+
+def newest_record(pdir: Path) -> Path | None:
+    """The newest record kept (of any tip: a record only orders, an older tip's does)."""
+    try:
+        said = json.loads((pdir / ORDER_DIR / RECORD_FILE).read_text(encoding="utf-8"))
+        path = inputs_path(pdir, str(said["key"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return path if path.exists() else None
+
+
+def needs_record(pdir: Path) -> bool:
+    """Record once (docs/DESIGN.md, "Fail first"): when no record of some tests is kept, or the
+    one kept is a month old. Not again within that month where the recorder stopped for its
+    cost (the interpreter's monitoring costs more than its budget on this suite)."""
+    try:
+        said = json.loads((pdir / ORDER_DIR / RECORD_FILE).read_text(encoding="utf-8"))
+        age = time.time() - float(said["at"])
+        tests, off = int(said.get("tests") or 0), str(said.get("off") or "")
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    if age > RECORD_MAX_AGE_SEC:
+        return True
+    return tests == 0 and RECORD_STOPPED_FOR_COST not in off
 
 
 def cached(pdir: Path, key: str) -> BaseRun | None:
@@ -176,14 +224,15 @@ def base_run(
     repo_root: Path,
     *,
     timeout_sec: float,
-    fresh: bool = False,
+    origin: str = "this check",
 ) -> BaseRun:
     """The base run for ``commit``: cached, or computed now (waiting for whoever is computing
-    it). ``fresh``: run it again whatever the cache says (the flake re-run), not stored."""
+    it). ``origin``: what to call a run made now. It records what each test reads when no record
+    is kept (docs/DESIGN.md, "Fail first")."""
     key = base_key(repo, repo_root, commit, check, sandbox)
     lock = locks.locks_dir(pdir) / f"base-{key[:24]}.lock"
     while True:
-        found = None if fresh else cached(pdir, key)
+        found = cached(pdir, key)
         if found is not None:
             return found
         lock.parent.mkdir(parents=True, exist_ok=True)
@@ -191,45 +240,149 @@ def base_run(
             break
         time.sleep(WAIT_POLL_SEC)  # someone else computes it: wait for the file
     try:
-        found = None if fresh else cached(pdir, key)
+        found = cached(pdir, key)
         if found is not None:
             return found
         (pdir / BASE_DIR).mkdir(parents=True, exist_ok=True)
-        checkout = acquire_checkout(repo, pdir, commit, plan_id="base", on_stale=dead_check)
-        try:
-            log = pdir / "checks" / f"base-{key[:16]}{'-rerun' if fresh else ''}.log"
-            ask = PluginAsk(record=recording(repo_root) and not fresh)
-            result = run_check(
-                check, checkout, log, timeout_sec=timeout_sec, sandbox=sandbox, repo_root=repo_root, ask=ask
-            )
-        finally:
-            release_checkout(checkout)
-        run = BaseRun.of(key, commit, result)
-        if not fresh:
-            _keep(pdir, key, run, result.inputs)
+        record = recording(repo_root) and needs_record(pdir)
+        log = pdir / "checks" / f"base-{key[:16]}.log"
+        result = run_on(repo, pdir, commit, check, sandbox, repo_root, log, timeout_sec, PluginAsk(record=record))
+        if record and _counted(result.inputs)[0]:  # it did record: its failures are confirmed without it
+            result = _confirmed(repo, pdir, commit, check, sandbox, repo_root, timeout_sec, result)
+        run = BaseRun.of(key, commit, result, origin)
+        _keep(pdir, key, run, result.inputs)
         return run
     finally:
         locks.release(lock)
 
 
+def run_on(
+    repo: pygit2.Repository,
+    pdir: Path,
+    commit: str,
+    check: CheckCommand,
+    sandbox: Sandbox,
+    repo_root: Path,
+    log: Path,
+    timeout_sec: float,
+    ask: PluginAsk,
+    plan_id: str = "base",
+    *,
+    extra: tuple[str, ...] = (),
+    before: Callable[[Path], None] | None = None,
+) -> CheckResult:
+    """One run of the check on ``commit`` in a pooled checkout (then ``extra``, consented proposed
+    commands); the slot's move counts as set-up. ``before``: given the checkout's path before the
+    check runs (the bytes a plan's check ran, failfirst.checked_bytes)."""
+    began = time.monotonic()
+    checkout = acquire_checkout(repo, pdir, commit, plan_id=plan_id, on_stale=dead_check)
+    moved = time.monotonic() - began
+    try:
+        if before is not None:
+            before(checkout.path)
+        result = run_check(
+            check,
+            checkout,
+            log,
+            timeout_sec=timeout_sec,
+            sandbox=sandbox,
+            repo_root=repo_root,
+            commit=commit,
+            extra_commands=extra,
+            ask=ask,
+        )
+    finally:
+        release_checkout(checkout)
+    timing = {**result.timing, "setup": round(result.timing.get("setup", 0.0) + moved, 3)}
+    return replace(result, commit=commit, timing=timing, duration_sec=round(result.duration_sec + moved, 3))
+
+
+def _confirmed(
+    repo: pygit2.Repository,
+    pdir: Path,
+    commit: str,
+    check: CheckCommand,
+    sandbox: Sandbox,
+    repo_root: Path,
+    timeout_sec: float,
+    result: CheckResult,
+) -> CheckResult:
+    """A failure in the record is never a verdict: the tests that failed while recording run
+    again without it (the recorder's own frames can push a deep recursion over the limit), and
+    their outcome there is the tip's. Only pytest with papayu's plugin can run tests by id."""
+    tests = result.tests
+    if tests is None or not tests.trusted or "pytest stream" not in tests.read_from:
+        return result
+    failing = sorted(t for t, o in tests.outcomes.items() if o in (Outcome.FAILED, Outcome.ERROR))
+    if not failing:
+        return result
+    wanted = frozenset(failing)
+    ask = PluginAsk(only=wanted, only_files=frozenset(t for t in wanted if "::" not in t))
+    log = Path(result.log).with_name(Path(result.log).stem + ".unrecorded.log")
+    again = run_on(repo, pdir, commit, check, sandbox, repo_root, log, timeout_sec, ask)
+    if again.tests is None or not again.tests.trusted or again.timed_out:
+        return result
+    outcomes = dict(tests.outcomes)
+    failures = dict(tests.failures)
+    for test in failing:
+        now = again.tests.outcomes.get(test)
+        if now is not None:
+            outcomes[test] = now
+            if now not in (Outcome.FAILED, Outcome.ERROR):
+                failures.pop(test, None)
+    still = any(o in (Outcome.FAILED, Outcome.ERROR) for o in outcomes.values())
+    code = 0 if result.exit_code == 1 and not still else result.exit_code
+    merged = replace(tests, outcomes=outcomes, failures=failures)
+    return replace(
+        result, tests=merged, exit_code=code, duration_sec=round(result.duration_sec + again.duration_sec, 3)
+    )
+
+
 def remember(
-    repo: pygit2.Repository, pdir: Path, commit: str, check: CheckCommand, sandbox: Sandbox, repo_root: Path, run: Any
+    repo: pygit2.Repository,
+    pdir: Path,
+    commit: str,
+    check: CheckCommand,
+    sandbox: Sandbox,
+    repo_root: Path,
+    run: Any,
+    origin: str,
 ) -> None:
-    """A plan's run that is exactly what a base run of its commit would be (the plan changes no
-    test or runner config, nothing else ran after the check): kept as that commit's base, so the
-    next plan on the tip it lands as needs no base run of its own. ``run``: a CheckResult; one
-    whose results cannot be trusted is no base (results/provenance.py)."""
-    if run.tests is None or run.timed_out or not run.tests.trusted:
+    """A run that is exactly what a base run of its commit would be (a plan's run of its tree as
+    is, nothing else ran after the check; `doctor --check`'s run of the tip): kept as that
+    commit's base, so that no check runs it again. ``run``: a CheckResult; one whose results
+    cannot be trusted, or that did not run every test (an order's early stop), is no base
+    (results/provenance.py)."""
+    if run.tests is None or run.timed_out or not run.tests.trusted or run.tests.order.get("stopped"):
         return
     key = base_key(repo, repo_root, commit, check, sandbox)
     if cached(pdir, key) is None:
-        _keep(pdir, key, BaseRun.of(key, commit, run), run.inputs)
+        _keep(pdir, key, BaseRun.of(key, commit, run, origin), b"")
 
 
 def _keep(pdir: Path, key: str, run: BaseRun, inputs: bytes) -> None:
-    """The base's record, its record of inputs first (a base found without one runs every test)."""
+    """The base's record, its record of inputs first (a base found without one is ordered by the
+    newest record kept, or by the signals)."""
     (pdir / BASE_DIR).mkdir(parents=True, exist_ok=True)
     if inputs:
         with atomic.replacing(inputs_path(pdir, key)) as tmp:
             tmp.write_bytes(inputs)
+        tests, off = _counted(inputs)
+        said = {"key": key, "tests": tests, "off": off, "at": round(time.time())}
+        (pdir / ORDER_DIR).mkdir(parents=True, exist_ok=True)
+        atomic.write_json(pdir / ORDER_DIR / RECORD_FILE, said, indent=None)
     atomic.write_json(pdir / BASE_DIR / f"{key}.json", run.to_record(), indent=None)
+
+
+def _counted(inputs: bytes) -> tuple[int, str]:
+    """How many tests a record names, and why its recorder stopped ("" when it did not)."""
+    tests, off = 0, ""
+    for line in inputs.splitlines():
+        if line.startswith(b'{"t":'):
+            tests += 1
+        elif line.startswith(b'{"off":') and not off:
+            try:
+                off = str(json.loads(line)["off"])
+            except (ValueError, KeyError, TypeError):
+                off = "unreadable"
+    return tests, off

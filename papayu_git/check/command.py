@@ -1,7 +1,8 @@
 """Which command checks a plan: resolved on the tip, never on the plan's result.
 
-Resolution order: `--check`, `git config papayu.checkCommand` (or PAPAYU_CHECK_COMMAND),
-`project.default_test_command` of `.papa-yu/project.json`, else detected (pytest, npm
+Resolution order: `--check`, then the setting check_command (PAPAYU_CHECK_COMMAND, `git config
+papayu.check.command`: settings.resolve says which won), `project.default_test_command` of
+`.papa-yu/project.json` (its git config override first), else detected (pytest, npm
 test, cargo test, go test ./..., Maven, Gradle). Everything read from the repository is read
 on the tip the plan is built on, never on the plan's result: the plan cannot choose, dodge or
 weaken its own check (docs/DESIGN.md, "The check's trust boundary"). None found →
@@ -13,7 +14,6 @@ decides how its results are read.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import sys
@@ -36,7 +36,7 @@ class _Tree(Protocol):
 @dataclass(frozen=True)
 class CheckCommand:
     command: str
-    source: str  # --check | git config papayu.checkCommand | .papa-yu/project.json | detected
+    source: str  # --check | PAPAYU_CHECK_COMMAND | git config KEY | .papa-yu/project.json | detected
     # PYTHONSAFEPATH=1 for the check's Python (safe_path.py, decided on the tip); None: not
     # decided (a command of the model's), the variable is left as the environment has it.
     python_safe_path: bool | None = None
@@ -55,12 +55,9 @@ def resolve_command(repo_root: Path, tree: _Tree, explicit: str | None) -> Check
 
 
 def _resolve(repo_root: Path, tree: _Tree, explicit: str | None) -> CheckCommand | None:
-    if explicit:
-        return CheckCommand(explicit, "--check")
-    configured = settings.get("check_command", str(repo_root)).strip()
-    if configured:
-        from_env = bool(os.environ.get("PAPAYU_CHECK_COMMAND", "").strip())
-        return CheckCommand(configured, "PAPAYU_CHECK_COMMAND" if from_env else "git config papayu.checkCommand")
+    configured = settings.resolve("check_command", str(repo_root), flag=explicit or None, flag_name="--check")
+    if configured.value.strip():
+        return CheckCommand(configured.value.strip(), configured.source)
     # project.default_test_command: its git config override beats the file (memory.py mapping).
     key = git_config_key("project.default_test_command")
     overridden = (settings.git_config_value(key, str(repo_root)) or "").strip()

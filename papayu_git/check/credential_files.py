@@ -97,19 +97,25 @@ def holds_credentials(directory: Path, home: Path) -> bool:
     of HOME, or holds one of the table's files at its own top (another home, a relocated tool
     home)."""
     try:
-        real, home = directory.resolve(), home.resolve()
+        real, home_dir = str(directory.resolve()), str(home.resolve())
     except OSError:
         return True
-    for rel in HOME_CREDENTIALS:
-        entry = rel.rstrip("/")
-        mine, name = home / entry, Path(entry).name
-        if (mine == real or real in mine.parents or mine in real.parents) and os.path.lexists(mine):
+    # Strings, not Paths: a check asks this of every toolchain candidate (dozens), and pathlib's
+    # joins and parents cost milliseconds each time (bench/check_cost_bench.py).
+    inside = real.rstrip("/") + "/"
+    for entry, name in _ENTRIES:
+        mine = os.path.join(home_dir, entry)
+        related = mine == real or mine.startswith(inside) or real.startswith(mine + "/")
+        if related and os.path.lexists(mine):
             return True
-        if os.path.lexists(real / entry) or (name not in _TOO_COMMON and os.path.lexists(real / name)):
+        if os.path.lexists(os.path.join(real, entry)):
+            return True
+        if name not in _TOO_COMMON and name != entry and os.path.lexists(os.path.join(real, name)):
             return True
     return False
 
 
+_ENTRIES = tuple((rel.rstrip("/"), os.path.basename(rel.rstrip("/"))) for rel in HOME_CREDENTIALS)
 # Names of the table too common to mean a credential when they stand alone in a directory.
 _TOO_COMMON = frozenset(
     {

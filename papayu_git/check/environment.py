@@ -24,6 +24,7 @@ from papayu_git import settings
 from papayu_git.check import toolchains
 from papayu_git.check.credential_files import home_credentials, named_credentials, system_hidden
 from papayu_git.check.includes import included_mounts
+from papayu_git.check.project_copies import virtualenvs
 from papayu_git.git import isolated_env, run_git, tracked_paths
 
 
@@ -58,6 +59,7 @@ HOME_CACHES = (
     ".cache/yarn",
     ".cache/pnpm",
     ".cache/node-gyp",
+    ".cache/node/corepack",  # the package managers corepack's shims run
     ".cache/ms-playwright",
     ".local/share/uv",
     ".local/share/pnpm",
@@ -89,12 +91,27 @@ ENV_CACHES = {
     "UV_CACHE_DIR": ("",),
     "PIP_CACHE_DIR": ("",),
     "npm_config_cache": ("",),
+    "COREPACK_HOME": ("",),
     "CARGO_HOME": ("registry", "git"),
     "GOPATH": ("pkg/mod",),
 }
 # Ignored directories of the repository that hold its environment, at any depth next to a
 # manifest. Never build outputs that would carry the user's code into the plan's run.
-ENV_DIR_NAMES = ("node_modules", ".venv", "venv", "env", ".tox", ".nox", "target", ".pixi", ".yarn")
+# `.yarn/cache` and `.yarn/unplugged`: yarn's packages where `.yarn` itself holds tracked files (its
+# release, plugins, sdks), which make the whole directory the project's.
+ENV_DIR_NAMES = (
+    "node_modules",
+    ".venv",
+    "venv",
+    "env",
+    ".tox",
+    ".nox",
+    "target",
+    ".pixi",
+    ".yarn",
+    ".yarn/cache",
+    ".yarn/unplugged",
+)
 MANIFESTS = ("package.json", "pyproject.toml", "setup.py", "setup.cfg", "Cargo.toml", "tox.ini", "noxfile.py")
 NEVER_ENV = frozenset({"build", "dist", "__pycache__", ".git", ".papa-yu"})
 CHECK_GITCONFIG = "[user]\n\tname = papayu check\n\temail = check@papayu.invalid\n[safe]\n\tdirectory = *\n"
@@ -118,8 +135,8 @@ def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]
     """Every mount of the check, in the order bubblewrap must make them (parents first), and
     what the check's log should say about what the user named and the check does not get."""
     home = Path(os.path.expanduser("~"))
-    envs = env_dirs(layout.repo_root, layout.work)
-    venvs = [p for p in envs if (p / "pyvenv.cfg").is_file()]
+    envs = env_dirs(layout.repo_root, layout.work, layout.gitdir)
+    venvs = virtualenvs(envs)
     placed = system_mounts(env, layout.repo_root, venvs)
     placed += [
         Mount(Kind.OVERLAY, str(layout.work), str(layout.repo_root)),
@@ -127,6 +144,7 @@ def mounts(layout: Layout, env: dict[str, str]) -> tuple[list[Mount], list[str]]
         Mount(Kind.OVERLAY, str(layout.objects), str(layout.inner_gitdir / "objects")),
     ]
     placed += [Mount(Kind.OVERLAY, str(p), str(p)) for p in envs]
+    placed += [Mount(Kind.RO, str(p), str(p)) for p in tools_in_repository(layout, env, home)]
     files, notes = included_mounts(layout.repo_root, layout.work)
     placed += [Mount(Kind.RO, str(p), str(p)) for p in files]
     ordered = _parents_first(placed)
@@ -178,6 +196,37 @@ def _toolchains(env: dict[str, str], home: Path, repo_root: Path | None, venvs: 
     return out
 
 
+def tools_in_repository(layout: Layout, env: dict[str, str], home: Path) -> list[Path]:
+    """PATH entries inside the repository that the plan's checkout does not have (an ignored
+    `.tools/bin` holding a `uv`), and the installations their links point at: the user's tools,
+    read-only at their place. Never a directory holding a tracked file: that is the project's,
+    and the plan's version of it is in the checkout."""
+    entries: dict[str, Path] = {}
+    for value in env.get("PATH", "").split(os.pathsep):
+        path = Path(value)
+        if not path.is_absolute() or layout.repo_root not in path.parents or not path.is_dir():
+            continue
+        rel = path.relative_to(layout.repo_root).as_posix()
+        if not os.path.lexists(layout.work / rel):
+            entries[rel] = path
+    tracked = tracked_paths(layout.repo_root, sorted(entries))
+    out: list[Path] = []
+    for rel, path in entries.items():
+        if tracked.holds(rel) or path.is_symlink():
+            continue
+        out.append(path)
+        for target in toolchains.link_targets(path, home):
+            inside = layout.repo_root in target.parents
+            if target.exists() and toolchains.allowed(target, home) and (not inside or _untracked(layout, target)):
+                out.append(target)
+    return list(dict.fromkeys(out))
+
+
+def _untracked(layout: Layout, path: Path) -> bool:
+    rel = path.relative_to(layout.repo_root).as_posix()
+    return not os.path.lexists(layout.work / rel) and not tracked_paths(layout.repo_root, [rel]).holds(rel)
+
+
 def _caches(home: Path, env: dict[str, str]) -> list[Mount]:
     paths = [home / rel for rel in HOME_CACHES]
     for name, subdirs in ENV_CACHES.items():
@@ -194,9 +243,10 @@ def _caches(home: Path, env: dict[str, str]) -> list[Mount]:
     return out
 
 
-def env_dirs(repo_root: Path, work: Path) -> list[Path]:
+def env_dirs(repo_root: Path, work: Path, gitdir: Path) -> list[Path]:
     """The repository's environment directories that exist in the user's tree and are not part
-    of the plan's checkout: next to the root and to every manifest of the checkout."""
+    of the plan's checkout (``work``, whose git directory is ``gitdir``): next to the root and
+    to every manifest of the checkout."""
     names = list(ENV_DIR_NAMES)
     extra_paths: list[str] = []
     for item in settings.get("check_env_dirs", str(repo_root)).split(","):
@@ -205,7 +255,7 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
             continue
         (extra_paths if "/" in item else names).append(item)
     found: list[Path] = []
-    for rel_dir in manifest_dirs(work):
+    for rel_dir in manifest_dirs(work, gitdir):
         for name in names:
             candidate = repo_root / rel_dir / name
             if not candidate.is_symlink() and candidate.is_dir() and not (work / rel_dir / name).exists():
@@ -225,10 +275,13 @@ def env_dirs(repo_root: Path, work: Path) -> list[Path]:
     return [p for p in found if not any(q in p.parents for q in found)]
 
 
-def manifest_dirs(work: Path) -> list[str]:
-    """Directories of the checkout (relative; "" is the root) holding a project manifest."""
+def manifest_dirs(work: Path, gitdir: Path | None = None) -> list[str]:
+    """Directories of the checkout (relative; "" is the root) holding a project manifest.
+    ``gitdir``: the checkout's git directory, named because a pool slot's work tree has no
+    `.git` of its own while the check runs (the sandbox mounts the git directory there)."""
     specs = [f":(glob)**/{name}" for name in MANIFESTS]
-    proc = run_git(["ls-files", "-z", "--", *specs], cwd=work, check=False, env=isolated_env())
+    where = [f"--git-dir={gitdir}", f"--work-tree={work}"] if gitdir is not None else []
+    proc = run_git([*where, "ls-files", "-z", "--", *specs], cwd=work, check=False, env=isolated_env())
     dirs = {""}
     for path in proc.stdout.split("\0") if proc.returncode == 0 else []:
         if path and "node_modules/" not in path:

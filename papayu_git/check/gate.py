@@ -1,34 +1,36 @@
 """The gate: the runs a plan's verdict needs, and the verdict (docs/DESIGN.md, "A verdict per
-test").
+test" and "Fail first").
 
 The regression run checks the tip's tests on the plan's code (judge_tree.py: the plan's tree with
 its test files and runner configs as on the tip), so the plan cannot write its own judge; the
 plan's own run (its tree as is) happens only when the plan changes what judges it; the base run
-(base.py: the tip, cached) is what both are compared with, per test (verdict.py). A plan that
-touches no test costs one run once the base is cached, two when it does.
+(base.py: the tip, cached) is what both are compared with, per test (verdict.py). Each run puts
+first the tests the plan's change reaches and those red on the tip, and stops after them when
+one fails there (failfirst.py); the plan lands only on the whole suite's verdict.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from papayu_git.check import selection
-from papayu_git.check.base import BaseRun, base_run, inputs_path, remember
-from papayu_git.check.judge_tree import changed_files, tip_tests_commit
-from papayu_git.check.results import EXIT_CODE_ONLY, TestResults
-from papayu_git.check.results.channel import PluginAsk
-from papayu_git.check.run import CheckResult, run_check
-from papayu_git.check.verdict import Run, Verdict, judge
-from papayu_git.housekeeping import dead_check
-from papayu_git.worktree import acquire_checkout, release_checkout
+from papayu_git.check.base import BaseRun, base_run, remember
+from papayu_git.check.failfirst import Context, Runs, Side, TipAgain, as_run, complete, first_session
+from papayu_git.check.judge_tree import tip_tests_commit
+from papayu_git.check.run import CheckResult
+from papayu_git.check.verdict import FAILING, Run, Verdict, judge
 
 if TYPE_CHECKING:
     import pygit2
 
     from papayu_git.check.command import CheckCommand
     from papayu_git.check.sandbox import Sandbox
+
+# A best-of candidate's answer after its first part (GateRequest.pause): go on, or end as it is.
+GO, DONE = "go", "done"
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,6 @@ class Gate:
     # The bytes the check ran of each file the plan changed, as its checkout had them: what the
     # landing must leave in the work tree (landing.py; docs/DESIGN.md, "Landing").
     checked_bytes: dict[str, bytes] = field(default_factory=dict)
-
-    @property
-    def lands(self) -> bool:
-        return self.check.passed
 
     @property
     def review(self) -> bool:
@@ -65,76 +63,194 @@ class GateRequest:
     extra_commands: tuple[str, ...] = ()  # consented proposed commands: after the plan's own tree's check
     approved_edits: tuple[str, ...] = ()  # test files the user approved the plan to edit
     approve_judges: bool = False  # --allow-test-edits: the own run judges what the plan changes besides code
-    checked_bytes: dict[str, bytes] = field(default_factory=dict)  # filled by the run of the plan's own tree
+    # Best of N (bestof/): after each tree's first part alone, told what it found, answers GO (the
+    # flaky re-run and the rest) or DONE (it ends as it is: a red candidate that can no longer win).
+    pause: Callable[[dict[str, Any]], str] | None = field(default=None, compare=False)
 
 
 def run_gate(request: GateRequest) -> Gate:
-    # The base first: usually cached, or being computed by the prewarm (waited for), and then
-    # its checkout is free for the plan's runs (a slot at the tip: only the plan's files move).
-    def tip_run(fresh: bool = False) -> BaseRun:
-        return base_run(
-            request.repo,
-            request.pdir,
-            request.tip,
-            request.command,
-            request.sandbox,
-            request.root,
-            timeout_sec=request.timeout_sec,
-            fresh=fresh,
-        )
-
-    base = tip_run()
+    runs = Runs()
+    base = _tip(request, runs)
     judge_commit, judged = tip_tests_commit(
         request.repo, request.tip, request.commit, request.root, request.command.command
     )
-    own = None
-    how = selection.mode(request.root)
+    context = Context(
+        request.repo,
+        request.pdir,
+        request.root,
+        request.plan_id,
+        request.tip,
+        request.command,
+        request.sandbox,
+        request.timeout_sec,
+        base,
+        runs,
+        lambda name: unused_log(request.pdir / "checks" / name),
+        plan_commit=request.commit,
+    )
+    plain = not request.extra_commands
     if judge_commit is None:
-        # The tip's tests on this tree: the base of the tip it may become, recorded as one (a run
-        # whose selection reused passes is no base).
-        plain = not request.extra_commands
-        regression = _judged(
-            request, base, how, request.commit, f"{request.plan_id}.log", request.extra_commands, plain
-        )
-        if plain and regression.tests is not None and not regression.tests.reused:
-            remember(
-                request.repo, request.pdir, request.commit, request.command, request.sandbox, request.root, regression
-            )
+        sides = [Side("plan", request.commit, f"{request.plan_id}.log", request.extra_commands, whole=plain)]
     else:
-        regression = _judged(request, base, how, judge_commit, f"{request.plan_id}.log", ())
-        own = _judged(request, base, how, request.commit, f"{request.plan_id}.own.log", request.extra_commands)
+        sides = [
+            Side("regression", judge_commit, f"{request.plan_id}.log"),
+            Side("own", request.commit, f"{request.plan_id}.own.log", request.extra_commands, whole=plain),
+        ]
+    why_not = _unordered(request, base)
+    paused = request.pause is not None and not why_not
+    for side in sides:
+        if not why_not:
+            side.first = selection.order_for(request.repo, request.pdir, base, request.tip, side.commit, judged)
+        first_session(context, side, first_only=paused)
+    again = TipAgain(context)
+    shared = shared_services(request.root, request.sandbox)
+    verdict = _judged(request, base, sides, None if paused else again, judged, shared)
+    if paused and request.pause is not None:
+        if request.pause(provisional(verdict, sides)) == DONE:  # it can no longer win: no re-run on the tip
+            why = "the rest of the suite did not run: another candidate ranks above this one whatever it says"
+            return _gate(request, base, sides, verdict.ended_after_first_part(why), judged, context, why_not)
+        verdict = _judged(request, base, sides, again, judged, shared)
+    while verdict.incomplete and any(side.partial for side in sides):
+        for side in sides:
+            if side.partial:
+                complete(context, side)
+        verdict = _judged(request, base, sides, again, judged, shared)
+    for side in sides:
+        if side.whole and not side.partial and side.result is not None:
+            origin = f"plan {request.plan_id}'s check"
+            remember(
+                request.repo,
+                request.pdir,
+                side.commit,
+                request.command,
+                request.sandbox,
+                request.root,
+                side.result,
+                origin,
+            )
+    return _gate(request, base, sides, verdict, judged, context, why_not)
 
-    def rerun_base(ids: list[str]) -> Run:
-        again = tip_run(fresh=True)
-        return _as_run(again.results, None if again.timed_out else again.exit_code)
 
-    verdict = judge(
-        _as_run(base.results, None if base.timed_out else base.exit_code),
-        _as_run(regression.tests, None if regression.timed_out else regression.exit_code),
-        _as_run(own.tests, None if own.timed_out else own.exit_code) if own is not None else None,
+def _tip(request: GateRequest, runs: Runs) -> BaseRun:
+    """The base first: usually cached (the prewarm's, `doctor --check`'s, the landed plan's that
+    is this tip), or being computed by the prewarm (waited for); then its checkout is free for
+    the plan's runs."""
+    runs.stage("the tip's tests (no run of this tip is kept yet)")
+    base = base_run(
+        request.repo,
+        request.pdir,
+        request.tip,
+        request.command,
+        request.sandbox,
+        request.root,
+        timeout_sec=request.timeout_sec,
+        origin=f"plan {request.plan_id}'s check",
+    )
+    tests = len(base.results.outcomes)
+    if base.cached:
+        said = f"kept from {base.origin or 'an earlier check'} (its {base.duration_sec:.1f} s are not spent again)"
+        runs.add("tip", said, tests=tests, seconds=0.0, log=base.log)
+    else:
+        runs.add("tip", "no run of this tip was kept: ran now", tests=tests, seconds=base.duration_sec, log=base.log)
+    return base
+
+
+def _unordered(request: GateRequest, base: BaseRun) -> str:
+    if selection.mode(request.root) == "off":
+        return "papayu.check.select=off"
+    return selection.orderable(base)
+
+
+def _judged(
+    request: GateRequest,
+    base: BaseRun,
+    sides: list[Side],
+    again: TipAgain | None,
+    judged: list[str],
+    shared: str,
+) -> Verdict:
+    regression, own = sides[0], sides[1] if len(sides) > 1 else None
+    return judge(
+        _base_run(base),
+        regression.as_run(base),
+        own.as_run(base) if own is not None else None,
         approved_edits=request.approved_edits,
-        rerun_base=rerun_base,
+        rerun_base=again,
         restored=judged,
         approve_restored=request.approve_judges,
-        shared=shared_services(request.root, request.sandbox),
+        shared=shared,
     )
-    # What is recorded as "the check" of the plan's commit: the regression run with the verdict.
-    chosen = regression.selection
-    if own is not None and own.selection is not None:  # the own run's selection is said beside it
-        chosen = {**(chosen or {}), "own": own.selection}
+
+
+def _base_run(base: BaseRun) -> Run:
+    return as_run(base.results, None if base.timed_out else base.exit_code)
+
+
+def provisional(verdict: Verdict, sides: list[Side]) -> dict[str, Any]:
+    """What a best-of run ranks a candidate by after its first part: what it fixed, what failed
+    there (each maybe flaky: not yet run again on the tip), and what rejects or holds it whatever
+    the rest says."""
+    flaky_maybe = verdict.code == "ERR_CHECK_REGRESSION" and bool(verdict.broken) and not verdict.missing
+    soft = verdict.code is None or verdict.incomplete or verdict.review or (flaky_maybe and not verdict.new_failing)
+    held = verdict.pending if verdict.incomplete else verdict.code if verdict.review else ""
+    return {
+        "fixed": list(verdict.fixed),
+        "suspects": list(verdict.broken),
+        "rejected": None if soft else verdict.code,
+        "held": held or None,
+        "first": sum(len(side.first.tests) for side in sides),
+    }
+
+
+def _gate(
+    request: GateRequest,
+    base: BaseRun,
+    sides: list[Side],
+    verdict: Verdict,
+    judged: list[str],
+    context: Context,
+    why_not: str,
+) -> Gate:
+    regression, own = sides[0], sides[1] if len(sides) > 1 else None
+    assert regression.result is not None
+    failing = {
+        test
+        for side in sides
+        if side.result is not None and side.result.tests is not None
+        for test, outcome in side.result.tests.outcomes.items()
+        if outcome in FAILING
+    }
+    selection.remember_failures(request.pdir, sorted(failing - set(verdict.already_failing)))
+    chosen: dict[str, Any] = {"mode": "off" if why_not.startswith("papayu.check.select") else "on"}
+    if why_not:
+        chosen["unordered"] = why_not
+    for side in sides:
+        chosen[side.role] = side.first.to_dict()
+    own_result = own.result if own is not None else None
     # Where the plan's own run failed on something of the environment (a crate its manifest adds
     # that the offline cache lacks), that run's diagnosis is the one to show.
-    causes = regression.environment or (own.environment if own is not None else ())
+    causes = regression.result.environment or (own_result.environment if own_result is not None else ())
     checked = replace(
-        regression,
+        regression.result,
         environment=causes,
         commit=request.commit,
-        verdict=verdict.to_dict(),
-        lands=verdict.lands,
-        own_log=own.log if own is not None else "",
+        verdict=verdict,
+        own_log=own_result.log if own_result is not None else "",
         selection=chosen,
+        runs=tuple(context.runs.said),
+        timing=_timing(context.runs.said),
+        duration_sec=round(sum(float(r.get("seconds") or 0.0) for r in context.runs.said), 3),
     )
-    return Gate(checked, own, base, verdict, tuple(judged), dict(request.checked_bytes))
+    return Gate(checked, own_result, base, verdict, tuple(judged), dict(context.checked_bytes))
+
+
+def _timing(said: list[dict[str, Any]]) -> dict[str, float]:
+    """The check's time by part, every run together."""
+    out: dict[str, float] = {}
+    for entry in said:
+        for part, seconds in (entry.get("timing") or {}).items():
+            out[part] = round(out.get(part, 0.0) + float(seconds), 3)
+    return out
 
 
 def shared_services(root: Path, sandbox: Sandbox) -> str:
@@ -148,80 +264,6 @@ def shared_services(root: Path, sandbox: Sandbox) -> str:
     return f"papayu.check.localPorts {','.join(map(str, ports))}" if ports else ""
 
 
-def _judged(
-    request: GateRequest, base: BaseRun, how: str, commit: str, log: str, extra: tuple[str, ...], record: bool = False
-) -> CheckResult:
-    """One run of the plan's tree (or its regression tree) with the selective check as set
-    (check/selection/): every test (off, observe: then what selection would have missed is
-    recorded) or those whose inputs ``commit`` changed, the base's other passes reused (on); a
-    sampled test that does not pass trips the wire: every test runs, the base's record is dropped."""
-    ask = PluginAsk(record=record and how != "off")  # a run that may become a base records as one
-    sites = frozenset(base.results.reaching) if base.results is not None else frozenset()
-
-    def run(ask: PluginAsk) -> CheckResult:  # where the tip's code reached, the plan's may too (shield.py)
-        return _run(request, commit, log, extra, replace(ask, tip_sites=sites))
-
-    if how == "off" or extra:
-        return run(ask)
-    chosen = selection.plan(request.repo, request.pdir, base, request.tip, commit, seed=f"{request.plan_id}:{commit}")
-    if how == "observe" or not chosen.selective:
-        result = run(ask)
-        said = {"missed": selection.missed(result, base, chosen)} if how == "observe" else {}
-        return replace(result, selection=selection.record(chosen, how, **said))
-    result = selection.with_reused(run(selection.ask(chosen)), base, chosen)
-    wire = selection.tripped(result, chosen)
-    if not wire:
-        return replace(result, selection=selection.record(chosen, how))
-    inputs_path(request.pdir, base.key).unlink(missing_ok=True)  # the record missed something: no more of it
-    again = run(PluginAsk())
-    return replace(again, selection=selection.record(chosen, how, tripwire=wire))
-
-
-def _run(request: GateRequest, commit: str, log: str, extra: tuple[str, ...], ask: PluginAsk) -> CheckResult:
-    # The shield refuses reaching code in what the run's tree changes, not in the tip's own files.
-    changed, code = changed_files(request.repo, request.tip, commit, request.root, request.command.command)
-    ask = replace(ask, changed=frozenset(changed), code=frozenset(code))
-    checkout = acquire_checkout(request.repo, request.pdir, commit, plan_id=request.plan_id, on_stale=dead_check)
-    if commit == request.commit:
-        request.checked_bytes.update(checked_bytes(checkout.path, changed))
-    try:
-        return run_check(
-            request.command,
-            checkout,
-            unused_log(request.pdir / "checks" / log),
-            timeout_sec=request.timeout_sec,
-            sandbox=request.sandbox,
-            repo_root=request.root,
-            commit=commit,
-            extra_commands=extra,
-            ask=ask,
-        )
-    finally:
-        release_checkout(checkout)
-
-
-MAX_CHECKED_BYTES = 64 * 1024 * 1024  # kept of a plan's files to compare after landing; larger ones are not
-
-
-def checked_bytes(work: Path, paths: list[str]) -> dict[str, bytes]:
-    """The bytes of each regular file of ``paths`` in a checkout, before its check ran."""
-    out: dict[str, bytes] = {}
-    total = 0
-    for path in paths:
-        try:
-            target = work / path
-            if target.is_symlink() or not target.is_file():
-                continue
-            data = target.read_bytes()
-        except OSError:
-            continue
-        total += len(data)
-        if total > MAX_CHECKED_BYTES:
-            break
-        out[path] = data
-    return out
-
-
 def unused_log(path: Path) -> Path:
     """``path``, or `<stem>.2.log`, `.3.log`… when a run of the same plan wrote it already (a
     rebase checks again, `apply ID` runs again): every run's log stays readable."""
@@ -232,14 +274,3 @@ def unused_log(path: Path) -> Path:
     while (path.parent / f"{stem}.{n}.log").exists():
         n += 1
     return path.parent / f"{stem}.{n}.log"
-
-
-# pytest's "no tests were collected": a tree without tests is not a red one (a plan may add the first).
-NO_TESTS_COLLECTED = 5
-
-
-def _as_run(results: TestResults | None, exit_code: int | None) -> Run:
-    results = results if results is not None else TestResults(EXIT_CODE_ONLY)
-    if exit_code == NO_TESTS_COLLECTED and not results.exit_code_only and not results.outcomes:
-        exit_code = 0
-    return Run(results, exit_code)

@@ -28,6 +28,13 @@ LOCKFILES = {
         "pnpm-lock.yaml",
         "bun.lock",
         "bun.lockb",
+        # yarn's Plug'n'Play install: the resolution table and its loader, at the project's root,
+        # and the install state yarn checks before running a script ("doesn't seem to have been
+        # installed"); the packages are in its cache (an environment directory).
+        ".pnp.cjs",
+        ".pnp.loader.mjs",
+        ".pnp.data.json",
+        ".yarn/install-state.gz",
     ),
     "pyproject.toml": ("poetry.lock", "uv.lock", "pdm.lock"),
     "Pipfile": ("Pipfile.lock",),
@@ -38,13 +45,17 @@ LOCKFILES = {
     "pubspec.yaml": ("pubspec.lock",),
     "Package.swift": ("Package.resolved",),
 }
+# Files that tie the repository's modules into one workspace, at the root with no manifest
+# beside them, often ignored (each developer lists the modules they work on): Go's go.work.
+WORKSPACE_FILES = ("go.work", "go.work.sum")
 MAX_CANDIDATES = 200
 MAX_BYTES = 64 * 1024 * 1024
 
 
 def ignored_lockfiles(repo_root: Path) -> list[str]:
-    """Lockfiles of the user's tree (relative) that sit next to a tracked manifest, are regular
-    files and are ignored by git (a tracked one is in every checkout already)."""
+    """Lockfiles of the user's tree (relative) that sit next to a tracked manifest, or workspace
+    files at its root, that are regular files and are ignored by git (a tracked one is in every
+    checkout already)."""
     specs = [f":(glob)**/{name}" for name in LOCKFILES]
     proc = run_git(["ls-files", "-z", "--", *specs], cwd=repo_root, check=False)
     candidates: list[str] = []
@@ -56,6 +67,9 @@ def ignored_lockfiles(repo_root: Path) -> list[str]:
             path = repo_root / directory / lock
             if path.is_file() and not path.is_symlink():
                 candidates.append(posixpath.join(directory, lock))
+    candidates += [
+        name for name in WORKSPACE_FILES if (repo_root / name).is_file() and not (repo_root / name).is_symlink()
+    ]
     if not candidates:
         return []
     names = "\0".join(candidates[:MAX_CANDIDATES]) + "\0"

@@ -18,8 +18,10 @@ from pathlib import Path
 from papayu_git.git import run_git
 from papayu_git.worktree import run_slot_git
 
-# Environment directories holding build state judged by modification times.
-BUILD_STATE_DIRS = frozenset({"target", "node_modules", ".tox", ".nox"})
+# Environment directories holding build state judged by modification times; Go's build cache
+# among them: go test reuses a package's result only if the files its tests opened kept their
+# modification times (and the variables they read their values).
+BUILD_STATE_DIRS = frozenset({"target", "node_modules", ".tox", ".nox", "go-build"})
 
 
 def sync(repo_root: Path, work: Path, gitdir: Path) -> int:

@@ -23,14 +23,17 @@ from typing import IO, TYPE_CHECKING, Any
 
 from papayu_git import atomic, locks, output, settings
 from papayu_git.check.diagnose import environment_causes
-from papayu_git.check.results import Outcome, TestResults, go_plain_text, instrumented, junit_patterns, summary
-from papayu_git.check.results.channel import Channel, Delivery, PluginAsk, delivered_inputs
-from papayu_git.check.results.instrument import JUNIT_COPY, REPORT_FILES
+from papayu_git.check.results import Outcome, TestResults, instrumented, junit_patterns, summary
+from papayu_git.check.results.channel import STREAM_FIFO, Channel, Delivery, PluginAsk, delivered_inputs
+from papayu_git.check.results.gotest import PlainLog
+from papayu_git.check.results.instrument import GO_JSON, JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
 from papayu_git.check.results.read import read_delivery
+from papayu_git.check.secret_files import repository_masker
+from papayu_git.check.tail import without_warnings
+from papayu_git.check.verdict import Verdict, plan_lands
 from papayu_git.check.view import CheckView
-from papayu_git.output import printable
-from papayu_git.secrets import masker
+from papayu_git.secrets import masker, printable
 from papayu_git.stages import pause_point
 
 if TYPE_CHECKING:
@@ -57,24 +60,26 @@ class CheckResult:
     user_tree_links: tuple[str, ...] = ()  # unsandboxed: the environment reaches the user's tree
     tests: TestResults | None = None  # per test, as the runners reported (results/)
     inputs: bytes = field(default=b"", repr=False)  # what each test read, when recorded (selection/)
-    selection: dict[str, Any] | None = None  # which tests ran and which kept the base's pass (selection/)
-    verdict: dict[str, Any] | None = None  # the gate's per-test verdict (gate.py), when it judged
-    lands: bool | None = None  # the gate's decision; None: the exit code decides
+    selection: dict[str, Any] | None = None  # the fail-first order the run asked for (selection/)
+    # Where the run's time went: "setup" (the view, mounts, helpers), "command" (the check's
+    # command in the sandbox, to its exit), "reading" (the results, masking the log).
+    timing: dict[str, float] = field(default_factory=dict)
+    runs: tuple[dict[str, Any], ...] = ()  # every run of the suite the check made, named (gate.py)
+    verdict: Verdict | None = None  # the gate's per-test verdict (gate.py), when it judged
     own_log: str = ""  # the log of the plan's own run (its tree as is), when there was one
 
     @property
     def passed(self) -> bool:
-        if self.lands is not None:
-            return self.lands
-        return self.exit_code == 0 and not self.timed_out
+        return plan_lands(self.verdict, self.exit_code, self.timed_out)
 
     def to_dict(self) -> dict[str, Any]:
         data = {**asdict(self), "passed": self.passed}
         data.pop("inputs", None)  # kept apart (check/base.py), never in records
         data["tests"] = summary(self.tests) if self.tests is not None else None
+        data["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
         if self.tests is not None and self.tests.failures:  # what a retry tells the model (retry.py)
-            said = self.verdict or {}
-            first = [t for key in ("broken", "new_failing", "already_failing") for t in said.get(key) or ()]
+            said = self.verdict
+            first = [*said.broken, *said.new_failing, *said.already_failing] if said is not None else []
             failing = [t for t in dict.fromkeys([*first, *sorted(self.tests.failures)]) if t in self.tests.failures]
             failing = failing[:FAILURES_KEPT]
             data["failures"] = {test: self.tests.failures[test] for test in failing}
@@ -103,7 +108,9 @@ def run_check(
     exit_code: int | None = 0
     timed_out = False
     view = CheckView.prepare(checkout, sandbox, repo_root, python_safe_path=check.python_safe_path)
+    command_sec = 0.0
     junit_globs = junit_patterns(repo_root)
+    reinstall = settings.get_bool("check_reinstall", str(repo_root))
     own = _Reading(b"", Delivery(), frozenset())
     with open(log_path, "wb") as log:
         log.write(
@@ -125,30 +132,34 @@ def run_check(
             log.flush()
             remaining = timeout_sec - (time.monotonic() - start)
             cap = settings.get_int("check_output_mb", str(repo_root)) * 1024 * 1024
+            began = time.monotonic()
             if index == 0:  # the check writes its per-test results where papayu reads them back (results/)
                 exit_code, timed_out, own = _run_reported(
-                    check, view, junit_globs, checkout, log, remaining, cap, ask or PluginAsk()
+                    check, view, (junit_globs, reinstall), checkout, log, remaining, cap, ask or PluginAsk()
                 )
             else:
                 argv, env = view.command_line(command)
                 exit_code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), view.pass_fds, cap)
+            command_sec += time.monotonic() - began
             if exit_code != 0 or timed_out:
                 break
     view.close()
-    # Here, not at the top: secret_files reads check.environment, whose package imports this module.
-    from papayu_git.secret_files import repository_masker
-
+    reading = time.monotonic()
     mask = repository_masker(repo_root)  # the repository's secret files' values, in every spelling
     tests = _results(own, view, mask)
     tail = _masked_tail(log_path, mask)
-    if "go test -json" in tests.source:
-        tail = mask(go_plain_text(tail))  # decoded events join output the log held in pieces
     failed, safe_path = exit_code != 0 or timed_out, bool(view.env.get("PYTHONSAFEPATH"))
+    end = time.monotonic()
+    timing = {
+        "setup": round(end - start - command_sec - (end - reading), 3),
+        "command": round(command_sec, 3),
+        "reading": round(end - reading, 3),
+    }
     return CheckResult(
         check.command,
         check.source,
         exit_code,
-        round(time.monotonic() - start, 3),
+        round(end - start, 3),
         str(log_path),
         tail,
         timed_out,
@@ -158,6 +169,7 @@ def run_check(
         user_tree_links=tuple(view.user_tree_links),
         tests=tests,
         inputs=mask(delivered_inputs(own.delivery).decode("utf-8", "replace")).encode() if ask and ask.record else b"",
+        timing=timing,
     )
 
 
@@ -175,27 +187,35 @@ class _Reading:
 def _run_reported(
     check: CheckCommand,
     view: CheckView,
-    junit_globs: list[str],
+    asked: tuple[list[str], bool],
     checkout: CheckCheckout,
     log: Any,
     remaining: float,
     cap: int,
     ask: PluginAsk,
 ) -> tuple[int | None, bool, _Reading]:
-    """The check's command, instrumented, with its report channel (results/channel.py)."""
+    """The check's command, instrumented, with its report channel (results/channel.py). ``asked``:
+    the papayu.check.junit globs and papayu.check.reinstall."""
     command, runs = check.command, check.runs
-    done = instrumented(command, view.report, env=view.env, runs=runs, junit=junit_globs)
+    junit_globs, reinstall = asked
+    done = instrumented(command, view.report, env=view.env, runs=runs, junit=junit_globs, reinstall=reinstall)
     readers = done.readers | ({JUNIT_COPY} if junit_globs else frozenset())
     helpers = Path(view.host_helpers)
-    channel = Channel(helpers, ask.plugin_config(helpers, view.helpers, view.root, view.report))
+    plugin = ask.plugin_config(helpers, view.helpers, view.root, view.report)
+    channel = Channel(helpers, {**plugin, "fifo": f"{view.report}/{STREAM_FIFO}"})
     config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs, "tools": list(done.reports)}
+    config["stream_fifo"] = STREAM_FIFO
     config["globs"] = ask.report_globs()
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
     argv, env = view.command_line(done.command, done.env, config)
     begin = log.tell()
+    # go's events are read from memory and their text goes to the log (gotest.PlainLog).
+    split = PlainLog(cap) if GO_JSON in readers else None
     try:
         fds = (*view.pass_fds, *channel.pass_fds)
-        code, timed_out = _run_group(argv, env, checkout, log, max(remaining, 0.001), fds, cap, channel.started)
+        code, timed_out = _run_group(
+            argv, env, checkout, log, max(remaining, 0.001), fds, cap, channel.started, split=split
+        )
     finally:
         delivery = channel.finish()
     end = log.tell()
@@ -203,7 +223,12 @@ def _run_reported(
     with open(log.name, "rb") as again:  # its own output only: not a proposed command's after it
         again.seek(begin)
         text = again.read(min(end - begin, LOG_READ_CHARS))
-    return code, timed_out, _Reading(text, delivery, readers, done.notes)
+    notes = done.notes
+    if split is not None:
+        text += b"\n" + bytes(split.events)
+        if split.over:
+            notes = (*notes, f"go test's events went over papayu.check.outputMB: {split.over} bytes not read")
+    return code, timed_out, _Reading(text, delivery, readers, notes)
 
 
 def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> TestResults:
@@ -215,8 +240,8 @@ def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> Test
     results = read_delivery(own.delivery, text, own.readers, root=view.root, report_dir=view.report)
     results = replace(results, unreadable=(*own.notes, *results.unreadable))
     outcomes: dict[str, Outcome] = {}
-    for test, outcome in results.outcomes.items():
-        name = mask(test)
+    for test, name in zip(results.outcomes, _mask_each(list(results.outcomes), mask), strict=True):
+        outcome = results.outcomes[test]
         if name not in outcomes or RANK[outcome] > RANK[outcomes[name]]:
             outcomes[name] = outcome
     failures: dict[str, str] = {}
@@ -230,6 +255,16 @@ def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> Test
         errors=tuple(map(mask, results.errors)),
         collisions=tuple(map(mask, results.collisions)),
     )
+
+
+def _mask_each(texts: list[str], mask: Callable[[str], str]) -> list[str]:
+    """``mask`` of each of ``texts`` (one line each: test ids), in one pass over them joined: a
+    run reports thousands of ids, and each call of the masker scans with every pattern."""
+    joined = mask("\n".join(texts))
+    parts = joined.split("\n")
+    if len(parts) == len(texts) and all("\n" not in t for t in texts):
+        return parts
+    return [mask(t) for t in texts]
 
 
 def kept_under_tmp(*paths: Path) -> tuple[Path, ...]:
@@ -249,6 +284,8 @@ def _run_group(
     fds: tuple[int, ...],
     cap: int,
     started: Callable[[], None] | None = None,
+    *,
+    split: PlainLog | None = None,
 ) -> tuple[int | None, bool]:
     proc = subprocess.Popen(
         argv,
@@ -263,7 +300,7 @@ def _run_group(
     if started is not None:
         started()
     assert proc.stdout is not None
-    pump = CappedLog(proc.stdout, log, cap)
+    pump = CappedLog(proc.stdout, log, cap, split)
     # Whoever finds this slot's lock stale (papayu was killed) kills the group: see kill_orphans.
     locks.update(checkout.lock, check_pgid=proc.pid, check_start=locks.process_start_time(proc.pid))
     try:
@@ -286,8 +323,9 @@ class CappedLog:
     it comes, the last half in a ring; the cut is said in the log. papayu's memory stays bounded
     whatever the check prints (one line of hundreds of MiB included)."""
 
-    def __init__(self, source: IO[bytes], log: IO[bytes], cap: int) -> None:
+    def __init__(self, source: IO[bytes], log: IO[bytes], cap: int, split: PlainLog | None = None) -> None:
         self.source, self.log, self.half = source, log, max(cap // 2, 4096)
+        self.split = split  # what of the output goes to the log (go's events as their text)
         self.written = 0
         self.tail: collections.deque[bytes] = collections.deque()
         self.tail_bytes = self.cut = 0
@@ -296,18 +334,23 @@ class CappedLog:
     def _pump(self) -> None:
         fd = self.source.fileno()
         while chunk := os.read(fd, 65536):
-            room = self.half - self.written
-            if room > 0:
-                self.log.write(chunk[:room])
-                self.log.flush()
-                self.written += min(room, len(chunk))
-                chunk = chunk[room:]
-            if chunk:
-                self.tail.append(chunk)
-                self.tail_bytes += len(chunk)
-                while self.tail_bytes - len(self.tail[0]) >= self.half:
-                    self.cut += len(self.tail[0])
-                    self.tail_bytes -= len(self.tail.popleft())
+            self._keep(self.split.feed(chunk) if self.split is not None else chunk)
+        if self.split is not None:
+            self._keep(self.split.flush())
+
+    def _keep(self, chunk: bytes) -> None:
+        room = self.half - self.written
+        if room > 0:
+            self.log.write(chunk[:room])
+            self.log.flush()
+            self.written += min(room, len(chunk))
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_bytes += len(chunk)
+            while self.tail_bytes - len(self.tail[0]) >= self.half:
+                self.cut += len(self.tail[0])
+                self.tail_bytes -= len(self.tail.popleft())
 
     def finish(self) -> None:
         self.thread.join(timeout=10)
@@ -381,6 +424,14 @@ def kill_orphans(info: locks.LockInfo) -> list[int]:
     return killed
 
 
+def dead_check(info: locks.LockInfo) -> None:
+    """A check checkout whose papayu died (its slot lock's ``on_stale``): kill what its check left
+    running, and say so."""
+    killed = kill_orphans(info)
+    if killed:
+        output.info(f"killed {len(killed)} process(es) a dead papayu's check left running in {info.data.get('path')}")
+
+
 def _processes() -> list[tuple[int, str]]:
     out = []
     own = os.getpid()
@@ -406,12 +457,16 @@ TAIL_CHARS = 64 * 1024
 
 
 def _masked_tail(log_path: Path, mask: Callable[[str], str] | None = None, lines: int = TAIL_LINES) -> str:
-    """Mask secrets in the log (rewritten in place when that changes it) and return its last lines."""
+    """Mask secrets in the log (rewritten in place when that changes it) and return its last
+    lines, the runner's warnings left out (tail.py) and counted."""
     try:
-        tail = _mask_file(log_path, mask or masker())
+        tail, left_out = without_warnings(_mask_file(log_path, mask or masker()))
     except OSError:
         return ""
-    return "\n".join(tail.splitlines()[-lines:])
+    shown = tail.splitlines()[-lines:]
+    if left_out:
+        shown.insert(0, f"[papayu] {left_out} lines of the runner's warnings left out of this tail; the log has them")
+    return "\n".join(shown)
 
 
 def _mask_file(path: Path, mask: Any) -> str:

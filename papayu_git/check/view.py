@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papayu_git import settings
-from papayu_git.check import environment, lockfiles, mtimes, seccomp
+from papayu_git.check import environment, lockfiles, mtimes, project_copies, seccomp
 from papayu_git.check.environment import Kind, Layout, Mount
 from papayu_git.check.limits import limits_prefix
 from papayu_git.check.results.channel import node_options, plugin_path, wrapper_argv, write_helpers
-from papayu_git.check.results.instrument import NODE_REPORTS_VAR
+from papayu_git.check.results.instrument import NODE_REPORTS_VAR, NODE_TEST_VAR
 from papayu_git.check.sandbox import bwrap_argv, check_env
 from papayu_git.worktree import remove_tree
 
@@ -92,9 +92,12 @@ class CheckView:
         gitconfig = environment.write_gitconfig(checkout.slot)
         env.update({"GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"})
         placed, notes = environment.mounts(layout, env)
+        laid = [Path(m.dest) for m in placed if m.kind is Kind.OVERLAY and repo_root in Path(m.dest).parents]
+        _stand_in_for_copies(repo_root, checkout.path, laid, str(repo_root), env, notes)
         placed.append(Mount(Kind.RO, str(gitconfig), str(home / ".gitconfig")))
         placed.append(Mount(Kind.RO, str(helpers), HELPERS_INSIDE))
-        if any(Path(m.dest).name in mtimes.BUILD_STATE_DIRS for m in placed if m.kind is Kind.OVERLAY):
+        build_state = [Path(m.dest) for m in placed if m.kind is Kind.OVERLAY]
+        if any(p.name in mtimes.BUILD_STATE_DIRS or str(p) == env.get("GOCACHE") for p in build_state):
             mtimes.sync(repo_root, checkout.path, checkout.gitdir)
         wrap: list[str] = []
         from papayu_git.check import relay  # sockets and threads: only when ports are relayed
@@ -137,13 +140,17 @@ class CheckView:
         (private / "home").mkdir(parents=True)
         env = check_env(str(private / "home"), str(private), str(repo_root), python_safe_path=python_safe_path)
         dirs = [p for p in (repo_root / n for n in environment.ENV_DIR_NAMES) if p.is_dir()]
-        dirs += environment.env_dirs(repo_root, checkout.path)
+        dirs += environment.env_dirs(repo_root, checkout.path, checkout.gitdir)
         links = environment.links_into(repo_root, sorted(set(dirs)))
+        notes: list[str] = []
+        _stand_in_for_copies(repo_root, checkout.path, dirs, str(checkout.path), env, notes)
         report = checkout.slot / "report"
         if report.exists() or report.is_symlink():
             remove_tree(report)
         report.mkdir(parents=True)
-        view = cls([], env, limits_prefix(repo_root), str(report), str(checkout.path), user_tree_links=links)
+        view = cls(
+            [], env, limits_prefix(repo_root), str(report), str(checkout.path), user_tree_links=links, notes=notes
+        )
         view.helpers = view.host_helpers = str(helpers)
         view.host_reports = report
         view.carried = carried
@@ -165,9 +172,23 @@ class CheckView:
         if reports is not None:
             env["PYTHONPATH"] = plugin_path(self.helpers, env.get("PYTHONPATH", ""))
         if reports is not None and NODE_REPORTS_VAR in env:
-            env["NODE_OPTIONS"] = node_options(self.helpers, env.get("NODE_OPTIONS", ""))
+            reporter = NODE_TEST_VAR in env
+            env["NODE_OPTIONS"] = node_options(self.helpers, env.get("NODE_OPTIONS", ""), test_reporter=reporter)
             env["PAPAYU_CHECK_ROOT"] = self.root  # the node hook's shield: which frames are the checked tree's
         return ([*self.prefix, "--", *first] if self.prefix else first), env
+
+
+def _stand_in_for_copies(
+    repo_root: Path, work: Path, env_dirs: list[Path], inside: str, env: dict[str, str], notes: list[str]
+) -> None:
+    """Puts the checkout's directories standing in for the project's installed copies first on
+    ``env``'s PYTHONPATH (``inside``: the checkout's path as the check sees it; tox passes it on:
+    instrument.tox_override) and says so in ``notes``."""
+    found = project_copies.copies(repo_root, work, project_copies.virtualenvs(env_dirs))
+    roots = project_copies.python_path(found, inside)
+    notes += project_copies.notes(found, repo_root, work)
+    if roots:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (*roots, env.get("PYTHONPATH", ""))))
 
 
 def _report_tmpfs(repo_root: Path) -> list[str]:

@@ -7,7 +7,6 @@ Takes every transaction option of `fix` (and `--from-file`), plus --max-steps an
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import click
@@ -15,12 +14,14 @@ import click
 from papayu_git import agent, output, prewarm
 from papayu_git.commands import apply as apply_command
 from papayu_git.commands.apply import transaction_options
-from papayu_git.commands.fix import Landing, may_apply, refuse_unlandable
+from papayu_git.commands.fix import may_apply, refuse_unlandable
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
 from papayu_git.housekeeping import open_checkout
 from papayu_git.llm.session import open_client
-from papayu_git.secrets import safe_text
+from papayu_git.report import Landing, exit_code
+from papayu_git.report import report as report_outcome
+from papayu_git.secrets import printable, safe_text
 from papayu_git.transaction import ApplyOptions, apply_plan
 
 
@@ -60,7 +61,7 @@ def run(
         else:
             output.result("the agent asks (answer in a new goal; nothing was committed):")
             for question in done.questions:
-                output.result(f"  ? {output.printable(question)}")
+                output.result(f"  ? {printable(question)}")
         return 0
     response = done.response
     if response.actions and not may_apply(done.plan.id, options.yes):
@@ -68,18 +69,18 @@ def run(
             output.emit_json({"ok": True, "agent": report, "apply": None})
         return 0
     allow = apply_command.confirm_test_edits(root, done.plan, response, options)
-    # Checked first; the question comes with the diff and the verdict (fix.Landing).
+    # Checked first; the question comes with the diff and the verdict (report.Landing).
     landing = Landing(root, options.yes, as_json)
-    options = dataclasses.replace(options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
+    options = options._replace(yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
     try:
         result = apply_plan(root, done.plan, response, options)
     finally:
         agent.restore_command(pdir, done.plan.trace_id)
     if as_json:
-        output.emit_json({"ok": apply_command.exit_code(result) == 0, "agent": report, "apply": result.to_dict()})
+        output.emit_json({"ok": exit_code(result) == 0, "agent": report, "apply": result.to_dict()})
     else:
-        apply_command.report(result, False, diffstat_shown=landing.diffstat_shown, check_shown=landing.check_shown)
-    return apply_command.exit_code(result)
+        report_outcome(result, False, diffstat_shown=landing.diffstat_shown, check_shown=landing.check_shown)
+    return exit_code(result)
 
 
 @click.command("agent")

@@ -3,12 +3,11 @@
 
 FILE or `-` is a model response (JSON); it is stored as a plan first so it gets an
 id and a `papayu/<id>` branch. ID is a stored plan; a stored plan without actions
-(a PLAN-round answer) first gets its APPLY round from the model (llm/rounds.py).
+(a PLAN-round answer) first gets its APPLY round from the model (answers.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -18,22 +17,20 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, plans, settings
+from papayu_git.answers import response_of
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import run_git
-from papayu_git.outcomes import ApplyState
-from papayu_git.protocol import DELETING_KINDS, NO_CHANGES_PREFIX, parse_json_text, raw_actions
+from papayu_git.protocol import DELETING_KINDS, parse_json_text
+from papayu_git.report import exit_code, report
 from papayu_git.secrets import safe_text  # every line quoting the model or the check
 from papayu_git.traces import now_iso
-from papayu_git.validate import validate_response
 
 if TYPE_CHECKING:
     import pygit2
 
-    from papayu_git.llm.client import ChatClient
     from papayu_git.plans import StoredPlan
     from papayu_git.protocol import Response
-    from papayu_git.transaction import ApplyOptions, ApplyResult
+    from papayu_git.transaction import ApplyOptions
 
 
 def plan_from_json(
@@ -72,25 +69,9 @@ def load_plan(
         if not stored:
             raise PapayuError("ERR_PLAN_NOT_FOUND", "no stored plan; pass a response FILE or `-`")
         return stored[-1]
-    return plans.load(pdir, source)
+    from papayu_git.commands.drop import resolve_generated  # see run: it loads the checkout's modules
 
-
-def response_of(
-    root: Path, plan: StoredPlan, protocol: int | None, onto: str | None, client: ChatClient | None = None
-) -> tuple[StoredPlan, Response]:
-    """The plan's validated APPLY answer; a plan without actions asks the model for it first
-    (through ``client`` when the caller holds one), checked early against the branch ``onto``."""
-    data = plan.response
-    summary = data.get("summary", "") if isinstance(data, dict) else ""
-    if not raw_actions(data) and not str(summary or "").startswith(NO_CHANGES_PREFIX):
-        # The model client and planner load only here: a plan with actions, the common case,
-        # never talks to a model (docs/DESIGN.md, "Start-up and cost").
-        from papayu_git.llm.rounds import apply_round
-
-        plan = apply_round(root, plan, protocol, onto, client)
-        data = plan.response
-    version = protocol or plan.protocol
-    return plan, validate_response(data, protocol=version, mode="apply", read_files=plan.files or None)
+    return plans.load(pdir, resolve_generated(repo, pdir, source))  # an id, a prefix, @, a candidate's RUN:N
 
 
 def _confirm_deletions(response: Response, yes: bool) -> bool:
@@ -105,7 +86,7 @@ def _confirm_deletions(response: Response, yes: bool) -> bool:
 def confirm_test_edits(root: Path, plan: StoredPlan, response: Response, options: ApplyOptions) -> bool:
     """allow_test_edits for the transaction: the flag, or a yes on a terminal (without -y) to a
     question naming the existing tests the plan modifies or deletes. No (or no terminal, or -y):
-    the transaction commits and checks, then stops at review (transaction.held_for_test_edits)."""
+    the transaction commits and checks, then stops at review (transaction/held.py)."""
     if options.allow_test_edits or options.yes or options.review or not sys.stdin.isatty():
         return options.allow_test_edits
     from papayu_git.objects import branch_name  # see run
@@ -146,156 +127,10 @@ def run(source: str | None, options: ApplyOptions, protocol: int | None = None, 
     yes = _confirm_deletions(response, options.yes)
     refused = not yes and any(a.kind in DELETING_KINDS for a in response.actions)  # ERR_DELETE_NOT_CONFIRMED
     allow = options.allow_test_edits if refused else confirm_test_edits(root, plan, response, options)
-    options = dataclasses.replace(options, yes=yes, allow_test_edits=allow)
+    options = options._replace(yes=yes, allow_test_edits=allow)
     result = apply_plan(root, plan, response, options)
     report(result, as_json)
     return exit_code(result)
-
-
-def exit_code(result: ApplyResult) -> int:
-    """0 landed / no changes / a requested review; 1 rolled back, or stopped at review for a
-    reason the user must act on (no check found: ERR_NO_CHECK; existing tests edited under -y:
-    ERR_TEST_EDITS_HELD)."""
-    return 1 if result.state in FAILED_STATES or result.error else 0
-
-
-FAILED_STATES = frozenset(
-    {ApplyState.ROLLED_BACK, ApplyState.REFUSED, ApplyState.REFUSED_BRANCH_MOVED, ApplyState.INTERRUPTED}
-)
-
-
-def report(
-    result: ApplyResult,
-    as_json: bool,
-    *,
-    diffstat_shown: bool = False,
-    check_shown: bool = False,
-    say_next: bool = True,
-) -> None:
-    """The outcome for a human (or as JSON); ``diffstat_shown``/``check_shown``: the confirmation
-    printed them already; ``say_next``: end a plan that did not land with the commands that go on
-    from it (not when `fix` asks the model again by itself), said last."""
-    if as_json:
-        output.emit_json(result.to_dict())
-        return
-    steps = next_steps(result) if say_next else []
-    short = (result.commit or "")[:12]
-    if result.state == ApplyState.LANDED:
-        output.result(f"landed plan {result.plan_id} on {result.target} ({short}, {result.landed_by})")
-        if not diffstat_shown:
-            output.result(diffstat(result.commit or ""))
-        if result.landed_by == "fast-forward":  # like after git merge: ORIG_HEAD is the old tip
-            output.result(f"  undo: git reset --keep ORIG_HEAD   (or: git papayu undo {result.plan_id})")
-        else:  # a branch checked out nowhere: no ORIG_HEAD of its own
-            output.result(f"  undo: git papayu undo {result.plan_id}")
-    elif result.state == ApplyState.REVIEW and result.declined:
-        output.result(f"plan {result.plan_id} not landed; kept as {short} on {result.branch}")
-    elif result.state == ApplyState.REVIEW:
-        if result.error:  # said once, here: the transaction only records it (one message per event)
-            output.error(_error_line(result, steps))
-        output.result(f"plan {result.plan_id} committed as {short} on {result.branch} (not landed)")
-    elif result.state == ApplyState.NO_CHANGES:
-        output.result(f"plan {result.plan_id}: nothing to apply")
-    else:
-        _report_rollback(result, steps)
-    if result.check and not check_shown:
-        # A refusal already named every test in its error.
-        for line in check_lines(result.check, tests_named=result.state == ApplyState.LANDED):
-            output.info(line)
-    for line in steps:
-        output.result(f"  {line}")
-
-
-def _error_line(result: ApplyResult, steps: list[str]) -> str:
-    """`CODE (where): reason (hint)`; a red check's hint is left out where the next steps below say
-    the same commands."""
-    error = result.error or {}
-    reason, hint = (safe_text(error.get(k, ""), multiline=True) for k in ("reason", "hint"))
-    from papayu_git import retry  # see run
-
-    if steps and error.get("code") in retry.RETRY_CODES:
-        hint = ""
-    where = f" ({STAGES[result.stage]})" if result.state != ApplyState.REVIEW and result.stage in STAGES else ""
-    return f"{error.get('code', 'ERR_CHECK_FAILED')}{where}: {reason}" + (f" ({hint})" if hint else "")
-
-
-def next_steps(result: ApplyResult) -> list[str]:
-    """What goes on from a plan that did not land, each command as it would work when pasted: a red
-    check is asked again (`retry`), a kept branch lands (with --force where `land` would refuse
-    it: a red or unchecked commit, checked.py) or is dropped (docs/TRANSACTION.md, "What next")."""
-    from papayu_git import checked, retry  # see run
-
-    plan_id, outcome = result.plan_id, result.to_dict()
-    steps = [f"ask the model again: git papayu retry {plan_id}"] if retry.retryable(outcome) else []
-    if result.state == ApplyState.REVIEW and result.commit:
-        refused = checked.verdict_of(plan_id, outcome, result.commit).problem is not None
-        land = (
-            f"land it anyway: git papayu land {plan_id} --force" if refused else f"land it: git papayu land {plan_id}"
-        )
-        steps += [land, f"drop it: git papayu drop {plan_id}"]
-    elif result.state in FAILED_STATES and result.commit and steps:
-        steps.append(f"see its change: git papayu show {plan_id}")
-    if result.branch_kept and result.state != ApplyState.REVIEW:
-        steps.append(f"drop it: git papayu drop {plan_id}")
-    return steps
-
-
-def check_lines(check: dict[str, Any], *, tests_named: bool = True) -> list[str]:
-    """The check's run and its verdict against the tip, for a human; ``tests_named``: also every
-    test the verdict turned on (exit-code only has none to name)."""
-    state = "passed" if check["passed"] else "FAILED"
-    lines = [
-        f"check `{safe_text(check['command'])}` ({check['source']}): {state} "
-        f"in {check['duration_sec']:.1f}s{tests_said(check.get('tests'))}; log: {check['log']}"
-    ]
-    verdict = check.get("verdict")
-    if verdict:
-        lines.append(f"verdict against the tip: {verdict.get('trailer', '')}")
-        if tests_named and not verdict.get("exit_code_only"):
-            lines += [f"  {safe_text(line)}" for line in verdict.get("lines", [])]
-    return lines
-
-
-def diffstat(commit: str) -> str:
-    """What landed, as `git show --stat` would say it (paths escaped: they are the model's)."""
-    proc = run_git(["diff", "--no-ext-diff", "--no-textconv", "--stat", f"{commit}^", commit], check=False)
-    return safe_text(proc.stdout.rstrip("\n"), multiline=True) if proc.returncode == 0 else ""
-
-
-def tests_said(tests: dict[str, Any] | None) -> str:
-    """ ", 41 passed, 1 failed (pytest junit)" or ", verdict by exit code only"."""
-    if not tests:
-        return ""
-    counts = {k: v for k, v in tests.get("counts", {}).items() if v}
-    if not counts:
-        return "; verdict by exit code only (no per-test results could be read)"
-    said = ", ".join(f"{n} {name}" for name, n in counts.items())
-    return f"; {said} ({tests.get('source')})"
-
-
-def _report_rollback(result: ApplyResult, steps: list[str]) -> None:
-    if result.check and result.check.get("tail"):
-        output.info(output.colour("--- check output (tail) ---", "dim", sys.stderr))
-        output.info(safe_text(result.check["tail"], multiline=True))
-        output.info(output.colour("---", "dim", sys.stderr))
-    output.error(_error_line(result, steps))
-    kept = f"; branch {result.branch} kept" if result.branch_kept else ""
-    done = {
-        ApplyState.REFUSED: "refused",
-        ApplyState.REFUSED_BRANCH_MOVED: "refused (the branch moved)",
-        ApplyState.INTERRUPTED: "interrupted, rolled back",
-    }.get(result.state, "rolled back")
-    output.result(f"{done} plan {result.plan_id}: {result.target} unchanged{kept}")
-
-
-# Where an error came from, as the report says it (ApplyResult.stage).
-STAGES = {
-    "validate": "at validation",
-    "build_commit": "while building the commit",
-    "preflight": "before the check",
-    "check": "at the check",
-    "land": "at landing",
-}
 
 
 _OPTION_NAMES = {
@@ -330,7 +165,7 @@ def transaction_options(yes_help: str) -> Callable[[Callable[..., Any]], Callabl
                     "check_cmd",
                     metavar="CMD",
                     help="Check command to run in the worktree "
-                    "(overrides papayu.checkCommand, project.json and detection).",
+                    "(overrides papayu.check.command, project.json and detection).",
                 ),
                 click.option("--no-check", is_flag=True, help="Land without running a check."),
                 click.option(

@@ -136,7 +136,7 @@ def bound_options(command: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option("--from-file", "from_file", metavar="LOG", help="A log or test output to diagnose ('-' = stdin).")
 @click.option(
-    "--check", "check_cmd", metavar="CMD", help="Check command (overrides papayu.checkCommand and detection)."
+    "--check", "check_cmd", metavar="CMD", help="Check command (overrides papayu.check.command and detection)."
 )
 @click.option("--onto", metavar="BRANCH", help="Land on BRANCH instead of the current branch.")
 @click.option("-y", "--yes", is_flag=True, help="Land the winner without asking (deletions included); diffstat first.")
@@ -169,7 +169,7 @@ def command(
 
     \b
     Candidates come from the configured model (rising temperatures, a
-    different approach each) or from every model in papayu.candidates. Each
+    different approach each) or from every model in papayu.candidates.models. Each
     is committed on papayu/<run>/<i> and checked in its own sandboxed checkout
     against the one base run of the tip; identical trees are checked once.
     Ranking: the gate passes, then more tests fixed, then no flaky signal,

@@ -11,7 +11,7 @@ import click
 
 from papayu_git import output, plans
 from papayu_git.commands.drop import resolve_generated
-from papayu_git.commands.show import plan_commit, plan_diff, render_diff
+from papayu_git.diffs import numstat_files, plan_commit, plan_diff, render_diff
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
@@ -26,22 +26,6 @@ def recorded_commit(pdir: Path, plan_id: str) -> str | None:
         return None
     commit = outcome.get("commit") if isinstance(outcome, dict) else None
     return commit if isinstance(commit, str) else None
-
-
-def numstat_files(text: str) -> list[dict[str, Any]]:
-    """`git diff --numstat -z` as {path, old_path (renamed), added, deleted}; counts are None for binary files."""
-    fields, files, index = text.split("\0"), [], 0
-    while index < len(fields) and fields[index]:
-        added, deleted, path = fields[index].split("\t", 2)
-        entry: dict[str, Any] = {"path": path}
-        if path:
-            index += 1
-        else:  # a rename: the old and the new path follow
-            entry = {"path": fields[index + 2], "old_path": fields[index + 1]}
-            index += 3
-        entry.update(added=None if added == "-" else int(added), deleted=None if deleted == "-" else int(deleted))
-        files.append(entry)
-    return files
 
 
 def run(plan_id: str, stat: bool = False, as_json: bool = False) -> int:

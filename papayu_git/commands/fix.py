@@ -6,7 +6,6 @@ One model serves both rounds (the embedded server starts once). Takes every opti
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,24 +14,30 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, prewarm, retry
+from papayu_git.answers import response_of
 from papayu_git.commands import apply as apply_command
+from papayu_git.commands import best_of
 from papayu_git.commands import plan as plan_command
 from papayu_git.commands.apply import transaction_options
-from papayu_git.error_handler import Terminated, handle_errors
+from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.git import find_toplevel, open_repo, papayu_dir
+from papayu_git.git import find_toplevel, papayu_dir
+from papayu_git.landing import resolve_target
+from papayu_git.llm.readiness import require_model
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
 from papayu_git.objects import branch_name, delete_branch
-from papayu_git.outcomes import ApplyState
-from papayu_git.secrets import safe_text
-from papayu_git.transaction import apply_plan, update_outcome
+from papayu_git.outcomes import ApplyState, check_word
+from papayu_git.plans import update_outcome
+from papayu_git.report import Landing, exit_code, report
+from papayu_git.repository import open_repo
+from papayu_git.transaction import apply_plan
 
 if TYPE_CHECKING:
     from papayu_git.llm.client import ChatClient
     from papayu_git.llm.planner import PlanOutcome
     from papayu_git.llm.routing import Route
-    from papayu_git.transaction import ApplyOptions, ApplyResult, LandingPreview
+    from papayu_git.transaction import ApplyOptions, ApplyResult
 
 
 def default_attempts(options: ApplyOptions) -> int:
@@ -52,17 +57,16 @@ def run(
     candidates: int = 1,
 ) -> int:
     if candidates > 1:  # best of N (docs/DESIGN.md, "Best of N")
-        from papayu_git.commands import best_of
-
         return best_of.from_fix(goal, options, candidates, mode, from_file, protocol, as_json, attempts)
     route = resolve(goal, mode)
     if route.confirm:
         return apply_command.run(None, options, protocol, as_json)
     root = find_toplevel()
     refuse_unlandable(root, options.onto)
+    config = require_model(str(root))  # before anything runs: no model, nothing to prepare
     # The check's checkout is prepared while the model (and an embedded one's start) takes its time.
     prewarm.start(root, check=options.check, no_check=options.no_check, onto=options.onto)
-    with open_client(root) as client:
+    with open_client(root, config) as client:
         loop = Loop(root, route, options, protocol, accept_memory, as_json, client)
         return loop.run(attempts or default_attempts(options), from_file=from_file)
 
@@ -71,8 +75,6 @@ def refuse_unlandable(root: Path, onto: str | None) -> None:
     """Where the plan would land is known before the model is asked (and paid): a detached HEAD
     without --onto, an --onto branch that does not exist or a branch without a commit refuse now,
     not after the answer (docs/TRANSACTION.md, "The transaction")."""
-    from papayu_git.landing import resolve_target
-
     try:
         resolve_target(open_repo(root), onto)
     except PapayuError as exc:
@@ -84,7 +86,8 @@ def refuse_unlandable(root: Path, onto: str | None) -> None:
 class Attempt:
     outcome: PlanOutcome
     result: ApplyResult | None = None  # None: not applied (no changes, not confirmed)
-    superseded_by: str | None = None  # held at review, its branch dropped when this plan landed
+    superseded_by: str | None = None  # a later attempt, this plan, landed in its place
+    dropped: bool = False  # held at review, its branch dropped when that plan landed
 
     def to_dict(self) -> dict[str, Any]:
         result = self.result.to_dict() if self.result else {}
@@ -96,47 +99,25 @@ class Attempt:
         }
         return {**said, "superseded_by": self.superseded_by} if self.superseded_by else said
 
-
-class Landing:
-    """The question before a landing (ApplyOptions.confirm_landing): with -y the diffstat; else the
-    coloured diff (paged on a terminal) and the check's verdict, then "Land?"."""
-
-    def __init__(self, root: Path, yes: bool, as_json: bool) -> None:
-        self.root, self.yes, self.as_json = root, yes, as_json
-        self.diffstat_shown = False  # the landing report then leaves it out
-        self.check_shown = False  # the same for the check's lines (shown with the diff)
-
-    def confirm(self, preview: LandingPreview) -> bool:
-        if self.yes:
-            if not self.as_json:
-                output.result(f"landing plan {preview.plan_id} on {preview.target}:")
-                output.result(apply_command.diffstat(preview.commit))
-                self.diffstat_shown = True
-            return True
-        from papayu_git.commands.show import plan_diff, render_diff
-        from papayu_git.git import open_repo
-
-        diff = plan_diff(open_repo(self.root), preview.plan_id, preview.commit)
-        try:
-            with output.paged():
-                output.result(render_diff(diff, output.use_colour(sys.stdout)))
-                for line in apply_command.check_lines(preview.check) if preview.check else ["no check ran"]:
-                    output.result(line)
-            self.diffstat_shown = self.check_shown = True  # the diff starts with its stat
-            return output.confirm(f"Land plan {preview.plan_id} on {preview.target}?")
-        except (click.Abort, KeyboardInterrupt) as exc:
-            return not_answered(exc)
-
-
-def not_answered(exc: BaseException) -> bool:
-    """Ctrl-C or Ctrl-D at the landing question is a no: the checked plan stays on papayu/<id> for
-    `land ID` (docs/TRANSACTION.md, "Landing"). A termination signal is not an answer."""
-    if isinstance(exc, Terminated):
-        raise exc
-    key = "Ctrl-D" if isinstance(exc.__context__, EOFError) else "Ctrl-C"
-    output.info("")  # the question's line ends here
-    output.info(f"papayu: {key} at the question: not landing")
-    return False
+    def said(self, *, last: bool = True) -> str:
+        """The attempt in the summary line: its plan, how its check ended, and where it is now; an
+        earlier attempt still kept (no later one landed) with the command that removes it (the
+        last one's steps were said with its report)."""
+        result = self.result
+        if result is None:
+            return f"{self.outcome.plan.id} {self.to_dict()['state'].replace('_', ' ')}"
+        how = check_word(result.check) if result.check else str(result.state).replace("_", " ")
+        where = (
+            f"landed on {result.target}"
+            if result.state == ApplyState.LANDED
+            else "dropped"
+            if self.dropped
+            else f"kept on {result.branch}"
+            if result.state == ApplyState.REVIEW or result.branch_kept
+            else "rolled back"
+        )
+        drop = f" (git papayu drop {self.outcome.plan.id})" if where.startswith("kept") and not last else ""
+        return f"{self.outcome.plan.id} {how}, {where}{drop}"
 
 
 # -y of the commands that run Loop (fix, retry): the same question, skipped the same way.
@@ -215,27 +196,26 @@ class Loop:
         return int(getattr(window, "tokens", 0) or 0)
 
     def say_retry(self, number: int, attempts: int, previous: retry.Feedback) -> None:
-        named = ", ".join(previous.failing[:5]) + (" …" if len(previous.failing) > 5 else "")
-        failing = f" ({len(previous.failing)} failing: {named})" if previous.failing else ""
+        """The tests were named by the check's lines above (or by the plan `retry` was given)."""
+        n = len(previous.failing)
+        failing = f" ({n} failing test{'s' if n != 1 else ''})" if n else ""
         output.info(
             f"papayu: attempt {number} of {attempts}: asking the model again with plan {previous.plan_id}'s "
-            f"failures{safe_text(failing)}"
+            f"failures{failing}"
         )
 
     def apply(self, outcome: PlanOutcome, *, last: bool) -> ApplyResult:
         """Commit and check the plan, land it on a yes; ``last``: no attempt follows a red check."""
-        plan, response = apply_command.response_of(
-            self.root, outcome.plan, self.protocol, self.options.onto, self.client
-        )
+        plan, response = response_of(self.root, outcome.plan, self.protocol, self.options.onto, self.client)
         # Deletions and the rest of the diff are confirmed before landing (confirm), not before
         # the commit; existing tests the plan edits get their own question first.
         allow = apply_command.confirm_test_edits(self.root, plan, response, self.options)
         landing = Landing(self.root, self.options.yes, self.as_json)
-        options = dataclasses.replace(self.options, yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
+        options = self.options._replace(yes=True, allow_test_edits=allow, confirm_landing=landing.confirm)
         result = apply_plan(self.root, plan, response, options)
         if not self.as_json:
             again = not last and retry.retryable(result.to_dict())  # the loop asks the model again itself
-            apply_command.report(
+            report(
                 result,
                 False,
                 diffstat_shown=landing.diffstat_shown,
@@ -246,22 +226,28 @@ class Loop:
 
     def drop_superseded(self) -> None:
         """A later attempt landed: the earlier ones held at review on papayu/<id> can no longer land
-        (their base is not the tip any more). Their branches go, unless --keep-failed keeps them."""
+        (their base is not the tip any more). Their branches go, unless --keep-failed keeps them;
+        every earlier attempt's record names the plan that landed in its place (`retry` of one of
+        them then says so instead of asking the model for a change the branch already has)."""
         last = self.attempts[-1].result
-        if self.options.keep_failed or last is None or last.state != ApplyState.LANDED:
+        if last is None or last.state != ApplyState.LANDED:
             return
-        held = [a for a in self.attempts[:-1] if a.result is not None and a.result.state == ApplyState.REVIEW]
-        if not held:
+        earlier = [a for a in self.attempts[:-1] if a.result is not None]
+        if not earlier:
             return
         repo = open_repo(self.root)
         pdir = papayu_dir(repo)
-        for attempt in held:
+        for attempt in earlier:
             plan_id = attempt.outcome.plan.id
-            if delete_branch(repo, plan_id):
+            attempt.superseded_by = last.plan_id
+            held = attempt.result is not None and attempt.result.state == ApplyState.REVIEW
+            if held and not self.options.keep_failed and delete_branch(repo, plan_id):
+                attempt.dropped = True
                 update_outcome(pdir, plan_id, state=ApplyState.DROPPED, superseded_by=last.plan_id)
-                attempt.superseded_by = last.plan_id
                 if not self.as_json:
                     output.info(f"papayu: dropped {branch_name(plan_id)}: plan {last.plan_id} landed in its place")
+            else:
+                update_outcome(pdir, plan_id, superseded_by=last.plan_id)
 
     def finish(self) -> int:
         self.drop_superseded()
@@ -269,16 +255,16 @@ class Loop:
         if self.as_json:
             output.emit_json(
                 {
-                    "ok": last.result is None or apply_command.exit_code(last.result) == 0,
+                    "ok": last.result is None or exit_code(last.result) == 0,
                     "plan": plan_command.as_dict(last.outcome),
                     "apply": last.result.to_dict() if last.result else None,
                     "attempts": [a.to_dict() for a in self.attempts],
                 }
             )
         elif len(self.attempts) > 1:
-            said = "; ".join(f"{a.to_dict()['plan_id']}: {a.to_dict()['state']}" for a in self.attempts)
-            output.info(f"papayu: {len(self.attempts)} attempts ({said})")
-        return apply_command.exit_code(last.result) if last.result else 0
+            said = [a.said(last=a is last) for a in self.attempts]
+            output.info(f"papayu: {len(self.attempts)} attempts: " + "; ".join(said))
+        return exit_code(last.result) if last.result else 0
 
 
 @click.command("fix")

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import click
 
 from papayu_git import output
@@ -16,7 +14,7 @@ def run(days: float = 14.0, as_json: bool = False) -> int:
     repo, root, pdir = open_checkout()
     report = gc(repo, root, pdir, days)
     if as_json:
-        output.emit_json({"ok": True, **dataclasses.asdict(report)})
+        output.emit_json({"ok": True, **report._asdict()})
         return 0
     for label, items in (
         ("stale lock", report.locks),
@@ -26,7 +24,7 @@ def run(days: float = 14.0, as_json: bool = False) -> int:
     ):
         for item in items:
             output.result(f"removed {label}: {item}")
-    if not any(dataclasses.asdict(report).values()):
+    if not any(report):
         output.result("nothing to clean")
     return 0
 

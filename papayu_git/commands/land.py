@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import click
 
 from papayu_git import settings
+from papayu_git.bestof import matrix, runs
 from papayu_git.bestof.runs import candidate_key, names_a_run
-from papayu_git.checked import verdict
-from papayu_git.commands.apply import report
 from papayu_git.commands.drop import resolve_generated
-from papayu_git.commands.pr import ensure_still_at, load_generated, wait_for_green
+from papayu_git.commands.when_green import WhenGreen, land_when_green
 from papayu_git.error_handler import handle_errors
+from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
+from papayu_git.report import report
 from papayu_git.transaction import land_branch
-
-
-@dataclass(frozen=True)
-class WhenGreen:
-    """`--when-green`: wait for the forge's checks of the pushed commit first (docs/DESIGN.md, "Hooks and PRs")."""
-
-    timeout: float
-    interval: float
-    remote: str | None = None
-    forge: str | None = None
 
 
 def run(
@@ -35,28 +24,36 @@ def run(
     force: bool = False,
 ) -> int:
     if names_a_run(plan_id) and when_green is None:  # a best-of run's candidate (docs/DESIGN.md, "Best of N")
-        from papayu_git.bestof.views import land
-
-        return land(plan_id, onto, force, as_json)
-    forge_green: str | None = None
+        return land_run(plan_id, onto, force, as_json)
     if when_green is not None:
-        kept = load_generated(plan_id)  # refuse a red / changed branch before waiting for the forge
-        problem = verdict(kept.plan_id, kept.plan, kept.sha, unchecked_ok=True).problem
-        if problem is not None and not force:
-            raise problem
-        gen, _checks, _forge = wait_for_green(
-            plan_id,
-            remote=when_green.remote,
-            forge_kind=when_green.forge,
-            timeout=when_green.timeout,
-            interval=when_green.interval,
-        )
-        ensure_still_at(gen)
-        forge_green = gen.sha
+        return land_when_green(plan_id, onto, when_green, force, as_json)
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     key = candidate_key(pdir, resolved)  # a best-of candidate is kept on papayu/<run>/<i>
-    result = land_branch(repo, pdir, resolved, onto, force=force, forge_green=forge_green, branch=key)
+    result = land_branch(repo, pdir, resolved, onto, force=force, branch=key)
+    report(result, as_json)
+    return 0
+
+
+def land_run(arg: str, onto: str | None, force: bool, as_json: bool) -> int:
+    """`land RUN[:N]`: the run's winner, or its candidate N, as `land ID` lands a kept plan."""
+    repo, _root, pdir = open_checkout()
+    run_id, number = runs.resolve(pdir, arg)
+    record = runs.current(repo, pdir, runs.load(pdir, run_id))
+    number = number or record.get("winner")
+    if not number:
+        raise PapayuError(
+            "ERR_RUN_NOT_FOUND",
+            f"run {run_id} has no winner; name a candidate: {run_id}:N",
+            hint=f"'git papayu show {run_id}' lists them.",
+        )
+    row = runs.candidate(record, int(number))
+    result = land_branch(
+        repo, pdir, str(row["plan_id"]), onto, force=force, branch=runs.branch_key(run_id, int(number))
+    )
+    row.update(state=matrix.LANDED, kept=False)
+    record.update(state="landed", landed=result.to_dict())
+    runs.save(pdir, record)
     report(result, as_json)
     return 0
 
@@ -67,19 +64,20 @@ def run(
 @click.option(
     "--when-green",
     is_flag=True,
-    help="First wait until the forge's checks of the pushed papayu/ID commit are green (after 'git papayu pr ID').",
+    help="Wait until the checks the target branch requires are green on the pushed papayu/ID commit "
+    "(after 'git papayu pr ID'), then merge its pull request on the forge (papayu.forge.land=local: land locally).",
 )
 @click.option(
     "--timeout",
     type=float,
     metavar="SEC",
-    help="--when-green: give up after SEC seconds (default PAPAYU_CHECKS_TIMEOUT_SEC, 3600).",
+    help="--when-green: give up after SEC seconds (default PAPAYU_FORGE_CI_TIMEOUT_SEC, 3600); an outage of the forge meanwhile is waited out.",
 )
 @click.option(
     "--interval",
     type=float,
     metavar="SEC",
-    help="--when-green: seconds between polls (default PAPAYU_CHECKS_INTERVAL_SEC, 30).",
+    help="--when-green: seconds between polls (default PAPAYU_FORGE_CI_INTERVAL_SEC, 30).",
 )
 @click.option("--remote", metavar="R", help="--when-green: the remote 'pr' pushed to (default: the recorded one).")
 @click.option(
@@ -122,15 +120,20 @@ def command(
     compare-and-swap; ERR_BRANCH_MOVED if the branch moved. Undo the landing
     on your checked-out branch with `git reset --keep ORIG_HEAD`.
 
-    With --when-green the forge's combined status / check runs / pipeline of the
-    pushed commit are polled first; red (ERR_CHECKS_RED) or still pending at the
-    timeout (ERR_CHECKS_TIMEOUT) lands nothing.
+    With --when-green the checks the target branch requires (its protection;
+    papayu.forge.requiredChecks) are polled on the pushed commit first: red
+    (ERR_CHECKS_RED) or still pending at the timeout (ERR_CHECKS_TIMEOUT) lands
+    nothing, and so does a forge still down then (ERR_FORGE_UNREACHABLE). Green,
+    the pull request is merged on the forge with its head pinned to that commit
+    (fast-forward or rebase where allowed) and your branch follows the forge's
+    result; the target branch is never pushed. papayu.forge.land=local lands
+    locally instead and closes the pull request with a comment.
     """
     with handle_errors(as_json):
         wait = (
             WhenGreen(
-                timeout if timeout is not None else float(settings.get_int("checks_timeout_sec")),
-                interval if interval is not None else float(settings.get_int("checks_interval_sec")),
+                timeout if timeout is not None else float(settings.get_int("forge_ci_timeout_sec")),
+                interval if interval is not None else float(settings.get_int("forge_ci_interval_sec")),
                 remote,
                 forge_kind,
             )

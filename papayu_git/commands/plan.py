@@ -13,10 +13,12 @@ from papayu_git.commands import apply as apply_command
 from papayu_git.commands.show import step_lines
 from papayu_git.context import read_log_file
 from papayu_git.error_handler import handle_errors
-from papayu_git.git import find_toplevel
-from papayu_git.llm.planner import PlanRequest, make_plan
+from papayu_git.git import find_toplevel, run_git
+from papayu_git.llm.planner import PlanRequest, base_of, make_plan
+from papayu_git.llm.readiness import require_model
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
+from papayu_git.objects import BRANCH_PREFIX
 from papayu_git.secrets import PLAN_VERBATIM, mask_data, safe_text
 from papayu_git.transaction import ApplyOptions
 
@@ -38,9 +40,18 @@ def _bullets(title: str, items: Any) -> list[str]:
 
 
 def next_command(outcome: PlanOutcome) -> str:
+    """The command that applies the plan, as it works when pasted: on a detached HEAD `apply`
+    needs a branch to land on (the one at that commit, else a new one)."""
+    plan = outcome.plan
     if outcome.response.is_no_changes:
         return "nothing to apply (NO_CHANGES)"
-    return f"git papayu apply {outcome.plan.id}"
+    if plan.branch or not plan.base_commit:
+        return f"git papayu apply {plan.id}"
+    args = ["for-each-ref", "--points-at", plan.base_commit, "--format=%(refname:short)", "refs/heads/"]
+    at = [b for b in run_git(args, check=False).stdout.split() if not b.startswith(BRANCH_PREFIX)]
+    if len(at) == 1:
+        return f"git papayu apply {plan.id} --onto {at[0]}"
+    return f"git switch -c fix-{plan.id[-6:]} && git papayu apply {plan.id}"
 
 
 def render(outcome: PlanOutcome, *, say_next: bool = True) -> None:
@@ -99,7 +110,8 @@ def online_context(root: Path, research_id: str | None) -> str:
     if not research_id:
         return ""
     from papayu_git import research
-    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.git import papayu_dir
+    from papayu_git.repository import open_repo
 
     return research.load(papayu_dir(open_repo(root)), research_id).context_block()
 
@@ -152,7 +164,10 @@ def run(
     if route.confirm:
         output.info(f"papayu: '{goal}' confirms: applying the latest stored plan")
         return apply_command.run(None, ApplyOptions(), None, as_json)
-    prewarm.start(find_toplevel())  # the check's checkout, prepared while the model thinks
+    root = find_toplevel()
+    base_of(root)  # a repository without a commit is refused first, as `fix` refuses one it cannot land on
+    require_model(str(root))  # then the model, before anything runs: no model, nothing to prepare
+    prewarm.start(root)  # the check's checkout, prepared while the model thinks
     outcome = make(goal, route, protocol, from_file, accept_memory, use_research=use_research)
     if out:  # masked like the stored plan (plans.save)
         record = mask_data(outcome.plan.to_json(), keep=PLAN_VERBATIM)

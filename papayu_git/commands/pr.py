@@ -1,7 +1,7 @@
 """`git papayu pr ID`: push `papayu/<id>` and open a pull/merge request (docs/DESIGN.md, "Hooks and PRs").
 
-The forge's CI then runs the check; `git papayu land ID --when-green` lands the same
-commit with the same fast-forward rules once the forge's checks are green.
+The forge's CI then runs the check; `git papayu land ID --when-green` (commands/when_green.py)
+merges the pull request at the same commit once the checks its target requires are green.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from papayu_git import output, plans
-from papayu_git.checked import enforce, verdict
+from papayu_git.checked import enforce, nothing_to_land, verdict
 from papayu_git.commands.drop import resolve_generated
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
-from papayu_git.forge import TOKEN_ENV, compare_url, open_pull_request, resolve_forge, wait_until_green
+from papayu_git.forge import TOKEN_ENV, compare_url, connect, open_pull_request, resolve_forge
+from papayu_git.forge.http import ensure_usable
+from papayu_git.forge.remote_refs import remote_url
 from papayu_git.git import run_git, scrubbed_env
 from papayu_git.housekeeping import open_checkout
 from papayu_git.land_hooks import hook_policy, say_skipped
@@ -28,7 +30,6 @@ from papayu_git.secrets import mask, safe_text
 if TYPE_CHECKING:
     import pygit2
 
-    from papayu_git.forge import Checks, Forge
     from papayu_git.plans import StoredPlan
 
 FORGES = ("github", "gitlab", "gitea")
@@ -58,28 +59,25 @@ class Generated:
         return str(apply.get("target") or (self.plan.branch if self.plan else "") or "")
 
 
-def load_generated(plan_id: str) -> Generated:
+def load_generated(plan_id: str, *, landing: bool = False) -> Generated:
+    """The kept branch of ``plan_id``; without one, ERR_BRANCH_NOT_FOUND (`pr`), or what became
+    of the plan (``landing``: ERR_NOTHING_TO_LAND, as `land ID` says)."""
     repo, root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     sha = generated_branches(repo).get(resolved)
+    try:
+        plan: StoredPlan | None = plans.load(pdir, resolved)
+    except PapayuError:
+        plan = None
+    if sha is None and landing:
+        raise nothing_to_land(resolved, plan)
     if sha is None:
         raise PapayuError(
             "ERR_BRANCH_NOT_FOUND",
             f"no branch {branch_name(resolved)}",
             hint="Keep the commit with 'git papayu apply ID --review' first.",
         )
-    try:
-        plan: StoredPlan | None = plans.load(pdir, resolved)
-    except PapayuError:
-        plan = None
     return Generated(repo, root, pdir, resolved, sha, plan)
-
-
-def remote_url(root: Path, remote: str) -> str:
-    proc = run_git(["remote", "get-url", remote], cwd=root, check=False)
-    if proc.returncode != 0:
-        raise PapayuError("ERR_REMOTE_NOT_FOUND", f"no remote {remote!r}", path=remote)
-    return proc.stdout.strip()
 
 
 def pick_remote(gen: Generated, remote: str | None) -> str:
@@ -155,9 +153,17 @@ def body_of(gen: Generated) -> str:
     return safe_text("\n".join(parts), multiline=True)
 
 
-def _record(gen: Generated, data: dict[str, Any]) -> None:
-    if gen.plan is not None:
-        plans.save(gen.pdir, dataclasses.replace(gen.plan, extra={**gen.plan.extra, "pr": data}))
+def record_pr(gen: Generated, data: dict[str, Any], *, replace: bool = False) -> None:
+    """Keep ``data`` in the plan record's `extra.pr` (merged into what is there unless ``replace``),
+    read afresh: a landing may have rewritten the record since ``gen`` was loaded."""
+    if gen.plan is None:
+        return
+    try:
+        plan = plans.load(gen.pdir, gen.plan_id)
+    except PapayuError:
+        return
+    pr = data if replace else {**(plan.extra.get("pr") or {}), **data}
+    plans.save(gen.pdir, dataclasses.replace(plan, extra={**plan.extra, "pr": pr}))
 
 
 def run(
@@ -175,12 +181,8 @@ def run(
     remote = pick_remote(gen, remote)
     forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
     base = base or gen.target() or "main"
-    if forge.token and not forge.api_url:  # fail before anything leaves the machine
-        raise PapayuError(
-            "ERR_FORGE_UNKNOWN",
-            f"no API URL for the {forge.kind.value} forge of remote {remote!r}",
-            hint="Set PAPAYU_FORGE_API_URL or git config papayu.forge.apiUrl.",
-        )
+    if forge.token:  # fail before anything leaves the machine
+        ensure_usable(forge)
     push(gen, remote)
     data: dict[str, Any] = {
         "remote": remote,
@@ -195,10 +197,21 @@ def run(
     if forced:
         data["forced"] = True
     if forge.token:
-        pr = open_pull_request(forge, head=gen.branch, base=base, title=title_of(gen), body=body_of(gen), draft=draft)
+        try:
+            with connect(forge) as api:
+                pr = open_pull_request(
+                    api, head=gen.branch, base=base, title=title_of(gen), body=body_of(gen), draft=draft
+                )
+        except PapayuError as err:
+            raise PapayuError(
+                err.code,
+                f"pushed {gen.branch} ({gen.sha[:12]}) to {remote}, but opening the pull request failed: {err.reason}",
+                path=err.path,
+                hint=f"{err.hint} The push stands: 'git papayu pr {gen.plan_id}' again opens the pull request.",
+            ) from None
         data.update(number=pr.number, url=pr.url, existing=pr.existing)
         output.event("PR_OPENED", plan_id=gen.plan_id, forge=forge.kind.value, number=pr.number, existing=pr.existing)
-    _record(gen, data)
+    record_pr(gen, data, replace=True)
     compare = "" if forge.token else compare_url(forge, base, gen.branch)
     if as_json:
         output.emit_json({"ok": True, "plan_id": gen.plan_id, **data, "compare_url": compare or None})
@@ -213,50 +226,6 @@ def run(
         output.result(f"open the pull request: {compare or f'{gen.branch} -> {base} on your forge'}")
         output.info(f"(set {names} to open it automatically)")
     return 0
-
-
-# --- land --when-green --------------------------------------------------------
-
-
-def pushed_sha(gen: Generated, remote: str) -> str | None:
-    out = run_git(
-        ["ls-remote", remote, f"refs/heads/{gen.branch}"],
-        cwd=gen.root,
-        check=False,
-        env=scrubbed_env({"GIT_TERMINAL_PROMPT": "0"}),
-    ).stdout.split()
-    return out[0] if out else None
-
-
-def wait_for_green(
-    plan_id: str, *, remote: str | None, forge_kind: str | None, timeout: float, interval: float
-) -> tuple[Generated, Checks, Forge]:
-    """Poll the forge's checks of the pushed `papayu/<id>` commit until green (land --when-green)."""
-    gen = load_generated(plan_id)
-    remote = pick_remote(gen, remote)
-    forge = resolve_forge(remote_url(gen.root, remote), forge_kind or gen.record.get("forge"), cwd=str(gen.root))
-    remote_sha = pushed_sha(gen, remote)
-    if remote_sha != gen.sha:
-        where = f"is at {remote_sha[:12]}" if remote_sha else "does not exist"
-        raise PapayuError(
-            "ERR_PR_NOT_PUSHED",
-            f"{gen.branch} on {remote} {where}; the local commit is {gen.sha[:12]}",
-            path=gen.branch,
-        )
-    checks = wait_until_green(forge, gen.sha, timeout=timeout, interval=interval)
-    return gen, checks, forge
-
-
-def ensure_still_at(gen: Generated) -> None:
-    """The checks were about ``gen.sha``: land nothing if papayu/<id> moved meanwhile."""
-    now = generated_branches(gen.repo).get(gen.plan_id)
-    if now != gen.sha:
-        raise PapayuError(
-            "ERR_BRANCH_MOVED",
-            f"{gen.branch} moved from {gen.sha[:12]} while the checks ran",
-            path=gen.branch,
-            hint="Push it again with 'git papayu pr ID', then land --when-green.",
-        )
 
 
 @click.command("pr")
@@ -286,8 +255,10 @@ def command(
     Tokens come from the environment and are never printed or stored:
       GitHub GH_TOKEN or GITHUB_TOKEN, GitLab GITLAB_TOKEN, Gitea GITEA_TOKEN.
     Without a token the branch is pushed and the compare URL is printed.
-    Self-hosted forges: PAPAYU_FORGE_API_URL (git config papayu.forge.apiUrl).
+    The API and web URLs keep the remote's scheme, port and sub-path;
+    override with papayu.forge.apiUrl / papayu.forge.repository (owner/name).
     When the forge's CI is green: git papayu land ID --when-green
+    (merges the pull request on the forge; papayu.forge.land=local lands locally)
     A red papayu/ID, or one changed since its local check, is not pushed
     unless --force; one no local check ran on is (the forge's CI checks it).
     """

@@ -16,8 +16,9 @@ from papayu_git.git import find_toplevel
 
 def run(query: str, as_json: bool) -> int:
     from papayu_git import research
-    from papayu_git.git import open_repo, papayu_dir
+    from papayu_git.git import papayu_dir
     from papayu_git.llm.session import open_client
+    from papayu_git.repository import open_repo
 
     root = find_toplevel()
     research.require_enabled(str(root))
@@ -77,8 +78,8 @@ def command(query: str, as_json: bool) -> None:
     """Search the web for QUERY, read a few result pages and have the model summarize them.
 
     \b
-    Needs PAPAYU_ONLINE_RESEARCH=1 and a search provider (PAPAYU_SEARCH_PROVIDER: tavily with
-    PAPAYU_TAVILY_API_KEY, or searxng with PAPAYU_SEARXNG_URL). Pages are fetched under the
+    Needs PAPAYU_ONLINE_RESEARCH=1 and a search provider (PAPAYU_ONLINE_SEARCH_PROVIDER: tavily with
+    PAPAYU_ONLINE_TAVILY_API_KEY, or searxng with PAPAYU_ONLINE_SEARXNG_URL). Pages are fetched under the
     SSRF rules (public http(s) addresses only, size and type limits). Prints the answer with
     numbered sources and stores it as .git/papayu/research/<id>.json.
     Then: git papayu plan GOAL --use-research <ID>.

@@ -8,16 +8,21 @@ option of `apply`.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
 from papayu_git import plans, prewarm, retry
 from papayu_git.commands.apply import transaction_options
+from papayu_git.commands.drop import resolve_generated
 from papayu_git.commands.fix import YES_HELP, Loop, refuse_unlandable
 from papayu_git.error_handler import handle_errors
 from papayu_git.errors import PapayuError
 from papayu_git.housekeeping import open_checkout
 from papayu_git.llm.routing import resolve
 from papayu_git.llm.session import open_client
+from papayu_git.outcomes import ApplyState
 from papayu_git.secrets import safe_text
 from papayu_git.transaction import ApplyOptions
 
@@ -25,9 +30,10 @@ MODES = ("plan", "apply", "fix-plan", "chat", "fixit")
 
 
 def run(plan_id: str, options: ApplyOptions, attempts: int, as_json: bool = False) -> int:
-    _repo, root, pdir = open_checkout()
-    plan = plans.load(pdir, plan_id)
+    repo, root, pdir = open_checkout()
+    plan = plans.load(pdir, resolve_generated(repo, pdir, plan_id))
     outcome = plan.extra.get("apply") or {}
+    refuse_superseded(pdir, plan.id, outcome)
     if not retry.retryable(outcome):
         state = outcome.get("state") or "not applied"
         code = (outcome.get("error") or {}).get("code")
@@ -48,6 +54,25 @@ def run(plan_id: str, options: ApplyOptions, attempts: int, as_json: bool = Fals
         loop = Loop(root, route, options, plan.protocol, False, as_json, client)
         previous = retry.feedback(root, plan.id, str(summary or ""), outcome, loop.window())
         return loop.run(attempts, previous=previous, before=outcome)
+
+
+def refuse_superseded(pdir: Path, plan_id: str, outcome: dict[str, Any]) -> None:
+    """A later attempt of the same `fix` landed in this plan's place, and is still on its branch:
+    asking the model again would end in a change the branch already has."""
+    later = str(outcome.get("superseded_by") or "")
+    try:
+        landed = (plans.load(pdir, later).extra.get("apply") or {}) if later else {}
+    except PapayuError:
+        return
+    if landed.get("state") != ApplyState.LANDED or landed.get("undone_to"):
+        return
+    raise PapayuError(
+        "ERR_NOT_RETRYABLE",
+        f"plan {plan_id} was tried again already: plan {later} landed on {safe_text(landed.get('target', ''))} "
+        "in its place",
+        path=plan_id,
+        hint=f"'git papayu show {later}' shows what landed; 'git papayu undo {later}' takes it back",
+    )
 
 
 @click.command("retry")

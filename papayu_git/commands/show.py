@@ -4,73 +4,26 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from papayu_git import output, plans
+from papayu_git.bestof import runs
+from papayu_git.bestof.matrix import run_lines
 from papayu_git.bestof.runs import names_a_run
 from papayu_git.commands.drop import resolve_generated
+from papayu_git.diffs import plan_diff, render_diff
 from papayu_git.error_handler import handle_errors
-from papayu_git.git import run_git
 from papayu_git.housekeeping import open_checkout
-from papayu_git.objects import commit_of, generated_branches
+from papayu_git.plans import plan_name, plan_subject
+from papayu_git.report import check_lines
 from papayu_git.secrets import safe_text
-
-if TYPE_CHECKING:
-    import pygit2
-
-
-def plan_commit(repo: pygit2.Repository, plan_id: str, recorded_commit: str | None) -> str | None:
-    """papayu/<id>, or the recorded commit once landed; None before the plan has a commit."""
-    commit = generated_branches(repo).get(plan_id) or recorded_commit
-    return commit if commit and commit in repo else None
-
-
-def plan_diff(
-    repo: pygit2.Repository, plan_id: str, recorded_commit: str | None, formats: tuple[str, ...] = ("--stat", "--patch")
-) -> str:
-    """`git diff` of the plan's commit (plan_commit) against its parent in ``formats``,
-    uncoloured: the files are the model's (see render_diff)."""
-    commit = plan_commit(repo, plan_id, recorded_commit)
-    if commit is None:
-        return ""
-    parent = str(commit_of(repo, commit).parents[0].id)
-    # No external diff driver or textconv: attributes a plan may have written never run a program.
-    args = ["diff", "--no-ext-diff", "--no-textconv", *formats, "--color=never", parent, commit]
-    return str(run_git(args, cwd=repo.workdir).stdout)
-
-
-def render_diff(diff: str, colour: bool) -> str:
-    """The diff for the terminal: control characters escaped, then coloured by papayu (git's
-    own colours would pass an ESC written into a file through as it is)."""
-    lines = output.printable(diff, multiline=True).split("\n")
-    return "\n".join(_coloured(line) for line in lines) if colour else "\n".join(lines)
-
-
-_DIFF_COLOURS = (
-    ("diff --git ", "bold"),
-    ("index ", "bold"),
-    ("--- ", "bold"),
-    ("+++ ", "bold"),
-    ("@@", "cyan"),
-    ("+", "green"),
-    ("-", "red"),
-)
-
-
-def _coloured(line: str) -> str:
-    for prefix, name in _DIFF_COLOURS:
-        if line.startswith(prefix):
-            return output.colour(line, name)
-    return line
 
 
 def run(plan_id: str, as_json: bool = False) -> int:
     if names_a_run(plan_id):  # a best-of run (docs/DESIGN.md, "Best of N")
-        from papayu_git.bestof.views import show
-
-        return show(plan_id, as_json)
+        return show_run(plan_id, as_json)
     repo, _root, pdir = open_checkout()
     resolved = resolve_generated(repo, pdir, plan_id)
     try:
@@ -90,11 +43,28 @@ def run(plan_id: str, as_json: bool = False) -> int:
     return 0
 
 
+def show_run(arg: str, as_json: bool) -> int:
+    """`show RUN`: the run's matrix; `show RUN:N`: its candidate, a plan like any other."""
+    repo, _root, pdir = open_checkout()
+    run_id, number = runs.resolve(pdir, arg)
+    record = runs.current(repo, pdir, runs.load(pdir, run_id))
+    if number is not None:
+        return run(str(runs.candidate(record, number)["plan_id"]), as_json)
+    if as_json:
+        output.emit_json({"ok": True, "run": record})
+        return 0
+    with output.paged():
+        for line in run_lines(record):
+            output.result(line)
+    return 0
+
+
 def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
     """Every value comes from the stored record (the model's words): through safe_text."""
     data: dict[str, Any] = plan.response if isinstance(plan.response, dict) else {"actions": plan.response or []}
     state = safe_text(outcome.get("state", "not applied"))
-    output.result(output.colour(f"plan {plan.id}", "bold") + f"  state: {state}")
+    who = plan_subject(plan.id, str(outcome.get("branch") or ""))  # a best-of candidate: RUN:N
+    output.result(output.colour(who, "bold") + f"  state: {state}")
     if plan.goal:
         output.result(f"goal: {safe_text(plan.goal, multiline=True)}")
     if data.get("summary"):
@@ -110,14 +80,13 @@ def _print_plan(plan: Any, outcome: dict[str, Any]) -> None:
         output.result(
             output.colour("edits tests or how they run: " + safe_text(", ".join(outcome["test_edits"])), "yellow")
         )
-    verdict = (outcome.get("check") or {}).get("verdict")
-    if isinstance(verdict, dict):  # check/verdict.py: per test, against the tip
-        output.result(f"check: {safe_text(verdict.get('trailer', ''))}")
-        for line in verdict.get("lines") or []:
-            output.result(f"  {safe_text(line)}")
+    if outcome.get("check"):  # as the apply reported it (report.check_lines)
+        for line in check_lines(outcome["check"]):
+            output.result(line)
     traces = dict.fromkeys(t for t in (plan.extra.get("plan_trace_id"), plan.trace_id, outcome.get("trace_id")) if t)
+    name = plan_name(plan.id, str(outcome.get("branch") or ""))
     if traces:
-        output.result(f"traces: {', '.join(safe_text(t) for t in traces)}   (git papayu trace show {plan.id})")
+        output.result(f"traces: {', '.join(safe_text(t) for t in traces)}   (git papayu trace show {name})")
     output.result("")
 
 

@@ -3,8 +3,6 @@ safe (stats.graduation), and the model's tokens and their estimated cost (docs/D
 
 from __future__ import annotations
 
-import json
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,10 +12,11 @@ import click
 from papayu_git import output, settings
 from papayu_git.commands.trace import current_papayu_dir
 from papayu_git.error_handler import handle_errors
-from papayu_git.stats import Prices, compute_stats, parse_price
+from papayu_git.secrets import printable
+from papayu_git.stats import NON_UTF8, Prices, compute_stats, parse_price
 from papayu_git.traces import load_traces, traces_dir
 
-PROVIDER_PRICE = "papayu.llm.price."  # + provider: git config only
+PROVIDER_PRICE = "papayu.llm.providerPrice."  # + provider: git config only (settings.SECTIONS)
 
 
 def _pct(value: float | None) -> str:
@@ -29,14 +28,13 @@ def _ms(value: float | None) -> str:
 
 
 def configured_prices(cwd: str | None) -> Prices:
-    """papayu.llm.price (PAPAYU_LLM_PRICE) for every provider, papayu.llm.price.<provider> for one;
+    """papayu.llm.price (PAPAYU_LLM_PRICE) for every provider, papayu.llm.providerPrice.<provider> for one;
     every one set is checked, used or not (a typo must not pass for "no estimate")."""
-    spec = settings.by_name("llm_price")
-    key = spec.env if spec.env and os.environ.get(spec.env) is not None else spec.git_key
-    default = parse_price(settings.get("llm_price", cwd), str(key))
+    configured = settings.resolve("llm_price", cwd)
+    default = parse_price(configured.value, configured.source.removeprefix("git config "))
     by_provider = {
         provider: price
-        for provider, value in settings.git_config_items(PROVIDER_PRICE, cwd).items()
+        for provider, value in settings.section_items(PROVIDER_PRICE, cwd).items()
         if (price := parse_price(value, PROVIDER_PRICE + provider)) is not None
     }
     return Prices(default, by_provider)
@@ -68,7 +66,7 @@ def print_usage(usage: dict[str, Any]) -> None:
     header = ["PROVIDER", "MODEL", "CALLS", "USAGE UNKNOWN", "PROMPT TOKENS", "COMPLETION TOKENS"]
     keys = ["calls", "usage_unknown", "prompt_tokens", "completion_tokens"]
     rows = [
-        [output.printable(r["provider"]), output.printable(r["model"]), *(str(r[k]) for k in keys)]
+        [printable(r["provider"]), printable(r["model"]), *(str(r[k]) for k in keys)]
         + ([_usd(r["cost_usd"])] if priced else [])
         for r in usage["by_model"]
     ]
@@ -92,29 +90,29 @@ def print_usage(usage: dict[str, Any]) -> None:
         output.result(f"cost: ~{_usd(usage['cost_usd'])} estimated{not_counted}")
 
 
-# The readiness criteria (stats.graduation) in the user's words; the JSON keeps their names.
-CRITERIA = {
-    "enough_applies": "applies to judge by",
-    "fallback_rate_excluding_non_utf8": "answers that needed the whole-file fallback (non-UTF-8 files aside)",
-    "patch_apply_failed_rate": "diffs that did not apply",
-    "patch_apply_failed_repaired_vs_fallback": "diffs that did not apply: repaired vs. rewritten whole",
-    "v2_update_existing_forbidden_rate": "whole-file rewrites of existing files in diff mode",
-}
-
-
 def print_report(stats: dict[str, Any]) -> None:
-    output.result(f"the last {stats['last']} applies: {stats['apply_count']} (of {stats['traces']} traces)")
+    """How the applies went, in a user's words (the JSON keeps the metrics' names)."""
+    count = stats["apply_count"]
+    output.result(
+        f"{count} plan{'s' if count != 1 else ''} applied here "
+        f"(the last {stats['last']} applies are counted; {stats['traces']} traces in all)"
+    )
+    fallback = stats["fallback_count"]
+    aside = stats["fallback_reasons"].get(NON_UTF8, 0)
     rows = [
-        ("whole-file fallback", f"{_pct(stats['fallback_rate'])} ({stats['fallback_count']} answers)"),
-        ("  non-UTF-8 files aside", _pct(stats["fallback_rate_excluding_non_utf8"])),
-        *((f"    {reason}", str(count)) for reason, count in stats["fallback_reasons"].items()),
+        ("checks passed", f"{stats['check_passed']} of {stats['check_runs']} ({_pct(stats['check_pass_rate'])})"),
         (
-            "repaired answers",
-            f"{_pct(stats['repair_success_rate'])} ({stats['repair_successes']}/{stats['repair_attempts']})",
+            "answers rewritten as whole files",
+            f"{fallback} of {count} ({_pct(stats['fallback_rate'])})"
+            + (f", {aside} of them for a file that is not UTF-8" if aside else ""),
         ),
-        ("checks passed", f"{_pct(stats['check_pass_rate'])} ({stats['check_passed']}/{stats['check_runs']})"),
+        *((f"  because of {reason}", str(n)) for reason, n in stats["fallback_reasons"].items()),
         (
-            "model latency",
+            "diffs saved by a repair round",
+            f"{stats['repair_successes']} of {stats['repair_attempts']} ({_pct(stats['repair_success_rate'])})",
+        ),
+        (
+            "the model's answer time",
             f"mean {_ms(stats['latency_ms']['mean'])}, p95 {_ms(stats['latency_ms']['p95'])} "
             f"({stats['latency_ms']['count']} calls)",
         ),
@@ -145,12 +143,11 @@ def print_extras(stats: dict[str, Any]) -> None:
             f"early stops {online['early_stops']}"
         )
     chosen = stats.get("selection") or {}
-    if chosen.get("observed_runs") or chosen.get("selective_runs"):
+    if chosen.get("ordered_checks"):
         output.result(
-            f"selective check: observed {chosen['observed_runs']} runs, selection would have missed "
-            f"{chosen['missed']} failing tests and run {_pct(chosen['observed_share_of_time'])} of the time; "
-            f"{chosen['selective_runs']} selective runs ({_pct(chosen['selective_share_of_time'])} of the time), "
-            f"{chosen['tripwires']} tripwires"
+            f"fail first: {chosen['ordered_checks']} checks ran the tests a plan reaches first, "
+            f"{chosen['stopped_early']} stopped there on a failure; the tip's run was kept "
+            f"{chosen['tip_runs_kept']} times, made {chosen['tip_runs_made']} times"
         )
     best = stats.get("best_of") or {}
     if best.get("runs"):
@@ -160,14 +157,44 @@ def print_extras(stats: dict[str, Any]) -> None:
 
 
 def print_readiness(grad: dict[str, Any]) -> None:
-    """Whether papayu may ask for diffs only, without falling back to whole files
-    (PAPAYU_PROTOCOL_FALLBACK_TO_V1=0; docs/DESIGN.md, "Traces")."""
-    verdict = "yes: PAPAYU_PROTOCOL_FALLBACK_TO_V1=0 is safe" if grad["ready"] else "not yet: keep the fallback"
-    output.result(f"diffs only, no whole-file fallback? {verdict}")
-    for c in grad["criteria"]:
-        mark = output.colour("ok  ", "green") if c["holds"] else output.colour("no  ", "red")
-        value = json.dumps(c["value"]) if isinstance(c["value"], dict) else c["value"]
-        output.result(f"  {mark}{CRITERIA.get(c['name'], c['name'])}: {value} (needs {c['threshold']})")
+    """Whether the model's diffs can go without the whole-file fallback here
+    (papayu.protocol.fallbackToV1; docs/DESIGN.md, "Traces"), said as advice: what to do, and why."""
+    output.result(f"whole-file fallback: {readiness(grad)}")
+
+
+def readiness(grad: dict[str, Any]) -> str:
+    """The graduation criteria (stats.graduation) as one piece of advice."""
+    if grad["ready"]:
+        return (
+            f"the model's diffs applied reliably over the last {grad['window']} applies; you may turn the "
+            "fallback off: git config papayu.protocol.fallbackToV1 false"
+        )
+    by_name = {c["name"]: c for c in grad["criteria"]}
+    applies = by_name["enough_applies"]["value"]
+    if applies < grad["window"]:
+        return (
+            f"keep it on (the default). Whether the model's diffs can do without it shows after "
+            f"{grad['window']} applies here; {grad['window'] - applies} to go"
+        )
+    failing = next(c for c in grad["criteria"] if not c["holds"])
+    return f"keep it on: {WHY_KEEP[failing['name']](failing['value'])}"
+
+
+def _share(value: Any) -> str:
+    return _pct(value) if isinstance(value, float) else str(value)
+
+
+# Why the fallback stays on, per criterion of stats.graduation (each must hold over the window).
+WHY_KEEP = {
+    "fallback_rate_excluding_non_utf8": lambda v: f"{_share(v)} of the answers needed it (it could go below 1%)",
+    "patch_apply_failed_rate": lambda v: f"{_share(v)} of the model's diffs did not apply (it could go below 1%)",
+    "patch_apply_failed_repaired_vs_fallback": lambda v: (
+        f"a diff that did not apply was rewritten whole ({v['fallback']}) more often than repaired ({v['repaired']})"
+    ),
+    "v2_update_existing_forbidden_rate": lambda v: (
+        f"{_share(v)} of the answers rewrote an existing file whole where a diff was asked for"
+    ),
+}
 
 
 def run(last: int, traces_from: str | None, as_json: bool) -> int:
@@ -190,7 +217,7 @@ def run(last: int, traces_from: str | None, as_json: bool) -> int:
     default=100,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Look at the N most recent applies (the diffs-only verdict needs 100).",
+    help="Look at the N most recent applies (whether the whole-file fallback can go is judged over 100).",
 )
 @click.option(
     "--traces",
@@ -200,15 +227,15 @@ def run(last: int, traces_from: str | None, as_json: bool) -> int:
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(last: int, traces_from: str | None, as_json: bool) -> None:
-    """How the applies in the traces went: their count, how often the model's diff needed the
-    whole-file fallback (with and without non-UTF-8 files) and why, how often a repair round
-    saved an answer, how often the check passed, mean and p95 model latency — and whether
-    papayu may ask for diffs only (PAPAYU_PROTOCOL_FALLBACK_TO_V1=0): fallback < 1%, failed
-    diffs < 1% and repaired more often than rewritten whole, over at least 100 applies.
+    """How the applies in the traces went: how often the check passed, how often the model's
+    answer had to be rewritten as whole files (the whole-file fallback) and why, how often a
+    repair round saved a diff, the model's answer time — and whether the fallback can be turned
+    off here (papayu.protocol.fallbackToV1): under 1% of answers needing it and of diffs failing,
+    failed diffs repaired more often than rewritten whole, over at least 100 applies.
 
     Then the prompt and completion tokens of every model call in the traces, per provider
     and model (calls whose server reported none: usage unknown), and their estimated cost
-    when papayu.llm.price (PAPAYU_LLM_PRICE, or papayu.llm.price.<provider>) is set to
+    when papayu.llm.price (PAPAYU_LLM_PRICE, or papayu.llm.providerPrice.<provider>) is set to
     PROMPT,COMPLETION in USD per million tokens."""
     with handle_errors(as_json):
         raise SystemExit(run(last, traces_from, as_json))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import click
@@ -15,10 +14,10 @@ from papayu_git.errors import PapayuError
 from papayu_git.git import NO_HOOKS, run_git, scrubbed_env
 from papayu_git.housekeeping import open_checkout
 from papayu_git.land_drivers import no_drivers_env
-from papayu_git.landing import branch_tip, checked_out_in
+from papayu_git.landing import branch_tip, checked_out_in, stash_around
 from papayu_git.objects import commit_of
 from papayu_git.outcomes import ApplyState
-from papayu_git.transaction import update_outcome
+from papayu_git.plans import plan_name, plan_subject, update_outcome
 
 
 def newest_landed(pdir: Path) -> str:
@@ -69,7 +68,12 @@ def run(plan_id: str | None, as_json: bool = False) -> int:
     if as_json:
         output.emit_json({"ok": True, "plan_id": resolved, "branch": target, "from": commit, "to": parent})
     else:
-        output.result(f"undid plan {resolved}: {target} back at {parent[:12]} (was {commit[:12]})")
+        name = plan_name(resolved, str(outcome.get("branch") or ""))
+        output.result(
+            f"undid {plan_subject(resolved, str(outcome.get('branch') or ''))}: {target} back at {parent[:12]} (was {commit[:12]})"
+        )
+        # Its branch went when it landed: apply commits it again on this tip and checks it again.
+        output.result(f"  land it again: git papayu apply {name}")
     return 0
 
 
@@ -84,13 +88,11 @@ def _reset_keep(worktree: Path, parent: str, plan_id: str) -> None:
     said = proc.stderr.strip()
     dirty = sorted(set(_NOT_UPTODATE.findall(said)))
     if dirty:
-        quoted = " ".join(shlex.quote(p) for p in dirty)
         raise PapayuError(
             "ERR_DIRTY_WORKTREE",
             f"uncommitted changes in files the landing changed: {', '.join(dirty)}; nothing was undone",
             path=str(worktree),
-            hint=f"commit them, or stash them around the undo: git stash push -- {quoted} && "
-            f"{{ git papayu undo {plan_id}; git stash pop; }}",
+            hint="commit them, or stash them around the undo: " + stash_around(dirty, f"git papayu undo {plan_id}"),
         )
     raise PapayuError(
         "ERR_GIT_COMMAND", f"`git reset --keep {parent[:12]}` in {worktree} exited {proc.returncode}: {said[-1500:]}"

@@ -23,7 +23,7 @@ FROM_FILE_SOURCE = "from-file"
 
 
 def configured_sources(repo_root: Path) -> dict[str, str]:
-    return settings.git_config_items("papayu.logs.", str(repo_root))
+    return settings.section_items("papayu.logs.", str(repo_root))
 
 
 def tail_lines(path: Path, last_n: int) -> str:

@@ -22,12 +22,13 @@ from typing import Any
 
 from papayu_git import output, plans, settings, traces
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir
+from papayu_git.git import papayu_dir
 from papayu_git.llm.client import ChatClient
 from papayu_git.llm.conversation import CallLog, Conversation, InvalidAnswer
 from papayu_git.llm.planner import ask_budget, memory_block, request_fields
 from papayu_git.llm.prompts import PromptMode, apply_round_message, fallback_message, system_prompt
 from papayu_git.protocol import Mode, Response
+from papayu_git.repository import open_repo
 from papayu_git.secrets import scrub_api_key
 from papayu_git.transaction import preflight
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from papayu_git.llm.local import LocalServer
 
 # Words of a server's complaint about response_format (OpenAI, vLLM, llama.cpp, LM Studio, Ollama).
+LOCAL_REPEAT_PENALTY = 1.1
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output")
 # Words of a server's refusal of function calling: Ollama "does not support tools", vLLM "auto tool
 # choice requires --enable-auto-tool-choice", llama-server "tools param requires --jinja flag", a
@@ -110,9 +111,9 @@ class ChatClient:
         import httpx
 
         self.config = config
-        # The capability ladder (docs/DESIGN.md, "Providers"): OpenAI `json_schema`, then llama-cpp-python's
-        # `json_object` + schema (its server knows only that form), then no response_format.
-        # The embedded server is llama-cpp-python, so it starts on the rung it understands.
+        # The capability ladder (docs/DESIGN.md, "Providers"): OpenAI `json_schema`, then `json_object`
+        # + schema (some servers know only that form), then no response_format. The embedded
+        # llama.cpp gets `json_object` with the bounded grammar schema, which a small model can finish.
         # Ollama's native API has one rung: `format` = the schema.
         ladder = {Provider.LOCAL: ["json_object"], Provider.OLLAMA: ["format"]}.get(
             config.provider, ["json_schema", "json_object"]
@@ -130,6 +131,22 @@ class ChatClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def _timed_out(self, url: str) -> PapayuError:
+        after = f"{self.config.timeout_sec:g} s"
+        if self.server is None:
+            return PapayuError(
+                "ERR_LLM_TIMEOUT",
+                f"no answer from {url} within {after}",
+                hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.",
+            )
+        # The embedded server's address is papayu's own business: what the user can change is named.
+        return PapayuError(
+            "ERR_LLM_TIMEOUT",
+            f"the embedded model ({self.config.model} on this machine's CPU) did not finish its answer within {after}",
+            hint="A small model on a busy or slow CPU takes minutes: raise PAPAYU_LLM_TIMEOUT_SEC (e.g. 1800), "
+            "lower PAPAYU_LLM_MAX_TOKENS (e.g. 400), or point papayu at a faster model (README: Providers).",
+        )
 
     def __enter__(self) -> ChatClient:
         return self
@@ -166,6 +183,9 @@ class ChatClient:
         }
         if self.config.provider is Provider.LOCAL:
             body["messages"] = _system_into_user(messages)
+            # Greedy decoding makes a 270M model repeat one sentence until the budget ends; llama.cpp's
+            # server applies no repeat penalty unless asked (llama-cpp-python's used 1.1).
+            body["repeat_penalty"] = LOCAL_REPEAT_PENALTY
         if response_format is not None and self.formats:
             protocol, shape = format_name_info(response_format["json_schema"]["name"])
             body["response_format"] = (
@@ -318,11 +338,7 @@ class ChatClient:
             )
         except httpx.TimeoutException:
             output.event("LLM_REQUEST_TIMEOUT", timeout_sec=self.config.timeout_sec)
-            raise PapayuError(
-                "ERR_LLM_TIMEOUT",
-                f"no answer from {url} within {self.config.timeout_sec:g} s",
-                hint="Raise PAPAYU_LLM_TIMEOUT_SEC, or use a faster model.",
-            ) from None
+            raise self._timed_out(url) from None
         except httpx.ConnectError as exc:
             if dropped:  # it closed a request mid-answer, then stopped listening: it died
                 raise lost_server(url, dropped[0]) from None
@@ -486,10 +502,8 @@ def lost_server(url: str, dropped: str) -> PapayuError:
 def require_tools(config: LLMConfig) -> None:
     """ERR_LLM_NO_TOOLS for a provider that cannot do agent mode, before anything is started.
 
-    The embedded model cannot: llama-cpp-python's `gemma` chat format ignores `tools` (Gemma 3
-    270M then only echoes the prompt), and under its `chatml-function-calling` format the model
-    calls a tool with invented arguments or says nothing, while the template drops every tool
-    result, so the model never sees what a tool returned (docs/DESIGN.md, "Providers")."""
+    The embedded model cannot: Gemma 3's chat template has no tool role, and Gemma 3 270M asked
+    for tool calls invents arguments or only echoes the prompt (docs/DESIGN.md, "Providers")."""
     if config.provider is Provider.LOCAL:
         raise PapayuError(
             "ERR_LLM_NO_TOOLS",
@@ -499,8 +513,8 @@ def require_tools(config: LLMConfig) -> None:
 
 
 def _system_into_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """llama-cpp-python's `gemma` chat format drops system messages; Gemma has no system role,
-    so the instructions go in front of the first user turn (as Gemma's own template does)."""
+    """Gemma has no system role: the instructions go in front of the first user turn, as Gemma's
+    own chat template does, whichever template the server applies."""
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     rest = [dict(m) for m in messages if m["role"] != "system"]
     if system and rest and rest[0]["role"] == "user":

@@ -23,6 +23,8 @@ OPENAI_BASE_URL = f"https://{OPENAI_HOST}/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 OLLAMA_BASE_URL = "http://127.0.0.1:11434"
 LOCAL_MODEL_NAME = "gemma-3-270m-q4_k_m"
+SERVER_TIMEOUT_SEC = 90.0
+LOCAL_TIMEOUT_SEC = 900.0
 
 # Generation parameters: 16384 tokens, capped at 4096 when the input is > 80k chars, so a long
 # prompt still leaves the server room to answer (docs/DESIGN.md, "Providers").
@@ -45,7 +47,7 @@ class LLMConfig:
     model: str
     api_key: str = ""
     strict_json: bool = True
-    timeout_sec: float = 90.0
+    timeout_sec: float = SERVER_TIMEOUT_SEC
     retries: int = 3
     backoff_sec: float = 1.0
     max_tokens_cap: int = 0  # 0: no cap beyond the 16384/4096 rule above
@@ -84,7 +86,10 @@ def require_api_key(config: LLMConfig) -> None:
     raise PapayuError(
         "ERR_LLM_CONFIG",
         f"provider {config.provider.value} at {config.base_url} needs an API key, and none is set",
-        hint="export OPENAI_API_KEY=sk-... (or PAPAYU_LLM_API_KEY); `git papayu doctor` shows what papayu uses.",
+        # Never `NAME=value`: papayu masks whatever follows a key's name, and a placeholder printed
+        # as `NAME=***` reads as a real key that was hidden (secrets.mask).
+        hint="Set the environment variable OPENAI_API_KEY (or PAPAYU_LLM_API_KEY) to your API key, then run "
+        "`git papayu doctor`, which shows what papayu uses.",
     )
 
 
@@ -132,6 +137,14 @@ def _float(name: str, cwd: str | None) -> float:
         raise PapayuError("ERR_LLM_CONFIG", f"{name} must be a number, got {settings.get(name, cwd)!r}") from None
 
 
+def _timeout_sec(provider: Provider, cwd: str | None) -> float:
+    """A server's answer is waited for 90 s; the embedded model's, generated on this machine's CPU,
+    takes minutes on a busy one (docs/FEATURES.md, "The local model")."""
+    if settings.get("llm_timeout_sec", cwd).strip():
+        return _float("llm_timeout_sec", cwd)
+    return LOCAL_TIMEOUT_SEC if provider is Provider.LOCAL else SERVER_TIMEOUT_SEC
+
+
 def load_config(cwd: str | None = None) -> LLMConfig:
     return config_for(
         settings.get("llm_provider", cwd), settings.get("llm_model", cwd), settings.get("llm_base_url", cwd), cwd
@@ -141,7 +154,7 @@ def load_config(cwd: str | None = None) -> LLMConfig:
 def config_for(provider_name: str, model: str, base_url: str, cwd: str | None = None) -> LLMConfig:
     """The configuration of one model: ``provider_name``/``model`` at ``base_url`` (each may be
     empty, as in the settings), with every other setting and the key rules as for the configured
-    one. `load_config` is this with the settings; best-of asks several (papayu.candidates)."""
+    one. `load_config` is this with the settings; best-of asks several (papayu.candidates.models)."""
     base_url = base_url.strip().rstrip("/")
     provider = _provider(provider_name, base_url)
     model = model.strip()
@@ -173,7 +186,7 @@ def config_for(provider_name: str, model: str, base_url: str, cwd: str | None = 
         model=model,
         api_key=_api_key(provider, base_url),
         strict_json=settings.get_bool("llm_strict_json", cwd),
-        timeout_sec=_float("llm_timeout_sec", cwd),
+        timeout_sec=_timeout_sec(provider, cwd),
         retries=max(0, settings.get_int("llm_retries", cwd)),
         backoff_sec=_float("llm_backoff_sec", cwd),
         max_tokens_cap=max(0, settings.get_int("llm_max_tokens", cwd)),

@@ -15,8 +15,9 @@ from typing import Any
 from papayu_git import output, plans, settings, traces
 from papayu_git import research as online_research
 from papayu_git.context import ContextSession
+from papayu_git.context.diet import TokenBudget
 from papayu_git.errors import PapayuError
-from papayu_git.git import open_repo, papayu_dir, run_git
+from papayu_git.git import papayu_dir, run_git
 from papayu_git.llm import behaviour
 from papayu_git.llm import window as windows
 from papayu_git.llm.client import ChatClient
@@ -24,6 +25,7 @@ from papayu_git.llm.conversation import CallLog, Conversation
 from papayu_git.llm.prompts import PromptMode, context_round_message, system_prompt, user_message
 from papayu_git.memory import apply_memory_patch, build_memory_block, memory_value
 from papayu_git.protocol import Mode, Response
+from papayu_git.repository import open_repo
 from papayu_git.secrets import safe_text, scrub_api_key
 
 MAX_ROUNDS = 2  # context_requests are fulfilled in at most 2 rounds: each costs a model call
@@ -69,6 +71,31 @@ class _Cycle:
     trace_id: str = ""
     online_query: str = ""  # what the model asked to look up online (NEEDS_ONLINE_RESEARCH / ONLINE: search)
     online: dict[str, Any] = field(default_factory=dict)  # the online_fallback_* trace fields
+    shown: list[dict[str, Any]] = field(default_factory=list)  # each round's context, outlined (prompt_outline)
+
+    def render(self, blocks: Any, budget: TokenBudget | None) -> str:
+        """The round's context as the model reads it, its outline kept for the trace."""
+        text = str(_timed_context(self, self.session.render, blocks, budget))
+        diet = self.session.last_diet
+        if diet is not None:
+            self.shown.append(
+                {
+                    "blocks": [_outlined(b) for b in diet.blocks],
+                    "dropped": [f"{b.kind.value} {b.path or b.title}" for b in diet.dropped],
+                }
+            )
+        return text
+
+    def prompt_outline(self) -> dict[str, Any]:
+        """What the model was shown, for `trace show`: each message's size and each round's
+        context blocks (their kind, path, size, whether the diet cut them), never their text: the
+        files are the base commit's, and a trace keeps no copy of the user's code."""
+        return {"messages_chars": [len(m) for m in self.messages], "rounds": self.shown}
+
+
+def _outlined(block: Any) -> dict[str, Any]:
+    flags = {k: True for k in ("truncated", "requested", "dirty") if getattr(block, k)}
+    return {"kind": block.kind.value, "name": block.path or block.title, "chars": len(block.text), **flags}
 
 
 def base_of(repo_root: Path) -> tuple[str, str]:
@@ -116,7 +143,7 @@ def _converse(cycle: _Cycle, conv: Conversation, first: str, round_mode: Mode) -
         output.info(f"papayu: the model asks for more context (round {rounds} of {MAX_ROUNDS})")
         blocks = _timed_context(cycle, cycle.session.fulfil, list(response.context_requests))
         room = windows.room(conv.client.window, conv.messages, context_round_message("", rounds, MAX_ROUNDS))
-        text = _timed_context(cycle, cycle.session.render, blocks, room.budget() if room else None)
+        text = cycle.render(blocks, room.budget() if room else None)
         if room:
             room.check(text)
         message = context_round_message(text, rounds, MAX_ROUNDS)
@@ -292,7 +319,7 @@ def _replan(
     output.info(f"papayu: planning again with online research {found.id}")
     cycle.online["online_research"] = {**cycle.online.get("online_research", {}), "used_as_context": True}
     cycle.online["online_replan"] = True  # stats counts the attempt once: on the first trace
-    cycle.messages, cycle.refused_requests, cycle.online_query = [], 0, ""
+    cycle.messages, cycle.refused_requests, cycle.online_query, cycle.shown = [], 0, "", []
     cycle.trace_id = ""
     # A trace of its own, with its own calls (the first trace keeps the first cycle's, stats adds
     # both up); the times go on adding up for the plan's timings.
@@ -382,7 +409,7 @@ def _plan_cycle(
 
 def _say_dirty(blocks: list[Any]) -> None:
     """Before the model is asked: the files it is shown that have uncommitted changes. It sees the
-    committed version; a plan that edits one stops before its check (transaction.dirty_paths)."""
+    committed version; a plan that edits one stops before its check (transaction/run.py, dirty_paths)."""
     dirty = sorted({b.path for b in blocks if getattr(b, "dirty", False) and getattr(b, "path", "")})
     if dirty:
         shown = ", ".join(dirty[:8]) + (f" and {len(dirty) - 8} more" if len(dirty) > 8 else "")
@@ -400,7 +427,7 @@ def _first_context(
     note = behaviour.decide(request.goal, request.log_text, "").note(budget)  # about as long as the final one
     fixed = user_message(request.goal, request.online_context, note, request.previous_attempt, request.lens)
     room = windows.room(client.window, [{"role": "system", "content": system}], fixed)
-    text = _timed_context(cycle, cycle.session.render, blocks, room.budget(FIRST_SHARE) if room else None)
+    text = cycle.render(blocks, room.budget(FIRST_SHARE) if room else None)
     if room:
         room.check(text)
     decision = behaviour.decide(request.goal, request.log_text, text)
@@ -486,6 +513,7 @@ def _trace(
         context_requests_refused=cycle.refused_requests,
         behaviour_flags=flags,
         warnings=list(cycle.warnings),
+        prompt=cycle.prompt_outline(),
         raw_content=cycle.log.raw,
         **cycle.online,
     )
@@ -514,6 +542,7 @@ def _write_failure_trace(
             error=exc.format(),
             protocol_default=request.protocol,
             protocol_attempts=[request.protocol],
+            prompt=cycle.prompt_outline(),
             raw_content=cycle.log.raw,
             **rejected,
             **cycle.online,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from papayu_git.context.logs import last_lines
 from papayu_git.protocol import Mode
+from papayu_git.secrets import mask
 
 
 class PromptMode(StrEnum):
@@ -220,8 +222,5 @@ def agent_system_prompt(memory_block: str, ask_budget: int = 2) -> str:
 
 def agent_user_message(goal: str, behaviour_note: str, log_text: str | None = None) -> str:
     """The task, the behaviour decision and (`--from-file`) the last 200 lines of the log, masked."""
-    from papayu_git.context.logs import last_lines
-    from papayu_git.secrets import mask
-
     log = f"\nLOG (last 200 lines):\n{mask(last_lines(log_text, 200))}\n" if log_text and log_text.strip() else ""
     return f"TASK:\n{goal.strip()}\n\nORCHESTRATOR NOTE: {behaviour_note}\n{log}"

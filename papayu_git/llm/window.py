@@ -103,7 +103,7 @@ class ModelWindow:
         root = server_root(self._config)
         provider = self._config.provider
         if provider is Provider.LOCAL and self._n_ctx:
-            return ContextWindow(self._n_ctx, "the embedded server's n_ctx", root + "/extras/tokenize/count")
+            return ContextWindow(self._n_ctx, "the embedded server's n_ctx", root + "/tokenize")
         configured = self._config.context_tokens
         if provider is Provider.OLLAMA:
             told = configured or self._ollama_num_ctx(root)

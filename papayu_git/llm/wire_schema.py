@@ -114,8 +114,8 @@ SHAPES = ("response", "plan", "apply")  # any answer | fix-plan (no actions) | A
 
 @cache
 def grammar_schema(protocol: int, shape: str = "response") -> dict[str, Any]:
-    """For servers that compile the schema into a sampling grammar (llama-cpp-python's
-    `json_object` + schema): only summary and actions are required, lists and prose are bounded
+    """For servers that compile the schema into a sampling grammar (llama.cpp's `json_object`
+    + schema, the embedded model's rung): only summary and actions are required, lists and prose are bounded
     (maxItems/maxLength) and memory_patch is left out, so a small model reaches the closing
     brace within a few hundred tokens instead of rambling through every optional field.
     The grammar also enforces what the round's prompt asks: a fix-plan answer has no actions

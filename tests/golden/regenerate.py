@@ -268,7 +268,7 @@ def run_scenario_cli(scenario: Scenario, work: Path, out_dir: Path) -> Path:
             "PAPAYU_LLM_MODEL": MODEL,
             "PAPAYU_PROTOCOL_VERSION": str(scenario.protocol),
             "PAPAYU_PROTOCOL_FALLBACK_TO_V1": "0",
-            "PAPAYU_TRACE": "1",
+            "PAPAYU_TRACE_ENABLED": "1",
         }
         plan = _papayu(repo, env, "plan", scenario.goal, *(["--from-file", str(log)] if scenario.log else []))
         if scenario.apply is not None:

@@ -3,7 +3,8 @@ test").
 
 Two pipes from the check to papayu, each read by a thread of papayu's with a byte bound. The
 stream pipe is inherited by the check's processes: papayu's pytest plugin (pytest_plugin.py)
-writes a record there per test as pytest reports it. The report pipe is held by the check's
+writes a record there per test as pytest reports it, and so does its unittest reporter
+(unittest_results.py) as unittest does. The report pipe is held by the check's
 first process alone (inside.py), which sends the report files once the command and everything
 it started have ended. Both are read into memory: nothing the check writes is put on the
 user's disk. papayu's helpers for the check live in a directory of their own (the slot's
@@ -31,15 +32,31 @@ HELPERS = "papayu-check"  # in the slot; inside the sandbox at view.HELPERS_INSI
 PLUGIN_DIR = "pytest"
 PLUGIN_MODULE = "papayu_pytest_results"
 PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
-INPUTS_MODULE = "papayu_pytest_inputs.py"  # the selective check's part (pytest_inputs.py), imported by the plugin
+INPUTS_MODULE = "papayu_pytest_inputs.py"  # fail first's part (pytest_inputs.py), imported by the plugin
 SHIELD_MODULE = "papayu_shield.py"  # the runtime shield (shield.py), installed by the plugin
 SHIELD_DIR = "shield"  # in the report directory: what each process's shield refused (shield.SINK_DIR)
-SELECTION_FILE = "selection.json"  # beside the plugin: the tests a run is to run (pytest_inputs.Selector)
+ORDER_FILE = "order.json"  # beside the plugin: the order a run is to run its tests in (pytest_inputs.Orderer)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
 NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
+NODE_TEST_REPORTER = "node_test_reporter.cjs"  # node --test's, named in NODE_OPTIONS
 # papayu's files the check's own interpreter runs (copied into the helpers' directory, never
 # imported by papayu): what they import is the check's environment's, not papayu's dependencies.
-CHECK_SIDE_FILES = ("inside.py", "pytest_plugin.py", "pytest_inputs.py", "shield.py", NODE_HOOK)
+# unittest's reporter (unittest_results.py), loaded by papayu's start-up hook (sitecustomize.py),
+# both beside the plugin on PYTHONPATH.
+UNITTEST_MODULE = "papayu_unittest_results.py"
+CHECK_SIDE_FILES = (
+    "inside.py",
+    "pytest_plugin.py",
+    "pytest_inputs.py",
+    "shield.py",
+    "sitecustomize.py",
+    "unittest_results.py",
+    NODE_HOOK,
+    NODE_TEST_REPORTER,
+)
+# The stream's second door, in the report directory (inside.py relays it): for runners whose
+# launcher closed the inherited pipe (tox, nox).
+STREAM_FIFO = "stream.fifo"
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 # The reports, their frames and notes: the files are bounded by inside.py, this bounds the pipe.
 MAX_CHANNEL_BYTES = inside.MAX_REPORTS_BYTES + inside.MAX_REPORT_FILES * 8192 + 65536
@@ -57,9 +74,12 @@ def write_helpers(slot: Path) -> Path:
     here = Path(__file__).parent
     shutil.copyfile(here / "inside.py", where / "inside.py")
     shutil.copyfile(here / NODE_HOOK, where / NODE_HOOK)
+    shutil.copyfile(here / NODE_TEST_REPORTER, where / NODE_TEST_REPORTER)
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
     shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
     shutil.copyfile(here / "shield.py", plugin / SHIELD_MODULE)
+    shutil.copyfile(here / "sitecustomize.py", plugin / "sitecustomize.py")
+    shutil.copyfile(here / "unittest_results.py", plugin / UNITTEST_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
     (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
     _bytecode(plugin, slot / PYC_CACHE)
@@ -99,20 +119,31 @@ def _bytecode(plugin: Path, cache: Path) -> None:
 
 @dataclass(frozen=True)
 class PluginAsk:
-    """What one run asks of papayu's pytest plugin beyond its results: the selective check's part
-    (pytest_inputs.py; docs/DESIGN.md, "Pay for what the plan changed")."""
+    """What one run asks of papayu's pytest plugin beyond its results: fail first's part
+    (pytest_inputs.py; docs/DESIGN.md, "Fail first"). The order only ever changes when a test
+    runs, never whether its result counts: papayu judges the whole suite's results."""
 
-    record: bool = False  # record what each test read (the base run)
-    reuse: frozenset[str] = frozenset()  # node ids not to run (their base outcome stands)
-    skip_files: frozenset[str] = frozenset()  # test files to leave uncollected (all their tests reused)
+    record: bool = False  # record what each test read (a base run)
+    first: frozenset[str] = frozenset()  # node ids to run before the rest
+    first_files: frozenset[str] = frozenset()  # test files whose every test runs first
+    known_failing: frozenset[str] = frozenset()  # first-part tests whose failure does not stop the run
+    stop: bool = False  # stop after the first part when one of its tests failed (not known failing)
+    only: frozenset[str] | None = None  # run only these node ids (and ``only_files``' tests)
+    only_files: frozenset[str] = frozenset()
+    skip: frozenset[str] = frozenset()  # node ids not to run (the rest of a run whose first part ran)
+    skip_files: frozenset[str] = frozenset()  # test files not to collect (all their tests ran)
     # The files of the run's tree that are not the tip's (docs/DESIGN.md, "The runtime shield"):
     # reaching for frames or objects is refused there, allowed (and said) in the tip's own files.
     changed: frozenset[str] = frozenset()
     code: frozenset[str] = frozenset()  # those of them that are the plan's code: no runner hook comes from there
     tip_sites: frozenset[str] = frozenset()  # where the tip's own run reached, allowed there (TestResults.reaching)
 
+    @property
+    def ordering(self) -> bool:
+        return bool(self.first or self.first_files or self.only is not None or self.skip or self.skip_files)
+
     def plugin_config(self, helpers: Path, helpers_inside: str, root: str, report_dir: str) -> dict[str, object]:
-        """The plugin's configuration for this ask; writes the selection file into ``helpers``."""
+        """The plugin's configuration for this ask; writes the order file into ``helpers``."""
         shield = {
             "root": root,
             "report_dir": report_dir,
@@ -123,10 +154,19 @@ class PluginAsk:
         config: dict[str, object] = {"root": root, "shield": shield}
         if self.record:
             config["inputs_dir"] = f"{report_dir}/{INPUTS_DIR}"
-        if self.reuse:
-            selection = {"reuse": sorted(self.reuse), "skip_files": sorted(self.skip_files)}
-            (helpers / PLUGIN_DIR / SELECTION_FILE).write_text(json.dumps(selection))
-            config["select"] = f"{helpers_inside}/{PLUGIN_DIR}/{SELECTION_FILE}"
+        if self.ordering:
+            order = {
+                "first": sorted(self.first),
+                "first_files": sorted(self.first_files),
+                "known_failing": sorted(self.known_failing),
+                "stop": self.stop,
+                "only": sorted(self.only) if self.only is not None else None,
+                "only_files": sorted(self.only_files),
+                "skip": sorted(self.skip),
+                "skip_files": sorted(self.skip_files),
+            }
+            (helpers / PLUGIN_DIR / ORDER_FILE).write_text(json.dumps(order))
+            config["order"] = f"{helpers_inside}/{PLUGIN_DIR}/{ORDER_FILE}"
         return config
 
     def report_globs(self) -> list[str]:
@@ -239,11 +279,21 @@ def plugin_path(helpers_inside: str, pythonpath: str) -> str:
     return os.pathsep.join(filter(None, (pythonpath, f"{helpers_inside}/{PLUGIN_DIR}")))
 
 
-def node_options(helpers_inside: str, node_options: str) -> str:
-    """NODE_OPTIONS with papayu's hook required after what the project's environment has."""
-    path = f"{helpers_inside}/{NODE_HOOK}"
-    quoted = '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"' if " " in path or '"' in path else path
-    return f"{node_options} --require {quoted}".strip()
+def node_options(helpers_inside: str, node_options: str, *, test_reporter: bool = False) -> str:
+    """NODE_OPTIONS with papayu's hook required after what the project's environment has, and
+    with ``test_reporter`` papayu's reporter for node --test (node_test_reporter.cjs)."""
+    out = f"{node_options} --require {_quoted(f'{helpers_inside}/{NODE_HOOK}')}"
+    if test_reporter:
+        reporter = _quoted(f"{helpers_inside}/{NODE_TEST_REPORTER}")
+        out += f" --test-reporter={reporter} --test-reporter-destination=stdout"
+    return out.strip()
+
+
+def _quoted(path: str) -> str:
+    """A path as NODE_OPTIONS reads it: in double quotes where it has a space or a quote."""
+    if " " not in path and '"' not in path:
+        return path
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def parse_reports(data: bytes, *, over: int = 0) -> Delivery:

@@ -19,6 +19,12 @@ last the command's exit code:
 
 Unsandboxed (no pid namespace) the command runs in a process group of its own, which is killed
 instead; a process that left that group is not stopped.
+
+The stream (pytest's and unittest's records) is a pipe the command inherits. A launcher that
+closes every descriptor it did not name (tox, nox, Python's subprocess) leaves the runner it
+starts without it, so the stream has a second door: a FIFO in the report directory, which this
+process relays into the pipe until the command and everything it started have ended. Any
+process of the check could write to either door; they are the same trust.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import select
 import signal
 import stat
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -283,6 +291,51 @@ def _killed(child: int) -> None:
         os._exit(143)
 
 
+class _Relay(threading.Thread):
+    """Copies what the FIFO at ``path`` receives into the stream pipe, until told to stop; then
+    what is left in it, and closes the pipe."""
+
+    def __init__(self, path: str, stream: int) -> None:
+        super().__init__(daemon=True)
+        os.mkfifo(path, 0o600)
+        self.read = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.hold = os.open(path, os.O_WRONLY)  # no end of file while no writer is there
+        self.stream = stream
+        self.done = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            if select.select([self.read], [], [], 0.2)[0]:
+                self._copy()
+
+    def _copy(self) -> None:
+        try:
+            while chunk := os.read(self.read, 65536):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(self.stream, view) :]
+        except BlockingIOError:
+            pass
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join()
+        self._copy()
+        for fd in (self.read, self.hold, self.stream):
+            os.close(fd)
+
+
+def _relay(config: dict[str, object], stream: int) -> _Relay | None:
+    name = config.get("stream_fifo")
+    if stream < 0 or not isinstance(name, str) or not name:
+        return None
+    try:
+        return _Relay(os.path.join(str(config["report_dir"]), name), stream)
+    except OSError:
+        return None
+
+
 def main(argv: list[str]) -> int:
     config = json.loads(argv[1])
     command = argv[3:]
@@ -292,14 +345,17 @@ def main(argv: list[str]) -> int:
         _undumpable()
     if out >= 0:
         os.set_inheritable(out, False)
+    relay = _relay(config, stream)
     since = time.time()
     child = _start(command, stream)
-    if stream >= 0:
+    if stream >= 0 and relay is None:
         os.close(stream)
     # Outside a sandbox, papayu's timeout signals this process's group, not the child's own.
     signal.signal(signal.SIGTERM, lambda *_: _killed(child))
     code = _wait(child)
     _stop_the_rest(child, pid1)
+    if relay is not None:
+        relay.finish()
     if out >= 0:
         send(out, config, code, since)
     return code

@@ -17,7 +17,10 @@ are read. Maven (`--fail-at-end`) and Gradle (`--continue`) named in the command
 failing module, so that its failure hides no other module's tests; their surefire and failsafe
 reports and test results are found under the root once the command ended, as are the files the
 project names itself (`papayu.check.junit`, which then replaces them); all are sent by the
-check's first process (inside.py).
+check's first process (inside.py). tox is given its own `TOX_SKIP_PKG_INSTALL` and a
+`TOX_OVERRIDE` passing papayu's variables to its environments, nox named in the command `-R`: the
+session runs in the environment the user has, offline, and the pytest or unittest inside is read
+like any other (docs/DESIGN.md, "What the check runs": tox and nox).
 
 The log is read only for the formats the command's runners print there: go's events where the
 command runs `go test` with -json, libtest's lines where it runs `cargo test`, TAP where it runs
@@ -45,10 +48,10 @@ from papayu_git.check.scripts import Runs
 from papayu_git.errors import PapayuError
 
 PYTEST_XML = "pytest.xml"
-NODE_XML = "node.xml"
 JEST_JSON = "jest-*.json"  # one per jest run: node_reports.cjs names them after the process
 VITEST_JSON = "vitest-*.json"
-REPORT_FILES = (PYTEST_XML, NODE_XML, JEST_JSON, VITEST_JSON)
+NODE_TEST_JSON = "node-test-*.jsonl"  # one per node --test runner: node_test_reporter.cjs
+REPORT_FILES = (PYTEST_XML, JEST_JSON, VITEST_JSON, NODE_TEST_JSON)
 JUNIT_DIR = "junit"  # the papayu.check.junit files, at their paths from the root
 # The build tools' reports, found under the root (inside.py matches `**` at any depth).
 MAVEN_DIR, GRADLE_DIR = "maven", "gradle"
@@ -57,11 +60,16 @@ GRADLE_REPORTS = ("**/build/test-results/*/TEST-*.xml",)
 # node_reports.cjs reads these: where to write, and which runners to give a report.
 NODE_REPORTS_VAR = "PAPAYU_NODE_REPORTS"
 NODE_RUNNERS_VAR = "PAPAYU_NODE_RUNNERS"
+# Set when node --test runs: NODE_OPTIONS then names papayu's reporter (channel.node_options).
+NODE_TEST_VAR = "PAPAYU_NODE_TEST"
+# What tox must pass on to its environments for papayu's reporters to load there (tox_override).
+TOX_PASSED = ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTHONSAFEPATH")
 
 # The sources a run's results come from, by name (TestResults.sources).
 PYTEST_STREAM = "pytest stream"
+UNITTEST_STREAM = "unittest stream"
 PYTEST_JUNIT = "pytest junit"
-NODE_JUNIT = "node junit"
+NODE_TEST_EVENTS = "node --test reporter"
 JEST = "jest json"
 VITEST = "vitest json"
 GO_JSON = "go test -json"
@@ -72,13 +80,13 @@ GRADLE = "gradle junit"
 JUNIT_COPY = "junit:"  # + the file's path from the root
 
 _WORD_END = r"(?=$|[\s;&|)])"
-_NODE_TEST = re.compile(r"(?<![\w./@-])(node(?:\s+-[^\s;&|]+)*?\s+--test)" + _WORD_END)
 _CARGO_TEST_COMMAND = re.compile(r"(?<![\w./@-])(cargo(?:\s+\+[\w.-]+)?\s+test)" + _WORD_END)
 _NPM_SCRIPT = re.compile(r"(?:npm|pnpm)\s+(?:run|run-script)\s+$")
 _GO_TEST = re.compile(r"(?<![\w./@-])(go\s+test)" + _WORD_END)
 _CARGO_TEST = re.compile(r"(?<![\w./@-])cargo(?:\s+\+\S+)?(?:\s+-[^\s;&|]+)*\s+(?:test|t)" + _WORD_END)
 _MAVEN = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*(?:mvnw?|mvnd))" + _WORD_END)
 _GRADLE = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*gradlew?)" + _WORD_END)
+_NOX = re.compile(r"(?<![\w.@-])((?:[\w.@-]*/)*nox)" + _WORD_END)
 _TAP_RUNNER = re.compile(r"(?<![\w./@-])(?:[\w.@-]*/)*(?:prove|tape|tap)" + _WORD_END)
 # Characters a papayu.check.junit glob may use: none the shell would read as more than a glob.
 _SAFE_GLOB = re.compile(r"[\w./*?\[\]@+=:-]+")
@@ -87,6 +95,7 @@ _BY_RUNNER = {
     runners.VITEST: VITEST,
     runners.CARGO: LIBTEST,
     runners.TAP_PRODUCER: TAP,
+    runners.NODE_TEST: NODE_TEST_EVENTS,
     runners.MAVEN: MAVEN,
     runners.GRADLE: GRADLE,
 }
@@ -116,26 +125,24 @@ def instrumented(
     env: Mapping[str, str] | None = None,
     runs: Runs | None = None,
     junit: Sequence[str] = (),
+    reinstall: bool = False,
 ) -> Instrumented:
     """`instrument`, and which sources the run's results may come from: a report papayu asked
     for, or a format a runner of the command prints to the log. ``runs``: what the command runs
     through its scripts, read on the tip (None: its own text alone); ``junit``: the
-    papayu.check.junit globs, which replace the build tools' reports."""
+    papayu.check.junit globs, which replace the build tools' reports; ``reinstall``:
+    papayu.check.reinstall (tox and nox install the project as they would)."""
     env = env or {}
     runs = runs if runs is not None else scripts.resolve(command, None)
     extra: dict[str, str] = {}
     original = command  # what the user asked for decides; our own flags do not
-    readers = {PYTEST_STREAM}
+    readers = {PYTEST_STREAM, UNITTEST_STREAM}  # papayu's reporters, wherever the runner runs
     addopts = env.get("PYTEST_ADDOPTS", "")
     if not re.search(r"--junit-?xml|no:junitxml", f"{original} {addopts}"):
         # xunit1 names the test's file: ids become pytest's own node ids (junit.py).
         ours = f"--junitxml={shlex.quote(f'{report_dir}/{PYTEST_XML}')} -o junit_family=xunit1"
         extra["PYTEST_ADDOPTS"] = f"{addopts} {ours}".strip()
         readers.add(PYTEST_JUNIT)
-    if "--test-reporter" not in f"{original} {env.get('NODE_OPTIONS', '')}" and not _piped("--test", original):
-        flags = "--test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit"
-        destination = shlex.quote(f"{report_dir}/{NODE_XML}")
-        command = _NODE_TEST.sub(rf"\1 {flags} --test-reporter-destination={destination}", command)
     if not re.search(r"(?<!\S)-json\b", original) and not _piped(r"go\s+test", original):
         command = _GO_TEST.sub(r"\1 -json", command)
     command = _CARGO_TEST_COMMAND.sub(_no_fail_fast, command)
@@ -144,11 +151,19 @@ def instrumented(
         command = _MAVEN.sub(r"\1 --fail-at-end", command)
     if not re.search(r"(?<!\S)--continue(?!\S)", original):
         command = _GRADLE.sub(r"\1 --continue", command)
-    readers |= _log_readers(original, command, report_dir)
+    # The session's environment as it is: no reinstall, which would need the network (project_copies.py).
+    if not reinstall and not re.search(r"(?<!\S)(-R|--no-install)(?!\S)", original):
+        command = _NOX.sub(r"\1 -R", command)
+    readers |= _log_readers(original, command)
     found = {runners.classify(leaf).runner for leaf in runs.leaves}
-    found |= {
-        runners.TAP_PRODUCER for leaf in runs.leaves if leaf.via and runners.classify(leaf).runner == runners.NODE_TEST
-    }
+    if runners.NODE_TEST in found and "--test-reporter" in env.get("NODE_OPTIONS", ""):
+        found = (found - {runners.NODE_TEST}) | {runners.TAP_PRODUCER}  # the environment chose its reporter
+    if runners.NODE_TEST in found:
+        extra.update({NODE_REPORTS_VAR: report_dir, NODE_TEST_VAR: "1"})
+    if runners.TOX in found:  # tox's own options, read from the environment wherever tox runs
+        extra["TOX_OVERRIDE"] = tox_override(runs.leaves, env)
+        if not reinstall:
+            extra["TOX_SKIP_PKG_INSTALL"] = "true"
     if junit:  # the user named the JUnit files: the build tools' are among them
         found -= {runners.MAVEN, runners.GRADLE}
     readers |= {_BY_RUNNER[r] for r in found if r in _BY_RUNNER}
@@ -161,16 +176,43 @@ def instrumented(
     return Instrumented(command, extra, frozenset(readers), tuple(reports), notes)
 
 
-def _log_readers(original: str, command: str, report_dir: str) -> set[str]:
-    """The reports asked for in the command (node's) and the formats the command's runners print
-    to the log."""
-    asked = {NODE_JUNIT} if shlex.quote(f"{report_dir}/{NODE_XML}") in command else set()
-    out = set(asked)
+def tox_override(leaves: Sequence[scripts.Leaf], env: Mapping[str, str]) -> str:
+    """TOX_OVERRIDE giving tox's environments the variables papayu's reporters need: tox passes an
+    environment only what its `pass_env` names. Added to the base environment in each spelling of
+    tox's configuration formats (tox.ini's `testenv`, tox.toml's `env_run_base`, pyproject's
+    `tool.tox.env_run_base`; a spelling a project does not use changes nothing) and to each
+    environment the command names (`-e`, TOXENV), whose own `pass_env` would replace the base's."""
+    names: list[str] = [n for n in env.get("TOXENV", "").split(",") if n]
+    for leaf in leaves:
+        if leaf.program != "tox":
+            continue
+        words = list(leaf.words[1:])
+        for index, word in enumerate(words):
+            if word in ("-e", "--env"):
+                value = words[index + 1] if index + 1 < len(words) else ""
+            elif word.startswith("--env="):
+                value = word[len("--env=") :]
+            elif word.startswith("-e") and not word.startswith("--"):
+                value = word[2:].lstrip("=")
+            else:
+                continue
+            names += value.split(",")
+    sections = ["testenv", "env_run_base", "tool.tox.env_run_base"]
+    for name in dict.fromkeys(n.strip() for n in names if n.strip() and n.strip() != "ALL"):
+        quoted = name.replace(".", "\\.")
+        sections += [f"testenv:{quoted}", f"env.{quoted}", f"tool.tox.env.{quoted}"]
+    ours = ";".join(f"{section}.pass_env+={','.join(TOX_PASSED)}" for section in sections)
+    return f"{env['TOX_OVERRIDE']};{ours}" if env.get("TOX_OVERRIDE") else ours
+
+
+def _log_readers(original: str, command: str) -> set[str]:
+    """The formats the command's runners print to the log."""
+    out = set()
     if _GO_TEST.search(original) and re.search(r"(?<!\S)-json\b", command) and not _piped(r"go\s+test", original):
         out.add(GO_JSON)
     if _CARGO_TEST.search(original):
         out.add(LIBTEST)
-    if _TAP_RUNNER.search(original) or (_NODE_TEST.search(original) and NODE_JUNIT not in asked):
+    if _TAP_RUNNER.search(original):
         out.add(TAP)
     return out
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, NamedTuple
 EXIT_CODE_ONLY = "exit code only"
 # Raised whenever a reader names tests differently: a base run stored under other ids is not
 # compared with a plan's (every test would look missing), it runs again (check/base.py).
-IDS_VERSION = 2
+IDS_VERSION = 3
 MESSAGE_CHARS = 2000
 # Messages kept per run: every failing test keeps its outcome, only the first ones their output.
 MAX_MESSAGES = 1000
@@ -57,10 +57,12 @@ class TestResults:
     errors: tuple[str, ...] = ()
     collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"); never merged
     sources: tuple[str, ...] = ()  # what was read, one name each; empty: split from ``source``
-    reused: tuple[str, ...] = ()  # passes kept from the base, not run (check/selection/)
     # Where the run's own code reached for frames or objects, allowed as the tip's ("file::function::
     # event", results/shield.py): a plan's run may reach there too.
     reaching: tuple[str, ...] = ()
+    # papayu's fail-first order as the runner said it ran ("first", "total", "stopped": why it
+    # stopped after the first part); said in the output, never trusted (check/selection/).
+    order: dict[str, Any] = field(default_factory=dict)
 
     @property
     def exit_code_only(self) -> bool:
@@ -86,8 +88,8 @@ class TestResults:
             "unreadable": list(self.unreadable),
             "errors": list(self.errors),
             "collisions": list(self.collisions),
-            **({"reused": list(self.reused)} if self.reused else {}),
             **({"reaching": list(self.reaching)} if self.reaching else {}),
+            **({"order": dict(self.order)} if self.order else {}),
         }
 
     @classmethod
@@ -100,8 +102,8 @@ class TestResults:
             tuple(data.get("errors", ())),
             tuple(data.get("collisions", ())),
             tuple(data.get("sources", ())),
-            tuple(data.get("reused", ())),
             tuple(data.get("reaching", ())),
+            dict(data.get("order") or {}),
         )
 
 
@@ -123,7 +125,7 @@ def summary(results: TestResults) -> dict[str, Any]:
         "unreadable": list(results.unreadable),
         "errors": list(results.errors),
         "collisions": list(results.collisions),
-        "reused": len(results.reused),
+        **({"first": int(results.order.get("first") or 0)} if results.order.get("first") else {}),
     }
 
 

@@ -19,6 +19,8 @@ nothing against where its results came from.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from papayu_git.check.results.instrument import (
     GO_JSON,
     GRADLE,
@@ -26,10 +28,11 @@ from papayu_git.check.results.instrument import (
     JUNIT_COPY,
     LIBTEST,
     MAVEN,
-    NODE_JUNIT,
+    NODE_TEST_EVENTS,
     PYTEST_JUNIT,
     PYTEST_STREAM,
     TAP,
+    UNITTEST_STREAM,
     VITEST,
 )
 from papayu_git.check.results.outcome import EXIT_CODE_ONLY, Outcome, TestResults
@@ -38,7 +41,8 @@ FAILING = (Outcome.FAILED, Outcome.ERROR)
 _MISSING = {
     PYTEST_JUNIT: "the report pytest was asked for is missing",
     PYTEST_STREAM: "pytest's result stream is missing (pytest reported no test, or papayu's plugin did not load)",
-    NODE_JUNIT: "the report node --test was asked for is missing",
+    UNITTEST_STREAM: "unittest's results are missing (papayu's reporter did not load, or unittest reported no test)",
+    NODE_TEST_EVENTS: "the report papayu's reporter for node --test writes is missing",
     JEST: "the reports jest was asked for are missing",
     VITEST: "the reports vitest was asked for are missing",
     MAVEN: "Maven's test reports (surefire, failsafe) are missing",
@@ -50,6 +54,7 @@ _MISSING = {
 _NEW = {
     PYTEST_JUNIT: "a pytest report the tip's run did not write",
     PYTEST_STREAM: "pytest's result stream, which the tip's run did not have",
+    UNITTEST_STREAM: "unittest results, which the tip's run did not report",
     GO_JSON: "go test -json events in the log, which the tip's run did not print",
     LIBTEST: "cargo test result lines in the log, which the tip's run did not print",
     TAP: "TAP lines in the log, which the tip's run did not print",
@@ -57,15 +62,33 @@ _NEW = {
 
 
 def readable_base(base: TestResults) -> TestResults:
-    """The base as the verdict reads it: exit code only when its own results cannot be trusted."""
+    """The base as the verdict reads it: exit code only when its own results cannot be trusted;
+    without the ids its own suite reports twice (two tests of one title), which no run can
+    tell apart, when it names them all (`collided_ids`)."""
     if base.trusted:
         return base
+    if not base.errors and collided_ids(base) is not None:
+        kept = {t: o for t, o in base.outcomes.items() if t not in (collided_ids(base) or ())}
+        return replace(
+            base, outcomes=kept, failures={t: m for t, m in base.failures.items() if t in kept}, collisions=()
+        )
     return TestResults(EXIT_CODE_ONLY, unreadable=(*base.errors, *_collided(base)))
+
+
+def collided_ids(base: TestResults) -> frozenset[str] | None:
+    """The ids the base reported more than once, when every one is named (None: some are only
+    counted, or the base has errors)."""
+    if base.errors or any(c.startswith("... and ") for c in base.collisions):
+        return None
+    return frozenset(_collision_id(c) for c in base.collisions)
 
 
 def base_notes(base: TestResults) -> list[str]:
     if base.trusted:
         return []
+    if not base.errors and collided_ids(base) is not None:
+        count = len(collided_ids(base) or ())
+        return [f"{count} test id(s) the tip's own suite reports more than once are left out of the comparison"]
     return [f"the run on the tip cannot be judged per test: {'; '.join((*base.errors, *_collided(base)))}"]
 
 

@@ -63,14 +63,27 @@ def _config() -> dict[str, Any]:
 
 
 def _pipe(wanted: dict[str, Any]) -> int | None:
+    """The stream: the pipe this process inherited, else the FIFO the check's first process relays
+    into it (inside.py: a launcher such as tox or nox closed the pipe on the way)."""
     try:
         fd = int(wanted["fd"])
         info = os.fstat(fd)
+        if stat.S_ISFIFO(info.st_mode) and info.st_ino == wanted.get("ino"):
+            return _moved(fd)
     except (OSError, ValueError, KeyError, TypeError):
+        pass
+    path = wanted.get("fifo")
+    if not isinstance(path, str) or not path:
         return None
-    if stat.S_ISFIFO(info.st_mode) and info.st_ino == wanted.get("ino"):
-        return _moved(fd)
-    return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # no reader: not in a check
+        return None
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return _moved(fd)
 
 
 def _moved(fd: int) -> int:
@@ -200,13 +213,12 @@ def pytest_configure(config: Any) -> None:
 
 
 def _inputs(config: Any, wanted: dict[str, Any]) -> None:
-    """The selective check (pytest_inputs.py): record each test's inputs (the base run), or run
-    only the tests papayu names (a plan's run); in xdist's workers too, which run the tests."""
-    if not wanted.get("inputs_dir") and not wanted.get("select"):
+    """Fail first (pytest_inputs.py): record each test's inputs (a base run), or run the tests in
+    the order papayu asks; in xdist's workers too, which run the tests."""
+    if not wanted.get("inputs_dir") and not wanted.get("order"):
         return
-    if config.pluginmanager.has_plugin("papayu-inputs-recorder") or config.pluginmanager.has_plugin(
-        "papayu-inputs-selector"
-    ):
+    manager = config.pluginmanager
+    if manager.has_plugin("papayu-inputs-recorder") or manager.has_plugin("papayu-order"):
         return
     sys.path.insert(0, os.path.dirname(CONFIG))
     try:
@@ -215,9 +227,16 @@ def _inputs(config: Any, wanted: dict[str, Any]) -> None:
         sys.path.pop(0)
     if wanted.get("inputs_dir"):
         recorder = inputs.Recorder(str(wanted["root"]), str(wanted["inputs_dir"]))
-        config.pluginmanager.register(recorder, "papayu-inputs-recorder")
-    if wanted.get("select"):
-        config.pluginmanager.register(inputs.Selector(str(wanted["select"])), "papayu-inputs-selector")
+        if recorder.monitor is not None:
+            manager.register(recorder, "papayu-inputs-recorder")
+    if wanted.get("order"):
+        manager.register(inputs.Orderer(str(wanted["order"]), _to_stream), "papayu-order")
+
+
+def _to_stream(record: dict[str, Any]) -> None:
+    """A record of the order into this session's stream (none in xdist's workers)."""
+    if _active:
+        _active[-1].write(record)
 
 
 def pytest_unconfigure(config: Any) -> None:

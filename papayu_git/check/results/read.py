@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePath
+from typing import Any
 
 from papayu_git.check.results.channel import SHIELD_DIR, Delivery
 from papayu_git.check.results.gotest import read_go_json
@@ -24,18 +25,20 @@ from papayu_git.check.results.instrument import (
     LIBTEST,
     MAVEN,
     MAVEN_DIR,
-    NODE_JUNIT,
-    NODE_XML,
+    NODE_TEST_EVENTS,
+    NODE_TEST_JSON,
     PYTEST_JUNIT,
     PYTEST_STREAM,
     PYTEST_XML,
     REPORT_FILES,
     TAP,
+    UNITTEST_STREAM,
     VITEST,
     VITEST_JSON,
 )
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
+from papayu_git.check.results.nodetest import read_node_test
 from papayu_git.check.results.outcome import (
     SHIELD_ERROR,
     CaseResult,
@@ -102,14 +105,19 @@ def read_delivery(
     unreadable = [*delivery.notes, *_unreadable(delivery, allowed)]
     errors = list(delivery.errors)
     verified: set[str] = set()
-    stream = read_stream(delivery.stream) if allowed(PYTEST_STREAM) else None
+    stream = read_stream(delivery.stream) if allowed(PYTEST_STREAM) or allowed(UNITTEST_STREAM) else None
     if stream is not None and stream.garbled:
-        errors.append(f"{stream.garbled} lines of pytest's result stream are no record of its sessions")
-    if stream is not None and stream.streamed:
-        sources.append(PYTEST_STREAM)
+        errors.append(f"{stream.garbled} lines of the result stream are no record of its sessions")
+    order: dict[str, object] = {}
+    for runner, source in (("pytest", PYTEST_STREAM), ("unittest", UNITTEST_STREAM)):
+        if stream is None or not allowed(source) or not stream.streamed(runner):
+            continue
+        sources.append(source)
         for session in stream.sessions:
-            collected.extend(session.cases(), PYTEST_STREAM)
-        if delivery.ended:
+            if session.runner == runner:
+                collected.extend(session.cases(), source)
+                order = order or dict(session.order)
+        if delivery.ended and runner == "pytest":
             verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
     shielded, reaching = _shielded(stream, delivery, unreadable)
     errors += shielded
@@ -130,7 +138,12 @@ def read_delivery(
             sources.append(source)
             collected.extend(found, source)
     results = collected.results(list(dict.fromkeys(sources)), unreadable, errors)
-    return replace(results, reaching=tuple(reaching)) if reaching else results
+    said: dict[str, Any] = {}
+    if reaching:
+        said["reaching"] = tuple(reaching)
+    if order and not results.exit_code_only:
+        said["order"] = order
+    return replace(results, **said) if said else results
 
 
 def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> tuple[list[str], list[str]]:
@@ -175,22 +188,23 @@ def source_of(name: str) -> str:
         return GRADLE
     if top == JUNIT_DIR and "/" in name:
         return JUNIT_COPY + name[len(JUNIT_DIR) + 1 :]
-    for pattern, source in ((JEST_JSON, JEST), (VITEST_JSON, VITEST)):
+    for pattern, source in ((JEST_JSON, JEST), (VITEST_JSON, VITEST), (NODE_TEST_JSON, NODE_TEST_EVENTS)):
         if fnmatch.fnmatchcase(name, pattern):
             return source
-    return {PYTEST_XML: PYTEST_JUNIT, NODE_XML: NODE_JUNIT}.get(name, name)
+    return {PYTEST_XML: PYTEST_JUNIT}.get(name, name)
 
 
 def _reports(delivery: Delivery, root: str) -> list[tuple[str, str, FileReader]]:
     """(name in the delivery, source, reader) of every report a run may have left."""
     reports: list[tuple[str, str, FileReader]] = [
         (PYTEST_XML, PYTEST_JUNIT, lambda data: _junit(data, "pytest", root)),
-        (NODE_XML, NODE_JUNIT, lambda data: _junit(data, "node", root)),
     ]
     for name in sorted(delivery.files):
         source = source_of(name)
         if source in (JEST, VITEST):  # vitest's JSON reporter writes jest's format
             reports.append((name, source, lambda data: read_jest(data, root)))
+        elif source == NODE_TEST_EVENTS:
+            reports.append((name, source, lambda data: read_node_test(data, root)))
         elif source in (MAVEN, GRADLE):
             reports.append(
                 (name, source, functools.partial(_junit, dialect="build", root=root, module=build_module(name)))

@@ -3,8 +3,8 @@ the check runs").
 
 The commands come from check/scripts.py: the check command's own simple commands and those of
 the package scripts it runs. Each is a runner papayu reads (jest, vitest, `node --test`, cargo,
-Maven, Gradle, TAP producers), one it knows and cannot read (mocha, `python -m unittest`, go
-inside a script, ...: said, with what to set), or anything else (a compiler, a linter: nothing
+Maven, Gradle, TAP producers), one it knows and cannot read (mocha, `python -I` keeping papayu's
+unittest reporter out, go inside a script, ...: said, with what to set), or anything else (a compiler, a linter: nothing
 to say). pytest needs no entry: PYTEST_ADDOPTS reaches it wherever it runs.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from papayu_git.check.results.outcome import TestResults
 from papayu_git.check.scripts import Leaf
 
-JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER = (
+JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER, TOX, NOX = (
     "jest",
     "vitest",
     "node --test",
@@ -26,6 +26,8 @@ JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER = (
     "maven",
     "gradle",
     "tap",
+    "tox",
+    "nox",
 )
 # What the preload (node_reports.cjs) recognises as the runner's own entry point.
 _JEST_BIN = re.compile(r"(^|/)node_modules/(jest|jest-cli)/bin/jest\.js$")
@@ -35,7 +37,7 @@ JEST_OWN = ("--json", "--outputFile", "--watch", "--watchAll", "--listTests", "-
 VITEST_OWN = ("--outputFile", "--watch")
 VITEST_NOT_TESTS = ("bench", "list", "init")
 SET = (
-    "set papayu.checkCommand to the runner itself with its options, or papayu.check.junit to the JUnit XML files "
+    "set papayu.check.command to the runner itself with its options, or papayu.check.junit to the JUnit XML files "
     "it writes"
 )
 _UNREAD = {
@@ -56,8 +58,6 @@ _UNREAD = {
     "turbo": "turbo replays cached task output instead of running the tests: papayu does not read through it",
     "lerna": "papayu does not read the scripts lerna runs",
     "make": "papayu does not read the recipe (pytest under it is read)",
-    "tox": "papayu does not read tox's environments (pytest under them is read)",
-    "nox": "papayu does not read nox's sessions (pytest under them is read)",
     "just": "papayu does not read the recipe (pytest under it is read)",
 }
 
@@ -74,7 +74,7 @@ def classify(leaf: Leaf) -> Found:
     words = list(leaf.words)
     program = leaf.program
     if program in ("node", "tsx") and _node_test(words):
-        return Found(NODE_TEST)
+        return _node_test_run(leaf, words)
     script = _node_script(words) if program == "node" else ""
     if program == "jest" or _JEST_BIN.search(script):
         return _jest(leaf, words)
@@ -84,6 +84,14 @@ def classify(leaf: Leaf) -> Found:
         return Found(MAVEN)
     if program in ("gradle", "gradlew"):
         return Found(GRADLE)
+    if program == "tox":
+        return Found(TOX)  # the pytest or unittest inside is read (tox_plugin.py)
+    if program == "nox":
+        return (
+            Found(NOX)
+            if not leaf.via
+            else Found(None, "nox inside a script reinstalls the project, which the check cannot do offline")
+        )
     if program in ("prove", "tape", "tap"):
         return Found(TAP_PRODUCER)
     if program == "cargo" and _subcommand(words[1:]) in ("test", "t"):
@@ -96,9 +104,11 @@ def classify(leaf: Leaf) -> Found:
             if not leaf.via
             else Found(None, "go test inside a script prints text, not the -json events papayu reads")
         )
-    if re.fullmatch(r"python[0-9.]*", program) and words[1:3] == ["-m", "unittest"]:
+    if re.fullmatch(r"python[0-9.]*", program) and (flag := _no_startup_hook(words[1:])):
         return Found(
-            None, "plain unittest prints no per-test report (pytest runs unittest suites and reports each test)"
+            None,
+            f"python {flag} does not read PYTHONPATH or run site's start-up hook, where papayu's unittest "
+            "reporter loads (pytest under it is read through its JUnit file)",
         )
     if program in ("bun", "deno") and _subcommand(words[1:]) != "test":
         return Found(None)
@@ -134,6 +144,20 @@ _NODE_OPTIONS = (
 )
 
 
+def _node_test_run(leaf: Leaf, words: list[str]) -> Found:
+    """`node --test`: papayu's reporter through NODE_OPTIONS, unless the run names its own (TAP is
+    read from the log)."""
+    named = [w.split("=", 1)[1] if "=" in w else "" for w in words if w.split("=", 1)[0] == "--test-reporter"]
+    named += [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--test-reporter"]
+    if named:
+        if "tap" in named:
+            return Found(TAP_PRODUCER)
+        return Found(None, "node --test is given a reporter of its own: papayu leaves that run alone")
+    if leaf.node_options_replaced:
+        return Found(None, _NODE_OPTIONS)
+    return Found(NODE_TEST)
+
+
 def _node_test(words: list[str]) -> bool:
     for word in words[1:]:
         if word == "--test":
@@ -150,6 +174,24 @@ def _node_script(words: list[str]) -> str:
     while index < len(words) and words[index].startswith("-"):
         index += 2 if words[index] in values else 1
     return posixpath.normpath(words[index]) if index < len(words) else ""
+
+
+def _no_startup_hook(words: list[str]) -> str:
+    """The interpreter option (before the script or `-m`) that keeps papayu's start-up hook out:
+    -I, -E or -S, alone or among single-letter options (`-IB`); "" when none."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if not word.startswith("-") or word.startswith("--") or word in ("-m", "-c"):
+            return ""
+        if word in ("-W", "-X"):  # their value is the next word
+            index += 2
+            continue
+        found = next((c for c in "IES" if c in word[1:] and not word.startswith(("-W", "-X"))), "")
+        if found:
+            return f"-{found}"
+        index += 1
+    return ""
 
 
 def _subcommand(words: list[str]) -> str:

@@ -52,10 +52,12 @@ class Session:
     pid: int
     ancestors: tuple[int, ...]
     junit: str  # the JUnit file it writes, as pytest resolved it ("" for none)
+    runner: str = "pytest"  # or "unittest" (unittest_results.py)
     ended: bool = False
     verified: int | None = None  # tests whose reporting path papayu's shield verified (None: no shield)
     shield: list[str] = field(default_factory=list)  # what the shield refused or found changed
     allowed: list[str] = field(default_factory=list)  # the tip's own code reaching, allowed
+    order: dict[str, Any] = field(default_factory=dict)  # papayu's fail-first order: "first", "total", "stopped"
     attempts: list[Attempt] = field(default_factory=list)
     current: dict[str, Attempt] = field(default_factory=dict)
     reruns: set[str] = field(default_factory=set)
@@ -94,10 +96,9 @@ class Stream:
     sessions: list[Session] = field(default_factory=list)  # the check's own, in order
     garbled: int = 0  # lines that are no record of an open session
 
-    @property
-    def streamed(self) -> bool:
-        """pytest ran with the plugin and reported: a session ended, or a test was reported."""
-        return any(s.ended or s.attempts for s in self.sessions)
+    def streamed(self, runner: str = "pytest") -> bool:
+        """``runner`` ran with papayu's reporter and reported: a session ended, or a test was reported."""
+        return any(s.runner == runner and (s.ended or s.attempts) for s in self.sessions)
 
 
 def read_stream(data: bytes) -> Stream:
@@ -116,9 +117,14 @@ def read_stream(data: bytes) -> Stream:
         try:
             if kind == "start" and key not in open_sessions:
                 session = Session(
-                    key, int(record["pid"]), tuple(int(p) for p in record["ancestors"]), str(record["junit"])
+                    key,
+                    int(record["pid"]),
+                    tuple(int(p) for p in record["ancestors"]),
+                    str(record["junit"]),
+                    "unittest" if record.get("runner") == "unittest" else "pytest",
                 )
-                if any(s.pid in session.ancestors and not s.ended for s in out.sessions):
+                # Inside an open session of the check's (a test running a runner): not the check's.
+                if any(s.pid in (session.pid, *session.ancestors) and not s.ended for s in out.sessions):
                     nested.add(key)
                     continue
                 open_sessions[key] = session
@@ -132,6 +138,8 @@ def read_stream(data: bytes) -> Stream:
             elif kind in SHIELD_KINDS and key in open_sessions and not open_sessions[key].ended:
                 said = shield_line(record)
                 (open_sessions[key].allowed if kind == "allowed" else open_sessions[key].shield).append(said)
+            elif kind == "order" and key in open_sessions and not open_sessions[key].ended:
+                open_sessions[key].order.update(_order(record))
             else:
                 out.garbled += 1
         except (ValueError, KeyError, TypeError):
@@ -202,3 +210,16 @@ def differences(streamed: dict[Any, Outcome], reported: dict[Any, Outcome]) -> l
 def worst(into: dict[Any, Outcome], key: Any, outcome: Outcome) -> None:
     if key not in into or RANK[outcome] > RANK[into[key]]:
         into[key] = outcome
+
+
+def _order(record: dict[str, Any]) -> dict[str, Any]:
+    """What the plugin said of the fail-first order (pytest_inputs.Orderer): how many tests it ran
+    first of how many, and why it stopped after them. Only ever said, never trusted: papayu judges
+    the results (a test not run is missing unless a failure already rejects the plan)."""
+    out: dict[str, Any] = {}
+    for name in ("first", "total"):
+        if name in record:
+            out[name] = int(record[name])
+    if "stopped" in record:
+        out["stopped"] = str(record["stopped"])[:200]
+    return out

@@ -24,11 +24,21 @@ class Change:
     module: bool  # the module-level code changed (or the file is new, gone or unreadable)
     units: frozenset[str]  # functions whose code changed (qualified names), module code aside
     docstrings: bool = False  # a module's or class's docstring changed (what a doctest reads)
+    problem: str = ""  # why the file could not be compared (then it is changed whole)
 
 
 def python_change(old: bytes | None, new: bytes | None) -> Change:
+    """What changed from ``old`` to ``new``; a file that cannot be compared (a syntax error, an
+    expression nested deeper than the interpreter's recursion allows) is changed whole."""
     if old is None or new is None:
         return Change(True, frozenset())
+    try:
+        return _compared(old, new)
+    except (RecursionError, MemoryError) as exc:
+        return Change(True, frozenset(), problem=f"too deeply nested to compare ({type(exc).__name__})")
+
+
+def _compared(old: bytes, new: bytes) -> Change:
     before, after = _units(old), _units(new)
     if before is None or after is None:
         return Change(True, frozenset())

@@ -4,7 +4,9 @@ The record is JSON lines, one process after another (`{"process": NAME}` first):
 (`{"n", "f", "q"}`: a number for a file and a function, or `<module>`), then a line per test (`t`:
 its node id) or per process's global part (`g`) with the units it ran (`u`), the files of the
 repository it opened (`o`) and the directories it listed (`d`), why it is not selectable (`x`)
-and its seconds (`s`). A record that cannot be read as a whole is no record: the run is full.
+and its seconds (`s`); `{"off": WHY}` where the recorder stopped (what it recorded before stands:
+only the tests recorded whole are in the record). A record that cannot be read as a whole is no
+record: the order then comes from the cost-free signals (signals.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Recorded:
     shared: Inputs = field(default_factory=Inputs)  # outside any test, every process's together
     loaded: set[str] = field(default_factory=set)  # files whose code any process ran
     problem: str = ""  # why this record cannot be used ("" when it can)
+    off: str = ""  # why the recorder stopped during its run ("" when it recorded to the end)
 
     def files(self) -> set[str]:
         return self.loaded | self.shared.opened | {p for t in self.tests.values() for p in t.opened}
@@ -48,12 +51,16 @@ def read_inputs(data: bytes) -> Recorded:
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             out.problem = f"the base run's record of inputs is unreadable at line {number} ({exc})"
             return out
+    if not out.tests:
+        out.problem = f"nothing was recorded: {out.off}" if out.off else "the record names no test"
     return out
 
 
 def _line(record: dict[str, Any], units: dict[int, Unit], out: Recorded) -> None:
     if "process" in record:
         units.clear()
+    elif "off" in record:
+        out.off = out.off or str(record["off"])[:300]
     elif "n" in record:
         unit = (str(record["f"]), str(record["q"]))
         units[int(record["n"])] = unit

@@ -1,114 +1,158 @@
-"""The selective check in the gate (check/gate.py): which tests a run of a plan's tree runs
-(select.py, from the base run's record), the base's passes it reuses, the tripwire, and what
-observe mode says selection would have missed (docs/DESIGN.md, "Pay for what the plan changed").
+"""Fail first in the gate (check/gate.py): the order a run of a plan's tree asks papayu's pytest
+plugin for, the re-run of failing tests on the tip, the rest of a run that stopped after its
+first part, and the tests that failed in recent checks (docs/DESIGN.md, "Fail first").
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from papayu_git import settings
-from papayu_git.check.base import BaseRun, inputs_path
+from papayu_git import atomic, settings
+from papayu_git.check.base import ORDER_DIR, BaseRun, inputs_path, newest_record
 from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.results.outcome import Outcome
-from papayu_git.check.selection.inputs import read_inputs
-from papayu_git.check.selection.select import Change, Selection, full_run, select
-from papayu_git.check.verdict import renamed_ids
+from papayu_git.check.selection.inputs import Recorded, read_inputs
+from papayu_git.check.selection.order import FirstPart, first_part, test_file
 from papayu_git.errors import PapayuError
 from papayu_git.objects import GitTree, changed_paths, commit_of
 
 if TYPE_CHECKING:
     import pygit2
 
-    from papayu_git.check.run import CheckResult
-
-MODES = ("off", "observe", "on")
-NO_TESTS_COLLECTED = 5  # pytest's exit code when every test was left out
+MODES = ("off", "on")
+OLD_MODES = {"observe": "on"}  # what observe did (run every test) every run does now
+RECENT_FILE = "recent-failures.json"
+RECENT_KEPT = 200  # tests that failed in a check, newest first
+PYTEST_STREAM = "pytest stream"
 
 
 def mode(root: Path) -> str:
-    value = settings.get("check_select", str(root)).strip().lower() or "observe"
+    """papayu.check.select: on (the default: fail first) or off (every run in the suite's own order)."""
+    value = settings.get("check_select", str(root)).strip().lower() or "on"
+    if value in OLD_MODES:
+        settings.notice(
+            f"papayu.check.select={value}",
+            f"papayu.check.select={value} is deprecated: every check now runs the whole suite, failing tests "
+            f"first; read as {OLD_MODES[value]} (set on or off)",
+        )
+        return OLD_MODES[value]
     if value not in MODES:
         raise PapayuError(
             "ERR_CONFIG_INVALID",
             f"papayu.check.select is {value!r}",
             path="papayu.check.select",
-            hint="Use off, observe or on.",
+            hint="Use on (failing tests first, the default) or off (the suite's own order).",
         )
     return value
 
 
-def tree_changes(repo: pygit2.Repository, tip: str, commit: str) -> list[Change] | None:
-    """What ``commit``'s tree changes from ``tip``'s, file by file; None: a submodule moved or a
-    file became a directory."""
-    before, after = GitTree(repo, commit_of(repo, tip).tree), GitTree(repo, commit_of(repo, commit).tree)
-    paths = changed_paths(repo, before.tree, after.tree)
-    if paths is None:
-        return None
-    return [(path, before.read_blob(path), after.read_blob(path)) for path in paths]
-
-
-def plan(repo: pygit2.Repository, pdir: Path, base: BaseRun, tip: str, commit: str, seed: str) -> Selection:
-    """The selection of a run of ``commit`` (a plan's tree, or its regression tree) on ``base``."""
+def orderable(base: BaseRun) -> str:
+    """Why runs on ``base`` cannot be ordered ("" when they can): only pytest with papayu's plugin
+    takes an order, and only a base read per test says what failed on the tip."""
     if base.results.exit_code_only or not base.results.trusted:
-        return full_run("the base run has no per-test results papayu trusts")
-    if "pytest stream" not in base.results.read_from:
-        return full_run("the check is not pytest with papayu's plugin: every test runs")
+        return "the tip's run has no per-test results papayu trusts"
+    if PYTEST_STREAM not in base.results.read_from:
+        return "the check is not pytest with papayu's plugin: the suite runs in its own order"
+    return ""
+
+
+def order_for(
+    repo: pygit2.Repository, pdir: Path, base: BaseRun, tip: str, commit: str, test_files: Iterable[str]
+) -> FirstPart:
+    """The first part of a run of ``commit`` (a plan's tree, or its regression tree) on ``base``.
+    Whatever goes wrong here leaves the suite's own order, said in the notes: the order never
+    decides a verdict."""
     try:
-        data = inputs_path(pdir, base.key).read_bytes()
-    except OSError:
-        data = b""
-    changes = tree_changes(repo, tip, commit)
-    if changes is None:
-        return full_run("a submodule moved or a file became a directory")
-    return select(read_inputs(data), dict(base.results.outcomes), changes, seed=seed)
+        tip_tree = GitTree(repo, commit_of(repo, tip).tree)
+        changes = _changes(repo, tip_tree, commit)
+        return first_part(
+            _record(pdir, base),
+            dict(base.results.outcomes),
+            changes,
+            tip_tree.read_blob,
+            recent=recent_failures(pdir),
+            test_files=[p for p in test_files if p in {path for path, _, _ in changes}],
+        )
+    except Exception as exc:  # an order that cannot be made is the suite's own
+        return FirstPart(notes=(f"no fail-first order ({type(exc).__name__}: {exc}): the suite runs in its own order",))
 
 
-def ask(selection: Selection) -> PluginAsk:
-    return PluginAsk(reuse=selection.reused, skip_files=selection.skip_files) if selection.selective else PluginAsk()
+def _changes(repo: pygit2.Repository, tip_tree: GitTree, commit: str) -> list[tuple[str, bytes | None, bytes | None]]:
+    after = GitTree(repo, commit_of(repo, commit).tree)
+    paths = changed_paths(repo, tip_tree.tree, after.tree) or []
+    return [(path, tip_tree.read_blob(path), after.read_blob(path)) for path in paths]
 
 
-def with_reused(run: CheckResult, base: BaseRun, selection: Selection) -> CheckResult:
-    """The run's results with the base's passes it left out, marked reused."""
-    if run.tests is None or not selection.selective:
-        return run
-    outcomes = dict(run.tests.outcomes)
-    reused = sorted(t for t in selection.reused if t not in outcomes and base.results.outcomes.get(t) == Outcome.PASSED)
-    outcomes.update(dict.fromkeys(reused, Outcome.PASSED))
-    tests = replace(run.tests, outcomes=outcomes, reused=tuple(reused))
-    code = 0 if run.exit_code == NO_TESTS_COLLECTED and not run.tests.outcomes else run.exit_code
-    return replace(run, tests=tests, exit_code=code)
+def _record(pdir: Path, base: BaseRun) -> Recorded | None:
+    """The tip's record of what each test reads, else the newest one kept (an older tip's: it
+    only orders, so a record a few commits old is as good)."""
+    for path in (inputs_path(pdir, base.key), newest_record(pdir)):
+        if path is None:
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        return read_inputs(data)
+    return None
 
 
-def tripped(run: CheckResult, selection: Selection) -> list[str]:
-    """The sampled tests (no recorded input of theirs changed) that did not pass: the record
-    missed something."""
-    outcomes = run.tests.outcomes if run.tests is not None else {}
-    return sorted(t for t in selection.sampled if outcomes.get(t) != Outcome.PASSED)
+def first_ask(first: FirstPart, base: BaseRun) -> PluginAsk:
+    """The first part, then the rest, in one session; it stops after the first part when one of
+    them fails that did not fail on the tip."""
+    return PluginAsk(
+        first=first.tests, first_files=first.files, known_failing=_failing(base), stop=bool(first), only=None
+    )
 
 
-def missed(run: CheckResult, base: BaseRun, selection: Selection) -> list[str]:
-    """Observe mode: the tests that passed on the base and did not pass in this full run, which
-    the selection would have reused."""
-    outcomes = run.tests.outcomes if run.tests is not None else {}
-    renamed = renamed_ids(dict(base.results.outcomes), dict(outcomes))  # ids naming a value of the run
-    passed = [t for t, o in base.results.outcomes.items() if o == Outcome.PASSED and t not in renamed]
-    return sorted(t for t in passed if t in selection.reused and outcomes.get(t) != Outcome.PASSED)
+def first_only_ask(first: FirstPart) -> PluginAsk:
+    """The first part alone (a best-of candidate's, before the candidates are ranked)."""
+    return PluginAsk(only=first.tests, only_files=first.files)
 
 
-def record(selection: Selection, how: str, **more: Any) -> dict[str, Any]:
-    """What a run's record says of its selection (the check record, the trace, `stats`)."""
-    ran, everything = selection.seconds
-    return {
-        "mode": how,
-        "full": selection.full,
-        "selected": len(selection.run),
-        "reused": len(selection.reused),
-        "sampled": len(selection.sampled),
-        "seconds_selected": ran,
-        "seconds_all": everything,
-        "why": dict(list(selection.why.items())[:20]),
-        **more,
-    }
+def only_ask(tests: Iterable[str]) -> PluginAsk:
+    """These tests alone (failing tests run again on the tip): their files only are collected."""
+    wanted = frozenset(tests)
+    return PluginAsk(only=wanted, only_files=frozenset(t for t in wanted if "::" not in t))
+
+
+def rest_ask(ran: Iterable[str], base: BaseRun) -> PluginAsk:
+    """Every test but those a first run ran; files all of whose tip tests ran are not collected."""
+    done = frozenset(ran)
+    files: dict[str, bool] = {}
+    for test in base.results.outcomes:
+        name = test_file(test)
+        files[name] = files.get(name, True) and test in done
+    return PluginAsk(skip=done, skip_files=frozenset(name for name, all_ran in files.items() if all_ran and name))
+
+
+def _failing(base: BaseRun) -> frozenset[str]:
+    return frozenset(t for t, o in base.results.outcomes.items() if o in (Outcome.FAILED, Outcome.ERROR))
+
+
+def recent_failures(pdir: Path) -> set[str]:
+    return set(_recent_list(pdir))
+
+
+def remember_failures(pdir: Path, tests: Iterable[str]) -> None:
+    """Tests that failed in a plan's run: the next checks run them first (a retry of the same
+    goal most of all)."""
+    new = list(dict.fromkeys(tests))
+    if not new:
+        return
+    kept = [t for t in _recent_list(pdir) if t not in new]
+    (pdir / ORDER_DIR).mkdir(parents=True, exist_ok=True)
+    record = {"tests": (new + kept)[:RECENT_KEPT], "at": round(time.time())}
+    atomic.write_json(pdir / ORDER_DIR / RECENT_FILE, record, indent=None)
+
+
+def _recent_list(pdir: Path) -> list[str]:
+    try:
+        data = json.loads((pdir / ORDER_DIR / RECENT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [str(t) for t in data.get("tests", [])] if isinstance(data, dict) else []

@@ -1,0 +1,127 @@
+"""`node --test` behind `npm test` through the real CLI (`apply PLAN -y --json`) and the real
+sandbox: every test named by its file, so two files with a test of the same name are two tests.
+
+The project reproduces the layout of jsdom/webidl-conversions (verified there: 6976 tests read,
+a plan breaking the `undefined` conversion rolled back naming exactly `test/undefined.js > WebIDL
+undefined type > should return `undefined` for everything`, a comment-only plan landed;
+docs/BENCHMARKS.md): `"test": "node --test"` with no pattern, a `lib/index.js`, one test file a
+type under `test/`, describe() blocks with it()s, the same titles in several files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import apply_json, git, make_repo, write_plan
+
+from papayu_git.check import sandbox
+
+
+def _node_absent() -> str | None:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return "toolchain absent here: node or npm not found"
+    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
+    match = re.match(r"v(\d+)", version)
+    return None if match and int(match[1]) >= 20 else f"node {version.strip()} has no reporter API (20 or later)"
+
+
+pytestmark = [
+    pytest.mark.skipif(sandbox.unavailable_reason() is not None, reason=f"bwrap: {sandbox.unavailable_reason()}"),
+    pytest.mark.skipif(_node_absent() is not None, reason=str(_node_absent())),
+]
+
+LIB = """\
+"use strict";
+
+exports.boolean = (value) => Boolean(value);
+
+exports.undefined = () => {
+  return undefined;
+};
+
+exports.DOMString = (value) => {
+  if (typeof value === "symbol") {
+    throw new TypeError("is a symbol, which cannot be converted to a string");
+  }
+  return String(value);
+};
+"""
+
+
+def _test_file(kind: str, cases: dict[str, str]) -> str:
+    body = "".join(f"  it({json.dumps(title)}, () => {{\n    {check}\n  }});\n" for title, check in cases.items())
+    return (
+        '"use strict";\nconst { describe, it } = require("node:test");\nconst assert = require("node:assert/strict");\n'
+        f'const conversions = require("..");\n\ndescribe("WebIDL {kind} type", () => {{\n{body}}});\n'
+    )
+
+
+FILES = {
+    "package.json": json.dumps({"name": "conversions", "main": "lib/index.js", "scripts": {"test": "node --test"}}),
+    "lib/index.js": LIB,
+    # The same titles in two files: one id each by file, two ids in all.
+    "test/boolean.js": _test_file(
+        "boolean",
+        {
+            "should return `false` for `undefined`": "assert.equal(conversions.boolean(undefined), false);",
+            "should return `true` for `{}`": "assert.equal(conversions.boolean({}), true);",
+        },
+    ),
+    "test/string.js": _test_file(
+        "DOMString",
+        {
+            "should return `undefined` as a string": 'assert.equal(conversions.DOMString(undefined), "undefined");',
+            "should throw for a symbol": "assert.throws(() => conversions.DOMString(Symbol()), TypeError);",
+        },
+    ),
+    "test/undefined.js": _test_file(
+        "undefined",
+        {"should return `undefined` for everything": "assert.equal(conversions.undefined(null), undefined);"},
+    ),
+}
+# Same describe() and it() titles in two files, which Node's TAP could not tell apart.
+FILES["test/unrestricted.js"] = FILES["test/boolean.js"]
+
+BROKEN = "test/undefined.js > WebIDL undefined type > should return `undefined` for everything"
+
+
+def _apply(repo: Path, name: str, old: str, new: str) -> dict[str, Any]:
+    text = (repo / "lib/index.js").read_text()
+    assert old in text
+    actions = [{"kind": "UPDATE_FILE", "path": "lib/index.js", "content": text.replace(old, new, 1)}]
+    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
+    return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1"})
+
+
+def test_node_test_behind_npm_test_is_judged_per_test_by_file(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", dict(FILES))
+    git(repo, "config", "papayu.check.command", "npm test")
+    tip = git(repo, "rev-parse", "HEAD").strip()
+
+    broken = _apply(repo, "break", "  return undefined;", "  return null;")
+    assert (broken["state"], broken["error"]["code"], broken["_rc"]) == ("rolled_back", "ERR_CHECK_REGRESSION", 1)
+    tests = broken["check"]["tests"]
+    assert tests["source"] == "node --test reporter" and not tests["collisions"], broken
+    assert tests["counts"] == {"passed": 6, "failed": 1, "skipped": 0, "error": 0}
+    assert broken["check"]["verdict"]["broken"] == [BROKEN] and broken["check"]["verdict"]["missing"] == []
+    assert f"newly failing: {BROKEN}" in broken["error"]["reason"]
+    assert git(repo, "rev-parse", "HEAD").strip() == tip
+
+    # A test of one file of two with the same titles: only that file's is named.
+    boolean = _apply(repo, "break-boolean", "Boolean(value)", "value === undefined ? true : Boolean(value)")
+    assert boolean["check"]["verdict"]["broken"] == [
+        "test/boolean.js > WebIDL boolean type > should return `false` for `undefined`",
+        "test/unrestricted.js > WebIDL boolean type > should return `false` for `undefined`",
+    ], boolean
+
+    comment = _apply(
+        repo, "comment", "exports.undefined = () => {", "// Every value is undefined.\nexports.undefined = () => {"
+    )
+    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    assert comment["check"]["tests"]["counts"]["passed"] == 7
