@@ -291,9 +291,10 @@ ERROR_CODES: dict[str, ErrorSpec] = {
         "--allow-test-edits lands such plans without asking.",
     ),
     "ERR_RUNNER_REACH_HELD": ErrorSpec(
-        "the plan's code reaches for the test runner or its report (runner internals, hooks, os._exit, "
-        "/proc/self/fd, the report directory, sys.modules surgery), or a new test module changes other "
-        "modules at import, so it stopped at review (kept on papayu/<id>)",
+        "the plan reaches past what its check can judge: its code names the test runner's internals, hooks, "
+        "os._exit, other frames, gc, /proc/self, the report or sys.modules (read with its strings folded), a new "
+        "test module runs code at import or rewrites the code it tests, it adds a binary the check would load, "
+        "or it changes how git converts files at checkout; so it stopped at review (kept on papayu/<id>)",
         "Read the lines it names ('git papayu show ID'); code under test runs inside the test process and could "
         "forge its verdict. 'git papayu land ID' if they are harmless.",
     ),

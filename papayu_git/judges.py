@@ -24,6 +24,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from papayu_git.judge_support import Tree as SupportTree
+from papayu_git.judge_support import test_support
 from papayu_git.paths import is_protected as _matches  # the gitignore-like matcher (test patterns)
 
 # Source files by suffix (case-folded): what a test process runs as the code under test.
@@ -243,28 +245,118 @@ def stands_in_for_a_module(path: str, tip: Tree) -> bool:
     return tip.entry_kind("/".join(parts[:depth])) is None
 
 
+# Programs that run a script named by their first operand (unless code comes from an option:
+# `python -c`, `python -m`, `node -e`, `sh -c`).
+INTERPRETERS = frozenset(
+    ["sh", "bash", "dash", "zsh", "ksh", "python", "python3", "python2", "pypy", "pypy3", "node", "nodejs", "deno",
+     "bun", "ruby", "perl", "php", "lua", "Rscript", "tclsh", "tsx", "ts-node", "coffee", "julia", "elixir", "groovy"]
+)  # fmt: skip
+_INLINE_CODE = frozenset(["-c", "-e", "--eval", "-p", "--print", "-E"])
+# Words that run the rest of the command line as a command of its own.
+WRAPPERS = frozenset(
+    ["env", "exec", "command", "time", "nice", "nohup", "timeout", "xvfb-run", "cross-env", "stdbuf", "unbuffer",
+     "dotenv", "with-contenv", "catchsegv", "strace", "ltrace", "valgrind", "sudo", "doas", "chronic"]
+)  # fmt: skip
+# Options whose value names a file the program reads as its configuration.
+CONFIG_OPTIONS = frozenset(
+    ["-c", "--config", "--config-file", "--configfile", "--rcfile", "--rc", "-f", "--file", "--makefile",
+     "--settings", "--ini", "--conf", "--confcutdir", "--inifile", "-C", "--project", "--tsconfig", "--prefs"]
+)  # fmt: skip
+_SEPARATORS = frozenset([";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "!", "{", "}"])
+
+
 def command_files(command: str, tip: Tree) -> frozenset[str]:
-    """The files of the tip the check command runs by name: its words that are files of the tip
-    (`sh ci/test.sh`, `python run_tests.py`, `./check`), and what a task runner it names reads first
-    (`make` -> Makefile, `tox` -> tox.ini, ...)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
+    """The files of the tip the check command runs or is configured by: the program of each
+    simple command when it is a file (`./check`, `ci/test.sh`), the script an interpreter runs
+    (`sh ci/test.sh`, `python run_tests.py`, `bash -c "..."` read again), a file given to a
+    configuration option (`-c ci/pytest.ini`, `make -f ci.mk`), and what a task runner it names
+    reads first (`make` -> Makefile, `tox` -> tox.ini, ...). Not the files the program reads as
+    its operands (`grep -q 'a + b' calc.py`, `python -m doctest pkg/mod.py`, `python -m
+    py_compile calc.py`): there the judge is the program, and the file is what it judges."""
     found: set[str] = set()
-    for word in words:
-        if "=" in word and not word.startswith(("./", "/")):
-            word = word.split("=", 1)[1]  # --rcfile=ci/x.cfg, -c=conf.py
-        rel = word[2:] if word.startswith("./") else word
-        if rel and not rel.startswith("/") and ".." not in rel.split("/") and tip.entry_kind(rel) == "file":
-            found.add(rel)
-        for candidate in COMMAND_FILES.get(word.rsplit("/", 1)[-1], ()):
-            if tip.entry_kind(candidate) == "file":
-                found.add(candidate)
+    for words in _simple_commands(command):
+        _one_command(words, tip, found)
     return frozenset(found)
 
 
+def _simple_commands(command: str, depth: int = 0) -> list[list[str]]:
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()")
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = command.split()
+    out: list[list[str]] = [[]]
+    for word in words:
+        if word in _SEPARATORS or (word and set(word) <= set(";&|()")):
+            out.append([])
+        else:
+            out[-1].append(word)
+    return [w for w in out if w]
+
+
+def _one_command(words: list[str], tip: Tree, found: set[str], depth: int = 0) -> None:
+    while words and (("=" in words[0] and not words[0].startswith(("-", "./", "/"))) or words[0] in WRAPPERS):
+        words = words[1:]
+        while (words and words[0].startswith("-")) or (words and words[0].replace(".", "").isdigit()):
+            words = words[1:]  # the wrapper's options (`timeout 60`, `env -i`, `nice -n 5`)
+    if not words:
+        return
+    program = words[0]
+    _add_file(program, tip, found)
+    name = program.rsplit("/", 1)[-1]
+    for candidate in COMMAND_FILES.get(name, ()):
+        if tip.entry_kind(candidate) == "file":
+            found.add(candidate)
+    args = words[1:]
+    if _interpreter(name):
+        args = _script(name, args, tip, found, depth)
+    for index, word in enumerate(args):
+        option, _, value = word.partition("=")
+        if option in CONFIG_OPTIONS and value:
+            _add_file(value, tip, found)
+        elif word in CONFIG_OPTIONS and index + 1 < len(args):
+            _add_file(args[index + 1], tip, found)
+
+
+def _interpreter(name: str) -> bool:
+    return name in INTERPRETERS or re.fullmatch(r"python\d+(?:\.\d+)?|pypy\d*(?:\.\d+)?", name) is not None
+
+
+def _script(name: str, args: list[str], tip: Tree, found: set[str], depth: int) -> list[str]:
+    """The script an interpreter runs (its first operand) is a command file; returns the words
+    the script or module gets (`python -m pytest -c ci/pytest.ini`: pytest's), none after inline
+    code (`python -c CODE`, `sh -c CMD`: a shell's is read as a command of its own)."""
+    for index, word in enumerate(args):
+        if word == "-m" and index + 1 < len(args):
+            return args[index + 2 :]
+        if word in _INLINE_CODE:
+            shell = name in ("sh", "bash", "dash", "zsh", "ksh")
+            if word == "-c" and shell and index + 1 < len(args) and depth < 3:
+                for words in _simple_commands(args[index + 1]):
+                    _one_command(words, tip, found, depth + 1)
+            return []
+        if (word in ("run", "test") and name in ("deno", "bun")) or word == "--" or word.startswith("-"):
+            continue
+        _add_file(word, tip, found)
+        return args[index + 1 :]
+    return []
+
+
+def _add_file(word: str, tip: Tree, found: set[str]) -> None:
+    rel = word[2:] if word.startswith("./") else word
+    if rel and not rel.startswith("/") and ".." not in rel.split("/") and tip.entry_kind(rel) == "file":
+        found.add(rel)
+
+
 def judging_paths(changed: Iterable[str], tip: Tree, *, tests: Sequence[str] = (), command: str = "") -> list[str]:
-    """The paths of ``changed`` that are not the plan's code (is_code), sorted."""
+    """The paths of ``changed`` that are not the plan's code (is_code), and those that are test
+    support by what the tip's tests use (judge_support.py), sorted."""
     files = command_files(command, tip) if command else frozenset()
-    return sorted(p for p in changed if not is_code(p, tip, tests=tests, command_files=files))
+    judging: list[str] = []
+    code: list[str] = []
+    for path in changed:
+        (code if is_code(path, tip, tests=tests, command_files=files) else judging).append(path)
+    if code and isinstance(tip, SupportTree):
+        judging += test_support(tip, code, lambda p: not is_code(p, tip, tests=tests, command_files=files))
+    return sorted(judging)

@@ -17,13 +17,22 @@ endings, working-tree-encoding) run no program and are left as the user set them
 The values go into GIT_CONFIG_PARAMETERS, where `git -c` puts its own: after whatever is there
 already (the last value wins), inherited by every git the landing starts, and quoted as git
 quotes them, so no driver name needs to survive a shell.
+
+git's conversions still run, with the user's settings (`core.autocrlf`, `core.eol`, a global or
+`.git/info/attributes` file), which the check's checkout does not read: a file could land with
+other bytes than the check ran. So once landed, every file the plan touched is compared with the
+bytes its check's checkout had (as_checked), and any that differs is written as the check ran it
+(a plan that changes conversion attributes itself is held before: check/reach.py).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from papayu_git import settings
+from papayu_git import atomic, settings
+from papayu_git.git import run_git
 
 _FILTER_VARIABLES = (("smudge", ""), ("clean", ""), ("process", ""), ("required", "false"))
 
@@ -57,3 +66,24 @@ _FRESH_SEC = 1.0
 def _quoted(text: str) -> str:
     """As git's sq_quote: in single quotes, a quote as '\\''."""
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def as_checked(workdir: Path, checked: Mapping[str, bytes], env: dict[str, str]) -> list[str]:
+    """Make every file of ``checked`` (path -> the bytes the check ran) in ``workdir`` hold
+    those bytes; returns the paths that had others (git's conversions, as the user set them)."""
+    rewritten = []
+    for path, data in sorted(checked.items()):
+        target = workdir / path
+        try:
+            if target.is_symlink() or not target.is_file() or target.read_bytes() == data:
+                continue
+            mode = target.stat().st_mode & 0o7777
+        except OSError:
+            continue
+        with atomic.replacing(target) as tmp:
+            tmp.write_bytes(data)
+            os.chmod(tmp, mode)
+        rewritten.append(path)
+    if rewritten:  # the index's stat data, for the bytes now there (no filter runs: env)
+        run_git(["update-index", "-q", "--refresh", "--", *rewritten], cwd=workdir, check=False, env=env)
+    return rewritten

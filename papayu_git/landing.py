@@ -29,13 +29,14 @@ import shlex
 import stat
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from papayu_git import locks, output, settings
 from papayu_git.errors import PapayuError
 from papayu_git.git import common_dir, git_dir_of, linked_worktree_dir, run_to_completion, scrubbed_env
-from papayu_git.land_drivers import no_drivers_env
+from papayu_git.land_drivers import as_checked, no_drivers_env
 from papayu_git.land_hooks import HookPolicy, hook_policy, may_have_hook, say_skipped
 from papayu_git.land_patch import whole_file_patch
 from papayu_git.objects import (
@@ -125,8 +126,17 @@ def land_lock_path(papayu_dir: Path, target: Target) -> Path:
     return locks.locks_dir(papayu_dir) / f"land-{safe}.lock"
 
 
-def land(repo: pygit2.Repository, papayu_dir: Path, target: Target, commit: str, plan_id: str) -> str:
+def land(
+    repo: pygit2.Repository,
+    papayu_dir: Path,
+    target: Target,
+    commit: str,
+    plan_id: str,
+    checked: Mapping[str, bytes] | None = None,
+) -> str:
     """Move ``target`` from its tip to ``commit``; returns "fast-forward" or "update-ref".
+    ``checked``: the bytes the check ran of the files the plan changed, which the work tree
+    then holds (land_drivers.as_checked).
 
     ERR_BRANCH_MOVED when the branch is no longer at ``target.tip``; ERR_DIRTY_WORKTREE
     (with the files) when git refuses to overwrite local changes; ERR_OPERATION_IN_PROGRESS
@@ -148,6 +158,12 @@ def land(repo: pygit2.Repository, papayu_dir: Path, target: Target, commit: str,
         if workdir is not None:
             if not _apply_fast_forward(repo, workdir, (old, new, commit), target, plan_id, hooks):
                 fast_forward(workdir, commit, target, hooks)
+            rewritten = as_checked(workdir, checked or {}, no_drivers_env(workdir, _c_locale()))
+            if rewritten:
+                output.info(
+                    f"{', '.join(rewritten[:5])}: written as the check ran {'them' if len(rewritten) > 1 else 'it'} "
+                    "(git's conversions as configured here would have written other bytes)"
+                )
             say_skipped(repo, workdir, "post-merge", hooks)
             return "fast-forward"
         proc = _to_completion(

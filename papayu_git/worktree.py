@@ -140,8 +140,20 @@ def _move_slot(repo: pygit2.Repository, slot: Path, lock: Path, commit: str, pur
 def _reset_slot(repo: pygit2.Repository, checkout: CheckCheckout, commit: str, purpose: str) -> None:
     _restore_slot(repo, checkout.slot)
     pause_point(f"{purpose}_checkout")
+    attributes = "" if checkout.fresh else _attribute_files(checkout)
     run_slot_git(checkout.path, checkout.gitdir, ["checkout", "--detach", "--force", "-q", commit])
+    if not checkout.fresh and _attribute_files(checkout) != attributes:
+        # git rewrites only the files whose blobs changed: a file the plan left alone keeps the
+        # bytes of the old conversion attributes. Every file is written again under the new ones,
+        # as a checkout of this commit would write it (docs/DESIGN.md, "Landing").
+        run_slot_git(checkout.path, checkout.gitdir, ["checkout-index", "--force", "--all", "--quiet"])
     run_slot_git(checkout.path, checkout.gitdir, ["clean", "-q", "-ff", "-d", "-x"])
+
+
+def _attribute_files(checkout: CheckCheckout) -> str:
+    """The slot index's `.gitattributes` entries (modes and blobs): how its files convert."""
+    args = ["ls-files", "--stage", "-z", "--", ":(glob)**/.gitattributes"]
+    return run_slot_git(checkout.path, checkout.gitdir, args, check=False).stdout
 
 
 def run_slot_git(work: Path, gitdir: Path, args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:

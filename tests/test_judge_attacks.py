@@ -279,7 +279,7 @@ def test_a_new_test_module_patching_the_code_at_import_does_not_land(tmp_path: P
     repo = _repo(tmp_path, f"{PYTEST} tests")
     head = _head(repo)
     data = _apply(repo, "patching", [_create("tests/test_more.py", PATCHING_TEST)])
-    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "tests/test_more.py:3", "assigns into module calc")
+    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "tests/test_more.py:3", "rewrites module calc")
 
     honest = _apply(repo, "clean", [_create("tests/test_more.py", CLEAN_TEST)])
     _landed(repo, honest)

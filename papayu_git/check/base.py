@@ -31,6 +31,8 @@ from papayu_git.objects import commit_of
 from papayu_git.worktree import acquire_checkout, release_checkout
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pygit2
 
     from papayu_git.check.sandbox import Sandbox
@@ -39,7 +41,9 @@ BASE_DIR = "base"
 ORDER_DIR = "order"  # beside it: which record is the newest, the tests that failed in recent checks
 # How runs are read (results/): part of the key, since a plan's runs are compared with the base
 # only when both were read from the same sources (results/provenance.py). Bumped when that changes.
-RESULTS_FORMAT = "3: runners behind package scripts, a jest or vitest report per run, Maven and Gradle reports"
+RESULTS_FORMAT = (
+    "4: runners behind package scripts, jest and vitest reports per run, Maven and Gradle reports; the runtime shield"
+)
 # tox's and nox's environments are one level down (.tox/py, .nox/tests).
 INSTALL_STAMPS = (
     "lib/python*/site-packages",
@@ -265,13 +269,17 @@ def run_on(
     plan_id: str = "base",
     *,
     extra: tuple[str, ...] = (),
+    before: Callable[[Path], None] | None = None,
 ) -> CheckResult:
     """One run of the check on ``commit`` in a pooled checkout (then ``extra``, consented proposed
-    commands); the slot's move counts as set-up."""
+    commands); the slot's move counts as set-up. ``before``: given the checkout's path before the
+    check runs (the bytes a plan's check ran, failfirst.checked_bytes)."""
     began = time.monotonic()
     checkout = acquire_checkout(repo, pdir, commit, plan_id=plan_id, on_stale=dead_check)
     moved = time.monotonic() - began
     try:
+        if before is not None:
+            before(checkout.path)
         result = run_check(
             check,
             checkout,

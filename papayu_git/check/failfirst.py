@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from papayu_git import output
 from papayu_git.check import selection
 from papayu_git.check.base import BaseRun, run_on
+from papayu_git.check.judge_tree import changed_files
 from papayu_git.check.results import TestResults
 from papayu_git.check.results.channel import PluginAsk
 from papayu_git.check.results.outcome import CaseResult, Collected, Outcome
@@ -101,8 +102,26 @@ class Context:
     base: BaseRun
     runs: Runs
     logs: Callable[[str], Path]  # a log's file name -> a path no run of this plan wrote yet
+    plan_commit: str = ""  # the plan's own commit: the bytes its check ran are kept (checked_bytes)
+    # The bytes the check ran of each file the plan changed, as its checkout had them: what the
+    # landing must leave in the work tree (landing.py; docs/DESIGN.md, "Landing").
+    checked_bytes: dict[str, bytes] = field(default_factory=dict)
 
     def run(self, commit: str, log: str, ask: PluginAsk, extra: tuple[str, ...] = ()) -> CheckResult:
+        # The runtime shield (docs/DESIGN.md, "The runtime shield") refuses reaching code in what
+        # the run's tree changes against the tip, and allows it where the tip's own run reached.
+        changed: list[str] = []
+        code: list[str] = []
+        if commit != self.tip:
+            changed, code = changed_files(self.repo, self.tip, commit, self.root, self.command.command)
+        sites = frozenset(self.base.results.reaching)
+        ask = replace(ask, changed=frozenset(changed), code=frozenset(code), tip_sites=sites)
+        keep = None
+        if commit == self.plan_commit:
+
+            def keep(work: Path) -> None:
+                self.checked_bytes.update(checked_bytes(work, changed))
+
         return run_on(
             self.repo,
             self.pdir,
@@ -115,6 +134,7 @@ class Context:
             ask,
             self.plan_id,
             extra=extra,
+            before=keep,
         )
 
 
@@ -236,6 +256,28 @@ class TipAgain:
         self.exit_code = None if again.timed_out else again.exit_code
 
 
+MAX_CHECKED_BYTES = 64 * 1024 * 1024  # kept of a plan's files to compare after landing; larger ones are not
+
+
+def checked_bytes(work: Path, paths: list[str]) -> dict[str, bytes]:
+    """The bytes of each regular file of ``paths`` in a checkout, before its check ran."""
+    out: dict[str, bytes] = {}
+    total = 0
+    for path in paths:
+        try:
+            target = work / path
+            if target.is_symlink() or not target.is_file():
+                continue
+            data = target.read_bytes()
+        except OSError:
+            continue
+        total += len(data)
+        if total > MAX_CHECKED_BYTES:
+            break
+        out[path] = data
+    return out
+
+
 def as_run(results: TestResults | None, exit_code: int | None) -> Run:
     results = results if results is not None else TestResults("exit code only")
     if exit_code == NO_TESTS_COLLECTED and not results.exit_code_only and not results.outcomes:
@@ -258,7 +300,8 @@ def merged(first: CheckResult, rest: CheckResult) -> CheckResult:
         errors.append(f"the rest of the run was read from {', '.join(b.read_from) or 'nothing'}, not as its first part")
     sources = list(a.read_from)
     tests = collected.results(sources, [*a.unreadable, *b.unreadable], errors)
-    tests = replace(tests, order={k: v for k, v in a.order.items() if k != "stopped"})
+    reaching = tuple(dict.fromkeys([*a.reaching, *b.reaching]))  # the tip's own reaches, from both (shield.py)
+    tests = replace(tests, order={k: v for k, v in a.order.items() if k != "stopped"}, reaching=reaching)
     failing = any(o in FAILING for o in tests.outcomes.values())
     if rest.timed_out:
         code: int | None = None

@@ -50,6 +50,9 @@ class Gate:
     base: BaseRun | None
     verdict: Verdict | None  # None: no per-test results anywhere (the exit code decided)
     judged_by_tip: tuple[str, ...] = ()  # what the plan changes besides its code (judges.py)
+    # The bytes the check ran of each file the plan changed, as its checkout had them: what the
+    # landing must leave in the work tree (landing.py; docs/DESIGN.md, "Landing").
+    checked_bytes: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def review(self) -> bool:
@@ -93,6 +96,7 @@ def run_gate(request: GateRequest) -> Gate:
         base,
         runs,
         lambda name: unused_log(request.pdir / "checks" / name),
+        plan_commit=request.commit,
     )
     plain = not request.extra_commands
     if judge_commit is None:
@@ -114,7 +118,7 @@ def run_gate(request: GateRequest) -> Gate:
     if paused and request.pause is not None:
         if request.pause(provisional(verdict, sides)) == DONE:  # it can no longer win: no re-run on the tip
             why = "the rest of the suite did not run: another candidate ranks above this one whatever it says"
-            return _gate(request, base, sides, verdict.ended_after_first_part(why), judged, runs, why_not)
+            return _gate(request, base, sides, verdict.ended_after_first_part(why), judged, context, why_not)
         verdict = _judged(request, base, sides, again, judged, shared)
     verdict = _settled(context, request, sides, verdict, again, judged, shared)
     for side in sides:
@@ -130,7 +134,7 @@ def run_gate(request: GateRequest) -> Gate:
                 side.result,
                 origin,
             )
-    return _gate(request, base, sides, verdict, judged, runs, why_not)
+    return _gate(request, base, sides, verdict, judged, context, why_not)
 
 
 def _settled(
@@ -238,7 +242,7 @@ def _gate(
     sides: list[Side],
     verdict: Verdict,
     judged: list[str],
-    runs: Runs,
+    context: Context,
     why_not: str,
 ) -> Gate:
     regression, own = sides[0], sides[1] if len(sides) > 1 else None
@@ -267,11 +271,11 @@ def _gate(
         verdict=verdict,
         own_log=own_result.log if own_result is not None else "",
         selection=chosen,
-        runs=tuple(runs.said),
-        timing=_timing(runs.said),
-        duration_sec=round(sum(float(r.get("seconds") or 0.0) for r in runs.said), 3),
+        runs=tuple(context.runs.said),
+        timing=_timing(context.runs.said),
+        duration_sec=round(sum(float(r.get("seconds") or 0.0) for r in context.runs.said), 3),
     )
-    return Gate(checked, own_result, base, verdict, tuple(judged))
+    return Gate(checked, own_result, base, verdict, tuple(judged), dict(context.checked_bytes))
 
 
 def _timing(said: list[dict[str, Any]]) -> dict[str, float]:

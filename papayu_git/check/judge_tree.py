@@ -63,6 +63,18 @@ def tip_tests_commit(
     return create_commit(repo, index.write_tree(repo), commit_of(repo, tip).id, message), paths
 
 
+def changed_files(
+    repo: pygit2.Repository, tip: str, commit: str, repo_root: Path, command: str = ""
+) -> tuple[list[str], list[str]]:
+    """The files ``commit``'s tree changes against ``tip``'s, and those of them that are code
+    (judges.py), sorted."""
+    tip_tree = GitTree(repo, commit_of(repo, tip).tree)
+    changed = _changed_files(repo, tip_tree.tree, commit_of(repo, commit).tree)
+    tests = compile_patterns(configured_test_patterns(repo_root)[0])
+    judging = set(judging_paths(changed, tip_tree, tests=tests, command=command))
+    return changed, [p for p in changed if p not in judging]
+
+
 def _changed_files(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree) -> list[str]:
     paths = changed_paths(repo, old, new)
     if paths is not None:

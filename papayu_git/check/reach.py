@@ -9,18 +9,22 @@ runner's internals, its hooks, its report or the process's own descriptors is he
 with those lines named. So is a new test module that does more at import than define tests
 (assignments into other modules, calls at the top level): it would judge every later plan.
 
-This is a tripwire for the known routes, not a proof: code can reach the same places in ways no
-pattern names (docs/DESIGN.md says where the guarantee ends).
+Python is read on its syntax tree with its strings folded (reach_python.py): a name built from
+pieces is read as the name it makes. The other languages are read by their lines. And a plan
+that adds or changes a file the check would load as machine code or bytecode (a native
+extension, a `.pyc`, a wasm module, an archive on an import path) is held whatever its name: no
+one can read what it does. The runtime shield (results/shield.py) refuses in the process what
+this reading misses (docs/DESIGN.md, "The runtime shield", says where each ends).
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
+from papayu_git.check.reach_python import code_reach, test_module_reach
 from papayu_git.judges import TEST_DIRS, is_code
 from papayu_git.paths import is_protected as _matches
 
@@ -77,8 +81,7 @@ _RUST = (
     (_REPORT, "the test report"),
 )
 _BY_SUFFIX = {
-    ".py": _PYTHON,
-    ".pyx": _PYTHON,
+    ".pyx": _PYTHON,  # .py and .pyi: their syntax tree (reach_python.py)
     ".js": _JS,
     ".mjs": _JS,
     ".cjs": _JS,
@@ -99,40 +102,150 @@ def runner_reach(
 ) -> list[Reach]:
     """What the plan's writes (path -> new bytes, over ``tip``) add that reaches for the runner:
     in its code (judges.is_code), the lines added; in its new test modules, what they do at
-    import beyond defining tests."""
+    import beyond defining tests and what they rewrite of the code they test; anywhere, a file
+    the check would load that no one can read."""
     found: list[Reach] = []
     for path, data in sorted(writes.items()):
         old = tip.read_blob(path)
         if old == data:
             continue
+        if path.rsplit("/", 1)[-1] == ".gitattributes":
+            found += conversions(path, data.decode("utf-8", "replace"), (old or b"").decode("utf-8", "replace"))
+            continue
+        loadable = machine_code(path, data)
+        if loadable:
+            found.append(Reach(path, 1, f"({len(data)} bytes)", f"{loadable} the check would load: no one can read it"))
+            continue
         text = data.decode("utf-8", "replace")
         if is_code(path, tip, tests=tests, command_files=command_files):
             found += _added_reach(path, text, (old or b"").decode("utf-8", "replace"))
         elif old is None and tip.entry_kind(path) is None and _is_test_module(path, tests):
-            found += _new_test_module(path, text)
+            found += _new_test_module(path, text, tip)
     return found
+
+
+# git attributes that change the bytes a checkout writes (docs/DESIGN.md, "Landing").
+# (`filter` is not one: no filter driver runs on a plan's files, at the check or the landing.)
+CONVERSION_ATTRIBUTES = frozenset(["text", "eol", "crlf", "working-tree-encoding", "ident", "binary"])
+
+
+def conversions(path: str, text: str, old: str) -> list[Reach]:
+    """The lines a `.gitattributes` gains or loses that set conversion attributes (directly or
+    through a macro it defines): the regression run checks the files as the tip converts them,
+    and the work tree would get them converted otherwise. `linguist-*`, `export-ignore`, `diff`
+    and the like change no byte and pass."""
+    macros = {
+        words[0][len("[attr]") :]
+        for line in (*text.splitlines(), *old.splitlines())
+        if (words := line.split()) and words[0].startswith("[attr]") and _converts(words[1:], set())
+    }
+    lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
+    previous = [line if not line.lstrip().startswith("#") else "" for line in old.splitlines()]
+    added = _added_lines(lines, previous)
+    gone = _added_lines(previous, lines)
+    found = [
+        Reach(path, n, lines[n - 1], "changes how git converts files at checkout: the bytes landed would differ")
+        for n in sorted(added)
+        if _converts(lines[n - 1].split()[1:], macros) or _converts(lines[n - 1].split(), macros, macro=True)
+    ]
+    found += [
+        Reach(path, 0, f"(removed) {previous[n - 1]}", "changes how git converts files at checkout")
+        for n in sorted(gone)
+        if _converts(previous[n - 1].split()[1:], macros) or _converts(previous[n - 1].split(), macros, macro=True)
+    ]
+    return found
+
+
+def _converts(attributes: list[str], macros: set[str], macro: bool = False) -> bool:
+    if macro:  # a macro's definition: `[attr]name attrs...`
+        return bool(attributes) and attributes[0].startswith("[attr]") and _converts(attributes[1:], macros)
+    if attributes[:1] and attributes[0].startswith("#"):
+        return False
+    for attribute in attributes:
+        name = attribute.lstrip("-!").split("=", 1)[0]
+        if name in CONVERSION_ATTRIBUTES or name in macros:
+            return True
+    return False
+
+
+# What the check would load and run without reading it as source: by content, whatever the name.
+_MAGIC = (
+    (b"\x7fELF", "a native library or program"),
+    (b"\xcf\xfa\xed\xfe", "a native library or program"),
+    (b"\xce\xfa\xed\xfe", "a native library or program"),
+    (b"\xca\xfe\xba\xbe", "a native library, program or Java class"),
+    (b"\x00asm", "a WebAssembly module"),
+)
+_LOADABLE_SUFFIXES = {
+    ".so": "a native extension", ".pyd": "a native extension", ".dll": "a native library",
+    ".dylib": "a native library", ".node": "a native addon", ".pyc": "Python bytecode", ".pyo": "Python bytecode",
+    ".wasm": "a WebAssembly module", ".class": "a Java class", ".jar": "an archive of code",
+    ".egg": "an archive of code", ".whl": "an archive of code", ".pyz": "an archive of code",
+}  # fmt: skip
+
+
+def machine_code(path: str, data: bytes) -> str:
+    """What ``data`` is when it is code no one reads (a native library, bytecode, an archive of
+    modules): by its name or its first bytes; "" for source, text and data files."""
+    name = path.rsplit("/", 1)[-1].casefold()
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if suffix in _LOADABLE_SUFFIXES:
+        return _LOADABLE_SUFFIXES[suffix]
+    if ".so." in name:  # libx.so.1
+        return "a native library"
+    for magic, what in _MAGIC:
+        if data.startswith(magic):
+            return what
+    if data.startswith(b"MZ") and b"PE\0\0" in data[:1024]:
+        return "a native library or program"
+    if len(data) > 16 and data[2:4] == b"\r\n" and data[4:8] in (b"\0\0\0\0", b"\x01\0\0\0", b"\x03\0\0\0"):
+        return "Python bytecode"
+    return ""
 
 
 def _added_reach(path: str, text: str, old: str) -> list[Reach]:
     suffix = path[path.rfind(".") :].casefold() if "." in path else ""
-    patterns = _BY_SUFFIX.get(suffix, ())
-    if not patterns or _exempt_entry_point(path, text, suffix):
-        patterns = tuple(p for p in patterns if "exit" not in p[1])
-    before = Counter(old.splitlines())
-    found = []
-    report_file = bool(_REPORT_WORDS.search(text))
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    added = _added_lines(lines, old.splitlines())
+    exempt = _exempt_entry_point(path, text, suffix)
+    found: list[Reach] = []
+    if suffix in (".py", ".pyi"):
+        found += [
+            Reach(path, f.line, _line(lines, f.line), f.why)
+            for f in code_reach(text, added.__contains__)
+            if not (exempt and "exit" in f.why)
+        ]
+    else:
+        patterns = _BY_SUFFIX.get(suffix, ())
+        if exempt:
+            patterns = tuple(p for p in patterns if "exit" not in p[1])
+        for number in sorted(added):
+            why = next((why for pattern, why in patterns if re.search(pattern, lines[number - 1])), None)
+            if why is not None:
+                found.append(Reach(path, number, lines[number - 1], why))
+    if (suffix in (".py", ".pyi") or _BY_SUFFIX.get(suffix)) and _REPORT_WORDS.search(text):
+        found += [
+            Reach(path, n, lines[n - 1], "an exit hook in a file that names a report")
+            for n in sorted(added)
+            if _ATEXIT.search(lines[n - 1])
+        ]
+    return _unique(found)
+
+
+def _added_lines(lines: list[str], old: list[str]) -> set[int]:
+    """The numbers of the lines the tip did not have (as many times)."""
+    before = Counter(old)
+    added = set()
+    for number, line in enumerate(lines, 1):
         if before[line] > 0:
             before[line] -= 1
-            continue  # the tip had this line
-        for pattern, why in patterns:
-            if re.search(pattern, line):
-                found.append(Reach(path, number, line, why))
-                break
         else:
-            if report_file and _ATEXIT.search(line):
-                found.append(Reach(path, number, line, "an exit hook in a file that names a report"))
-    return found
+            added.add(number)
+    return added
+
+
+def _line(lines: list[str], number: int) -> str:
+    return lines[number - 1] if 0 < number <= len(lines) else ""
 
 
 def _exempt_entry_point(path: str, text: str, suffix: str) -> bool:
@@ -159,9 +272,11 @@ def _is_test_module(path: str, tests: Sequence[str]) -> bool:
     )
 
 
-def _new_test_module(path: str, text: str) -> list[Reach]:
+def _new_test_module(path: str, text: str, tip: _Tree) -> list[Reach]:
     if path.endswith(".py"):
-        return _python_module(path, text)
+        lines = text.splitlines()
+        found = test_module_reach(text, lambda name: _project_module(tip, name))
+        return _unique([Reach(path, f.line, _line(lines, f.line), f.why) for f in found])
     if path.endswith(".go"):
         pattern = re.compile(r"^\s*func\s+(?:init|TestMain)\s*\(")
         why = "runs before every test of the package"
@@ -171,77 +286,11 @@ def _new_test_module(path: str, text: str) -> list[Reach]:
     return []
 
 
-def _python_module(path: str, text: str) -> list[Reach]:
-    lines = text.splitlines()
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []  # the test fails to import: the own run says so
-    modules = _imported_names(tree)
-    found: list[Reach] = []
-
-    def say(node: ast.AST, why: str) -> None:
-        number = getattr(node, "lineno", 1)
-        found.append(Reach(path, number, lines[number - 1] if number <= len(lines) else "", why))
-
-    for statement in tree.body:
-        if not _defines(statement):
-            say(statement, "runs at import")
-    for node in ast.walk(tree):
-        targets: Iterable[ast.AST] = ()
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = (node.target,)
-        elif isinstance(node, ast.Delete):
-            targets = node.targets
-        elif isinstance(node, ast.Call) and _call_name(node) in ("setattr", "delattr") and node.args:
-            targets = (ast.Attribute(value=node.args[0], attr="_", ctx=ast.Store()),)
-        for target in targets:
-            root = _root_name(target)
-            if root is not None and (root in modules or root == "sys") and not isinstance(target, ast.Name):
-                say(node, f"assigns into module {root}")
-                break
-    return _unique(found)
-
-
-def _defines(node: ast.stmt) -> bool:
-    """What a test module may do at import: import, define, name constants, branch on those."""
-    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass)):
-        return True
-    if isinstance(node, ast.Expr):
-        return isinstance(node.value, ast.Constant)  # a docstring
-    if isinstance(node, ast.Assign):
-        names = [t for t in node.targets if isinstance(t, ast.Name)]
-        return len(names) == len(node.targets) and all(t.id != "pytest_plugins" for t in names)
-    if isinstance(node, ast.AnnAssign):
-        return isinstance(node.target, ast.Name)
-    if isinstance(node, ast.If):
-        return all(_defines(n) for n in node.body + node.orelse)
-    if isinstance(node, ast.Try):
-        handlers = [n for h in node.handlers for n in h.body]
-        return all(_defines(n) for n in node.body + handlers + node.orelse + node.finalbody)
-    return False
-
-
-def _imported_names(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            names.update(alias.asname or alias.name for alias in node.names)
-    return names
-
-
-def _root_name(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _call_name(node: ast.Call) -> str:
-    return node.func.id if isinstance(node.func, ast.Name) else ""
+def _project_module(tip: _Tree, name: str) -> bool:
+    """Whether a top-level module name is the project's own (at the root or under src/)."""
+    return any(
+        tip.entry_kind(f"{where}{name}{end}") is not None for where in ("", "src/") for end in (".py", "/__init__.py")
+    )
 
 
 _JS_BINDING = re.compile(

@@ -24,14 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 from papayu_git import atomic, locks, output, settings
 from papayu_git.check.diagnose import environment_causes
 from papayu_git.check.results import Outcome, TestResults, instrumented, junit_patterns, summary
-from papayu_git.check.results.channel import (
-    INPUTS_DIR,
-    STREAM_FIFO,
-    Channel,
-    Delivery,
-    PluginAsk,
-    delivered_inputs,
-)
+from papayu_git.check.results.channel import STREAM_FIFO, Channel, Delivery, PluginAsk, delivered_inputs
 from papayu_git.check.results.gotest import PlainLog
 from papayu_git.check.results.instrument import GO_JSON, JUNIT_COPY, REPORT_FILES
 from papayu_git.check.results.outcome import RANK
@@ -212,8 +205,7 @@ def _run_reported(
     channel = Channel(helpers, {**plugin, "fifo": f"{view.report}/{STREAM_FIFO}"})
     config: dict[str, object] = {"names": list(REPORT_FILES), "junit": junit_globs, "tools": list(done.reports)}
     config["stream_fifo"] = STREAM_FIFO
-    if ask.record:
-        config["globs"] = [f"{INPUTS_DIR}/*.jsonl"]
+    config["globs"] = ask.report_globs()
     config.update(stream_fd=channel.stream_w, files_fd=channel.files_w)
     argv, env = view.command_line(done.command, done.env, config)
     begin = log.tell()

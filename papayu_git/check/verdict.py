@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from papayu_git.check.results import ids, provenance, runners
-from papayu_git.check.results.outcome import Outcome, TestResults
+from papayu_git.check.results.outcome import SHIELD_ERROR, Outcome, TestResults
 
 FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
 MAX_NAMES = 20  # names per line of the report; the rest are counted
@@ -250,7 +250,9 @@ def judge(
         approve_restored=approve_restored,
         shared=shared,
     )
-    if untrusted and (verdict.lands or verdict.review):
+    # What the shield refused made the run fail or pass: that, not the outcome, is the verdict's code.
+    shielded = any(SHIELD_ERROR in problem for problem in untrusted)
+    if untrusted and (verdict.lands or verdict.review or shielded):
         verdict = replace(verdict, lands=False, review=False, code="ERR_CHECK_RESULTS_UNTRUSTED")
     return replace(verdict, notes=(*said, *verdict.notes)) if said else verdict
 

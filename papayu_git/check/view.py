@@ -174,6 +174,7 @@ class CheckView:
         if reports is not None and NODE_REPORTS_VAR in env:
             reporter = NODE_TEST_VAR in env
             env["NODE_OPTIONS"] = node_options(self.helpers, env.get("NODE_OPTIONS", ""), test_reporter=reporter)
+            env["PAPAYU_CHECK_ROOT"] = self.root  # the node hook's shield: which frames are the checked tree's
         return ([*self.prefix, "--", *first] if self.prefix else first), env
 
 

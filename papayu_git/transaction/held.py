@@ -73,11 +73,11 @@ def held_for_runner_reach(run: Run) -> PapayuError | None:
         f"read those lines (git papayu show {run.plan.id}); land it if they are harmless: git papayu land {run.plan.id}"
     )
     run.warnings.append(
-        f"the plan's code reaches for the test runner: {shown}; NOT landed. {ways[0].upper()}{ways[1:]}"
+        f"the plan reaches past what its check can judge: {shown}; NOT landed. {ways[0].upper()}{ways[1:]}"
     )
     return PapayuError(
         "ERR_RUNNER_REACH_HELD",
-        "the plan's code reaches for the test runner: " + shown,
+        "the plan reaches past what its check can judge: " + shown,
         path=run.branch,
         hint=ways,
     )

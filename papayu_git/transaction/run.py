@@ -145,7 +145,8 @@ class Run:
                         return self.finish(ApplyState.REVIEW, prepared.target, commit, declined=True)
                 try:
                     with self.watch.stage("land"):
-                        how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id)
+                        ran = self.gate.checked_bytes if self.gate is not None else None
+                        how = land(self.repo, self.pdir, prepared.target, commit, self.plan.id, ran)
                     break
                 except PapayuError as exc:
                     if exc.code != "ERR_BRANCH_MOVED" or not self.options.rebase or attempt == MAX_REBASE_ATTEMPTS:

@@ -14,8 +14,10 @@ the hook that gives jest and vitest their reports (node_reports.cjs).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import py_compile
 import select
 import shutil
 import sys
@@ -31,6 +33,8 @@ PLUGIN_DIR = "pytest"
 PLUGIN_MODULE = "papayu_pytest_results"
 PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
 INPUTS_MODULE = "papayu_pytest_inputs.py"  # fail first's part (pytest_inputs.py), imported by the plugin
+SHIELD_MODULE = "papayu_shield.py"  # the runtime shield (shield.py), installed by the plugin
+SHIELD_DIR = "shield"  # in the report directory: what each process's shield refused (shield.SINK_DIR)
 ORDER_FILE = "order.json"  # beside the plugin: the order a run is to run its tests in (pytest_inputs.Orderer)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
 NODE_HOOK = "node_reports.cjs"  # jest's and vitest's reports, through NODE_OPTIONS (instrument.py)
@@ -44,6 +48,7 @@ CHECK_SIDE_FILES = (
     "inside.py",
     "pytest_plugin.py",
     "pytest_inputs.py",
+    "shield.py",
     "sitecustomize.py",
     "unittest_results.py",
     NODE_HOOK,
@@ -72,11 +77,44 @@ def write_helpers(slot: Path) -> Path:
     shutil.copyfile(here / NODE_TEST_REPORTER, where / NODE_TEST_REPORTER)
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
     shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
+    shutil.copyfile(here / "shield.py", plugin / SHIELD_MODULE)
     shutil.copyfile(here / "sitecustomize.py", plugin / "sitecustomize.py")
     shutil.copyfile(here / "unittest_results.py", plugin / UNITTEST_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
     (dist / "entry_points.txt").write_text(f"[pytest11]\n{PLUGIN_ENTRY_POINT} = {PLUGIN_MODULE}\n")
+    _bytecode(plugin, slot / PYC_CACHE)
     return where
+
+
+PYC_CACHE = "helpers-pyc"  # in the slot, outside what the check sees: the plugin compiled once per version
+
+
+def _bytecode(plugin: Path, cache: Path) -> None:
+    """The plugin's modules compiled, for a check whose Python is papayu's: the directory is
+    read-only in the check, so its pytest would compile them again in every process (tens of
+    ms of a small suite's run; docs/BENCHMARKS.md). Unchecked-hash bytecode, from a cache keyed by
+    the source's digest: valid whatever the copies' times, ignored by any other Python version."""
+    tag = sys.implementation.cache_tag
+    if not tag:
+        return
+    for source in (plugin / f"{PLUGIN_MODULE}.py", plugin / INPUTS_MODULE, plugin / SHIELD_MODULE):
+        data = source.read_bytes()
+        cached = cache / f"{source.stem}.{hashlib.sha256(data).hexdigest()[:20]}.{tag}.pyc"
+        if not cached.exists():
+            cache.mkdir(parents=True, exist_ok=True)
+            temporary = cached.with_name(f".{cached.name}.{os.getpid()}")
+            py_compile.compile(
+                str(source),
+                cfile=str(temporary),
+                doraise=False,
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            )
+            if not temporary.exists():
+                continue
+            os.replace(temporary, cached)
+        target = plugin / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(cached, target)
 
 
 @dataclass(frozen=True)
@@ -94,6 +132,11 @@ class PluginAsk:
     only_files: frozenset[str] = frozenset()
     skip: frozenset[str] = frozenset()  # node ids not to run (the rest of a run whose first part ran)
     skip_files: frozenset[str] = frozenset()  # test files not to collect (all their tests ran)
+    # The files of the run's tree that are not the tip's (docs/DESIGN.md, "The runtime shield"):
+    # reaching for frames or objects is refused there, allowed (and said) in the tip's own files.
+    changed: frozenset[str] = frozenset()
+    code: frozenset[str] = frozenset()  # those of them that are the plan's code: no runner hook comes from there
+    tip_sites: frozenset[str] = frozenset()  # where the tip's own run reached, allowed there (TestResults.reaching)
 
     @property
     def ordering(self) -> bool:
@@ -101,7 +144,14 @@ class PluginAsk:
 
     def plugin_config(self, helpers: Path, helpers_inside: str, root: str, report_dir: str) -> dict[str, object]:
         """The plugin's configuration for this ask; writes the order file into ``helpers``."""
-        config: dict[str, object] = {"root": root}
+        shield = {
+            "root": root,
+            "report_dir": report_dir,
+            "changed": sorted(self.changed),
+            "code": sorted(self.code),
+            "sites": sorted(self.tip_sites),
+        }
+        config: dict[str, object] = {"root": root, "shield": shield}
         if self.record:
             config["inputs_dir"] = f"{report_dir}/{INPUTS_DIR}"
         if self.ordering:
@@ -118,6 +168,11 @@ class PluginAsk:
             (helpers / PLUGIN_DIR / ORDER_FILE).write_text(json.dumps(order))
             config["order"] = f"{helpers_inside}/{PLUGIN_DIR}/{ORDER_FILE}"
         return config
+
+    def report_globs(self) -> list[str]:
+        """The files of the report directory the check's first process sends besides the
+        runners' reports: every process's shield file, each pytest's inputs when recording."""
+        return [f"{SHIELD_DIR}/*.jsonl", *([f"{INPUTS_DIR}/*.jsonl"] if self.record else [])]
 
 
 def delivered_inputs(delivery: Delivery) -> bytes:

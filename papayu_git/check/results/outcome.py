@@ -14,6 +14,9 @@ MESSAGE_CHARS = 2000
 # Messages kept per run: every failing test keeps its outcome, only the first ones their output.
 MAX_MESSAGES = 1000
 MAX_COLLISIONS = 20  # colliding ids named per run; the rest are counted
+# How a run's error from papayu's shield begins (results/shield.py): what the checked code did
+# that it may not, so its results, whatever they say, are not the verdict's.
+SHIELD_ERROR = "papayu's shield refused the checked code"
 
 
 class Outcome(StrEnum):
@@ -54,6 +57,9 @@ class TestResults:
     errors: tuple[str, ...] = ()
     collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"); never merged
     sources: tuple[str, ...] = ()  # what was read, one name each; empty: split from ``source``
+    # Where the run's own code reached for frames or objects, allowed as the tip's ("file::function::
+    # event", results/shield.py): a plan's run may reach there too.
+    reaching: tuple[str, ...] = ()
     # papayu's fail-first order as the runner said it ran ("first", "total", "stopped": why it
     # stopped after the first part); said in the output, never trusted (check/selection/).
     order: dict[str, Any] = field(default_factory=dict)
@@ -82,6 +88,7 @@ class TestResults:
             "unreadable": list(self.unreadable),
             "errors": list(self.errors),
             "collisions": list(self.collisions),
+            **({"reaching": list(self.reaching)} if self.reaching else {}),
             **({"order": dict(self.order)} if self.order else {}),
         }
 
@@ -95,6 +102,7 @@ class TestResults:
             tuple(data.get("errors", ())),
             tuple(data.get("collisions", ())),
             tuple(data.get("sources", ())),
+            tuple(data.get("reaching", ())),
             dict(data.get("order") or {}),
         )
 

@@ -9,19 +9,33 @@ hooks: it runs in the check's pytest, whatever its version.
 
 The pipe's descriptor and identity are in a file beside this one; the plugin writes only to a
 FIFO of that identity (a descriptor of the same number may be anything in a process that did
-not inherit it). Records are JSON lines: a session's start (its JUnit file, its pid and its
-ancestors, so a pytest run by a test is known as nested), each test report (pytest's node id,
+not inherit it), moved to a descriptor number of its own choosing. Records are JSON lines under
+a session key drawn at random: a session's start (its JUnit file, its pid and its ancestors, so
+a pytest run by a test is known as nested), each test report (pytest's node id,
 setup/call/teardown or collect, the outcome, a clipped message, and the classname and name
-pytest's JUnit file gives it), and the session's end.
+pytest's JUnit file gives it), what papayu's shield refused or found changed, and the session's
+end with the number of tests whose reporting path was verified.
+
+The shield (shield.py, docs/DESIGN.md "The runtime shield") is installed when pytest imports
+this module, before any conftest or test: its audit hook, and a snapshot of the reporting path
+(pytest's runner and report classes, pluggy's hook calling, this module and its stream) that is
+compared before each test's call is reported, once collection is done and at the session's end.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 import sys
+from operator import attrgetter, is_
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # not on every platform
+    resource = None  # type: ignore[assignment]
 
 import pytest
 
@@ -30,9 +44,13 @@ try:
 except ImportError:  # a pytest without them: the ids alone are compared
     bin_xml_escape = mangle_test_address = None  # type: ignore[assignment]
 
-CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "papayu_pytest_results.json")
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = os.path.join(HERE, "papayu_pytest_results.json")
 MESSAGE_CHARS = 2000
+FD_FLOOR = 256  # the stream moves to a descriptor at or above this, drawn at random
 _active: list[Reporter] = []  # the reporter of this process's session: a session started inside it is nested
+_os_write, _dumps = os.write, json.dumps  # as they were before any code of the checked tree ran
+_FUNCTION = attrgetter("function")
 
 
 def _config() -> dict[str, Any]:
@@ -51,7 +69,7 @@ def _pipe(wanted: dict[str, Any]) -> int | None:
         fd = int(wanted["fd"])
         info = os.fstat(fd)
         if stat.S_ISFIFO(info.st_mode) and info.st_ino == wanted.get("ino"):
-            return fd
+            return _moved(fd)
     except (OSError, ValueError, KeyError, TypeError):
         pass
     path = wanted.get("fifo")
@@ -65,6 +83,28 @@ def _pipe(wanted: dict[str, Any]) -> int | None:
         os.close(fd)
         return None
     os.set_blocking(fd, True)
+    return _moved(fd)
+
+
+def _moved(fd: int) -> int:
+    """The stream at a descriptor number nothing else knows (the inherited one is closed)."""
+    try:
+        ceiling = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 65536) if resource is not None else 1024
+    except (OSError, ValueError):
+        ceiling = 1024
+    for _ in range(32):
+        target = FD_FLOOR + secrets.randbelow(max(ceiling - FD_FLOOR, 1))
+        try:
+            os.fstat(target)
+            continue  # in use
+        except OSError:
+            pass
+        try:
+            os.dup2(fd, target, inheritable=False)
+        except OSError:
+            break
+        os.close(fd)
+        return target
     return fd
 
 
@@ -86,14 +126,14 @@ def _ancestors() -> list[int]:
 class Reporter:
     def __init__(self, fd: int, config: Any) -> None:
         self.fd, self.config = fd, config
-        self.session = f"{os.getpid()}.{id(self)}"
+        self.session = f"{os.getpid()}.{secrets.token_hex(16)}"
         self.prefix = getattr(config.option, "junitprefix", None) or ""
 
     def write(self, record: dict[str, Any]) -> None:
-        data = (json.dumps({"session": self.session, **record}, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        data = (_dumps({"session": self.session, **record}, ensure_ascii=False) + "\n").encode("utf-8", "replace")
         try:
             while data:
-                data = data[os.write(self.fd, data) :]
+                data = data[_os_write(self.fd, data) :]
         except OSError:
             pass
 
@@ -132,21 +172,34 @@ class Reporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
-        self.write({"kind": "end", "status": int(exitstatus)})
+        if _guard is not None:
+            _guard.check("the session's end")
+        end: dict[str, Any] = {"kind": "end", "status": int(exitstatus)}
+        if _guard is not None and not self.config.pluginmanager.has_plugin("dsession"):
+            end["verified"] = _guard.verified  # xdist's workers run (and verify) the tests
+        self.write(end)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:
-    # Before the conftests are imported: what they import and run is recorded too.
+    # Before the conftests are imported (pytest's own loader is trylast): what they import and
+    # run is recorded too; and after the runner's own plugins set up their classes (tryfirst),
+    # the reporting path is taken as it is.
     if not _active:
-        _inputs(early_config, _config())
+        _inputs(early_config, _WANTED)
+    if _shield is not None and _guard is None:
+        _start_guard(_shield, early_config)
 
 
 def pytest_configure(config: Any) -> None:
     # A session inside a session: its tests are not the check's.
-    if _active:
+    if _shield is not None and _guard is None:  # a pytest that skipped the hook above
+        _start_guard(_shield, config)
+    if _active or (_guard is not None and _guard.registered):
         return
-    wanted = _config()
+    if _guard is not None:  # in xdist's workers too: they run the tests
+        _guard.registered = True
+        config.pluginmanager.register(_guard, "papayu-shield")
+    wanted = _WANTED
     # xdist's workers: their controller reports every test.
     if hasattr(config, "workerinput") or hasattr(config, "slaveinput"):
         return
@@ -155,6 +208,8 @@ def pytest_configure(config: Any) -> None:
         reporter = Reporter(fd, config)
         _active.append(reporter)
         config.pluginmanager.register(reporter, "papayu-results-reporter")
+        if _guard is not None:
+            _guard.attach(reporter)
 
 
 def _inputs(config: Any, wanted: dict[str, Any]) -> None:
@@ -188,3 +243,208 @@ def pytest_unconfigure(config: Any) -> None:
     reporter = config.pluginmanager.get_plugin("papayu-results-reporter")
     if reporter is not None and reporter in _active:
         _active.remove(reporter)
+
+
+class Guard:
+    """Around every test: the reporting path is still the objects papayu saw before any code of
+    the checked tree ran (shield.Snapshot), the test about to be reported still the function
+    collected, and no hook of the runner comes from a file of the plan's code."""
+
+    HOOKS = (
+        "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
+        "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_runtest_logstart",
+        "pytest_runtest_logfinish", "pytest_report_teststatus", "pytest_pyfunc_call", "pytest_collectreport",
+        "pytest_make_collect_report", "pytest_collection_modifyitems", "pytest_deselected", "pytest_sessionfinish",
+        "pytest_terminal_summary", "pytest_report_to_serializable", "pytest_report_from_serializable",
+        "pytest_exception_interact", "pytest_itemcollected",
+    )  # fmt: skip
+    SHADOWS = ("runtest", "setup", "teardown", "repr_failure", "reportinfo", "_getobj", "ihook")
+
+    def __init__(self, shield: Any, code: frozenset[str]) -> None:
+        self.shield = shield
+        self.code = code  # the plan's code files: a runner hook defined there is the plan's
+        self.startup_impls: set[int] = set()  # hook implementations registered before any conftest
+        self.snapshot = _reporting_path(shield)
+        self.items: dict[int, tuple[Any, Any]] = {}
+        self.hooks: Any = None
+        self.said = False
+        self.registered = False
+        self.verified = 0  # tests whose call was verified before it was reported
+
+    def attach(self, reporter: Reporter) -> None:
+        self.snapshot.value("papayu's stream", lambda: reporter.fd)
+        self.snapshot.value("papayu's session key", lambda: reporter.session)
+        self.snapshot.value("papayu's reporter's write", lambda: vars(reporter).get("write"))
+        self.shield.stream = reporter.write
+
+    def check(self, when: str) -> bool:
+        changed = self.snapshot.changed() or (self.hooks.changed() if self.hooks is not None else "")
+        if changed and not self.said:
+            self.said = True  # once: from then on the path is not papayu's
+            self.shield.emit({"kind": "changed", "what": changed, "where": when, "test": ""})
+        return not changed
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.check("collection")
+        manager = session.config.pluginmanager
+        hooks = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, self.shield.rel))
+        callers = [c for c in (getattr(manager.hook, name, None) for name in self.HOOKS) if c is not None]
+        hooks.value("the runner's hook implementations", _impls(callers))
+        for name, caller in zip(self.HOOKS, callers):  # noqa: B905 (3.8)
+            for impl in caller.get_hookimpls():
+                if id(impl) in self.startup_impls:
+                    continue  # registered before any conftest or test: the tip's setup (a plugin project's own)
+                where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
+                rel = self.shield.rel(where) if where else ""
+                if rel in self.code:
+                    self.shield.emit(
+                        {"kind": "changed", "what": f"{name} is implemented in the plan's {rel}", "where": rel}
+                    )
+        hooks.value("the hook calling", lambda: getattr(manager, "_inner_hookexec", None))
+        hooks.value("the trace function", sys.gettrace)
+        hooks.value("the profile function", sys.getprofile)
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is not None:
+            hooks.value("sys.monitoring's tools", lambda: _tools(monitoring), equal=True)
+        self.hooks = hooks
+        for item in session.items:
+            self.items[id(item)] = (item, vars(item).get("_obj"))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.shield.current_test = nodeid  # a plain implementation: no generator a test
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self.shield.current_test = ""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
+        # A wrapper runs whatever other implementations return first: the check cannot be skipped.
+        if call.when == "call":
+            self.check(item.nodeid)
+            self.check_item(item)
+            self.verified += 1
+        yield
+
+    def check_item(self, item: Any) -> None:
+        own = vars(item)
+        collected = self.items.get(id(item))
+        shadowed = [name for name in self.SHADOWS if name in own]
+        if shadowed or (collected is not None and own.get("_obj") is not collected[1]):
+            what = f"the test item's {', '.join(shadowed) or 'function'} was replaced"
+            self.shield.emit({"kind": "changed", "what": what, "where": item.nodeid, "test": item.nodeid})
+
+
+def _impls(callers: list[Any]) -> Any:
+    """A getter that returns the same tuple while the hooks' implementations and their functions
+    are the same objects: pluggy's own lists read in place, compared in one pass (no copy a test)."""
+    found: list[Any] = [getattr(c, "_hookimpls", None) for c in callers]
+    listings: list[Any] = found if all(isinstance(f, list) for f in found) else []  # else an older pluggy's copies
+
+    def current() -> list[Any]:
+        if listings:
+            return [impl for listing in listings for impl in listing]
+        return [impl for caller in callers for impl in caller.get_hookimpls()]
+
+    impls = tuple(current())
+    functions = tuple(map(_FUNCTION, impls))
+
+    def now() -> Any:
+        found = current()
+        if len(found) == len(impls) and all(map(is_, found, impls)) and all(map(is_, map(_FUNCTION, found), functions)):
+            return impls
+        return tuple(found)
+
+    return now
+
+
+def _tools(monitoring: Any) -> Any:
+    return tuple((monitoring.get_tool(i), monitoring.get_events(i)) for i in range(6))
+
+
+_shield_module: Any = None
+_guard: Guard | None = None
+_WANTED = _config()  # read once, before any code of the checked tree runs
+
+
+def _reporting_path(shield: Any) -> Any:
+    """What turns a test's outcome into papayu's record, as it is before any code of the checked
+    tree ran: pytest's runner, reports, test items and JUnit writer, pluggy's hook calling, the
+    JSON encoder and this module."""
+    snapshot = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, shield.rel))
+    modules = (
+        "_pytest.runner", "_pytest.reports", "_pytest.skipping", "_pytest.outcomes", "_pytest.unittest",
+        "_pytest.python", "pluggy._callers", "pluggy._hooks", "pluggy._result", "pluggy._manager",
+        "pluggy.callers", "pluggy.hooks", "json", "json.encoder", "_pytest.junitxml",
+    )  # fmt: skip
+    for name in modules:
+        snapshot.module_globals(name)
+    classes: dict[int, tuple[str, Any]] = {}
+    for module, names in (
+        ("_pytest.reports", ("BaseReport", "TestReport", "CollectReport")),
+        ("_pytest.runner", ("CallInfo",)),
+        ("_pytest.python", ("Function",)),
+        ("pluggy._hooks", ("HookImpl", "HookCaller", "_HookCaller")),
+        ("pluggy._result", ("Result", "_Result")),
+        ("pluggy._manager", ("PluginManager",)),
+        ("json.encoder", ("JSONEncoder",)),
+    ):
+        found = sys.modules.get(module)
+        for name in names:
+            cls = getattr(found, name, None)
+            if isinstance(cls, type):
+                classes.setdefault(id(cls), (f"{module}.{name}", cls))  # an alias is the same class
+    classes[id(Reporter)] = (f"{__name__}.Reporter", Reporter)
+    for name, cls in classes.values():
+        snapshot.cls(name, cls)
+    for _, cls in classes.values():
+        for value in vars(cls).values():
+            if callable(value):
+                shield.protected.add(id(value))
+    for module in modules:
+        found = sys.modules.get(module)
+        for value in vars(found).values() if found is not None else ():
+            if callable(value):
+                shield.protected.add(id(value))
+    return snapshot
+
+
+def _install_shield() -> Any:
+    """The audit hook, now: pytest imports this module before any conftest."""
+    global _shield_module
+    wanted = _WANTED.get("shield")
+    if not isinstance(wanted, dict) or not hasattr(sys, "addaudithook"):
+        return None
+    sys.path.insert(0, HERE)
+    try:
+        import papayu_shield as shield_module
+    finally:
+        sys.path.pop(0)
+    _shield_module = shield_module
+    shield = shield_module.Shield(
+        str(wanted.get("root") or os.getcwd()),
+        str(wanted.get("report_dir") or ""),
+        os.path.dirname(HERE),  # papayu's helpers: this directory's parent
+        changed=[str(p) for p in wanted.get("changed") or ()],
+        tip_sites=[str(p) for p in wanted.get("sites") or ()],
+        papayu_files=[os.path.abspath(__file__), os.path.join(HERE, "papayu_pytest_inputs.py")],
+    )
+    shield.install()
+    return shield
+
+
+def _start_guard(shield: Any, config: Any = None) -> None:
+    global _guard
+    wanted = _WANTED.get("shield") or {}
+    _guard = Guard(shield, frozenset(str(p) for p in wanted.get("code") or ()))
+    _guard.snapshot.module_globals(__name__)  # this module as it is from now on
+    manager = getattr(config, "pluginmanager", None)
+    for caller in vars(manager.hook).values() if manager is not None else ():
+        get = getattr(caller, "get_hookimpls", None)
+        if callable(get):
+            _guard.startup_impls.update(id(impl) for impl in get())
+
+
+_shield = _install_shield()

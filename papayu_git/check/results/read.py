@@ -9,8 +9,9 @@ import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePath
+from typing import Any
 
-from papayu_git.check.results.channel import Delivery
+from papayu_git.check.results.channel import SHIELD_DIR, Delivery
 from papayu_git.check.results.gotest import read_go_json
 from papayu_git.check.results.inside import OLDER, collect
 from papayu_git.check.results.instrument import (
@@ -38,8 +39,23 @@ from papayu_git.check.results.instrument import (
 from papayu_git.check.results.jest import read_jest
 from papayu_git.check.results.libtest import read_libtest
 from papayu_git.check.results.nodetest import read_node_test
-from papayu_git.check.results.outcome import CaseResult, Collected, Outcome, ReportUnreadable, TestResults
-from papayu_git.check.results.stream import Session, by_junit_name, differences, read_stream, worst
+from papayu_git.check.results.outcome import (
+    SHIELD_ERROR,
+    CaseResult,
+    Collected,
+    Outcome,
+    ReportUnreadable,
+    TestResults,
+)
+from papayu_git.check.results.stream import (
+    Session,
+    Stream,
+    by_junit_name,
+    differences,
+    read_shield_files,
+    read_stream,
+    worst,
+)
 from papayu_git.check.results.tap import read_tap
 
 FileReader = Callable[[bytes], list[CaseResult]]
@@ -103,6 +119,8 @@ def read_delivery(
                 order = order or dict(session.order)
         if delivery.ended and runner == "pytest":
             verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
+    shielded, reaching = _shielded(stream, delivery, unreadable)
+    errors += shielded
     for name, source, reader in _reports(delivery, root):
         data = delivery.files.get(name)
         if name in verified or data is None or not allowed(source):
@@ -120,7 +138,34 @@ def read_delivery(
             sources.append(source)
             collected.extend(found, source)
     results = collected.results(list(dict.fromkeys(sources)), unreadable, errors)
-    return replace(results, order=order) if order and not results.exit_code_only else results
+    said: dict[str, Any] = {}
+    if reaching:
+        said["reaching"] = tuple(reaching)
+    if order and not results.exit_code_only:
+        said["order"] = order
+    return replace(results, **said) if said else results
+
+
+def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> tuple[list[str], list[str]]:
+    """What papayu's shield (results/shield.py) refused or found changed in pytest's processes,
+    from each process's file (every process's records go there; the stream carries the same for
+    the main one): such a run is not trusted. The code's own reaching where the shield allows it
+    goes to ``notes``, and its sites are returned."""
+    refused, allowed, sites = read_shield_files(delivery.files, SHIELD_DIR + "/")
+    for session in stream.sessions if stream is not None else ():
+        refused += session.shield
+        allowed += session.allowed
+        missing = session.unverified() if session.ended else 0
+        if missing:
+            refused.append(f"the runner's reporting path was not verified before {missing} test(s) were reported")
+    refused, allowed = list(dict.fromkeys(refused)), list(dict.fromkeys(allowed))
+    if allowed:
+        shown = "; ".join(allowed[:3]) + (f"; and {len(allowed) - 3} more" if len(allowed) > 3 else "")
+        notes.append(f"the tip's own code reached for frames or objects, allowed (not the plan's): {shown}")
+    if not refused:
+        return [], sites
+    shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
+    return [f"{SHIELD_ERROR}: {shown}"], sites
 
 
 def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:

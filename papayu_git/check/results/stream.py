@@ -54,6 +54,9 @@ class Session:
     junit: str  # the JUnit file it writes, as pytest resolved it ("" for none)
     runner: str = "pytest"  # or "unittest" (unittest_results.py)
     ended: bool = False
+    verified: int | None = None  # tests whose reporting path papayu's shield verified (None: no shield)
+    shield: list[str] = field(default_factory=list)  # what the shield refused or found changed
+    allowed: list[str] = field(default_factory=list)  # the tip's own code reaching, allowed
     order: dict[str, Any] = field(default_factory=dict)  # papayu's fail-first order: "first", "total", "stopped"
     attempts: list[Attempt] = field(default_factory=list)
     current: dict[str, Attempt] = field(default_factory=dict)
@@ -80,6 +83,12 @@ class Session:
 
     def cases(self) -> list[CaseResult]:
         return [CaseResult(a.test_id, o, a.message) for a in self.attempts if (o := a.outcome) is not None]
+
+    def unverified(self) -> int:
+        """Tests reported as called whose reporting path the shield did not verify before."""
+        if self.verified is None:
+            return 0
+        return max(sum(1 for a in self.attempts if "call" in a.phases) - self.verified, 0)
 
 
 @dataclass
@@ -124,6 +133,11 @@ def read_stream(data: bytes) -> Stream:
                 open_sessions[key].add(record)
             elif kind == "end" and key in open_sessions and not open_sessions[key].ended:
                 open_sessions[key].ended = True
+                if "verified" in record:
+                    open_sessions[key].verified = int(record["verified"])
+            elif kind in SHIELD_KINDS and key in open_sessions and not open_sessions[key].ended:
+                said = shield_line(record)
+                (open_sessions[key].allowed if kind == "allowed" else open_sessions[key].shield).append(said)
             elif kind == "order" and key in open_sessions and not open_sessions[key].ended:
                 open_sessions[key].order.update(_order(record))
             else:
@@ -131,6 +145,38 @@ def read_stream(data: bytes) -> Stream:
         except (ValueError, KeyError, TypeError):
             out.garbled += 1
     return out
+
+
+SHIELD_KINDS = ("refused", "changed", "allowed")
+
+
+def shield_line(record: dict[str, Any]) -> str:
+    """One record of papayu's shield (results/shield.py) as the verdict says it."""
+    what, where, test = str(record.get("what") or "?"), str(record.get("where") or ""), str(record.get("test") or "")
+    kind = str(record.get("kind"))
+    said = f"{where}: {what}" if kind != "changed" else f"{what} (seen at {where})" if where else what
+    return said + (f" (in {test})" if test and test != where else "")
+
+
+def read_shield_files(files: dict[str, bytes], prefix: str) -> tuple[list[str], list[str], list[str]]:
+    """The refusals and changes, the tip's own allowed reaches, and their sites, that every
+    process's shield wrote to its file in the report directory (xdist's workers have no stream)."""
+    refused: list[str] = []
+    allowed: list[str] = []
+    sites: list[str] = []
+    for name in sorted(n for n in files if n.startswith(prefix)):
+        for line in files[name].splitlines():
+            try:
+                record = json.loads(line)
+                kind = record["kind"]
+            except (ValueError, KeyError, TypeError):
+                refused.append(f"{name}: a line that is no record of papayu's shield")
+                continue
+            if kind in SHIELD_KINDS:
+                (allowed if kind == "allowed" else refused).append(shield_line(record))
+            if kind == "allowed" and isinstance(record.get("site"), str):
+                sites.append(record["site"])
+    return list(dict.fromkeys(refused)), list(dict.fromkeys(allowed)), list(dict.fromkeys(sites))
 
 
 def by_junit_name(session: Session) -> dict[tuple[str, str], Outcome] | None:
