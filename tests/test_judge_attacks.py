@@ -339,3 +339,67 @@ def test_a_renamed_test_file_that_drops_a_test_is_held(tmp_path: Path) -> None:
     data = _apply(repo, "rename", actions)
     _held(repo, data, head, "ERR_TEST_EDITS_HELD", "tests/test_mul.py")
     assert data["check"]["verdict"]["removed"] == ["tests/test_mul.py::test_mul"], _why(data)
+
+
+# A coding declaration makes the interpreter read other text than a reader of the bytes as UTF-8:
+# in UTF-7, `+AAo-` is a newline, so a "comment" holds a statement. Read as Python reads it, and
+# held for the declaration itself. Two spellings of the declaration, in code and in a new test.
+UTF7_CODE = {
+    "emacs": "# -*- coding: utf-7 -*-\nimport sys\n\n# alias +AAo-sys.modules['calc_alias'] = sys.modules[__name__]\n",
+    "vim": "# vim: set fileencoding=utf-7 :\nimport sys\n\n# alias +AAo-sys.modules['calc_alias'] = sys.modules[__name__]\n",
+}
+
+
+@pytest.mark.parametrize("spelling", list(UTF7_CODE))
+def test_a_statement_hidden_by_a_source_encoding_is_read_and_held(tmp_path: Path, spelling: str) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    head = git(repo, "rev-parse", "main").strip()
+    data = _apply(repo, f"utf7-{spelling}", [_write("calc.py", UTF7_CODE[spelling] + "\n\n" + CALC.replace("+", "+-"))])
+    assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), data
+    reason = data["error"]["reason"]
+    assert "calc.py:1: (coding: utf-7)" in reason and "sys.modules['calc_alias']" in reason, reason
+    assert git(repo, "rev-parse", "main").strip() == head
+
+
+def test_a_new_test_hidden_by_a_source_encoding_is_read_and_held(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    test = (
+        "# coding=utf-7\nimport calc\n\n# setup +AAo-calc.add = lambda a, b: 5\n\n\n"
+        "def test_smoke():\n    assert calc.mul(1, 1) == 1\n"
+    )
+    data = _apply(repo, "utf7-test", [_create("tests/test_aaa.py", test), _write("calc.py", BROKEN)])
+    # The hidden rewrite makes the broken add pass in the plan's own run only: held either way, and
+    # the new test's reach is read in the encoding it declares.
+    assert (data["state"], data["error"]["code"]) == ("review", "ERR_JUDGE_EDITS_HELD"), data
+    assert data["check"]["verdict"]["explained"] == ["tests/test_add.py::test_add"], data["check"]["verdict"]
+    assert git(repo, "rev-parse", "main").strip() != data.get("commit")
+    honest = "def test_smoke():\n    assert calc.mul(1, 1) == 1\n"
+    alone = _apply(repo, "utf7-test-alone", [_create("tests/test_aaa.py", test.replace(honest, "") + honest)])
+    assert (alone["state"], alone["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), alone
+    reason = alone["error"]["reason"]
+    assert "tests/test_aaa.py:1: (coding: utf-7)" in reason and "calc.add = lambda a, b: 5" in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("data_path", "reader"),
+    [
+        ("rates.json", "json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'rates.json')))"),
+        ("pkgdata/rates.json", "json.load(open(os.path.join(os.path.dirname(__file__), 'pkgdata', 'rates.json')))"),
+    ],
+)
+def test_a_data_file_the_code_reads_added_with_it_is_held_not_rolled_back(
+    tmp_path: Path, data_path: str, reader: str
+) -> None:
+    """A new data file is not code: the regression run has the tip's tree without it, where the
+    plan's code fails to import (its test file a collection error). The plan's own run passes, so
+    the difference is the file's: held for a human, never rolled back as a regression."""
+    repo = _repo(tmp_path, f"{PYTEST} tests")
+    code = f"import json\nimport os\n\n_K = {reader}['k']\n\n\n" + CALC.replace("a + b", "a + b + _K")
+    data = _apply(repo, "data-file", [_create(data_path, '{"k": 0}\n'), _write("calc.py", code)])
+    assert (data["state"], data["error"]["code"]) == ("review", "ERR_JUDGE_EDITS_HELD"), data
+    assert data_path in data["check"]["verdict"]["restored"]
+    land = subprocess.run(
+        [sys.executable, "-m", "papayu_git", "land", data["plan_id"]], cwd=repo, capture_output=True, text=True
+    )
+    assert land.returncode == 0, land.stderr
+    assert git(repo, "rev-parse", "main").strip() == data["commit"]

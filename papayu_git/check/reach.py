@@ -116,12 +116,41 @@ def runner_reach(
         if loadable:
             found.append(Reach(path, 1, f"({len(data)} bytes)", f"{loadable} the check would load: no one can read it"))
             continue
-        text = data.decode("utf-8", "replace")
+        text = source_text(path, data)
+        declared = source_encoding(path, data)
+        if declared not in ("utf-8", source_encoding(path, old or b"")):
+            found.append(
+                Reach(path, 1, f"(coding: {declared})", "a source encoding that shows reviewers other text than runs")
+            )
         if is_code(path, tip, tests=tests, command_files=command_files):
-            found += _added_reach(path, text, (old or b"").decode("utf-8", "replace"))
+            found += _added_reach(path, text, source_text(path, old or b""))
         elif old is None and tip.entry_kind(path) is None and _is_test_module(path, tests):
             found += _new_test_module(path, text, tip)
     return found
+
+
+def source_encoding(path: str, data: bytes) -> str:
+    """The encoding the interpreter reads ``data`` in: a Python file's coding declaration (or
+    its BOM), else UTF-8."""
+    if path.endswith((".py", ".pyi", ".pyw")):
+        import io
+        import tokenize
+
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            return "utf-8" if encoding == "utf-8-sig" else encoding
+        except SyntaxError:
+            pass
+    return "utf-8"
+
+
+def source_text(path: str, data: bytes) -> str:
+    """The text the interpreter reads from ``data`` (source_encoding: a UTF-7 comment hides a
+    statement from any reader of the bytes as UTF-8)."""
+    try:
+        return data.decode(source_encoding(path, data), "replace")
+    except LookupError:
+        return data.decode("utf-8", "replace")
 
 
 # git attributes that change the bytes a checkout writes (docs/DESIGN.md, "Landing").

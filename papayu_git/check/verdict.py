@@ -364,6 +364,10 @@ class _Tally:
                 self.not_run.append(test)
             elif before[test] == Outcome.PASSED and now in (None, Outcome.SKIPPED):
                 self.removed.append(test)
+        # A failure the tip never had that only the regression tree shows (a module that reads a
+        # data file the plan adds fails to import without it: a collection error of its test
+        # file): explained the same way when the plan's own run has no such failure.
+        self.explained += [t for t in self.broken if t not in before and plans.get(t) not in FAILING]
 
     def _judge_owned(self, test: str, was: Outcome | None, now: Outcome | None) -> None:
         """A new test, or one in a file approved for editing: the plan's own run is its judge."""
