@@ -11,6 +11,7 @@ table of subtests named after a temporary directory, one whose test makes a temp
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import apply_json, git, make_repo, write_plan
+import toolchains
+from helpers import apply_json, git, make_repo, papayu, write_plan
 
 from papayu_git.check import sandbox
 
@@ -86,12 +88,12 @@ def _go_env() -> dict[str, str]:
     return {**env, "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false"}
 
 
-def _apply(repo: Path, name: str, old: str, new: str) -> dict[str, Any]:
+def _apply(repo: Path, name: str, old: str, new: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     text = (repo / "calc/calc.go").read_text()
     assert old in text
     actions = [{"kind": "UPDATE_FILE", "path": "calc/calc.go", "content": text.replace(old, new, 1)}]
     plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
-    return apply_json(repo, plan, "-y", env={**_go_env(), "PAPAYU_PROTOCOL_VERSION": "1"})
+    return apply_json(repo, plan, "-y", env=env or {**_go_env(), "PAPAYU_PROTOCOL_VERSION": "1"})
 
 
 @pytest.mark.slow
@@ -128,4 +130,52 @@ def test_a_go_workspace_is_judged_per_test_with_its_test_cache(tmp_path: Path) -
     comment = _apply(repo, "comment", "// Twice returns n doubled.", "// Twice returns n doubled: n + n.")
     assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
     assert comment["check"]["tests"]["counts"]["passed"] >= 3
+    assert comment["check"]["verdict"]["missing"] == []
+
+
+# --- gotestsum: its go test -json file, asked for through its own variable wherever it runs ------
+
+MAKEFILE = "test:\n\tgotestsum --format testname -- ./...\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    ["gotestsum --format pkgname -- ./...", "make test"],
+    ids=["gotestsum-itself", "gotestsum-behind-make"],
+)
+def test_gotestsum_is_judged_per_test_from_its_json_file(tmp_path: Path, command: str) -> None:
+    try:
+        tools = toolchains.gotestsum()
+    except toolchains.Unavailable as exc:
+        pytest.skip(str(exc))
+    files = {
+        "go.mod": "module example.com/calc\n\ngo 1.21\n",
+        "calc/calc.go": CALC,
+        "calc/calc_test.go": CALC_TEST,
+        "Makefile": MAKEFILE,
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    git(repo, "config", "papayu.check.command", command)
+    go = {**_go_env(), "GOCACHE": toolchains.TOOL_ENV["GOCACHE"]}  # the machine's build cache: warm
+    env = {**go, "PATH": f"{tools}:{go['PATH']}", "PAPAYU_PROTOCOL_VERSION": "1"}
+    tip = git(repo, "rev-parse", "HEAD").strip()
+
+    doctor = papayu("doctor", "--json", cwd=repo, env=env)
+    [item] = [i for i in json.loads(doctor.stdout)["checks"] if i["name"] == "check command"]
+    if command.startswith("gotestsum"):
+        assert "gotestsum's go test -json events (GOTESTSUM_JSONFILE)" in item["data"]["readers"], item
+    else:
+        assert "gotestsum's go test -json events too" in item["data"]["readers"], item
+
+    broken = _apply(repo, "break", "return a + b", "return a - b", env)
+    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
+    assert broken["check"]["tests"]["source"] == "gotestsum jsonfile", broken
+    assert broken["check"]["verdict"]["broken"] == ["example.com/calc/calc.TestAdd"], broken
+    assert not broken["check"]["verdict"]["exit_code_only"]
+    assert git(repo, "rev-parse", "HEAD").strip() == tip
+
+    comment = _apply(repo, "comment", "// Twice returns n doubled.", "// Twice returns n doubled: n + n.", env)
+    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    assert comment["check"]["tests"]["counts"]["passed"] >= 2
     assert comment["check"]["verdict"]["missing"] == []

@@ -9,7 +9,7 @@ saying why, and an honest plan next to it lands.
 - 120 MiB and 100k files written into the report directory;
 - a second report claiming the tip's tests passed.
 Then the ids: inherited test classes across two files and parametrized ids are pytest's own
-node ids, streamed or read from JUnit; an id reported twice is said, never merged.
+node ids, streamed or read from JUnit; an id reported twice is said, and judged as one group.
 """
 
 from __future__ import annotations
@@ -303,7 +303,7 @@ with open("build/suite.xml", "w") as f:
 """
 
 
-def test_an_id_the_tips_suite_reports_twice_is_left_out_and_the_rest_judged_per_test(tmp_path: Path) -> None:
+def test_an_id_the_tips_suite_reports_twice_is_one_group_and_the_rest_judged_per_test(tmp_path: Path) -> None:
     repo = _green_python_repo(tmp_path, **{"tools/report.py": DUPLICATE_REPORT})
     git(repo, "config", "papayu.check.command", f"{PYTEST} tests && {sys.executable} tools/report.py")
     git(repo, "config", "papayu.check.junit", "build/*.xml")
@@ -312,7 +312,8 @@ def test_an_id_the_tips_suite_reports_twice_is_left_out_and_the_rest_judged_per_
     assert data["check"]["tests"]["collisions"] == ["suite::one: by junit:build/suite.xml twice"], _why(data)
     verdict = data["check"]["verdict"]
     assert not verdict["exit_code_only"] and verdict["lines"][0] == (
-        "1 test id(s) the tip's own suite reports more than once are left out of the comparison"
+        "1 test id(s) the tip's own suite reports more than once are each judged as one group "
+        "(its worst outcome, its number of tests kept)"
     ), _why(data)
     head = _head(repo)
     broken = _apply(repo, "break", [_update("calc.py", BROKEN_MUL)], env={})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_check_results import make_project, run_check
@@ -17,6 +18,7 @@ from papayu_git.check.results import Outcome, instrumented, read_results
 from papayu_git.check.results.channel import parse_reports
 from papayu_git.check.results.instrument import (
     GO_JSON,
+    GOTESTSUM,
     LIBTEST,
     NODE_TEST_EVENTS,
     PYTEST_JUNIT,
@@ -153,13 +155,16 @@ DUPLICATED = """<testsuite name="suite">
 """
 
 
-def test_an_id_a_report_lists_twice_is_a_collision_not_merged(tmp_path: Path) -> None:
+def test_an_id_a_report_lists_twice_is_one_group_its_worst_outcome_and_count(tmp_path: Path) -> None:
     report = tmp_path / "report"
     (report / "junit" / "build").mkdir(parents=True)
     (report / "junit" / "build" / "unit.xml").write_text(DUPLICATED)
     results = read_results(report, "", ["build/*.xml"])
     assert results.collisions == ("suite::one: by junit:build/unit.xml twice",)
-    assert results.outcomes == {"suite::one": P, "suite::two": P} and not results.trusted
+    # The second `one` failed: the group fails, with its message, and counts two tests.
+    assert results.outcomes == {"suite::one": F, "suite::two": P} and not results.trusted
+    assert results.failures == {"suite::one": "second one broke"}
+    assert results.counts == {"suite::one": 2} and results.count("suite::two") == 1
 
 
 def test_a_pytest_run_inside_a_test_is_not_the_checks(tmp_path: Path) -> None:
@@ -196,7 +201,7 @@ def test_log_lines_are_read_only_for_the_runners_the_command_runs(tmp_path: Path
     assert results.sources == (PYTEST_STREAM, PYTEST_JUNIT)
 
     def readers(command: str) -> set[str]:
-        return set(instrumented(command, "/r").readers) - {PYTEST_STREAM, PYTEST_JUNIT, UNITTEST_STREAM}
+        return set(instrumented(command, "/r").readers) - {PYTEST_STREAM, PYTEST_JUNIT, UNITTEST_STREAM, GOTESTSUM}
 
     assert readers("pytest") == set() and readers("make test") == set()
     assert readers("cargo test --workspace") == {LIBTEST} and readers("cargo +nightly test") == {LIBTEST}
@@ -229,7 +234,7 @@ def _run(
     outcomes: dict[str, Outcome],
     code: int | None,
     sources: tuple[str, ...] = (PYTEST_STREAM, PYTEST_JUNIT),
-    **more: tuple[str, ...],
+    **more: Any,
 ) -> Run:
     failing = {t: "boom" for t, o in outcomes.items() if o in (F, E)}
     return Run(TestResults(" + ".join(sources), dict(outcomes), failing, sources=sources, **more), code)
@@ -259,21 +264,34 @@ def test_a_run_that_cannot_be_trusted_does_not_land_and_says_why() -> None:
     # A command that swallows its exit code on the tip too (`pytest || true`) is not held to it.
     assert judge(_run({"a": F, "b": P}, 0), _run({"a": P, "b": P}, 0), None).lands
     # A collision the base does not have; a plan that already fails keeps its own code.
-    collided = judge(_run(GREEN, 0), _run({"a": P, "b": F}, 1, collisions=("a: by pytest stream twice",)), None)
+    twice = {"collisions": ("a: by pytest stream twice",), "counts": {"a": 2}}
+    collided = judge(_run(GREEN, 0), _run({"a": P, "b": F}, 1, **twice), None)
     assert collided.code == "ERR_CHECK_REGRESSION" and collided.broken == ("b",)
     assert collided.notes[0] == f"{regression}: ids reported more than once: a: by pytest stream twice"
 
 
-def test_ids_the_base_reports_twice_are_left_out_and_the_rest_is_judged_per_test() -> None:
+def test_an_id_the_base_reports_twice_is_one_group_judged_by_its_worst_outcome_and_count() -> None:
     collision = ("a: by junit:x.xml twice",)
-    base = _run(GREEN, 0, collisions=collision)
-    same = judge(base, _run(GREEN, 0, collisions=collision), None)
-    assert same.lands and not same.exit_code_only
-    assert same.notes[0] == "1 test id(s) the tip's own suite reports more than once are left out of the comparison"
-    assert not judge(base, _run(GREEN, 1, collisions=collision), None).lands
+    base = _run(GREEN, 0, collisions=collision, counts={"a": 2})
+    same = judge(base, _run(GREEN, 0, collisions=collision, counts={"a": 2}), None)
+    assert same.lands and not same.exit_code_only and same.passed == 3  # a's two tests, and b
+    assert same.notes[0] == (
+        "1 test id(s) the tip's own suite reports more than once are each judged as one group "
+        "(its worst outcome, its number of tests kept)"
+    )
+    # One of the two `a` fails: the group is newly failing, named, and no crash is said.
+    failing = judge(base, _run({"a": F, "b": P}, 1, collisions=collision, counts={"a": 2}), None)
+    assert (failing.lands, failing.code, failing.broken) == (False, "ERR_CHECK_REGRESSION", ("a",))
+    assert not any("crashed" in note for note in failing.notes), failing.notes
+    # One of the two `a` gone: a missing test, not hidden behind its namesake.
+    fewer = judge(base, _run(GREEN, 0), None)
+    assert (fewer.lands, fewer.code, fewer.missing) == (False, "ERR_CHECK_REGRESSION", ("a",))
+    # Reported more often than on the tip: said, and it does not land.
+    more = judge(base, _run(GREEN, 0, collisions=collision * 2, counts={"a": 3}), None)
+    assert (more.lands, more.code) == (False, "ERR_CHECK_RESULTS_UNTRUSTED")
     # The other tests still judge: one that passed on the tip and fails now is a regression.
-    broken = judge(base, _run({"a": P, "b": F}, 1, collisions=collision), None)
+    broken = judge(base, _run({"a": P, "b": F}, 1, collisions=collision, counts={"a": 2}), None)
     assert (broken.lands, broken.code, broken.broken) == (False, "ERR_CHECK_REGRESSION", ("b",))
     # Its sources still count: a run that lost pytest's report does not land on its exit code.
-    lost = judge(base, _run(GREEN, 0, sources=(PYTEST_STREAM,), collisions=collision), None)
+    lost = judge(base, _run(GREEN, 0, sources=(PYTEST_STREAM,), collisions=collision, counts={"a": 2}), None)
     assert (lost.lands, lost.code) == (False, "ERR_CHECK_RESULTS_UNTRUSTED")

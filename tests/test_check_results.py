@@ -31,6 +31,7 @@ from papayu_git.check.results import (
 )
 from papayu_git.check.results.channel import Channel, node_options, plugin_path, wrapper_argv, write_helpers
 from papayu_git.check.results.instrument import (
+    GOTESTSUM_VAR,
     GRADLE_DIR,
     GRADLE_REPORTS,
     JEST,
@@ -545,8 +546,9 @@ def test_entities_in_a_report_are_not_expanded(tmp_path: Path) -> None:
 
 
 def test_instrument_leaves_runners_it_would_break_alone() -> None:
-    assert instrument("pytest --junitxml=out.xml", "/r")[1] == {}
-    assert instrument("pytest -p no:junitxml", "/r")[1] == {}
+    # gotestsum's variable is set for every check: it reaches gotestsum wherever it runs, and nothing else.
+    assert instrument("pytest --junitxml=out.xml", "/r")[1] == {GOTESTSUM_VAR: "/r/gotestsum.jsonl"}
+    assert instrument("pytest -p no:junitxml", "/r")[1] == {GOTESTSUM_VAR: "/r/gotestsum.jsonl"}
     assert instrument("node --test --test-reporter=dot", "/r")[0] == "node --test --test-reporter=dot"
     assert instrument("cargo test --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"
     assert instrument("cargo test --no-fail-fast --workspace", "/r")[0] == "cargo test --no-fail-fast --workspace"

@@ -223,6 +223,24 @@ def npm_global(prefix: Path, package: str) -> Path:
     return prefix / "bin"
 
 
+GOTESTSUM = "gotest.tools/gotestsum@v1.13.0"
+
+
+def gotestsum() -> Path:
+    """gotestsum as a Go user installs it, `go install` (from the Go module proxy the first time,
+    then the machine's module cache): the directory holding its binary, to put on PATH."""
+    go = which("go")
+    if go is None:
+        raise Unavailable("go is not installed")
+    bin_dir = CACHE / "go-bin"
+    with _locked("gotestsum"):
+        if not (bin_dir / "gotestsum").is_file():
+            env = {**os.environ, **TOOL_ENV, "PATH": TOOL_PATH, "GOBIN": str(bin_dir), "GOFLAGS": ""}
+            env.setdefault("GOPATH", str(REAL_HOME / "go"))
+            _run([go, "install", GOTESTSUM], CACHE, env)
+    return bin_dir
+
+
 # tox and nox as a user installs them (a venv of their own, their launcher linked into
 # ~/.local/bin, as pipx does); the packages a test project's environments install come from a wheel directory
 # filled once from PyPI, so that the environments are made offline after the first run.

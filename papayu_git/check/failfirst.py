@@ -287,14 +287,15 @@ def as_run(results: TestResults | None, exit_code: int | None) -> Run:
 
 def merged(first: CheckResult, rest: CheckResult) -> CheckResult:
     """One result of a run and the run of its rest: each test once (a test both report is a
-    collision, never merged), the sources both were read from (a source one lacks is said)."""
+    collision, one group: its worst outcome, its count), the sources both were read from (a
+    source one lacks is said)."""
     a, b = first.tests, rest.tests
     if a is None or b is None:
         return rest if a is None else first
     collected = Collected()
     for results, name in ((a, "the first part"), (b, "the rest")):
         for test, outcome in results.outcomes.items():
-            collected.add(CaseResult(test, outcome, results.failures.get(test, "")), name)
+            collected.add(CaseResult(test, outcome, results.failures.get(test, "")), name, results.count(test))
     errors = [*a.errors, *b.errors]
     if a.read_from != b.read_from:
         errors.append(f"the rest of the run was read from {', '.join(b.read_from) or 'nothing'}, not as its first part")

@@ -235,13 +235,15 @@ def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> Test
     """The run's per-test results masked like the log, here once for every reader of them
     (verdict lines, records, retries, agent results; docs/DESIGN.md, "Masking"): the messages,
     and the ids too, since a test may be named after a value (a parametrize id). Ids that mask
-    alike are one test whose worst outcome stands, as for an id reported twice."""
+    alike are one group, as for an id reported more than once: its worst outcome, its count."""
     text = own.log.decode("utf-8", "replace")
     results = read_delivery(own.delivery, text, own.readers, root=view.root, report_dir=view.report)
     results = replace(results, unreadable=(*own.notes, *results.unreadable))
     outcomes: dict[str, Outcome] = {}
+    counts: dict[str, int] = {}
     for test, name in zip(results.outcomes, _mask_each(list(results.outcomes), mask), strict=True):
         outcome = results.outcomes[test]
+        counts[name] = counts.get(name, 0) + results.count(test)
         if name not in outcomes or RANK[outcome] > RANK[outcomes[name]]:
             outcomes[name] = outcome
     failures: dict[str, str] = {}
@@ -254,6 +256,7 @@ def _results(own: _Reading, view: CheckView, mask: Callable[[str], str]) -> Test
         unreadable=tuple(map(mask, results.unreadable)),
         errors=tuple(map(mask, results.errors)),
         collisions=tuple(map(mask, results.collisions)),
+        counts={name: n for name, n in counts.items() if n > 1},
     )
 
 

@@ -228,11 +228,7 @@ def judge(
         for problem in provenance.problems(base.results, base.exit_code, run.results, run.exit_code)
     ]
     said = [*untrusted, *provenance.base_notes(base.results)]
-    twice = provenance.collided_ids(base.results) or frozenset()
     base = Run(provenance.readable_base(base.results), base.exit_code)
-    if twice and not base.results.exit_code_only:  # one title, two tests: no run tells them apart
-        regression = _without(regression, twice)
-        own = _without(own, twice) if own is not None else None
     if not base.results.exit_code_only:
         base, regression, own, changed = _under_base_ids(base, regression, own)
         if changed:
@@ -303,12 +299,17 @@ class _Tally:
     approve_restored: bool = False
 
     def compare(self, base: Run, regression: Run, approved: frozenset[str]) -> None:
+        """Each id once; an id reported more than once is a group (results/outcome.py): its worst
+        outcome judges it, and one reported fewer times than on the base has lost a test."""
         before, after = base.results.outcomes, regression.results.outcomes
         green = _green(regression)
         for test in sorted((before.keys() | after.keys()) - approved):
             was, now = before.get(test), after.get(test)
-            if now == Outcome.PASSED:
-                self.passed += 1
+            fewer = 0 < regression.results.count(test) < base.results.count(test)
+            if fewer and was == Outcome.PASSED and now not in FAILING:
+                self.missing.append(test)  # the group passes, one test of it is gone
+            elif now == Outcome.PASSED:
+                self.passed += regression.results.count(test)
                 if was in FAILING:
                     self.fixed.append(test)
             elif now in FAILING:
@@ -364,6 +365,8 @@ class _Tally:
                 self.not_run.append(test)
             elif before[test] == Outcome.PASSED and now in (None, Outcome.SKIPPED):
                 self.removed.append(test)
+            elif before[test] == Outcome.PASSED and own.results.count(test) < base.results.count(test):
+                self.removed.append(test)  # a group of the tip's with one test fewer
         # A failure the tip never had that only the regression tree shows (a module that reads a
         # data file the plan adds fails to import without it: a collection error of its test
         # file): explained the same way when the plan's own run has no such failure.
@@ -454,11 +457,6 @@ def _first(order: dict[str, Any]) -> int:
     return first if first < total else 0
 
 
-def _without(run: Run, ids: frozenset[str]) -> Run:
-    outcomes = {t: o for t, o in run.results.outcomes.items() if t not in ids}
-    return Run(replace(run.results, outcomes=outcomes), run.exit_code, run.not_run)
-
-
 def _under_base_ids(base: Run, regression: Run, own: Run | None) -> tuple[Run, Run, Run | None, int]:
     """The runs with each test under the base's id of it where its id names a value of the run
     (results/ids.py). A base test left unmatched whose stable part a run has under other ids is
@@ -478,7 +476,8 @@ def _under_base_ids(base: Run, regression: Run, own: Run | None) -> tuple[Run, R
         if found.renamed:
             outcomes = {found.renamed.get(t, t): o for t, o in results.outcomes.items()}
             failures = {found.renamed.get(t, t): m for t, m in results.failures.items()}
-            results = replace(results, outcomes=outcomes, failures=failures)
+            counts = {found.renamed.get(t, t): n for t, n in results.counts.items()}
+            results = replace(results, outcomes=outcomes, failures=failures, counts=counts)
         runs.append(Run(results, run.exit_code, run.not_run))
     if left_out:
         kept = {t: o for t, o in base.results.outcomes.items() if t not in left_out}

@@ -13,7 +13,9 @@ lines are read from the log. `go test` in the command becomes `go test -json`: g
 reporter, so the check's log holds go's JSON events, read back for the results (`go_plain_text`
 gives the text go would have printed). `cargo test` gets `--no-fail-fast` (it stops at the first
 test binary that fails, and every test after it would be "missing"); its libtest lines in the log
-are read. Maven (`--fail-at-end`) and Gradle (`--continue`) named in the command go on past a
+are read. gotestsum, wherever it runs (behind make too), is given its own variable,
+GOTESTSUM_JSONFILE, and the file of go's events it writes there is read as `go test -json` is.
+Maven (`--fail-at-end`) and Gradle (`--continue`) named in the command go on past a
 failing module, so that its failure hides no other module's tests; their surefire and failsafe
 reports and test results are found under the root once the command ended, as are the files the
 project names itself (`papayu.check.junit`, which then replaces them); all are sent by the
@@ -51,7 +53,10 @@ PYTEST_XML = "pytest.xml"
 JEST_JSON = "jest-*.json"  # one per jest run: node_reports.cjs names them after the process
 VITEST_JSON = "vitest-*.json"
 NODE_TEST_JSON = "node-test-*.jsonl"  # one per node --test runner: node_test_reporter.cjs
-REPORT_FILES = (PYTEST_XML, JEST_JSON, VITEST_JSON, NODE_TEST_JSON)
+GOTESTSUM_JSON = "gotestsum.jsonl"  # go test -json's events, written by gotestsum wherever it runs
+REPORT_FILES = (PYTEST_XML, JEST_JSON, VITEST_JSON, NODE_TEST_JSON, GOTESTSUM_JSON)
+# gotestsum's own variable for its --jsonfile: read by every gotestsum, whatever runs it.
+GOTESTSUM_VAR = "GOTESTSUM_JSONFILE"
 JUNIT_DIR = "junit"  # the papayu.check.junit files, at their paths from the root
 # The build tools' reports, found under the root (inside.py matches `**` at any depth).
 MAVEN_DIR, GRADLE_DIR = "maven", "gradle"
@@ -73,6 +78,7 @@ NODE_TEST_EVENTS = "node --test reporter"
 JEST = "jest json"
 VITEST = "vitest json"
 GO_JSON = "go test -json"
+GOTESTSUM = "gotestsum jsonfile"
 LIBTEST = "cargo libtest"
 TAP = "tap"
 MAVEN = "maven surefire"
@@ -108,6 +114,7 @@ class Instrumented:
     readers: frozenset[str]  # the sources its results may come from (besides papayu.check.junit files)
     reports: tuple[tuple[str, str], ...] = ()  # (directory in the delivery, glob from the root): build tools'
     notes: tuple[str, ...] = ()  # the runners papayu cannot read, and what to set
+    runners: frozenset[str] = frozenset()  # the runners papayu reads that the command runs (runners.py)
 
 
 def instrument(command: str, report_dir: str, *, env: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
@@ -134,9 +141,11 @@ def instrumented(
     papayu.check.reinstall (tox and nox install the project as they would)."""
     env = env or {}
     runs = runs if runs is not None else scripts.resolve(command, None)
-    extra: dict[str, str] = {}
     original = command  # what the user asked for decides; our own flags do not
-    readers = {PYTEST_STREAM, UNITTEST_STREAM}  # papayu's reporters, wherever the runner runs
+    # papayu's reporters and gotestsum's file (GOTESTSUM_JSONFILE), wherever the runner runs: a
+    # recipe papayu does not read (`make test`) reaches them too.
+    readers = {PYTEST_STREAM, UNITTEST_STREAM, GOTESTSUM}
+    extra: dict[str, str] = {GOTESTSUM_VAR: f"{report_dir}/{GOTESTSUM_JSON}"}
     addopts = env.get("PYTEST_ADDOPTS", "")
     if not re.search(r"--junit-?xml|no:junitxml", f"{original} {addopts}"):
         # xunit1 names the test's file: ids become pytest's own node ids (junit.py).
@@ -173,7 +182,9 @@ def instrumented(
     reports = [(MAVEN_DIR, g) for g in MAVEN_REPORTS] if runners.MAVEN in found else []
     reports += [(GRADLE_DIR, g) for g in GRADLE_REPORTS] if runners.GRADLE in found else []
     notes = (*runs.notes, *runners.notes(runs.leaves))
-    return Instrumented(command, extra, frozenset(readers), tuple(reports), notes)
+    return Instrumented(
+        command, extra, frozenset(readers), tuple(reports), notes, frozenset(r for r in found if r is not None)
+    )
 
 
 def tox_override(leaves: Sequence[scripts.Leaf], env: Mapping[str, str]) -> str:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, NamedTuple
 EXIT_CODE_ONLY = "exit code only"
 # Raised whenever a reader names tests differently: a base run stored under other ids is not
 # compared with a plan's (every test would look missing), it runs again (check/base.py).
-IDS_VERSION = 3
+IDS_VERSION = 4  # 4: an id reported more than once is a group (its worst outcome, its count)
 MESSAGE_CHARS = 2000
 # Messages kept per run: every failing test keeps its outcome, only the first ones their output.
 MAX_MESSAGES = 1000
@@ -55,7 +55,7 @@ class TestResults:
     # Why these results cannot be trusted: a report rewritten after the runner ended, a garbled
     # channel. Such a run does not land (results/provenance.py).
     errors: tuple[str, ...] = ()
-    collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"); never merged
+    collisions: tuple[str, ...] = ()  # ids two results claimed ("id: by A and by B"), said (the first ones)
     sources: tuple[str, ...] = ()  # what was read, one name each; empty: split from ``source``
     # Where the run's own code reached for frames or objects, allowed as the tip's ("file::function::
     # event", results/shield.py): a plan's run may reach there too.
@@ -63,6 +63,13 @@ class TestResults:
     # papayu's fail-first order as the runner said it ran ("first", "total", "stopped": why it
     # stopped after the first part); said in the output, never trusted (check/selection/).
     order: dict[str, Any] = field(default_factory=dict)
+    # Ids reported more than once, and how many times: each is one group, its outcome the worst
+    # of its reports (docs/DESIGN.md, "A verdict per test": ids reported more than once).
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, test_id: str) -> int:
+        """How many times the run reported ``test_id`` (0: not at all)."""
+        return self.counts.get(test_id, 1 if test_id in self.outcomes else 0)
 
     @property
     def exit_code_only(self) -> bool:
@@ -90,6 +97,7 @@ class TestResults:
             "collisions": list(self.collisions),
             **({"reaching": list(self.reaching)} if self.reaching else {}),
             **({"order": dict(self.order)} if self.order else {}),
+            **({"counts": dict(self.counts)} if self.counts else {}),
         }
 
     @classmethod
@@ -104,6 +112,7 @@ class TestResults:
             tuple(data.get("sources", ())),
             tuple(data.get("reaching", ())),
             dict(data.get("order") or {}),
+            {str(k): int(v) for k, v in (data.get("counts") or {}).items()},
         )
 
 
@@ -135,30 +144,38 @@ def clip(text: str, limit: int = MESSAGE_CHARS) -> str:
 
 
 class Collected:
-    """The outcomes of one run as the readers find them, by test id. An id reported twice (two
-    readers, two entries of one report, two sessions of one runner) is a collision: the first
-    result stands and the collision is said, never merged (a merge would hide a test gone
-    missing behind its namesake)."""
+    """The outcomes of one run as the readers find them, by test id. An id reported more than
+    once (two tests of one title, two readers, two sessions of one runner) is a collision: said,
+    and kept as one group whose outcome is the worst of its reports and whose count is kept, so
+    neither a failure nor a test gone missing hides behind its namesake (docs/DESIGN.md)."""
 
     def __init__(self) -> None:
         self.outcomes: dict[str, Outcome] = {}
         self.failures: dict[str, str] = {}
         self.by: dict[str, str] = {}  # id -> the source that reported it first
+        self.counts: dict[str, int] = {}  # ids reported more than once -> how many times
         self.collisions: list[str] = []
         self.collided = 0
 
-    def add(self, case: CaseResult, source: str = "") -> None:
-        if case.test_id in self.outcomes:
-            self.collided += 1
-            if len(self.collisions) < MAX_COLLISIONS:
-                first = self.by[case.test_id]
-                said = f"by {first} twice" if first == source else f"by {first} and by {source}"
-                self.collisions.append(f"{case.test_id}: {said}")
+    def add(self, case: CaseResult, source: str = "", count: int = 1) -> None:
+        test = case.test_id
+        failing = case.outcome in (Outcome.FAILED, Outcome.ERROR)
+        if failing and test not in self.failures and len(self.failures) < MAX_MESSAGES:
+            self.failures[test] = clip(case.message)
+        if test not in self.outcomes:
+            self.outcomes[test] = case.outcome
+            self.by[test] = source
+            if count > 1:
+                self.counts[test] = count
             return
-        self.outcomes[case.test_id] = case.outcome
-        self.by[case.test_id] = source
-        if case.outcome in (Outcome.FAILED, Outcome.ERROR) and len(self.failures) < MAX_MESSAGES:
-            self.failures[case.test_id] = clip(case.message)
+        self.counts[test] = self.counts.get(test, 1) + count
+        if RANK[case.outcome] > RANK[self.outcomes[test]]:
+            self.outcomes[test] = case.outcome
+        self.collided += 1
+        if len(self.collisions) < MAX_COLLISIONS:
+            first = self.by[test]
+            said = f"by {first} twice" if first == source else f"by {first} and by {source}"
+            self.collisions.append(f"{test}: {said}")
 
     def extend(self, cases: list[CaseResult], source: str = "") -> None:
         for case in cases:
@@ -178,4 +195,5 @@ class Collected:
             tuple(errors or ()),
             tuple(collisions),
             tuple(sources),
+            counts=dict(self.counts),
         )

@@ -5,24 +5,23 @@ Code under test runs inside the test process: it can print a runner's lines, rew
 after the runner wrote it, exit 0 after a failure. What papayu can see of that is said here,
 and a run with any of it does not land:
 - the run's own errors (a report rewritten after the runner ended, a garbled channel) and ids
-  reported twice (never merged: a merge would hide a missing test behind its namesake);
+  reported more times than on the tip (a runner's line printed from elsewhere);
 - a source the base had and the run lacks (the report pytest was asked for is missing), or one
   the base did not have (TAP lines in the log of a run the base read from pytest);
 - tests failing in a run that exited 0, unless the base did the same (a command that swallows
   its exit code, `pytest || true`).
-A base with errors or collisions of its own is judged by its exit code (`readable_base`). Ids
-the tip's own suite reports twice (two tests of one name, one runner run twice) cannot be
-compared test by test, so they are said, and a run is not held to them; an id colliding in a
-run and not in the base still is. Its sources are still compared: the base's collisions say
-nothing against where its results came from.
+A base with errors of its own is judged by its exit code (`readable_base`). An id the tip's own
+suite reports more than once (two tests of one title, one runner run twice) is one group, its
+outcome the worst of its reports and its count kept (outcome.py, `Collected`): the verdict
+compares it as one test, and a run that reports it fewer times misses a test (verdict.py). A run
+reporting an id more times than the base did is said here. Its sources are still compared.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from papayu_git.check.results.instrument import (
     GO_JSON,
+    GOTESTSUM,
     GRADLE,
     JEST,
     JUNIT_COPY,
@@ -48,6 +47,7 @@ _MISSING = {
     MAVEN: "Maven's test reports (surefire, failsafe) are missing",
     GRADLE: "Gradle's test results are missing",
     GO_JSON: "go test's -json events are missing from the log",
+    GOTESTSUM: "the go test -json events gotestsum was asked to write (GOTESTSUM_JSONFILE) are missing",
     LIBTEST: "cargo test's result lines are missing from the log",
     TAP: "the TAP lines are missing from the log",
 }
@@ -56,50 +56,38 @@ _NEW = {
     PYTEST_STREAM: "pytest's result stream, which the tip's run did not have",
     UNITTEST_STREAM: "unittest results, which the tip's run did not report",
     GO_JSON: "go test -json events in the log, which the tip's run did not print",
+    GOTESTSUM: "a gotestsum file of go test -json events, which the tip's run did not write",
     LIBTEST: "cargo test result lines in the log, which the tip's run did not print",
     TAP: "TAP lines in the log, which the tip's run did not print",
 }
 
 
 def readable_base(base: TestResults) -> TestResults:
-    """The base as the verdict reads it: exit code only when its own results cannot be trusted;
-    without the ids its own suite reports twice (two tests of one title), which no run can
-    tell apart, when it names them all (`collided_ids`)."""
-    if base.trusted:
+    """The base as the verdict reads it: exit code only when its own results cannot be trusted
+    (its ids reported more than once are groups, compared as such: not a reason)."""
+    if not base.errors:
         return base
-    if not base.errors and collided_ids(base) is not None:
-        kept = {t: o for t, o in base.outcomes.items() if t not in (collided_ids(base) or ())}
-        return replace(
-            base, outcomes=kept, failures={t: m for t, m in base.failures.items() if t in kept}, collisions=()
-        )
     return TestResults(EXIT_CODE_ONLY, unreadable=(*base.errors, *_collided(base)))
 
 
-def collided_ids(base: TestResults) -> frozenset[str] | None:
-    """The ids the base reported more than once, when every one is named (None: some are only
-    counted, or the base has errors)."""
-    if base.errors or any(c.startswith("... and ") for c in base.collisions):
-        return None
-    return frozenset(_collision_id(c) for c in base.collisions)
-
-
 def base_notes(base: TestResults) -> list[str]:
-    if base.trusted:
-        return []
-    if not base.errors and collided_ids(base) is not None:
-        count = len(collided_ids(base) or ())
-        return [f"{count} test id(s) the tip's own suite reports more than once are left out of the comparison"]
-    return [f"the run on the tip cannot be judged per test: {'; '.join((*base.errors, *_collided(base)))}"]
+    if base.errors:
+        return [f"the run on the tip cannot be judged per test: {'; '.join((*base.errors, *_collided(base)))}"]
+    if base.counts:
+        count = len(base.counts)
+        return [
+            f"{count} test id(s) the tip's own suite reports more than once are each judged as one group "
+            "(its worst outcome, its number of tests kept)"
+        ]
+    return []
 
 
 def problems(base: TestResults, base_exit: int | None, run: TestResults, run_exit: int | None) -> list[str]:
     """Why ``run`` cannot be trusted next to ``base`` (a run that timed out has exit code None:
     its results are partial, and the timeout is what the verdict says)."""
     out = list(run.errors)
-    known = {_collision_id(c) for c in base.collisions}
-    new = [c for c in run.collisions if _collision_id(c) not in known]
-    if new:
-        out.append(f"ids reported more than once: {', '.join(new)}")
+    if more := _reported_more(base, run):
+        out.append(f"ids reported more than once: {', '.join(more)}")
     comparable = not base.errors and not base.exit_code_only and base_exit is not None
     # A run that failed before any result (a build error: a crate its tip's manifest lacks) lies
     # about nothing: it crashed, and the verdict says so. One that exited 0 without any is what
@@ -119,8 +107,14 @@ def _collided(results: TestResults) -> list[str]:
     return [f"ids reported more than once: {', '.join(results.collisions)}"]
 
 
-def _collision_id(collision: str) -> str:
-    return collision.rsplit(": by ", 1)[0]
+def _reported_more(base: TestResults, run: TestResults) -> list[str]:
+    """The run's ids it reported more times than the base (at least twice): as its collisions
+    say them, or with the two counts where they name them no more."""
+    more = {t for t, n in run.counts.items() if n > max(base.count(t), 1)}
+    said = [c for c in run.collisions if c.rsplit(": by ", 1)[0] in more]
+    named = {c.rsplit(": by ", 1)[0] for c in said}
+    counted = [f"{t}: {run.counts[t]} times, {base.count(t)} on the tip" for t in run.counts if t in more - named]
+    return said + counted
 
 
 def _failing(results: TestResults) -> list[str]:

@@ -16,6 +16,8 @@ from papayu_git.check.results.gotest import read_go_json
 from papayu_git.check.results.inside import OLDER, collect
 from papayu_git.check.results.instrument import (
     GO_JSON,
+    GOTESTSUM,
+    GOTESTSUM_JSON,
     GRADLE,
     GRADLE_DIR,
     JEST,
@@ -191,13 +193,14 @@ def source_of(name: str) -> str:
     for pattern, source in ((JEST_JSON, JEST), (VITEST_JSON, VITEST), (NODE_TEST_JSON, NODE_TEST_EVENTS)):
         if fnmatch.fnmatchcase(name, pattern):
             return source
-    return {PYTEST_XML: PYTEST_JUNIT}.get(name, name)
+    return {PYTEST_XML: PYTEST_JUNIT, GOTESTSUM_JSON: GOTESTSUM}.get(name, name)
 
 
 def _reports(delivery: Delivery, root: str) -> list[tuple[str, str, FileReader]]:
     """(name in the delivery, source, reader) of every report a run may have left."""
     reports: list[tuple[str, str, FileReader]] = [
         (PYTEST_XML, PYTEST_JUNIT, lambda data: _junit(data, "pytest", root)),
+        (GOTESTSUM_JSON, GOTESTSUM, lambda data: read_go_json(data.decode("utf-8", "replace")) or []),
     ]
     for name in sorted(delivery.files):
         source = source_of(name)

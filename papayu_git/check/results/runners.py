@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from papayu_git.check.results.outcome import TestResults
 from papayu_git.check.scripts import Leaf
 
-JEST, VITEST, NODE_TEST, CARGO, GO, MAVEN, GRADLE, TAP_PRODUCER, TOX, NOX = (
+JEST, VITEST, NODE_TEST, CARGO, GO, GOTESTSUM, MAVEN, GRADLE, TAP_PRODUCER, TOX, NOX = (
     "jest",
     "vitest",
     "node --test",
     "cargo test",
     "go test",
+    "gotestsum",
     "maven",
     "gradle",
     "tap",
@@ -57,8 +58,8 @@ _UNREAD = {
     "nx": "nx runs the projects' targets from its own cache and processes: papayu does not read through it",
     "turbo": "turbo replays cached task output instead of running the tests: papayu does not read through it",
     "lerna": "papayu does not read the scripts lerna runs",
-    "make": "papayu does not read the recipe (pytest under it is read)",
-    "just": "papayu does not read the recipe (pytest under it is read)",
+    "make": "papayu does not read the recipe (pytest, unittest and gotestsum under it are read)",
+    "just": "papayu does not read the recipe (pytest, unittest and gotestsum under it are read)",
 }
 
 
@@ -98,6 +99,10 @@ def classify(leaf: Leaf) -> Found:
         return Found(CARGO)
     if program == "cargo" and _subcommand(words[1:]) == "nextest":
         return Found(None, "cargo nextest's output is not libtest's lines papayu reads")
+    if program == "gotestsum" or _go_tool(words) == "gotestsum":
+        if any(w.split("=", 1)[0] in ("--jsonfile", "--help", "--version") for w in words[1:]):
+            return Found(None, "gotestsum is given --jsonfile of its own: its events go there, not to papayu")
+        return Found(GOTESTSUM)  # it reads GOTESTSUM_JSONFILE wherever it runs (instrument.py)
     if program == "go" and _subcommand(words[1:]) == "test":
         return (
             Found(GO)
@@ -192,6 +197,16 @@ def _no_startup_hook(words: list[str]) -> str:
             return f"-{found}"
         index += 1
     return ""
+
+
+def _go_tool(words: list[str]) -> str:
+    """The program `go tool NAME` or `go run PACKAGE[@VERSION]` runs, by its last path segment
+    ("" for any other command): `go tool gotestsum`, `go run gotest.tools/gotestsum@latest`."""
+    if words[:1] != ["go"] or _subcommand(words[1:]) not in ("tool", "run"):
+        return ""
+    rest = words[words.index(_subcommand(words[1:]), 1) + 1 :]
+    target = _subcommand(rest)
+    return posixpath.basename(target.split("@", 1)[0]) if target else ""
 
 
 def _subcommand(words: list[str]) -> str:

@@ -67,16 +67,28 @@ def check_command_item(here: Here) -> Item:
 def _results_read(found: CheckCommand, root: Path) -> tuple[str, list[str]]:
     """How the check's results will be read (docs/DESIGN.md, "What the check runs"): the
     runners found in the command and its package scripts, and what papayu cannot read."""
-    from papayu_git.check.results.instrument import PYTEST_JUNIT, PYTEST_STREAM, instrumented
+    from papayu_git.check.results import runners
+    from papayu_git.check.results.instrument import (
+        GOTESTSUM,
+        PYTEST_JUNIT,
+        PYTEST_STREAM,
+        UNITTEST_STREAM,
+        instrumented,
+    )
 
     assert root is not None
     try:
         done = instrumented(found.command, "/report", runs=found.runs, junit=junit_patterns(root))
     except PapayuError as exc:
         return f"results: {exc.reason}", []
-    named = sorted(done.readers - {PYTEST_STREAM, PYTEST_JUNIT})
+    # Read wherever they run (a recipe papayu does not read included): named as found when seen.
+    named = sorted(done.readers - {PYTEST_STREAM, PYTEST_JUNIT, UNITTEST_STREAM, GOTESTSUM})
+    seen = runners.GOTESTSUM in done.runners
+    if seen:
+        named.append("gotestsum's go test -json events (GOTESTSUM_JSONFILE)")
+    always = "pytest and unittest wherever they run" + ("" if seen else ", gotestsum's go test -json events too")
     junit = " and papayu.check.junit's files" if settings.get("check_junit", str(root)).strip() else ""
-    return f"results per test from {', '.join([*named, 'pytest wherever it runs'])}{junit}", list(done.notes)
+    return f"results per test from {', '.join([*named, always])}{junit}", list(done.notes)
 
 
 def tip_check_item(here: Here) -> Item:
