@@ -39,7 +39,10 @@ BASE_DIR = "base"
 ORDER_DIR = "order"  # beside it: which record is the newest, the tests that failed in recent checks
 # How runs are read (results/): part of the key, since a plan's runs are compared with the base
 # only when both were read from the same sources (results/provenance.py). Bumped when that changes.
-RESULTS_FORMAT = "3: runners behind package scripts, a jest or vitest report per run, Maven and Gradle reports"
+RESULTS_FORMAT = (
+    "4: runners behind package scripts, a jest or vitest report per run, Maven and Gradle reports, "
+    "pytest subtests folded into their test"
+)
 # tox's and nox's environments are one level down (.tox/py, .nox/tests).
 INSTALL_STAMPS = (
     "lib/python*/site-packages",
