@@ -310,6 +310,55 @@ def test_unittest_cases_under_pytest_are_pytests_and_python_dash_i_is_said(tmp_p
     assert "python -I does not read PYTHONPATH" in instrumented(command, "/r").notes[0]
 
 
+SUBTESTS = {
+    "tests/__init__.py": "",
+    "tests/test_table.py": """\
+import unittest
+
+
+class TestTable(unittest.TestCase):
+    def test_all_pass(self):
+        for n in (1, 2, 3):
+            with self.subTest(n=n):
+                self.assertLess(n, 4)
+
+    def test_one_fails(self):
+        for n in (1, 2, 3):
+            with self.subTest(n=n):
+                self.assertLess(n, 3)
+
+
+def test_fixture_passes(subtests):
+    for word in ("a", "b"):
+        with subtests.test(msg=word):
+            assert word.isalpha()
+
+
+def test_fixture_fails(subtests):
+    for word in ("a", "9"):
+        with subtests.test(msg=word):
+            assert word.isalpha()
+""",
+}
+
+
+@pytest.mark.skipif(int(pytest.__version__.split(".")[0]) < 9, reason="subtests are pytest's own from 9")
+def test_subtests_are_their_tests_results_not_tests_of_their_own(tmp_path: Path) -> None:
+    # pytest 9 reports each subtest under its test's id: one test, a failing subtest fails it.
+    project = make_project(tmp_path / "sub", SUBTESTS)
+    code, log, results = run_check(project, f"{sys.executable} -m pytest -q -p no:cacheprovider", stream=True)
+    assert code == 1 and not results.collisions and results.trusted and not results.exit_code_only, log
+    assert results.read_from == ("pytest stream", "pytest junit"), results.errors
+    assert results.outcomes == {
+        "tests/test_table.py::TestTable::test_all_pass": P,
+        "tests/test_table.py::TestTable::test_one_fails": F,
+        "tests/test_table.py::test_fixture_passes": P,
+        "tests/test_table.py::test_fixture_fails": F,
+    }, log
+    assert "n=3" in results.failures["tests/test_table.py::TestTable::test_one_fails"]
+    assert "[9]" in results.failures["tests/test_table.py::test_fixture_fails"]
+
+
 NODE_TESTS = {
     "test/calc.test.js": """\
 const test = require('node:test');

@@ -42,7 +42,8 @@ ORDER_DIR = "order"  # beside it: which record is the newest, the tests that fai
 # How runs are read (results/): part of the key, since a plan's runs are compared with the base
 # only when both were read from the same sources (results/provenance.py). Bumped when that changes.
 RESULTS_FORMAT = (
-    "4: runners behind package scripts, jest and vitest reports per run, Maven and Gradle reports; the runtime shield"
+    "5: runners behind package scripts, jest and vitest reports per run, Maven and Gradle reports; the runtime shield; "
+    "pytest subtests folded into their test"
 )
 # tox's and nox's environments are one level down (.tox/py, .nox/tests).
 INSTALL_STAMPS = (

@@ -13,7 +13,7 @@ not inherit it), moved to a descriptor number of its own choosing. Records are J
 a session key drawn at random: a session's start (its JUnit file, its pid and its ancestors, so
 a pytest run by a test is known as nested), each test report (pytest's node id,
 setup/call/teardown or collect, the outcome, a clipped message, and the classname and name
-pytest's JUnit file gives it), what papayu's shield refused or found changed, and the session's
+pytest's JUnit file gives it; a subtest's report is marked as such, with its parameters), what papayu's shield refused or found changed, and the session's
 end with the number of tests whose reporting path was verified.
 
 The shield (shield.py, docs/DESIGN.md "The runtime shield") is installed when pytest imports
@@ -146,9 +146,13 @@ class Reporter:
 
     def test(self, report: Any, when: str) -> None:
         record = {"kind": "test", "id": report.nodeid, "when": when, "outcome": report.outcome}
+        sub = _subtest(report)
+        if sub is not None:  # a report inside its test, under the test's id: part of its result
+            record["subtest"] = sub
         if report.failed:
             crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", "") or ""
-            record["message"] = "\n".join(filter(None, (crash, report.longreprtext)))[:MESSAGE_CHARS]
+            said = (sub, crash, report.longreprtext)
+            record["message"] = "\n".join(filter(None, said))[:MESSAGE_CHARS]
         named = self.junit_name(report.nodeid)
         if named is not None:
             record["classname"], record["name"] = named
@@ -178,6 +182,18 @@ class Reporter:
         if _guard is not None and not self.config.pluginmanager.has_plugin("dsession"):
             end["verified"] = _guard.verified  # xdist's workers run (and verify) the tests
         self.write(end)
+
+
+def _subtest(report: Any) -> str | None:
+    """A subtest's report (pytest 9's own, or the pytest-subtests plugin's): its context's message
+    and parameters, as pytest prints them (`[msg] (n=3)`); None for a test's own report."""
+    context = getattr(report, "context", None)
+    if context is None or not hasattr(context, "msg") or not hasattr(context, "kwargs"):
+        return None
+    kwargs = context.kwargs if isinstance(context.kwargs, dict) else {}
+    parts = [f"[{context.msg}]" if context.msg is not None else ""]
+    parts.append(f"({', '.join(f'{k}={v}' for k, v in kwargs.items())})" if kwargs else "")
+    return " ".join(p for p in parts if p) or "subtest"
 
 
 def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> None:

@@ -27,6 +27,7 @@ class Attempt:
     phases: dict[str, str] = field(default_factory=dict)
     message: str = ""
     junit_name: tuple[str, str] | None = None
+    subtest_failed: bool = False  # a subtest of it failed: the test fails, whatever its own call says
 
     @property
     def outcome(self) -> Outcome | None:
@@ -35,7 +36,7 @@ class Attempt:
         get = self.phases.get
         if get("collect"):
             return Outcome.ERROR if get("collect") == "failed" else Outcome.SKIPPED
-        if get("call") == "failed":
+        if get("call") == "failed" or (self.subtest_failed and get("call") in ("passed", "skipped")):
             return Outcome.FAILED
         if "failed" in (get("setup"), get("teardown")):
             return Outcome.ERROR
@@ -68,6 +69,13 @@ class Session:
             self.reruns.add(test_id)
             return
         attempt = self.current.get(test_id)
+        if record.get("subtest") and attempt is not None and "call" not in attempt.phases:
+            # A subtest reports inside its test, under its id, before the test's own call: it can
+            # only fail the test (a subtest that passed or skipped says nothing of it).
+            if outcome == "failed":
+                attempt.subtest_failed = True
+                attempt.message = attempt.message or str(record.get("message") or "")
+            return
         if attempt is None or when in attempt.phases:
             if attempt is not None and test_id in self.reruns:
                 self.attempts.remove(attempt)
