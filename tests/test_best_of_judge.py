@@ -178,7 +178,7 @@ def test_ctrl_c_at_the_question_keeps_the_winner_for_land(calc: Path, llm: Scrip
     llm.script = [router({0.0: [action(NOTHING)], 0.3: [action(GOOD)]})] * 4
     before = snapshot(calc)
     proc, master, seen = _at_the_question(calc, llm.env())
-    time.sleep(0.5)  # waiting for the answer (a signal between the prompt and the read would be lost to readline)
+    time.sleep(2.0)  # waiting for the answer (a signal between the prompt and the read would be lost to readline)
     proc.send_signal(signal.SIGINT)  # Ctrl-C while it asks
     text = _rest(proc, master, seen)
     assert proc.returncode == 0 and "Ctrl-C at the question: not landing" in text, text
