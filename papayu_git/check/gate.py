@@ -148,12 +148,16 @@ def _settled(
 ) -> Verdict:
     """The verdict once nothing in it is the order's doing: a run that stopped with nothing to
     show for it runs its rest; a reordered run whose failures may be the order's runs again in the
-    suite's own order (failfirst.order_suspect). Each at most once per side."""
+    suite's own order (failfirst.order_suspect). Each at most once per side. Not when the runs
+    share a live service: the plan's run may have changed it, so a run of its failing tests alone
+    would prove nothing (as for flakes, verdict.py)."""
     for _ in range(2 * len(sides) + 1):
         if verdict.incomplete and any(side.partial for side in sides):
             for side in sides:
                 if side.partial:
                     complete(context, side)
+        elif shared:
+            return verdict
         else:
             suspect = next(
                 ((side, why) for side in sides if (why := order_suspect(context, side, frozenset(verdict.flaky)))), None
