@@ -179,8 +179,8 @@ STOPPED_BY_PAPAYU = 2  # pytest's exit code when a session stops (papayu's early
 def order_suspect(context: Context, side: Side, flaky: frozenset[str]) -> str:
     """Why this reordered run's failures may be the order's rather than the plan's ("" when they
     are the plan's): its session crashed or lost tests the tip ran (a test run first may damage
-    the process for every test after it), or tests that failed in it and alone on the tip passed
-    pass alone on the plan's tree too. Then the suite runs again in its own order, and that run is
+    the process for every test after it), or tests that failed in its rest and alone on the tip
+    passed pass alone on the plan's tree too (a failure in the first part is never the order's). Then the suite runs again in its own order, and that run is
     judged (docs/DESIGN.md, "Fail first"). Flakes never help the plan: a test failing there too is
     the plan's."""
     result, base = side.result, context.base
@@ -198,7 +198,10 @@ def order_suspect(context: Context, side: Side, flaky: frozenset[str]) -> str:
     failing = sorted(
         t
         for t, o in outcomes.items()
-        if o in FAILING and base.results.outcomes.get(t) == Outcome.PASSED and t not in flaky
+        if o in FAILING
+        and base.results.outcomes.get(t) == Outcome.PASSED
+        and t not in flaky
+        and not _first(side.first, t)
     )
     side.order_checked = True
     if not failing:
@@ -210,6 +213,13 @@ def order_suspect(context: Context, side: Side, flaky: frozenset[str]) -> str:
     why = f"{len(failing)} tests that failed on the plan and passed alone on the tip, alone on the plan"
     context.runs.add("plan again", why, alone, passed=len(passing))
     return f"{len(passing)} tests that failed in it pass alone on the plan's tree" if passing else ""
+
+
+def _first(first: FirstPart, test: str) -> bool:
+    """Whether ``test`` ran in the first part: only tests before it in the suite's own order ran
+    before it there (each part keeps that order), so nothing the order moved can have left
+    something behind for it."""
+    return test in first.tests or test.split("::", 1)[0] in first.files
 
 
 def own_order(context: Context, side: Side, why: str) -> None:
