@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from calc_project import CALC, GOAL, GOOD, WRONG, attempt
-from helpers import ROOT, git, papayu, snapshot, stored_plans
+from helpers import ROOT, git, papayu, processes_with, snapshot, stored_plans
 from llm_server import Reply, ScriptedLLM
 from terminal import Terminal
 
@@ -231,8 +231,12 @@ def test_ctrl_c_while_the_model_thinks_is_traced_as_interrupted(calc: Path, llm:
 
 def test_ctrl_c_during_the_check_rolls_back_as_interrupted(calc: Path, tmp_path: Path) -> None:
     before = snapshot(calc)
-    proc = start_apply(calc, tmp_path, "sleep 30")
-    time.sleep(1.0)  # the check is running
+    marker = f"30.{os.getpid()}"  # quoted in papayu's own command line, so only the check carries it
+    proc = start_apply(calc, tmp_path, f"exec sleep 30''.{os.getpid()}")
+    deadline = time.monotonic() + 60
+    while not processes_with(f"sleep {marker}"):  # the check is running (a busy machine is slow to get there)
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert proc.returncode == 130
