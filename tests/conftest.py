@@ -4,6 +4,7 @@ real git repository, the scripted LLM server. Helpers are in helpers.py."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -13,6 +14,12 @@ import tiers
 from calc_project import CALC, PYPROJECT, PYTEST, TESTS
 from helpers import git, make_repo
 from llm_server import ScriptedLLM
+
+# A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so
+# would every papayu it starts: the tests that press Ctrl-C would find it ignored. A handled
+# signal is reset to its default in a child, so papayu gets Python's own Ctrl-C as a user does.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
