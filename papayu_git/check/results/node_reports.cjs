@@ -66,14 +66,18 @@
   const prefix = root.endsWith("/") ? root : `${root}/`;
   const sink = `${dir}/shield/node-${process.pid}.jsonl`;
   const here = __filename;
-  // The first frame of the checked tree on the stack ("lib/calc.js:3"), or "" when none.
+  // The first frame of the checked tree on the stack ("lib/calc.js:3"), or "" when none, or when
+  // that frame is in a dotfile or dot-directory: tool code the tip commits (yarn's release in
+  // .yarn/releases, its .pnp.cjs), which a plan cannot change without being held for it
+  // (docs/DESIGN.md, "What judges a plan").
   const repositoryFrame = () => {
     const stack = String(new Error().stack || "").split("\n").slice(1);
     for (const line of stack) {
       const found = /\(?(?:file:\/\/)?(\/[^():]+):(\d+):\d+\)?\s*$/.exec(line);
       if (!found || found[1] === here) continue;
       if (found[1].startsWith(prefix) && !found[1].includes("/node_modules/")) {
-        return `${found[1].slice(prefix.length)}:${found[2]}`;
+        const rel = found[1].slice(prefix.length);
+        return rel.split("/").some((part) => part.startsWith(".")) ? "" : `${rel}:${found[2]}`;
       }
     }
     return "";
