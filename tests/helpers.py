@@ -404,3 +404,25 @@ def rust_env() -> dict[str, str]:
         if Path(value).is_dir():
             env[name] = value
     return env
+
+
+# --- plans and their results, as the judge and check tests write and read them -------------------
+
+
+def update_action(path: str, content: str) -> dict[str, str]:
+    return {"kind": "UPDATE_FILE", "path": path, "content": content}
+
+
+def create_action(path: str, content: str) -> dict[str, str]:
+    return {"kind": "CREATE_FILE", "path": path, "content": content}
+
+
+def apply_why(data: dict[str, Any]) -> str:
+    """What to show when an assertion on an apply fails: the result and the check's logs."""
+    check = data.get("check") or {}
+    logs = [Path(p).read_text(errors="replace")[-3000:] for p in (check.get("log"), check.get("own_log")) if p]
+    return f"{data}\n\n" + "\n---\n".join(logs)
+
+
+def head_of(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").strip()

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import toolchains
 from helpers import apply_json, git, make_repo, rust_env, write_plan
+from helpers import head_of as _head
 
 from papayu_git.check import sandbox
 from papayu_git.check.results import Outcome, instrument
@@ -62,10 +63,6 @@ def _log(data: dict[str, Any]) -> str:
 
 def _why(data: dict[str, Any]) -> str:
     return f"{data}\n\n{_log(data)[-4000:]}"
-
-
-def _head(repo: Path) -> str:
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 # --- doctests: named by file, item and order, not by line ------------------------------------

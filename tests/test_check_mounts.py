@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import apply_json, git, make_repo, write_plan
+from helpers import create_action as _create
 
 from papayu_git.check import credential_files, sandbox
 from papayu_git.check.credential_files import HOME_CREDENTIALS, holds_credentials
@@ -44,10 +45,6 @@ def _apply(
     logs = [data["check"]["log"], data["check"].get("own_log") or ""]
     log = "".join(Path(p).read_text(encoding="utf-8", errors="replace") for p in logs if p)
     return data, "".join(line for line in log.splitlines(keepends=True) if not line.startswith("$ "))
-
-
-def _create(path: str, content: str) -> dict[str, str]:
-    return {"kind": "CREATE_FILE", "path": path, "content": content}
 
 
 def _executable(path: Path, text: str) -> None:

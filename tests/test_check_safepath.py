@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from helpers import apply_json, git, make_repo, write_plan
+from helpers import head_of as _head
 
 from papayu_git import settings
 from papayu_git.check import sandbox
@@ -96,10 +97,6 @@ def _logs(data: dict[str, Any]) -> str:
     check = data.get("check") or {}
     paths = [p for p in (check.get("log"), check.get("own_log")) if p]
     return "\n---\n".join(Path(p).read_text(errors="replace") for p in paths)
-
-
-def _head(repo: Path) -> str:
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 # --- a src layout: on, and a plan's shadow of the runner never runs -----------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import apply_json, git, make_repo, papayu, papayu_dir, write_plan
+from helpers import update_action as _write
 
 from papayu_git.check import sandbox
 from papayu_git.check.results import TestResults
@@ -102,10 +103,6 @@ def _apply(repo: Path, name: str, actions: list[dict[str, str]], *args: str) -> 
     data = apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1"})
     assert data.get("check"), data
     return data
-
-
-def _write(path: str, content: str) -> dict[str, str]:
-    return {"kind": "UPDATE_FILE", "path": path, "content": content}
 
 
 def _runs(data: dict[str, Any], name: str) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import toolchains
 from helpers import apply_json, git, make_repo, papayu, papayu_dir, rust_env, write_plan
+from helpers import head_of as _head
 
 from papayu_git.check import sandbox
 
@@ -271,10 +272,6 @@ def _update(path: str, content: str) -> dict[str, str]:
 def _apply(repo: Path, name: str, actions: list[dict[str, str]], *args: str, env: dict[str, str]) -> dict[str, Any]:
     plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
     return apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1", **env})
-
-
-def _head(repo: Path) -> str:
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 def _message(repo: Path, rev: str = "HEAD") -> str:

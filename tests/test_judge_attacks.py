@@ -19,22 +19,31 @@ from typing import Any
 
 import pytest
 import toolchains
-from helpers import apply_json, git, make_repo, write_plan
+from green_calc import BROKEN, CALC, PYPROJECT, PYTEST, TESTS
+from helpers import (
+    apply_json,
+    git,
+    make_repo,
+    write_plan,
+)
+from helpers import (
+    apply_why as _why,
+)
+from helpers import (
+    create_action as _create,
+)
+from helpers import (
+    head_of as _head,
+)
+from helpers import (
+    update_action as _write,
+)
 
 from papayu_git.check import sandbox
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap does not work here: {sandbox.unavailable_reason()}"
 )
-
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
-CALC = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
-BROKEN = CALC.replace("a + b", "a - b")
-TESTS = {
-    "tests/test_add.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
-    "tests/test_mul.py": "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n",
-}
-PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
 
 
 def _repo(tmp_path: Path, check: str, **files: str) -> Path:
@@ -43,29 +52,11 @@ def _repo(tmp_path: Path, check: str, **files: str) -> Path:
     return repo
 
 
-def _write(path: str, content: str) -> dict[str, str]:
-    return {"kind": "UPDATE_FILE", "path": path, "content": content}
-
-
-def _create(path: str, content: str) -> dict[str, str]:
-    return {"kind": "CREATE_FILE", "path": path, "content": content}
-
-
 def _apply(
     repo: Path, name: str, actions: list[dict[str, str]], *args: str, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
     return apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1", **(env or {})})
-
-
-def _why(data: dict[str, Any]) -> str:
-    check = data.get("check") or {}
-    logs = [Path(p).read_text(errors="replace")[-3000:] for p in (check.get("log"), check.get("own_log")) if p]
-    return f"{data}\n\n" + "\n---\n".join(logs)
-
-
-def _head(repo: Path) -> str:
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 def _held(repo: Path, data: dict[str, Any], head: str, code: str, *named: str) -> None:

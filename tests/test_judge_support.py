@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 from helpers import apply_json, git, make_repo, write_plan
+from helpers import apply_why as _why
+from helpers import head_of as _head
+from helpers import update_action as _write
 
 from papayu_git.check import sandbox
 
@@ -32,20 +35,6 @@ PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
 def _apply(repo: Path, name: str, actions: list[dict[str, str]]) -> dict[str, Any]:
     plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
     return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1"})
-
-
-def _write(path: str, content: str) -> dict[str, str]:
-    return {"kind": "UPDATE_FILE", "path": path, "content": content}
-
-
-def _why(data: dict[str, Any]) -> str:
-    check = data.get("check") or {}
-    logs = [Path(p).read_text(errors="replace")[-3000:] for p in (check.get("log"), check.get("own_log")) if p]
-    return f"{data}\n\n" + "\n---\n".join(logs)
-
-
-def _head(repo: Path) -> str:
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 def _package(tmp_path: Path, check: str, **files: str) -> Path:

@@ -14,7 +14,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import apply_json, blob, git, make_repo, write_plan
+from helpers import (
+    apply_json,
+    blob,
+    git,
+    make_repo,
+    write_plan,
+)
+from helpers import (
+    apply_why as _why,
+)
+from helpers import (
+    create_action as _create,
+)
+from helpers import (
+    head_of as _head,
+)
+from helpers import (
+    update_action as _write,
+)
 
 from papayu_git.check import sandbox
 
@@ -43,24 +61,6 @@ def _repo(tmp_path: Path, **files: str) -> Path:
 def _apply(repo: Path, name: str, actions: list[dict[str, str]]) -> dict[str, Any]:
     plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
     return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1"})
-
-
-def _create(path: str, content: str) -> dict[str, str]:
-    return {"kind": "CREATE_FILE", "path": path, "content": content}
-
-
-def _write(path: str, content: str) -> dict[str, str]:
-    return {"kind": "UPDATE_FILE", "path": path, "content": content}
-
-
-def _why(data: dict[str, Any]) -> str:
-    check = data.get("check") or {}
-    logs = [Path(p).read_text(errors="replace")[-3000:] for p in (check.get("log"), check.get("own_log")) if p]
-    return f"{data}\n\n" + "\n---\n".join(logs)
-
-
-def _head(repo: Path) -> str:
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 def test_a_plan_adding_a_working_tree_encoding_is_checked_converted_and_does_not_land(tmp_path: Path) -> None:
