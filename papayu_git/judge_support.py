@@ -57,11 +57,15 @@ class Tree(Protocol):
     def names_in(self, directory: str) -> list[str]: ...
 
 
-def test_support(tip: Tree, code: Iterable[str], is_test: _IsTest) -> set[str]:
+def test_support(tip: Tree, code: Iterable[str], is_test: _IsTest, loaded: Iterable[str] = ()) -> set[str]:
     """Which of ``code`` (paths the plan changes that judges.is_code calls code) are test support
-    on ``tip``. ``is_test(path)``: whether a path of the tip is a test or test configuration."""
+    on ``tip``. ``is_test(path)``: whether a path of the tip is a test or test configuration;
+    ``loaded``: the files the tip's own run loaded as test support (a plugin named by `-p` or by
+    a `pytest_plugins` built at run time, a fixture's module), which no import shows."""
     sure: set[str] = set()
     if_only_tests: list[str] = []
+    if_not_code: list[str] = []
+    by_run = frozenset(loaded)
     for path in code:
         old = tip.read_blob(path)
         if old is None or len(old) > MAX_FILE_BYTES:
@@ -69,12 +73,15 @@ def test_support(tip: Tree, code: Iterable[str], is_test: _IsTest) -> set[str]:
         serves = _serves_tests(path, old.decode("utf-8", "replace"), tip)
         if serves is True:
             sure.add(path)
+        elif path in by_run:
+            if_not_code.append(path)
         elif serves is None:
             if_only_tests.append(path)
-    if not if_only_tests:
+    if not if_only_tests and not if_not_code:
         return sure
     graph = _Graph(tip, is_test)
-    return sure | {p for p in if_only_tests if graph.used_by_tests_only(p)}
+    sure |= {p for p in if_only_tests if graph.used_by_tests_only(p)}
+    return sure | {p for p in if_not_code if not graph.used_by_code(p)}
 
 
 class _IsTest(Protocol):
@@ -172,9 +179,17 @@ class _Graph:
         return self._texts[path]
 
     def used_by_tests_only(self, path: str) -> bool:
+        by_tests, by_code = self._users(path)
+        return by_tests and not by_code
+
+    def used_by_code(self, path: str) -> bool:
+        return self._users(path)[1]
+
+    def _users(self, path: str) -> tuple[bool, bool]:
+        """Whether tests import ``path``, and whether the project's other code does."""
         names = _module_names(path)
         if not names:
-            return False
+            return False, False
         by_tests = by_code = False
         for other in self.files():
             if other == path or not other.endswith((".py", *_JS_SUFFIXES)):
@@ -189,7 +204,7 @@ class _Graph:
             else:
                 by_code = True
                 break
-        return by_tests and not by_code
+        return by_tests, by_code
 
 
 def _walk(tip: Tree, directory: str, depth: int) -> Iterator[str]:

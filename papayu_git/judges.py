@@ -349,14 +349,18 @@ def _add_file(word: str, tip: Tree, found: set[str]) -> None:
         found.add(rel)
 
 
-def judging_paths(changed: Iterable[str], tip: Tree, *, tests: Sequence[str] = (), command: str = "") -> list[str]:
+def judging_paths(
+    changed: Iterable[str], tip: Tree, *, tests: Sequence[str] = (), command: str = "", support: Sequence[str] = ()
+) -> list[str]:
     """The paths of ``changed`` that are not the plan's code (is_code), and those that are test
-    support by what the tip's tests use (judge_support.py), sorted."""
+    support by what the tip's tests use (judge_support.py; ``support``: what the tip's run
+    loaded as such), sorted."""
     files = command_files(command, tip) if command else frozenset()
     judging: list[str] = []
     code: list[str] = []
     for path in changed:
         (code if is_code(path, tip, tests=tests, command_files=files) else judging).append(path)
     if code and isinstance(tip, SupportTree):
-        judging += test_support(tip, code, lambda p: not is_code(p, tip, tests=tests, command_files=files))
+        is_test = lambda p: not is_code(p, tip, tests=tests, command_files=files)  # noqa: E731
+        judging += test_support(tip, code, is_test, loaded=support)
     return sorted(judging)

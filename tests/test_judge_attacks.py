@@ -223,6 +223,41 @@ def test_an_in_package_test_helper_rewritten_with_the_code_is_held(tmp_path: Pat
     assert "pkg/tests/helpers.py" in data["error"]["reason"]
 
 
+# A fixture module no test imports: the tip's run loads it (pytest's `-p` in the ini file, a
+# conftest's `pytest_plugins` named at run time), and so it judges, whatever the imports show.
+FIXTURES = "import pytest\n\n\n@pytest.fixture\ndef expected_add():\n    return lambda a, b: a + b\n"
+FIXTURE_TEST = "from calc import add\n\n\ndef test_add(expected_add):\n    assert add(2, 3) == expected_add(2, 3)\n"
+LOADED_BY = {
+    "ini-p": {"pytest.ini": "[pytest]\npythonpath = .\naddopts = -p calc_fixtures\n"},
+    "runtime-pytest_plugins": {"conftest.py": "pytest_plugins = ['_'.join(['calc', 'fixtures'])]\n"},
+    "registered-by-conftest": {
+        "conftest.py": "import importlib\n\n\ndef pytest_configure(config):\n"
+        "    config.pluginmanager.register(importlib.import_module('calc' + '_fixtures'))\n"
+    },
+}
+
+
+@pytest.mark.parametrize("loaded_by", list(LOADED_BY))
+def test_a_fixture_module_the_tips_run_loads_rewritten_with_the_code_is_held(tmp_path: Path, loaded_by: str) -> None:
+    files = {"calc_fixtures.py": FIXTURES, "tests/test_add.py": FIXTURE_TEST, **LOADED_BY[loaded_by]}
+    repo = _repo(tmp_path, f"{PYTEST} tests", **files)
+    head = _head(repo)
+    weakened = FIXTURES.replace("a + b", "a - b")
+    data = _apply(repo, "fixture", [_write("calc.py", BROKEN), _write("calc_fixtures.py", weakened)])
+    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "calc_fixtures.py", "tests/test_add.py::test_add")
+
+
+def test_a_fixture_module_the_package_also_uses_stays_code(tmp_path: Path) -> None:
+    """The package imports it too: a fix to it is the plan's code, judged by the tests."""
+    code = "from calc_fixtures import expected_add  # noqa: F401\n\n\n" + BROKEN
+    files = {"calc.py": code, "calc_fixtures.py": FIXTURES, "tests/test_add.py": FIXTURE_TEST}
+    repo = _repo(tmp_path, f"{PYTEST} tests", **files, **LOADED_BY["ini-p"])
+    fixed = FIXTURES.replace("return lambda", "# the sum the package promises\n    return lambda")
+    data = _apply(repo, "fix", [_write("calc.py", code.replace("a - b", "a + b")), _write("calc_fixtures.py", fixed)])
+    _landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+
+
 SNAP_TEST = (
     "from pathlib import Path\n\nfrom calc import add\n\n\ndef test_add_snapshot():\n"
     "    want = (Path(__file__).parent / '__snapshots__' / 'add.txt').read_text().strip()\n"

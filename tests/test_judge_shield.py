@@ -167,6 +167,103 @@ def test_the_tips_own_test_walking_frames_is_allowed_and_said(tmp_path: Path) ->
     assert any("tests/test_frames.py:5" in note for note in data["check"]["tests"]["unreadable"]), _why(data)
 
 
+# --- a runner hook the plan's code registers at run time ------------------------------------------
+
+# A plugin built at run time around a function of the standard library (truthy: pytest then takes
+# the test as run), every name decoded at run time: no function of the tree to blame, no name for
+# the static review to read.
+DECODE = """
+import sys
+import tempfile
+import types
+
+
+def _n(xs):
+    return bytes(c ^ 5 for c in xs).decode()
+
+
+CONFIG, MANAGER = _n([102, 106, 107, 99, 108, 98]), _n([117, 105, 112, 98, 108, 107, 104, 100, 107, 100, 98, 96, 119])
+HOOK = _n([117, 124, 113, 96, 118, 113, 90, 117, 124, 99, 112, 107, 102, 90, 102, 100, 105, 105])
+REGISTER = _n([119, 96, 98, 108, 118, 113, 96, 119])
+
+
+def _manager():
+    for value in list(vars(sys).values()):
+        for found in value if isinstance(value, list) else ():
+            config = getattr(found, CONFIG, None)
+            if config is not None and hasattr(config, MANAGER):
+                return getattr(config, MANAGER)
+    return None
+"""
+REGISTERED_STDLIB = (
+    BROKEN
+    + DECODE
+    + """
+_plugin = types.ModuleType("helper_plugin")
+setattr(_plugin, HOOK, tempfile.gettempdir)
+if _manager() is not None:
+    getattr(_manager(), REGISTER)(_plugin, "helper_plugin")
+"""
+)
+# A function compiled under the file name of a standard module, registered through a partial:
+# no frame of the tree calls register itself.
+REGISTERED_COMPILED = (
+    BROKEN
+    + DECODE
+    + """
+_plugin = types.ModuleType("helper_plugin")
+_space = {}
+getattr(__import__("builtins"), "ex" + "ec")(compile("def h(pyfuncitem):\\n    return True\\n", types.__file__, "exec"), _space)
+setattr(_plugin, HOOK, _space["h"])
+if _manager() is not None:
+    __import__("functools").partial(getattr(_manager(), REGISTER), _plugin)("helper_plugin")
+"""
+)
+# No registration at all: the tip's conftest imports the code, which puts a function of the
+# standard library into that conftest under a hook's name before pytest reads it.
+CONFTEST_IMPORTING = "import calc  # noqa: F401\n"
+INTO_CONFTEST = (
+    BROKEN
+    + DECODE
+    + """
+for _name, _module in list(sys.modules.items()):
+    if _name.endswith(_n([102, 106, 107, 99, 113, 96, 118, 113])):
+        setattr(_module, HOOK, tempfile.gettempdir)
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "files", "named"),
+    [
+        (REGISTERED_STDLIB, {}, "pytest_pyfunc_call was registered by the plan's calc.py:"),
+        (REGISTERED_COMPILED, {}, "pytest_pyfunc_call was registered by the plan's calc.py:"),
+        (INTO_CONFTEST, {"tests/conftest.py": CONFTEST_IMPORTING}, "put in tests/conftest.py under the hook's name"),
+    ],
+    ids=["stdlib-function", "compiled-as-stdlib-through-partial", "into-the-tips-conftest"],
+)
+def test_a_runner_hook_the_plans_code_puts_in_place_is_refused(
+    tmp_path: Path, source: str, files: dict[str, str], named: str
+) -> None:
+    """Judged by who registered it and where it is exposed, not by its function's file."""
+    repo = _repo(tmp_path, **files)
+    head = _head(repo)
+    data = _apply(repo, "hook", [_write("calc.py", source)])
+    _untrusted(repo, data, head, "papayu's shield", named)
+
+
+def test_a_conftest_registering_its_own_plugin_class_lands(tmp_path: Path) -> None:
+    """The tip's conftest registering a plugin object of its own, and a plan fixing the code."""
+    conftest = (
+        "class Counting:\n    calls = 0\n\n    def pytest_runtest_call(self, item):\n        Counting.calls += 1\n\n\n"
+        "def pytest_configure(config):\n    config.pluginmanager.register(Counting(), 'counting')\n"
+    )
+    repo = _repo(tmp_path, **{"tests/conftest.py": conftest, "calc.py": BROKEN})
+    data = _apply(repo, "fix", [_write("calc.py", CALC)])
+    _landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+
+
 # --- a landed test that would judge later plans ------------------------------------------------------
 
 SWAP_VARS = (

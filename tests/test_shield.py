@@ -138,7 +138,9 @@ def _run(tmp_path: Path, files: dict[str, str], changed: list[str]) -> tuple[str
         for sink in sorted((report / "shield").glob("*.jsonl"))
         for line in sink.read_text().splitlines()
     ]
-    return proc.stdout + proc.stderr, records
+    support = [r for r in records if r["kind"] == "support"]  # once per session, of what it loaded
+    assert len(support) == 1 and "tests/conftest.py" not in support[0]["files"], records
+    return proc.stdout + proc.stderr, [r for r in records if r["kind"] != "support"]
 
 
 def test_honest_library_code_around_the_rules_runs_and_the_tips_reach_is_only_said(tmp_path: Path) -> None:

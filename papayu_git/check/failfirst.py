@@ -113,7 +113,8 @@ class Context:
         changed: list[str] = []
         code: list[str] = []
         if commit != self.tip:
-            changed, code = changed_files(self.repo, self.tip, commit, self.root, self.command.command)
+            support = self.base.results.support
+            changed, code = changed_files(self.repo, self.tip, commit, self.root, self.command.command, support)
         sites = frozenset(self.base.results.reaching)
         ask = replace(ask, changed=frozenset(changed), code=frozenset(code), tip_sites=sites)
         keep = None
@@ -312,7 +313,9 @@ def merged(first: CheckResult, rest: CheckResult) -> CheckResult:
     sources = list(a.read_from)
     tests = collected.results(sources, [*a.unreadable, *b.unreadable], errors)
     reaching = tuple(dict.fromkeys([*a.reaching, *b.reaching]))  # the tip's own reaches, from both (shield.py)
-    tests = replace(tests, order={k: v for k, v in a.order.items() if k != "stopped"}, reaching=reaching)
+    support = tuple(dict.fromkeys([*a.support, *b.support]))
+    order = {k: v for k, v in a.order.items() if k != "stopped"}
+    tests = replace(tests, order=order, reaching=reaching, support=support)
     failing = any(o in FAILING for o in tests.outcomes.values())
     if rest.timed_out:
         code: int | None = None

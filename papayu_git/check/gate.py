@@ -82,7 +82,7 @@ def run_gate(request: GateRequest) -> Gate:
     runs = Runs()
     base = _tip(request, runs)
     judge_commit, judged = tip_tests_commit(
-        request.repo, request.tip, request.commit, request.root, request.command.command
+        request.repo, request.tip, request.commit, request.root, request.command.command, base.results.support
     )
     context = Context(
         request.repo,

@@ -14,6 +14,7 @@ rewrites only the directories on a restored path (~10 ms at 50k files).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,26 +26,39 @@ if TYPE_CHECKING:
     import pygit2
 
 
-def judge_paths(repo: pygit2.Repository, tip: str, plan_commit: str, repo_root: Path, command: str = "") -> list[str]:
+def judge_paths(
+    repo: pygit2.Repository,
+    tip: str,
+    plan_commit: str,
+    repo_root: Path,
+    command: str = "",
+    support: Sequence[str] = (),
+) -> list[str]:
     """The paths ``plan_commit`` changes against ``tip`` that are not its code (judges.py: tests,
-    their data and helpers, configs, scripts ``command`` runs, the environment), sorted; [] when
-    the regression run is the plan's own run."""
+    their data and helpers, configs, scripts ``command`` runs, the environment, and ``support``:
+    what the tip's run loaded as test support), sorted; [] when the regression run is the plan's
+    own run."""
     tip_tree = GitTree(repo, commit_of(repo, tip).tree)
     plan_tree = GitTree(repo, commit_of(repo, plan_commit).tree)
     tests = compile_patterns(configured_test_patterns(repo_root)[0])
     changed = _changed_files(repo, tip_tree.tree, plan_tree.tree)
-    return judging_paths(changed, tip_tree, tests=tests, command=command)
+    return judging_paths(changed, tip_tree, tests=tests, command=command, support=support)
 
 
 def tip_tests_commit(
-    repo: pygit2.Repository, tip: str, plan_commit: str, repo_root: Path, command: str = ""
+    repo: pygit2.Repository,
+    tip: str,
+    plan_commit: str,
+    repo_root: Path,
+    command: str = "",
+    support: Sequence[str] = (),
 ) -> tuple[str | None, list[str]]:
     """A commit whose tree is the plan's with every path that is not its code as on the tip
     (parent: the tip; written to the object database, no ref moved), or None when the plan
     changes only code; and those paths."""
     import pygit2
 
-    paths = judge_paths(repo, tip, plan_commit, repo_root, command)
+    paths = judge_paths(repo, tip, plan_commit, repo_root, command, support)
     if not paths:
         return None, []
     tip_tree = commit_of(repo, tip).tree
@@ -64,14 +78,14 @@ def tip_tests_commit(
 
 
 def changed_files(
-    repo: pygit2.Repository, tip: str, commit: str, repo_root: Path, command: str = ""
+    repo: pygit2.Repository, tip: str, commit: str, repo_root: Path, command: str = "", support: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
     """The files ``commit``'s tree changes against ``tip``'s, and those of them that are code
     (judges.py), sorted."""
     tip_tree = GitTree(repo, commit_of(repo, tip).tree)
     changed = _changed_files(repo, tip_tree.tree, commit_of(repo, commit).tree)
     tests = compile_patterns(configured_test_patterns(repo_root)[0])
-    judging = set(judging_paths(changed, tip_tree, tests=tests, command=command))
+    judging = set(judging_paths(changed, tip_tree, tests=tests, command=command, support=support))
     return changed, [p for p in changed if p not in judging]
 
 

@@ -66,6 +66,10 @@ class TestResults:
     # Ids reported more than once, and how many times: each is one group, its outcome the worst
     # of its reports (docs/DESIGN.md, "A verdict per test": ids reported more than once).
     counts: dict[str, int] = field(default_factory=dict)
+    # Files of the checked tree the runner loaded as test support: its plugins (`-p`,
+    # `pytest_plugins`, registered by a conftest) and the modules its tests' fixtures come from
+    # (judge_support.py: taken from the tip, whatever the import graph says).
+    support: tuple[str, ...] = ()
 
     def count(self, test_id: str) -> int:
         """How many times the run reported ``test_id`` (0: not at all)."""
@@ -98,6 +102,7 @@ class TestResults:
             **({"reaching": list(self.reaching)} if self.reaching else {}),
             **({"order": dict(self.order)} if self.order else {}),
             **({"counts": dict(self.counts)} if self.counts else {}),
+            **({"support": list(self.support)} if self.support else {}),
         }
 
     @classmethod
@@ -113,6 +118,7 @@ class TestResults:
             tuple(data.get("reaching", ())),
             dict(data.get("order") or {}),
             {str(k): int(v) for k, v in (data.get("counts") or {}).items()},
+            tuple(str(p) for p in data.get("support") or ()),
         )
 
 

@@ -51,6 +51,7 @@ FD_FLOOR = 256  # the stream moves to a descriptor at or above this, drawn at ra
 _active: list[Reporter] = []  # the reporter of this process's session: a session started inside it is nested
 _os_write, _dumps = os.write, json.dumps  # as they were before any code of the checked tree ran
 _FUNCTION = attrgetter("function")
+MAX_SUPPORT = 2000  # test support files said per process
 
 
 def _config() -> dict[str, Any]:
@@ -311,12 +312,9 @@ class Guard:
             for impl in caller.get_hookimpls():
                 if id(impl) in self.startup_impls:
                     continue  # registered before any conftest or test: the tip's setup (a plugin project's own)
-                where = getattr(getattr(impl.function, "__code__", None), "co_filename", "")
-                rel = self.shield.rel(where) if where else ""
-                if rel in self.code:
-                    self.shield.emit(
-                        {"kind": "changed", "what": f"{name} is implemented in the plan's {rel}", "where": rel}
-                    )
+                whose = self.plans_hook(name, impl)
+                if whose:
+                    self.shield.emit({"kind": "changed", "what": f"{name} {whose}", "where": ""})
         hooks.value("the hook calling", lambda: getattr(manager, "_inner_hookexec", None))
         hooks.value("the trace function", sys.gettrace)
         hooks.value("the profile function", sys.getprofile)
@@ -326,6 +324,67 @@ class Guard:
         self.hooks = hooks
         for item in session.items:
             self.items[id(item)] = (item, vars(item).get("_obj"))
+        self.shield.emit({"kind": "support", "files": self.support(session)}, stream=False)
+
+    def support(self, session: Any) -> list[str]:
+        """The files of the checked tree this run loaded as test support (docs/DESIGN.md, "What
+        judges a plan"): its plugins that no distribution's entry point loaded (`-p`,
+        `pytest_plugins`, a conftest's registering) and the modules its tests' fixtures are
+        defined in. The tip's list makes those files judges of a plan, as imports do."""
+        manager = session.config.pluginmanager
+        distributed = {id(plugin) for plugin, _ in manager.list_plugin_distinfo()}
+        kind, rel, inside = self.shield.kind, self.shield.rel, _shield_module._REPOSITORY
+        found: dict[str, None] = {}
+        shipped: list[str] = []  # a distributed plugin of the tree (the project's own) is its code
+        for plugin in manager.get_plugins():
+            file = getattr(plugin, "__file__", None) if isinstance(plugin, type(sys)) else None
+            if not isinstance(file, str) or kind(file) != inside:
+                continue
+            if id(plugin) in distributed:
+                package = os.path.basename(file) == "__init__.py"
+                shipped.append(os.path.dirname(file) + os.sep if package else file)
+            else:
+                found[rel(file)] = None
+        seen: set[int] = set()
+        for item in session.items:
+            info = getattr(item, "_fixtureinfo", None)
+            if info is None or id(info) in seen:
+                continue
+            seen.add(id(info))
+            for definitions in getattr(info, "name2fixturedefs", {}).values():
+                for definition in definitions:
+                    code = getattr(getattr(definition, "func", None), "__code__", None)
+                    if code is not None and id(code) not in seen:
+                        seen.add(id(code))
+                        file = code.co_filename
+                        if kind(file) == inside and not any(file.startswith(p) for p in shipped):
+                            found[rel(file)] = None
+            if len(found) >= MAX_SUPPORT:
+                break
+        return list(found)[:MAX_SUPPORT]
+
+    def plans_hook(self, name: str, impl: Any) -> str:
+        """How a runner hook registered after start-up is the plan's ("" when it is not): judged
+        by its function's file, its plugin's file and who registered it (a plugin the plan's code
+        builds at run time around a function of the standard library has only the last), and a
+        module of the tree exposing under a hook's name a function of elsewhere that is not one."""
+        rel = self.shield.rel
+        function = impl.function
+        where = getattr(getattr(function, "__code__", None), "co_filename", "")
+        plugin_file = getattr(impl.plugin, "__file__", None) if isinstance(impl.plugin, type(sys)) else None
+        for file, said in ((where, "is implemented in"), (plugin_file, "is exposed by")):
+            if isinstance(file, str) and rel(file) in self.code:
+                return f"{said} the plan's {rel(file)}"
+        registrant = _registrants.get(id(impl))
+        if registrant is not None and registrant[0] is impl:
+            return f"was registered by the plan's {registrant[1]}"
+        inside = self.shield.kind
+        if isinstance(plugin_file, str) and inside(plugin_file) == _shield_module._REPOSITORY and where != plugin_file:
+            named = getattr(function, "__name__", "")
+            specname = (getattr(impl, "opts", None) or {}).get("specname")
+            if inside(where or "?") != _shield_module._REPOSITORY and named not in (name, specname):
+                return f"is {where or '?'}'s {named or '?'}, put in {rel(plugin_file)} under the hook's name"
+        return ""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
@@ -393,7 +452,7 @@ def _reporting_path(shield: Any) -> Any:
     modules = (
         "_pytest.runner", "_pytest.reports", "_pytest.skipping", "_pytest.outcomes", "_pytest.unittest",
         "_pytest.python", "pluggy._callers", "pluggy._hooks", "pluggy._result", "pluggy._manager",
-        "pluggy.callers", "pluggy.hooks", "json", "json.encoder", "_pytest.junitxml",
+        "pluggy._caller", "pluggy._execution", "pluggy._impl", "pluggy.callers", "pluggy.hooks", "json", "json.encoder", "_pytest.junitxml",
     )  # fmt: skip
     for name in modules:
         snapshot.module_globals(name)
@@ -403,6 +462,8 @@ def _reporting_path(shield: Any) -> Any:
         ("_pytest.runner", ("CallInfo",)),
         ("_pytest.python", ("Function",)),
         ("pluggy._hooks", ("HookImpl", "HookCaller", "_HookCaller")),
+        ("pluggy._caller", ("HookCaller", "_HookCaller", "_SubsetHookCaller")),
+        ("pluggy._impl", ("HookImpl",)),
         ("pluggy._result", ("Result", "_Result")),
         ("pluggy._manager", ("PluginManager",)),
         ("json.encoder", ("JSONEncoder",)),
@@ -451,12 +512,47 @@ def _install_shield() -> Any:
     return shield
 
 
+def _watch_registrations(shield: Any, manager: Any, code: frozenset[str]) -> None:
+    """Who registers each hook implementation from now on: the plan's file:line on the stack (or
+    a thread the repository started), kept for Guard.plans_hook. Wrapped before the reporting
+    path's snapshot is taken: the wrapper is then part of what is verified."""
+    callers = [c for c in vars(manager.hook).values() if callable(getattr(c, "_add_hookimpl", None))]
+    cls = type(callers[0]) if callers and code else None
+    original = vars(cls).get("_add_hookimpl") if cls is not None else None
+    if cls is None or original is None:
+        return
+    rel, frames = shield.rel, shield._frames
+
+    def _add_hookimpl(self: Any, hookimpl: Any) -> Any:
+        found = ""
+        for frame in frames():
+            if rel(frame.f_code.co_filename) in code:
+                found = f"{rel(frame.f_code.co_filename)}:{frame.f_lineno}"
+                break
+        if not found and shield._get_ident() in shield.tainted_threads:
+            found = "thread"
+        if found:
+            _registrants[id(hookimpl)] = (hookimpl, found)
+        return original(self, hookimpl)
+
+    _add_hookimpl.__qualname__ = original.__qualname__
+    cls._add_hookimpl = _add_hookimpl
+
+
+_registrants: dict[
+    int, tuple[Any, str]
+] = {}  # id(hook implementation) -> (it, the plan's file:line that registered it)
+
+
 def _start_guard(shield: Any, config: Any = None) -> None:
     global _guard
     wanted = _WANTED.get("shield") or {}
-    _guard = Guard(shield, frozenset(str(p) for p in wanted.get("code") or ()))
-    _guard.snapshot.module_globals(__name__)  # this module as it is from now on
+    code = frozenset(str(p) for p in wanted.get("code") or ())
     manager = getattr(config, "pluginmanager", None)
+    if manager is not None:
+        _watch_registrations(shield, manager, code)
+    _guard = Guard(shield, code)
+    _guard.snapshot.module_globals(__name__)  # this module as it is from now on
     for caller in vars(manager.hook).values() if manager is not None else ():
         get = getattr(caller, "get_hookimpls", None)
         if callable(get):

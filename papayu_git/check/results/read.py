@@ -51,6 +51,7 @@ from papayu_git.check.results.outcome import (
 )
 from papayu_git.check.results.stream import (
     Session,
+    ShieldFiles,
     Stream,
     by_junit_name,
     differences,
@@ -121,7 +122,7 @@ def read_delivery(
                 order = order or dict(session.order)
         if delivery.ended and runner == "pytest":
             verified = _verify(stream.sessions, delivery, root, report_dir, sources, errors)
-    shielded, reaching = _shielded(stream, delivery, unreadable)
+    shielded, shield = _shielded(stream, delivery, unreadable)
     errors += shielded
     for name, source, reader in _reports(delivery, root):
         data = delivery.files.get(name)
@@ -141,19 +142,22 @@ def read_delivery(
             collected.extend(found, source)
     results = collected.results(list(dict.fromkeys(sources)), unreadable, errors)
     said: dict[str, Any] = {}
-    if reaching:
-        said["reaching"] = tuple(reaching)
+    if shield.sites:
+        said["reaching"] = tuple(shield.sites)
+    if shield.support:
+        said["support"] = tuple(shield.support)
     if order and not results.exit_code_only:
         said["order"] = order
     return replace(results, **said) if said else results
 
 
-def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> tuple[list[str], list[str]]:
+def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> tuple[list[str], ShieldFiles]:
     """What papayu's shield (results/shield.py) refused or found changed in pytest's processes,
     from each process's file (every process's records go there; the stream carries the same for
     the main one): such a run is not trusted. The code's own reaching where the shield allows it
-    goes to ``notes``, and its sites are returned."""
-    refused, allowed, sites = read_shield_files(delivery.files, SHIELD_DIR + "/")
+    goes to ``notes``; what the files said is returned (its sites, the test support loaded)."""
+    found = read_shield_files(delivery.files, SHIELD_DIR + "/")
+    refused, allowed = list(found.refused), list(found.allowed)
     for session in stream.sessions if stream is not None else ():
         refused += session.shield
         allowed += session.allowed
@@ -165,9 +169,9 @@ def _shielded(stream: Stream | None, delivery: Delivery, notes: list[str]) -> tu
         shown = "; ".join(allowed[:3]) + (f"; and {len(allowed) - 3} more" if len(allowed) > 3 else "")
         notes.append(f"the tip's own code reached for frames or objects, allowed (not the plan's): {shown}")
     if not refused:
-        return [], sites
+        return [], found
     shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
-    return [f"{SHIELD_ERROR}: {shown}"], sites
+    return [f"{SHIELD_ERROR}: {shown}"], found
 
 
 def _unreadable(delivery: Delivery, allowed: Callable[[str], bool]) -> list[str]:

@@ -421,12 +421,13 @@ class Shield:
         self.emit({"kind": "refused", "what": what, "where": where, "test": self.current_test})
         raise ShieldRefusal(f"papayu's check refuses this: {what} at {where} (docs/DESIGN.md, 'The runtime shield')")
 
-    def emit(self, record: dict[str, Any]) -> None:
-        """Written at once to the stream (when this process has it) and to the sink file."""
+    def emit(self, record: dict[str, Any], stream: bool = True) -> None:
+        """Written at once to the stream (when this process has it and ``stream``) and to the
+        sink file."""
         self.records += 1
         if self.records > MAX_RECORDS:
             return
-        if self.stream is not None:
+        if self.stream is not None and stream:
             try:
                 self.stream(record)
             except Exception:

@@ -166,25 +166,41 @@ def shield_line(record: dict[str, Any]) -> str:
     return said + (f" (in {test})" if test and test != where else "")
 
 
-def read_shield_files(files: dict[str, bytes], prefix: str) -> tuple[list[str], list[str], list[str]]:
-    """The refusals and changes, the tip's own allowed reaches, and their sites, that every
-    process's shield wrote to its file in the report directory (xdist's workers have no stream)."""
-    refused: list[str] = []
-    allowed: list[str] = []
-    sites: list[str] = []
+@dataclass
+class ShieldFiles:
+    """What every process's shield wrote to its file in the report directory."""
+
+    refused: list[str] = field(default_factory=list)  # refusals and changes: the run is not trusted
+    allowed: list[str] = field(default_factory=list)  # the tip's own code reaching, allowed
+    sites: list[str] = field(default_factory=list)  # where it reached ("file::function::event")
+    support: list[str] = field(default_factory=list)  # files the run loaded as test support
+
+
+def read_shield_files(files: dict[str, bytes], prefix: str) -> ShieldFiles:
+    """The refusals and changes, the tip's own allowed reaches and their sites, and the files
+    the runner loaded as test support (its plugins and fixtures' modules), that every process's
+    shield wrote to its file in the report directory (xdist's workers have no stream)."""
+    out = ShieldFiles()
     for name in sorted(n for n in files if n.startswith(prefix)):
         for line in files[name].splitlines():
             try:
                 record = json.loads(line)
                 kind = record["kind"]
             except (ValueError, KeyError, TypeError):
-                refused.append(f"{name}: a line that is no record of papayu's shield")
+                out.refused.append(f"{name}: a line that is no record of papayu's shield")
                 continue
             if kind in SHIELD_KINDS:
-                (allowed if kind == "allowed" else refused).append(shield_line(record))
+                (out.allowed if kind == "allowed" else out.refused).append(shield_line(record))
             if kind == "allowed" and isinstance(record.get("site"), str):
-                sites.append(record["site"])
-    return list(dict.fromkeys(refused)), list(dict.fromkeys(allowed)), list(dict.fromkeys(sites))
+                out.sites.append(record["site"])
+            if kind == "support" and isinstance(record.get("files"), list):
+                out.support.extend(str(f) for f in record["files"][:MAX_SUPPORT_FILES])
+    for listing in (out.refused, out.allowed, out.sites, out.support):
+        listing[:] = dict.fromkeys(listing)
+    return out
+
+
+MAX_SUPPORT_FILES = 2000  # per process's record
 
 
 def by_junit_name(session: Session) -> dict[tuple[str, str], Outcome] | None:
