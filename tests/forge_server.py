@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import threading
+import traceback
 from collections import defaultdict
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +59,7 @@ class ForgeServer:
         self.app = app
         self.git_root = git_root
         self.git_password = git_password  # basic auth the git endpoints require, if any
+        self.errors: list[str] = []  # tracebacks of requests the server could not answer (answered 500)
         self._routes: dict[tuple[str, str], list[Any]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
         self._port = 0
@@ -72,6 +74,22 @@ class ForgeServer:
                 pass
 
             def _serve(self) -> None:
+                # An exception here would close the connection with no answer ("Empty reply from
+                # server" in git's output): answer 500 with the traceback instead, and keep it.
+                try:
+                    self._serve_one()
+                except Exception:
+                    server.errors.append(traceback.format_exc())
+                    data = server.errors[-1].encode()
+                    try:
+                        self.send_response(500)
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                    except OSError:
+                        pass
+
+            def _serve_one(self) -> None:
                 split = urlsplit(self.path)
                 raw = self._body()
                 if server.git_root is not None and _GIT_PATH.search(split.path):

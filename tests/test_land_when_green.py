@@ -24,6 +24,7 @@ FAST = ("--interval", "0.1")
 def forge(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ScriptedForge]:
     with FORGES[request.param](tmp_path) as scripted:
         yield scripted
+    assert not scripted.server.errors, scripted.server.errors[0]  # the scripted server's own failure
 
 
 def opened(forge: ScriptedForge, tmp_path: Path, *contexts: str) -> Kept:
