@@ -157,6 +157,26 @@ def test_honest_tests_near_the_refused_routes_land(tmp_path: Path, path: str, te
     assert not data["check"]["tests"]["errors"], _why(data)
 
 
+TIP_TRACING = {
+    "doctest": "import doctest\n\nimport calc\n\n\ndef test_doctests():\n"
+    "    assert doctest.testmod(calc).failed == 0\n",
+    "cprofile": "import cProfile\n\nfrom calc import mul\n\n\ndef test_profiled():\n"
+    "    assert cProfile.Profile().runcall(mul, 2, 3) == 6\n",
+}
+
+
+@pytest.mark.parametrize("tool", list(TIP_TRACING))
+def test_the_tips_own_test_setting_a_trace_lets_a_fix_land(tmp_path: Path, tool: str) -> None:
+    """doctest puts back the trace function it found, cProfile sets a profile function: from the
+    tip's own test, that is the judge's doing, said in the notes; every plan landed red before."""
+    repo = _repo(tmp_path, **{"tests/test_tool.py": TIP_TRACING[tool], "calc.py": BROKEN})
+    data = _apply(repo, "fix", [_write("calc.py", CALC)])
+    _landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+    notes = " ".join(data["check"]["tests"]["unreadable"])
+    assert "tests/test_tool.py:" in notes and ("sys.settrace" in notes or "sys.setprofile" in notes), notes
+
+
 def test_the_tips_own_test_walking_frames_is_allowed_and_said(tmp_path: Path) -> None:
     """Reaching for frames is refused in what the plan changed, not in the tip's own files: they
     are what judges the plan. It is said in the run's notes."""

@@ -53,7 +53,8 @@ SINK_DIR = "shield"  # in the report directory: one file per process
 REACHING = frozenset(
     ["gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions"]
 )
-REWRITING = frozenset(["sys.settrace", "sys.setprofile", "sys.monitoring.register_callback", "sys.addaudithook"])
+REWRITING = frozenset(["sys.monitoring.register_callback", "sys.addaudithook"])
+TRACING = frozenset(["sys.settrace", "sys.setprofile"])  # the tip's own files may: doctest, cProfile
 FRAME_ATTRIBUTES = frozenset(["tb_frame", "gi_frame", "cr_frame", "ag_frame"])
 # Modules that write any memory of the process: refused to the repository when first imported.
 NATIVE_MODULES = frozenset(
@@ -173,6 +174,7 @@ class Shield:
         }
         handlers.update(dict.fromkeys(REACHING, self._on_reaching))
         handlers.update(dict.fromkeys(REWRITING, self._on_rewriting))
+        handlers.update(dict.fromkeys(TRACING, self._on_tracing))
         handlers.update(dict.fromkeys(PATH_EVENTS, self._on_path_event))
         handlers.update(dict.fromkeys(CTYPES_EVENTS, self._on_ctypes))
         self._handlers = handlers
@@ -297,6 +299,33 @@ class Shield:
 
     def _on_rewriting(self, event: str, args: tuple[Any, ...]) -> None:
         self._rewriting(event)
+
+    def _on_tracing(self, event: str, args: tuple[Any, ...]) -> None:
+        """A trace or profile function set while only the tip's own files are on the stack
+        (a test of the tip running doctest, which puts back the trace it found, or profiling
+        with cProfile) is the judge's doing: allowed and said, like the tip's reaching. Any frame
+        of a file the plan changed, code compiled under another file's name, or a thread the
+        repository started, and it is refused. The trace left in place is verified around each
+        test (pytest_plugin.Guard)."""
+        innermost = None
+        for frame in self._frames():
+            filename = frame.f_code.co_filename
+            kind = self.kind(filename)
+            if kind == _PAPAYU:
+                return
+            if kind != _REPOSITORY:
+                continue
+            innermost = innermost or frame
+            rel = self.rel(filename)
+            if rel in self.changed or rel == os.path.normpath(filename):  # outside the root: compiled as another's
+                self._refuse(event, frame)
+        if self._get_ident() in self.tainted_threads or innermost is None:
+            self._rewriting(event)  # a thread the repository started (or none of its frames): as before
+            return
+        site = f"{self.rel(innermost.f_code.co_filename)}:{innermost.f_lineno}"
+        if site not in self.allowed and len(self.allowed) < MAX_ALLOWED_SITES:
+            self.allowed[site] = event
+            self.emit({"kind": "allowed", "what": event, "where": site, "test": self.current_test})
 
     def _on_import(self, event: str, args: tuple[Any, ...]) -> None:
         module = args[0] if args else ""
