@@ -96,7 +96,7 @@ def test_a_plan_adding_eol_conversions_is_held_with_the_line_named(tmp_path: Pat
 
 def test_attributes_that_convert_nothing_land_with_the_checked_bytes(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
-    attributes = "*.py linguist-language=Python\ndocs/ export-ignore\n*.png -diff\n"
+    attributes = "*.py linguist-language=Python\ndocs/ export-ignore\n*.png -diff\n*.jpg binary\n*.dat -text\n"
     data = _apply(repo, "linguist", [_write("calc.py", CALC + "\n# tidied\n"), _create(".gitattributes", attributes)])
     assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
     for path in ("calc.py", ".gitattributes"):

@@ -162,7 +162,8 @@ def conversions(path: str, text: str, old: str) -> list[Reach]:
     """The lines a `.gitattributes` gains or loses that set conversion attributes (directly or
     through a macro it defines): the regression run checks the files as the tip converts them,
     and the work tree would get them converted otherwise. `linguist-*`, `export-ignore`, `diff`
-    and the like change no byte and pass."""
+    and the like change no byte and pass, and so does unsetting a conversion (`-text`, `binary`):
+    a checkout then writes the blob's own bytes."""
     macros = {
         words[0][len("[attr]") :]
         for line in (*text.splitlines(), *old.splitlines())
@@ -191,6 +192,8 @@ def _converts(attributes: list[str], macros: set[str], macro: bool = False) -> b
     if attributes[:1] and attributes[0].startswith("#"):
         return False
     for attribute in attributes:
+        if attribute == "binary" or (attribute.startswith("-") and attribute[1:] in CONVERSION_ATTRIBUTES):
+            continue  # unset (`-text`, `binary`): the blob's own bytes, which the check ran
         name = attribute.lstrip("-!").split("=", 1)[0]
         if name in CONVERSION_ATTRIBUTES or name in macros:
             return True
