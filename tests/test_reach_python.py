@@ -153,5 +153,7 @@ def test_conversion_attributes_are_named_and_other_attributes_are_not(tmp_path: 
     assert len(encoding) == 1 and ".gitattributes:1" in encoding[0] and "converts" in encoding[0]
     macro = _reach(tmp_path / "b", {"sub/.gitattributes": "[attr]crlfy text eol=crlf\n*.sh crlfy\n"})
     assert [f.split(":")[1] for f in macro] == ["1", "2"], macro
-    honest = "*.py linguist-vendored\ndocs/ export-ignore\n*.png -diff\n# eol=crlf is not used\n*.jpg binary\n*.dat -text\n"
+    honest = (
+        "*.py linguist-vendored\ndocs/ export-ignore\n*.png -diff\n# eol=crlf is not used\n*.jpg binary\n*.dat -text\n"
+    )
     assert _reach(tmp_path / "c", {".gitattributes": honest}) == []
