@@ -98,8 +98,9 @@ def _serves_tests(path: str, text: str, tip: Tree) -> bool | None:
         return bool(GO_TEST_PACKAGES.search(_go_imports(text)))
     if suffix == "rs":
         return _rust_test_only(path, text, tip)
-    if TESTISH.search(stem if stem != "__init__" else posixpath.basename(posixpath.dirname(path))):
-        return None
+    directories = posixpath.dirname(path).split("/") if posixpath.dirname(path) else []
+    if TESTISH.search(stem if stem != "__init__" else "") or any(TESTISH.search(d) for d in directories):
+        return None  # named for tests, or inside a package named so (`calc_testing/_impl.py`)
     if suffix in ("py", "pyi"):
         return None if _python_serves_tests(text) else False
     if "." + suffix in _JS_SUFFIXES:
@@ -179,13 +180,13 @@ class _Graph:
         return self._texts[path]
 
     def used_by_tests_only(self, path: str) -> bool:
-        by_tests, by_code = self._users(path)
+        by_tests, by_code = self._users(path, 0)
         return by_tests and not by_code
 
     def used_by_code(self, path: str) -> bool:
-        return self._users(path)[1]
+        return self._users(path, 0)[1]
 
-    def _users(self, path: str) -> tuple[bool, bool]:
+    def _users(self, path: str, depth: int) -> tuple[bool, bool]:
         """Whether tests import ``path``, and whether the project's other code does."""
         names = _module_names(path)
         if not names:
@@ -199,12 +200,21 @@ class _Graph:
                 continue  # cheap: the file does not even mention it
             if not _imports(other, text, path, names):
                 continue
-            if self.is_test(other):
+            if self.is_test(other) or self._support_importer(other, depth):
                 by_tests = True
             else:
                 by_code = True
                 break
         return by_tests, by_code
+
+    def _support_importer(self, other: str, depth: int) -> bool:
+        """Whether ``other``, an importer that is no test, is itself test support that only the
+        tests use (`calc_testing/__init__.py` re-exporting its `_impl.py`): then what it imports
+        is the tests' too. Followed three importers deep."""
+        if depth >= 2 or _serves_tests(other, self.text(other), self.tip) is False:
+            return False
+        by_tests, by_code = self._users(other, depth + 1)
+        return by_tests and not by_code
 
 
 def _walk(tip: Tree, directory: str, depth: int) -> Iterator[str]:

@@ -258,6 +258,35 @@ def test_a_fixture_module_the_package_also_uses_stays_code(tmp_path: Path) -> No
     assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
 
 
+# An assertion helper split in a package named for tests: the tests import the package, whose
+# __init__ re-exports the helper from a private module; only that module is weakened.
+CHECK_SUM = "def check_sum(f, a, b, expected):\n    assert f(a, b) == expected\n"
+HELPER_PACKAGE = {
+    "calc_testing/__init__.py": "from calc_testing._impl import check_sum  # noqa: F401\n",
+    "calc_testing/_impl.py": CHECK_SUM,
+    "tests/test_add.py": "from calc import add\nfrom calc_testing import check_sum\n\n\n"
+    "def test_add():\n    check_sum(add, 2, 3, 5)\n",
+}
+
+
+def test_a_helper_packages_private_module_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, f"{PYTEST} tests", **HELPER_PACKAGE)
+    head = _head(repo)
+    weakened = CHECK_SUM.replace("assert f(a, b) == expected", "return f(a, b) == expected")
+    data = _apply(repo, "helper", [_write("calc.py", BROKEN), _write("calc_testing/_impl.py", weakened)])
+    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "calc_testing/_impl.py", "tests/test_add.py::test_add")
+
+
+def test_a_helper_package_the_code_also_uses_stays_code(tmp_path: Path) -> None:
+    code = "from calc_testing import check_sum  # noqa: F401\n\n\n" + BROKEN
+    repo = _repo(tmp_path, f"{PYTEST} tests", **HELPER_PACKAGE, **{"calc.py": code})
+    documented = "# the package checks sums with it too\n" + CHECK_SUM
+    fixed = code.replace("a - b", "a + b")
+    data = _apply(repo, "fix", [_write("calc.py", fixed), _write("calc_testing/_impl.py", documented)])
+    _landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+
+
 SNAP_TEST = (
     "from pathlib import Path\n\nfrom calc import add\n\n\ndef test_add_snapshot():\n"
     "    want = (Path(__file__).parent / '__snapshots__' / 'add.txt').read_text().strip()\n"
