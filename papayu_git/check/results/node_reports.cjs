@@ -31,7 +31,7 @@
   try {
     const dir = process.env.PAPAYU_NODE_REPORTS;
     const wanted = (process.env.PAPAYU_NODE_RUNNERS || "").split(",");
-    if (!dir || !require("node:worker_threads").isMainThread) return;
+    if (!dir) return;
     let main = process.argv[1] || "";
     try {
       main = require("node:fs").realpathSync(main);
@@ -42,12 +42,16 @@
     const args = process.argv.slice(2);
     const flag = (arg) => arg.split("=")[0];
     const file = (runner) => `${dir}/${runner}-${process.pid}.json`;
-    if (wanted.includes("jest") && /(^|\/)node_modules\/(jest|jest-cli)\/bin\/jest\.js$/.test(main)) {
+    const jest = /(^|\/)node_modules\/(jest|jest-cli)\/bin\/jest\.js$/.test(main);
+    const vitest = /(^|\/)node_modules\/vitest\/vitest\.mjs$/.test(main);
+    // Asked of a runner's process alone: loading worker_threads costs any other milliseconds.
+    if ((!jest && !vitest) || !require("node:worker_threads").isMainThread) return;
+    if (wanted.includes("jest") && jest) {
       const own = ["--json", "--outputFile", "--watch", "--watchAll", "--listTests", "--showConfig", "--init"];
       if (!args.some((arg) => own.includes(flag(arg)))) {
         process.argv.push("--json", `--outputFile=${file("jest")}`);
       }
-    } else if (wanted.includes("vitest") && /(^|\/)node_modules\/vitest\/vitest\.mjs$/.test(main)) {
+    } else if (wanted.includes("vitest") && vitest) {
       const command = args.find((arg) => !arg.startsWith("-"));
       if (["bench", "list", "init"].includes(command)) return;
       if (args.some((arg) => ["--outputFile", "--watch"].includes(flag(arg).split(".")[0]))) return;
