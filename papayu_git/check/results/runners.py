@@ -163,18 +163,22 @@ def _node_test_run(leaf: Leaf, words: list[str]) -> Found:
     return Found(NODE_TEST)
 
 
+_NODE_VALUED = {"-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions"}
+
+
 def _node_test(words: list[str]) -> bool:
-    for word in words[1:]:
-        if word == "--test":
+    """Whether `node [options]` runs its test runner (`--require X --test` too)."""
+    index = 1
+    while index < len(words) and words[index].startswith("-"):
+        if words[index] == "--test":
             return True
-        if not word.startswith("-"):
-            return False
+        index += 2 if words[index] in _NODE_VALUED else 1
     return False
 
 
 def _node_script(words: list[str]) -> str:
     """The script `node [options] SCRIPT` runs ("" when none)."""
-    values = {"-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions"}
+    values = _NODE_VALUED
     index = 1
     while index < len(words) and words[index].startswith("-"):
         index += 2 if words[index] in values else 1
