@@ -156,8 +156,11 @@ def test_mtimes_keep_the_users_for_identical_files_and_fresh_ones_for_changed(tm
     for name in ("same.rs", "changed.rs", "dirty.rs"):
         os.utime(work / name, (old - 100, old - 100))
     before = time.time()
+    exact = time.time_ns() - 3_600_000_000_000 + 116_439_853  # nanoseconds a float second cannot hold
+    os.utime(repo / "same.rs", ns=(exact, exact))
     assert mtimes.sync(repo, work, gitdir) == 3
-    assert (work / "same.rs").stat().st_mtime == (repo / "same.rs").stat().st_mtime
+    # To the nanosecond: cargo compares a build script's `rerun-if-changed` files exactly.
+    assert (work / "same.rs").stat().st_mtime_ns == (repo / "same.rs").stat().st_mtime_ns == exact
     assert (work / "changed.rs").stat().st_mtime >= before - 1
     assert (work / "dirty.rs").stat().st_mtime >= before - 1  # the plan's copy is not the user's build
     # The second time the identical file is left alone; the differing ones are made "now" again:

@@ -29,7 +29,7 @@ def sync(repo_root: Path, work: Path, gitdir: Path) -> int:
     user = _staged(run_git(["ls-files", "-s", "-z"], cwd=repo_root, check=False).stdout)
     plan = _staged(run_slot_git(work, gitdir, ["ls-files", "-s", "-z"], check=False).stdout)
     dirty = _really_dirty(repo_root, user, plan)
-    now = time.time()
+    now = time.time_ns()
     changed = 0
     for path, oid in plan.items():
         target = work / path
@@ -37,17 +37,19 @@ def sync(repo_root: Path, work: Path, gitdir: Path) -> int:
             current = os.lstat(target)
         except OSError:
             continue
-        wanted: float | None = None
+        wanted: int | None = None
         if user.get(path) == oid and path not in dirty:
             try:
-                wanted = os.lstat(repo_root / path).st_mtime
+                # In nanoseconds: a float second loses the last digits, and cargo's build scripts
+                # (`rerun-if-changed`) compare them exactly: every check rebuilt such a crate.
+                wanted = os.lstat(repo_root / path).st_mtime_ns
             except OSError:
                 wanted = None
         if wanted is None:  # differs from the user's copy: newer than any build of it, so "now"
             wanted = now  # even when written a moment ago (the user may have built since)
-        elif current.st_mtime == wanted:
+        elif current.st_mtime_ns == wanted:
             continue
-        os.utime(target, (wanted, wanted), follow_symlinks=False)
+        os.utime(target, ns=(wanted, wanted), follow_symlinks=False)
         changed += 1
     return changed
 
