@@ -20,6 +20,7 @@ Target: <= 1.3x the direct run (<= 1.2x on Cargo and Go workspaces). Measured (d
 | unjs/pathe (pnpm in ~/.local) | `pnpm test` | vitest json | 15.58 s | 13.16 s | 1.18x | 12-14 |
 | charmbracelet/x (go.work, 19 modules) | `go test work` | go test -json | 1.13 s | 0.97 s | 1.16x | 6.0-7.6 |
 | rust-random/rand | `cargo test --workspace` | cargo libtest | 2.47 s | 2.05 s | 1.20x | 6.0-7.6 |
+| rust-phf/rust-phf (10 crates) | `cargo test --workspace` | cargo libtest | 1.64 s | 1.51 s | 1.09x | 1.0-1.8 |
 | jsdom/webidl-conversions (pool outside the tree) | `npm test` | node --test reporter | 6.70 s | 5.43 s | 1.23x | 6.0-7.6 |
 | hukkin/tomli (tox, pipx) | `tox -e 3.11` | unittest stream (via tox) | 2.14 s | 7.12 s | 0.30x | 8.6-9.8 |
 | pypa/packaging (nox, pipx) | `nox -s tests-3.11 -- --no-coverage` | pytest stream + junit | 144.7 s | 154.0 s | 0.94x | ~9, one sample |
