@@ -152,3 +152,74 @@ def test_a_tool_built_by_a_toolchains_installer_runs_in_the_check(tmp_path: Path
     comment = apply("comment.json", "# Arithmetic.\n" + calc)
     assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
     assert comment["check"]["tests"]["counts"]["passed"] == 2  # the tool ran in the check
+
+
+NRUN_CLI = (
+    "#!/usr/bin/env node\nconst { spawnSync } = require('node:child_process');\n"
+    "const defaults = require('../share/defaults.json');\n"
+    "process.exitCode = spawnSync(process.execPath, ['--test', ...defaults.extra], { stdio: 'inherit' }).status;\n"
+)
+HOME_TEST = (
+    "const test = require('node:test');\nconst assert = require('node:assert');\nconst fs = require('node:fs');\n"
+    "const path = require('node:path');\nconst os = require('node:os');\n"
+    "test('home', () => {\n  assert.strictEqual(fs.existsSync(path.join(os.homedir(), 'bin', 'notes.txt')), false);\n"
+    "  assert.ok(fs.existsSync(path.join(os.homedir(), 'bin', 'nrun')));\n});\n"
+)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_tool_linked_through_a_chain_into_a_personal_bin_runs_and_the_rest_of_it_stays_hidden(
+    tmp_path: Path,
+) -> None:
+    """~/bin/nrun -> ../opt/nrun/bin/nrun -> ../lib/cli.js, which reads ../share: every link on
+    the way is there, and of ~/bin only its programs (a note beside them is not)."""
+    home = Path(os.environ["HOME"])
+    prefix = home / "opt" / "nrun"
+    for sub in ("bin", "lib", "share"):
+        (prefix / sub).mkdir(parents=True, exist_ok=True)
+    (prefix / "lib" / "cli.js").write_text(NRUN_CLI)
+    (prefix / "lib" / "cli.js").chmod(0o755)
+    junit = '["--test-reporter=spec", "--test-reporter-destination=stdout", '
+    junit += '"--test-reporter=junit", "--test-reporter-destination=junit.xml"]'
+    (prefix / "share" / "defaults.json").write_text('{"extra": %s}\n' % junit)
+    (prefix / "bin" / "nrun").symlink_to("../lib/cli.js")
+    (home / "bin").mkdir(exist_ok=True)
+    (home / "bin" / "nrun").symlink_to("../opt/nrun/bin/nrun")
+    (home / "bin" / "notes.txt").write_text("my private diary\n")
+    repo = make_repo(tmp_path / "repo", {**FILES, "test/home.test.js": HOME_TEST})
+    git(repo, "config", "papayu.check.command", "nrun")
+    git(repo, "config", "papayu.check.junit", "junit.xml")
+    env = {"PATH": f"{home / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    broken = _apply(repo, "break", FILES["lib.js"].replace("n * 2", "n * 3"), env)
+    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
+    assert [t.rsplit(":", 1)[-1] for t in broken["check"]["verdict"]["broken"]] == ["twice"], broken
+    comment = _apply(repo, "comment", "// Arithmetic.\n" + FILES["lib.js"], env)
+    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    assert comment["check"]["tests"]["counts"]["passed"] == 3  # home's test among them: the note is not there
+
+
+def test_a_package_installed_for_the_user_is_seen_by_the_checks_interpreter(tmp_path: Path) -> None:
+    """`pip install --user`: ~/.local/lib/pythonX.Y/site-packages, read by a base interpreter."""
+    python = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site = Path(os.environ["HOME"]) / ".local" / "lib" / version / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "usertwice.py").write_text("def expected(n):\n    return n * 2\n")
+    tests = (
+        "import unittest\n\nfrom usertwice import expected\n\nfrom calc import twice\n\n\nclass T(unittest.TestCase):\n"
+    )
+    tests += "    def test_twice(self):\n        self.assertEqual(twice(3), expected(3))\n"
+    calc = "def twice(n):\n    return n * 2\n"
+    repo = make_repo(tmp_path / "repo", {"calc.py": calc, "tests/__init__.py": "", "tests/test_calc.py": tests})
+    git(repo, "config", "papayu.check.command", f"{python} -m unittest discover -s tests -t .")
+    env = {"PAPAYU_PROTOCOL_VERSION": "1"}
+
+    def apply(name: str, content: str) -> dict[str, Any]:
+        plan = write_plan(repo.parent, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": content}], name=name)
+        return apply_json(repo, plan, "-y", env=env)
+
+    broken = apply("break.json", calc.replace("n * 2", "n * 3"))
+    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
+    assert broken["check"]["verdict"]["broken"] == ["tests/test_calc.py::T::test_twice"], broken
+    comment = apply("comment.json", "# Arithmetic.\n" + calc)
+    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment

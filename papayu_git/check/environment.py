@@ -185,15 +185,27 @@ def _toolchains(env: dict[str, str], home: Path, repo_root: Path | None, venvs: 
     outside = [active] if active.is_absolute() and active != Path("/") and not _under(active, covered) else []
     out: list[Mount] = []
     seen: set[Path] = set()
-    for path in toolchains.wanted(env, home, [*venvs, *outside]):
+    found = toolchains.wanted(env, home, [*venvs, *outside])
+    entries = {Path(e) for e in env.get("PATH", "").split(os.pathsep) if e and os.path.isabs(e)}
+    personal = {e for e in entries if toolchains.personal(e, home)}
+    for path in [*found, *toolchains.user_sites(home, env)]:
         real = toolchains.resolved(path)
         for candidate in {path, real} if real else {path}:
             if candidate in seen or not candidate.exists() or _under(candidate, covered):
                 continue
             seen.add(candidate)
-            if toolchains.allowed(candidate, home):
-                out.append(Mount(Kind.RO, str(candidate), str(candidate)))
+            if not toolchains.allowed(candidate, home):
+                continue
+            if candidate == path and candidate in personal:
+                for program, link in toolchains.programs(candidate):  # not the notes beside them
+                    out.append(Mount(Kind.SYMLINK, link, str(program)) if link else _ro(program))
+            else:
+                out.append(_ro(candidate))
     return out
+
+
+def _ro(path: Path) -> Mount:
+    return Mount(Kind.RO, str(path), str(path))
 
 
 def tools_in_repository(layout: Layout, env: dict[str, str], home: Path) -> list[Path]:

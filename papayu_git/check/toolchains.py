@@ -112,7 +112,62 @@ def link_targets(bin_dir: Path, home: Path) -> list[Path]:
             real = resolved(Path(entry.path))
             if real is not None and real.parent != bin_dir:
                 out += installation(real, home)
+            for hop in _hops(Path(entry.path))[:-1]:  # a link to a link: each one on the way must be there
+                if hop.parent != bin_dir:
+                    out += tool_dirs(hop.parent, home)
     return out
+
+
+MAX_HOPS = 8
+
+
+def _hops(link: Path) -> list[Path]:
+    """The paths a chain of symlinks goes through after ``link`` (~/bin/nrun ->
+    ../opt/nrun/bin/nrun -> ../lib/cli.js: both), not resolved further."""
+    out: list[Path] = []
+    current = link
+    for _ in range(MAX_HOPS):
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = Path(os.path.normpath(current.parent / target))
+        out.append(current)
+    return out
+
+
+def personal(entry: Path, home: Path) -> bool:
+    """A PATH directory of the user's own in HOME (~/bin, ~/.local/bin): it may hold anything
+    beside programs (notes, keys), so only its programs are shown (programs())."""
+    return home in entry.parents and tool_dirs(entry, home) == [entry]
+
+
+def programs(directory: Path) -> list[tuple[Path, str | None]]:
+    """The programs of ``directory``: its symlinks (with their targets, recreated as links) and
+    its executable files; nothing else of it."""
+    out: list[tuple[Path, str | None]] = []
+    try:
+        with os.scandir(directory) as scan:
+            entries = [e for _, e in zip(range(MAX_ENTRIES), scan, strict=False)]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            if entry.is_symlink():
+                out.append((Path(entry.path), os.readlink(entry.path)))
+            elif entry.is_file() and os.access(entry.path, os.X_OK):
+                out.append((Path(entry.path), None))
+        except OSError:
+            continue
+    return out
+
+
+def user_sites(home: Path, env: dict[str, str]) -> list[Path]:
+    """The user site-packages of every Python 3 (`pip install --user`: ~/.local/lib/python3.12/
+    site-packages), which its interpreter reads at start-up: part of the user's environment."""
+    base = Path(env.get("PYTHONUSERBASE") or home / ".local")
+    names = sorted(n for n in _names(base / "lib") if re.fullmatch(r"python3\.\d+t?", n))
+    return [base / "lib" / n / "site-packages" for n in names if (base / "lib" / n / "site-packages").is_dir()]
 
 
 def installation(program: Path, home: Path) -> list[Path]:
