@@ -217,6 +217,8 @@ class Guard:
         self.startup_impls: set[int] = set()  # hook implementations registered before any conftest
         self.snapshot = _reporting_path(shield)
         self.unittest = _reporting.unittest_path(shield)  # TestCase.run runs unittest's tests under pytest
+        self.unittest_run = _reporting.unittest_run_path()  # its loader and runner: at collection and the end
+        self.classes = _reporting.TestClasses(shield, self.snapshot.describe) if self.unittest is not None else None
         self.items: dict[int, tuple[Any, Any]] = {}
         self.hooks: Any = None
         self.said = False
@@ -229,12 +231,17 @@ class Guard:
         self.snapshot.value("papayu's reporter's write", lambda: vars(reporter).get("write"))
         self.shield.stream = reporter.write
 
-    def check(self, when: str, testcase: bool = True) -> bool:
-        """``testcase``: unittest's part too (before a TestCase's test is reported, at collection
-        and at the session's end: a plain test does not pass through it)."""
+    def check(self, when: str, item: Any = None) -> bool:
+        """Before ``item`` is reported; unittest's part only before a TestCase's test (and at
+        collection and the session's end): a plain test does not pass through it."""
         changed = self.snapshot.changed()
+        testcase = item is None or isinstance(item, _UNITTEST_ITEM)
         if not changed and testcase and self.unittest is not None:
             changed = self.unittest.changed()
+        if not changed and item is None and self.unittest_run is not None:
+            changed = self.unittest_run.changed()
+        if not changed and item is not None and testcase and self.classes is not None:
+            changed = self.classes.changed(getattr(item, "cls", None))
         changed = changed or (self.hooks.changed() if self.hooks is not None else "")
         if changed and not self.said:
             self.said = True  # once: from then on the path is not papayu's
@@ -268,6 +275,15 @@ class Guard:
         for item in session.items:
             self.items[id(item)] = (item, vars(item).get("_obj"))
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collectreport(self, report: Any) -> None:
+        # A module's TestCase classes as its import left them, before the next module's code runs.
+        classes = self.classes
+        if classes is not None and _UNITTEST_CLASS is not None:
+            for node in report.result or ():
+                if isinstance(node, _UNITTEST_CLASS):
+                    classes.see(getattr(node, "obj", None))
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.shield.current_test = nodeid  # a plain implementation: no generator a test
@@ -280,7 +296,7 @@ class Guard:
     def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
         # A wrapper runs whatever other implementations return first: the check cannot be skipped.
         if call.when == "call":
-            self.check(item.nodeid, testcase=isinstance(item, _UNITTEST_ITEM))
+            self.check(item.nodeid, item)
             self.check_item(item)
             self.verified += 1
         yield
@@ -324,6 +340,7 @@ def _tools(monitoring: Any) -> Any:
 _guard: Guard | None = None
 # pytest's item for a TestCase's test (any item, where this pytest has no such class)
 _UNITTEST_ITEM: Any = getattr(sys.modules.get("_pytest.unittest"), "TestCaseFunction", None) or object
+_UNITTEST_CLASS: Any = getattr(sys.modules.get("_pytest.unittest"), "UnitTestCase", None)  # a TestCase class's node
 _WANTED = _in_process.config()  # read once, before any code of the checked tree runs
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import sys
 from collections.abc import Callable
+from itertools import chain, islice
 from operator import is_, itemgetter
 from typing import Any
 
@@ -37,6 +38,8 @@ UNITTEST_MODULES = (
     "unittest._log",
     "unittest.async_case",
 )
+# Of those, what runs before the tests and after them: verified at a run's start and end only.
+RUN_MODULES = frozenset(["unittest", "unittest.loader", "unittest.main", "unittest.runner"])
 PLAIN = (type(None), bool, int, float, str, bytes)  # values that run no code
 _BUILTINS = frozenset(vars(builtins))
 _state: dict[str, Any] = {}  # this process's unittest Snapshot, its shield, the modules in it
@@ -50,9 +53,13 @@ class Snapshot:
     def __init__(self, describe: Callable[[Any], str] = lambda value: "") -> None:
         self.describe = describe  # where a new object comes from: "calc.py:12"
         self.parts: list[tuple[str, Any, tuple[Any, ...], tuple[Any, ...], bool]] = []
-        self.names: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...], Callable[[Any], Any], Any, bool]] = []
+        # (name, namespace, keys, values, pick by key, builtins it must not shadow, data, fast pick,
+        # the namespace's size then)
+        self.names: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...], Any, Any, bool, Any, int]] = []
         self.objects: list[tuple[str, Callable[[], Any], Any, bool]] = []
-        self._flat: tuple[Any, ...] | None = None  # every object watched, in one tuple: the fast path
+        self._flat: tuple[Any, ...] | None = None  # the mappings' values, in one tuple: the fast path
+        self._views: list[Any] = []
+        self._spaces: list[tuple[Any, Any, tuple[Any, ...], int]] = []
 
     def mapping(self, name: str, mapping: Any, data: bool = False) -> None:
         self.parts.append((name, mapping, tuple(mapping.keys()), tuple(mapping.values()), data))
@@ -77,7 +84,7 @@ class Snapshot:
         its functions use (`isinstance`, shadowed in the module, is no longer the builtin)."""
         module = sys.modules.get(name)
         if module is not None:
-            self._namespace(name, vars(module), tuple(sorted(vars(module))), _used_names(module, name), data)
+            self._namespace(name, vars(module), tuple(vars(module)), _used_names(module, name), data)
 
     def _namespace(self, name: str, namespace: Any, keys: tuple[str, ...], used: set[str], data: bool) -> None:
         shadows = frozenset((used & _BUILTINS) - namespace.keys())
@@ -85,7 +92,8 @@ class Snapshot:
             return
         pick = itemgetter(*keys) if len(keys) > 1 else lambda space: (space[keys[0]],)
         values = pick(namespace)  # itemgetter: one C call for all of them, a tuple
-        self.names.append((name, namespace, keys, values, pick, shadows, data))
+        fast = _fast(namespace, keys, pick)
+        self.names.append((name, namespace, keys, values, pick, shadows, data, fast, len(namespace)))
         self._flat = None
 
     def cls(self, name: str, cls: Any, data: bool = False) -> None:
@@ -105,34 +113,24 @@ class Snapshot:
         self.objects.append((name, get, was, equal))
         self._flat = None
 
-    def _now(self) -> list[Any]:
-        """Every watched object as it is now, in the order of ``_flat``."""
-        now: list[Any] = []
-        for _, mapping, _, _, _ in self.parts:
-            now.extend(mapping.values())
-        for _, namespace, _, _, pick, shadows, _ in self.names:
-            now.extend(pick(namespace))
-            if shadows and not namespace.keys().isdisjoint(shadows):
-                now.append(None)  # a length that differs: the slow path names it
-        now.extend(get() for _, get, _, _ in self.objects)
-        return now
-
-    def _unchanged(self) -> bool:
-        """The fast path: one identity pass over everything (a mismatch, or a mapping that
-        grew or shrank, goes to the slow path, which names it or accepts it)."""
+    def _unchanged(self, is_: Any = is_, chain: Any = chain) -> bool:  # bound here: not the module's names
+        """The fast path: identity passes in C over every mapping's values (live views, no copy),
+        each namespace's names and each named object; a mismatch, or a mapping or namespace that
+        grew or shrank, goes to the slow path, which names it or accepts it."""
         if self._flat is None:
-            flat: list[Any] = []
-            for _, _, _, values, _ in self.parts:
-                flat.extend(values)
-            for _, _, _, values, _, _, _ in self.names:
-                flat.extend(values)
-            flat.extend(was for _, _, was, _ in self.objects)
-            self._flat = tuple(flat)
+            self._views = [mapping.values() for _, mapping, _, _, _ in self.parts]
+            self._flat = tuple(chain.from_iterable(values for _, _, _, values, _ in self.parts))
+            self._spaces = [(space, fast, values, size) for _, space, _, values, _, _, _, fast, size in self.names]
         try:
-            now = self._now()
+            views, flat = self._views, self._flat
+            if sum(map(len, views)) != len(flat) or not all(map(is_, chain.from_iterable(views), flat)):
+                return False
+            for space, fast, values, size in self._spaces:
+                if len(space) != size or not all(map(is_, fast(space), values)):
+                    return False
+            return all(get() is was for _, get, was, _ in self.objects)
         except Exception:
             return False
-        return len(now) == len(self._flat) and all(map(is_, now, self._flat))
 
     def changed(self) -> str:
         """What is no longer the object it was ("" when all are)."""
@@ -146,11 +144,17 @@ class Snapshot:
             if which:
                 return f"{name}.{which}"
             self.parts[index] = (name, mapping, tuple(mapping.keys()), tuple(mapping.values()), data)
-        for index, (name, namespace, keys, values, pick, shadows, data) in enumerate(self.names):
-            which = self._names_which(namespace, keys, values, pick, shadows, data)
-            if which:
-                return f"{name}.{which}"
-            self.names[index] = (name, namespace, keys, pick(namespace), pick, shadows, data)
+        for index, (name, namespace, keys, values, pick, shadows, data, fast, _) in enumerate(self.names):
+            unchanged = len(namespace) >= len(keys) and all(map(is_, fast(namespace), values))
+            if not unchanged or (shadows and not namespace.keys().isdisjoint(shadows)):
+                which = self._names_which(namespace, keys, values, pick, shadows, data)
+                if which:
+                    return f"{name}.{which}"
+                keys = tuple(key for key in namespace if key in set(keys))  # the same names, in today's order
+                pick = itemgetter(*keys) if len(keys) > 1 else lambda space, keys=keys: (space[keys[0]],)
+                values, fast = pick(namespace), _fast(namespace, keys, pick)
+            # accepted (a plain value, a name added): the namespace as it is now is the one compared
+            self.names[index] = (name, namespace, keys, values, pick, shadows, data, fast, len(namespace))
         for name, get, was, equal in self.objects:
             try:
                 current = get()
@@ -176,6 +180,77 @@ class Snapshot:
                 where = self.describe(new)
                 return f"{key} (replaced{', by ' + where if where else ''})"
         return ""
+
+
+class TestClasses:
+    """The checked tree's test classes (a test's class and its bases, up to the runner's own), as
+    first seen, before their tests run: one of their functions replaced or removed, or a callable
+    added in front of one a later class of the test's bases defines (`AddTest.assertEqual = ...`),
+    is a change. Plain values, and callables that stand in front of nothing (`cls.patcher =
+    mock.patch(...)` in setUpClass), are not."""
+
+    def __init__(self, shield: Any, describe: Callable[[Any], str]) -> None:
+        self.shield, self.describe = shield, describe
+        # class -> [(a class of its bases, its functions' names and the functions, every value)]
+        self.seen: dict[type, list[list[Any]]] = {}
+
+    def see(self, cls: type) -> None:
+        if cls in self.seen or not isinstance(cls, type):
+            return
+        parts = []
+        for klass in cls.__mro__:
+            if klass.__module__ in UNITTEST_MODULES or klass is object:
+                break
+            found = getattr(sys.modules.get(klass.__module__), "__file__", None)
+            if isinstance(found, str) and self.shield.repository(found):  # the checked tree's
+                namespace = vars(klass)
+                functions = {key: value for key, value in namespace.items() if _behaviour(value)}
+                parts.append([klass, functions, tuple(namespace.values())])
+        self.seen[cls] = parts
+
+    def changed(self, cls: type, is_: Any = is_) -> str:
+        """What of ``cls`` is no longer as first seen ("" when all is)."""
+        self.see(cls)
+        for part in self.seen.get(cls, ()):
+            klass, functions, values = part
+            namespace = vars(klass)
+            if len(namespace) == len(values) and all(map(is_, namespace.values(), values)):
+                continue  # the fast path: every value the same object, in the same place
+            name = "%s.%s" % (klass.__module__, klass.__qualname__)
+            for key, was in functions.items():
+                now = namespace.get(key, _GONE)
+                if now is not was:
+                    where = self.describe(now) if now is not _GONE else ""
+                    said = "removed" if now is _GONE else "replaced" + (", by " + where if where else "")
+                    return "%s.%s (%s)" % (name, key, said)
+            later = cls.__mro__[cls.__mro__.index(klass) + 1 :]
+            for key in sorted(namespace.keys() - functions.keys()):
+                value = namespace[key]
+                if _behaviour(value) and any(key in vars(base) for base in later):
+                    where = self.describe(value)
+                    return "%s.%s (added in front of the inherited one%s)" % (
+                        name, key, ", by " + where if where else ""
+                    )  # fmt: skip
+            part[2] = tuple(namespace.values())  # values, and what stands in front of nothing: no change
+        return ""
+
+
+_GONE = object()
+
+
+def _behaviour(value: Any) -> bool:
+    """A value that runs code when looked up or called (a function, a method, a property)."""
+    return not isinstance(value, PLAIN) and (callable(value) or hasattr(type(value), "__get__"))
+
+
+def _fast(namespace: Any, keys: tuple[str, ...], pick: Any) -> Any:
+    """How the fast path reads ``keys`` of ``namespace``: when they are its first names (every
+    name of a module, a name added since comes after them), its values in order, no lookup; else
+    by key."""
+    count = len(keys)
+    if tuple(islice(namespace, count)) == keys:
+        return lambda space: islice(space.values(), count)
+    return pick
 
 
 def _used_names(module: Any, name: str) -> set[str]:
@@ -227,23 +302,30 @@ def _which(
 
 
 def defined_at(value: Any, rel: Callable[[str], str]) -> str:
-    """Where a function (or a property's getter, a bound method's function) was defined."""
+    """Where a function (or a property's getter, a bound method's function) was defined; a
+    class, by its module's file."""
     for candidate in (value, getattr(value, "fget", None), getattr(value, "__func__", None)):
         code = getattr(candidate, "__code__", None)
         if code is not None:
             return f"{rel(code.co_filename)}:{code.co_firstlineno}"
+    if isinstance(value, type):
+        found = getattr(sys.modules.get(value.__module__), "__file__", None)
+        return rel(found) if isinstance(found, str) else ""
     return ""
 
 
 def unittest_path(shield: Any) -> Snapshot | None:
-    """This process's Snapshot of unittest's reporting path (with the JSON encoder both reporters
+    """This process's Snapshot of unittest's reporting path as each test's outcome passes along it
+    (TestCase, its module, the result classes, the suite, with the JSON encoder both reporters
     write with, and this module), taken at the first call; None without a shield or unittest."""
     if "snapshot" in _state:
         return _state["snapshot"]
     if shield is None or "unittest.case" not in sys.modules:
         return None
     snapshot = Snapshot(lambda value: defined_at(value, shield.rel))
-    _state.update(snapshot=snapshot, shield=shield, modules=set())
+    _state.update(snapshot=snapshot, run=Snapshot(snapshot.describe), shield=shield, modules=set())
+    for cls in (Snapshot, TestClasses):
+        snapshot.cls(f"{__name__}.{cls.__name__}", cls)
     snapshot.namespace(__name__)
     for name in ("json", "json.encoder"):
         snapshot.module_globals(name)
@@ -253,23 +335,34 @@ def unittest_path(shield: Any) -> Snapshot | None:
     return snapshot
 
 
+def unittest_run_path() -> Snapshot | None:
+    """The rest of unittest's path, what runs before the tests and after them (the package's
+    names, the loader, the program, the runner): verified at a run's start and end."""
+    return _state.get("run")
+
+
 def loaded(name: str) -> None:
-    """unittest's module ``name``, once its own code ran, into the snapshot (when one is taken):
-    its namespace, each class it defines and each object of those classes it holds (the default
-    loader), plain values free to change. Their functions are the runner's (shield.protected)."""
+    """unittest's module ``name``, once its own code ran, into the snapshots (when taken): its
+    namespace, each class it defines and each object of those classes it holds (the default
+    loader), plain values free to change; a result class, and all of the modules a test's
+    outcome passes through, in the one verified around every test. Their functions are the
+    runner's (shield.protected)."""
     snapshot, module = _state.get("snapshot"), sys.modules.get(name)
     if snapshot is None or module is None or name not in UNITTEST_MODULES or name in _state["modules"]:
         return
     _state["modules"].add(name)
-    snapshot.namespace(name, data=True)
+    around = name not in RUN_MODULES
+    (snapshot if around else _state["run"]).namespace(name, data=True)
     shield = _state["shield"]
     protect(shield, vars(module).values())
+    result = getattr(sys.modules.get("unittest.result"), "TestResult", None)
     for key, value in sorted(vars(module).items()):
         if isinstance(value, type) and value.__module__ == name:
-            snapshot.cls(f"{name}.{value.__qualname__}", value, data=True)
+            each = around or (isinstance(result, type) and issubclass(value, result))
+            (snapshot if each else _state["run"]).cls(f"{name}.{value.__qualname__}", value, data=True)
             protect(shield, vars(value).values())
         elif type(value).__module__ == name and not isinstance(value, type) and hasattr(value, "__dict__"):
-            snapshot.mapping(f"{name}.{key}", vars(value), data=True)
+            (snapshot if around else _state["run"]).mapping(f"{name}.{key}", vars(value), data=True)
 
 
 def callables(cls: type) -> frozenset[str]:

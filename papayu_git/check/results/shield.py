@@ -225,6 +225,10 @@ class Shield:
         self.kinds[filename] = kind
         return kind
 
+    def repository(self, filename: str) -> bool:
+        """Whether ``filename`` is the checked tree's (outside the environment)."""
+        return self.kind(filename) == _REPOSITORY
+
     def _frames(self) -> Iterable[Any]:
         """The stack outward from the code that raised the event (the shield's frames left out)."""
         frame: Any = self._getframe(1)
@@ -303,7 +307,9 @@ class Shield:
             name = _normal(path)
             if _FD_DIR.match(name):
                 self._reaching(f"lists the process's descriptors ({name})")
-            elif self._papayus(name):
+            elif self._papayus(name) and not _on_path(name):
+                # A directory on sys.path (the plugin's) is listed by every import that searches
+                # it and every metadata walker (importlib.metadata.entry_points): names only.
                 self._rewriting(f"lists papayu's {name}")
 
     def _on_rewriting(self, event: str, args: tuple[Any, ...]) -> None:
@@ -527,6 +533,10 @@ def _handing() -> tuple[frozenset[str], frozenset[Any]]:
     if current is not None and hasattr(current, "__code__"):
         codes.add(current.__code__)
     return frozenset(files), frozenset(codes)
+
+
+def _on_path(name: str) -> bool:
+    return any(entry and _normal(entry) == name for entry in list(sys.path) if isinstance(entry, str))
 
 
 def _normal(path: str | bytes) -> str:

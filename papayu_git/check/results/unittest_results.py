@@ -92,7 +92,8 @@ class _Run:
 class _Watch:
     """Around every test of the check's run (docs/DESIGN.md, "The runtime shield"): unittest's
     reporting path is still what papayu saw when unittest's import ended (reporting_path.py),
-    this run's result is still of its class with its own methods, and so is the test."""
+    this run's result is still of its class with its own methods, and so is the test, whose class
+    is as the loader loaded it."""
 
     def __init__(self, shield: Any, snapshot: Any, result: Any) -> None:
         self.shield, self.snapshot = shield, snapshot
@@ -117,10 +118,15 @@ class _Watch:
     def start(self, test: Any, test_id: str) -> None:
         self.shield.current_test = test_id
         self.current = (test, type(test))
+        if _classes:  # a test no loader loaded (a suite built by hand): its class as it starts
+            _classes[0].see(type(test))
 
     def check(self, when: str, test: Any = None) -> None:
         try:
             changed = self.snapshot.changed() or self.own.changed() or self.objects(test)
+            if not changed and test is None:  # the run's start and end: what runs around the tests too
+                whole = _reporting.unittest_run_path()
+                changed = whole.changed() if whole is not None else ""
         except Exception as exc:  # the check itself broken: no test of this run is verified
             changed = "the verification itself failed (%s)" % type(exc).__name__
         if changed and not self.said:
@@ -143,11 +149,15 @@ class _Watch:
         if methods is None:
             methods = self.tests[type(test)] = _reporting.callables(type(test))
         said = _shadowing(test, methods, self.snapshot.describe)
-        return "the test's %s" % said if said else ""
+        if said:
+            return "the test's %s" % said
+        return _classes[0].changed(type(test)) if _classes else ""
 
 
 def _shadowing(obj: Any, methods: frozenset[str], describe: Any) -> str:
     own = getattr(obj, "__dict__", None) or {}
+    if methods.isdisjoint(own):
+        return ""
     for name in sorted(methods.intersection(own)):
         where = describe(own[name])
         return "%s (replaced on the object%s)" % (name, ", by " + where if where else "")
@@ -155,6 +165,7 @@ def _shadowing(obj: Any, methods: frozenset[str], describe: Any) -> str:
 
 
 _current: list[_Run] = []
+_classes: list[Any] = []  # the checked tree's test classes as loaded (reporting_path.TestClasses), with a shield
 
 
 def _inside_pytest() -> bool:
@@ -219,12 +230,32 @@ def install(base: Any) -> None:
     shield = _in_process.shield(_WANTED)
     if fd is not None:
         _extend(base, fd, os.path.realpath(str(_WANTED.get("root") or os.getcwd())), shield)
+        if shield is not None:
+            _loading(sys.modules["unittest.loader"].TestLoader)
     snapshot = _reporting.unittest_path(shield)  # after the extension: papayu's methods are on the path
     if snapshot is not None:
         snapshot.module_globals(__name__)
-        snapshot.namespace(_in_process.__name__)
+        _reporting.unittest_run_path().namespace(_in_process.__name__)  # the pipe is opened before the run
         for cls in (_Run, _Watch):
             snapshot.cls("%s.%s" % (__name__, cls.__name__), cls)
+        _classes.append(_reporting.TestClasses(shield, snapshot.describe))
+
+
+def _loading(loader: Any) -> None:
+    """The test classes the loader loads, seen as loaded (TestClasses): before their tests run,
+    and before the modules imported after theirs ran."""
+    original = loader.loadTestsFromTestCase
+
+    def loadTestsFromTestCase(self: Any, testCaseClass: Any) -> Any:
+        suite = original(self, testCaseClass)
+        try:
+            if _classes:
+                _classes[0].see(testCaseClass)
+        except Exception:  # a class papayu cannot read is seen at its first test's start
+            pass
+        return suite
+
+    loader.loadTestsFromTestCase = loadTestsFromTestCase
 
 
 def loaded(name: str) -> None:
