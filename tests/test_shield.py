@@ -5,7 +5,8 @@ beside it), a project's suite run by a real pytest, what the shield wrote read b
 The sandboxed runs through the real CLI are tests/test_judge_shield.py; here each rule is seen
 on its own, with the honest code around it that must keep working: importing asyncio (which
 rewrites its own code objects), types.coroutine on the project's generator, warnings, logging,
-dataclasses and namedtuple finding their caller, gc.collect, the tip's own tests walking frames.
+dataclasses and namedtuple finding their caller, importlib.metadata walking sys.path (papayu's
+plugin directory on it), gc.collect, the tip's own tests walking frames.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ HONEST = """import asyncio
 import collections
 import dataclasses
 import gc
+import importlib.metadata
 import logging
 import types
 import warnings
 
 
 def test_library_code_finding_its_caller():
+    assert not list(importlib.metadata.entry_points(group="no.such.group"))  # lists papayu's plugin directory
     warnings.warn("fine")
     logging.getLogger("x").warning("fine")
     Point = collections.namedtuple("Point", "x y")
@@ -147,7 +150,7 @@ def test_honest_library_code_around_the_rules_runs_and_the_tips_reach_is_only_sa
     out, records = _run(tmp_path, {"tests/test_honest.py": HONEST}, changed=[])
     assert "3 passed" in out, out
     assert [r["kind"] for r in records] == ["allowed"], records
-    assert records[0]["where"] == "tests/test_honest.py:32" and records[0]["what"] == "sys._getframe"
+    assert records[0]["where"] == "tests/test_honest.py:34" and records[0]["what"] == "sys._getframe"
 
 
 def test_what_the_plans_code_asks_for_is_refused_with_its_line(tmp_path: Path) -> None:

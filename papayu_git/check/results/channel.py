@@ -33,7 +33,11 @@ PLUGIN_DIR = "pytest"
 PLUGIN_MODULE = "papayu_pytest_results"
 PLUGIN_ENTRY_POINT = "papayu-results"  # `-p no:papayu-results` turns it off
 INPUTS_MODULE = "papayu_pytest_inputs.py"  # fail first's part (pytest_inputs.py), imported by the plugin
-SHIELD_MODULE = "papayu_shield.py"  # the runtime shield (shield.py), installed by the plugin
+SHIELD_MODULE = "papayu_shield.py"  # the runtime shield (shield.py), installed by the plugin or the unittest reporter
+# What the plugin and the unittest reporter share: the stream's pipe and the shield's installation
+# (in_process.py), and the reporting path each verifies around every test (reporting_path.py).
+IN_PROCESS_MODULE = "papayu_in_process.py"
+REPORTING_PATH_MODULE = "papayu_reporting_path.py"
 SHIELD_DIR = "shield"  # in the report directory: what each process's shield refused (shield.SINK_DIR)
 ORDER_FILE = "order.json"  # beside the plugin: the order a run is to run its tests in (pytest_inputs.Orderer)
 INPUTS_DIR = "inputs"  # in the report directory: each pytest process's record of what its tests read
@@ -46,8 +50,10 @@ NODE_TEST_REPORTER = "node_test_reporter.cjs"  # node --test's, named in NODE_OP
 UNITTEST_MODULE = "papayu_unittest_results.py"
 CHECK_SIDE_FILES = (
     "inside.py",
+    "in_process.py",
     "pytest_plugin.py",
     "pytest_inputs.py",
+    "reporting_path.py",
     "shield.py",
     "sitecustomize.py",
     "unittest_results.py",
@@ -78,6 +84,8 @@ def write_helpers(slot: Path) -> Path:
     shutil.copyfile(here / "pytest_plugin.py", plugin / f"{PLUGIN_MODULE}.py")  # not imported: pytest may be absent
     shutil.copyfile(here / "pytest_inputs.py", plugin / INPUTS_MODULE)
     shutil.copyfile(here / "shield.py", plugin / SHIELD_MODULE)
+    shutil.copyfile(here / "in_process.py", plugin / IN_PROCESS_MODULE)
+    shutil.copyfile(here / "reporting_path.py", plugin / REPORTING_PATH_MODULE)
     shutil.copyfile(here / "sitecustomize.py", plugin / "sitecustomize.py")
     shutil.copyfile(here / "unittest_results.py", plugin / UNITTEST_MODULE)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN_MODULE}\nVersion: 1\n")
@@ -90,14 +98,15 @@ PYC_CACHE = "helpers-pyc"  # in the slot, outside what the check sees: the plugi
 
 
 def _bytecode(plugin: Path, cache: Path) -> None:
-    """The plugin's modules compiled, for a check whose Python is papayu's: the directory is
-    read-only in the check, so its pytest would compile them again in every process (tens of
-    ms of a small suite's run; docs/BENCHMARKS.md). Unchecked-hash bytecode, from a cache keyed by
-    the source's digest: valid whatever the copies' times, ignored by any other Python version."""
+    """The modules beside the plugin compiled, for a check whose Python is papayu's: the
+    directory is read-only in the check, so every process would compile again what it imports
+    of them (the start-up hook in every Python process; tens of ms of a small suite's run;
+    docs/BENCHMARKS.md). Unchecked-hash bytecode, from a cache keyed by the source's digest:
+    valid whatever the copies' times, ignored by any other Python version."""
     tag = sys.implementation.cache_tag
     if not tag:
         return
-    for source in (plugin / f"{PLUGIN_MODULE}.py", plugin / INPUTS_MODULE, plugin / SHIELD_MODULE):
+    for source in sorted(plugin.glob("*.py")):  # the plugin, the unittest reporter, the start-up hook and theirs
         data = source.read_bytes()
         cached = cache / f"{source.stem}.{hashlib.sha256(data).hexdigest()[:20]}.{tag}.pyc"
         if not cached.exists():

@@ -17,9 +17,12 @@ pytest's JUnit file gives it; a subtest's report is marked as such, with its par
 end with the number of tests whose reporting path was verified.
 
 The shield (shield.py, docs/DESIGN.md "The runtime shield") is installed when pytest imports
-this module, before any conftest or test: its audit hook, and a snapshot of the reporting path
-(pytest's runner and report classes, pluggy's hook calling, this module and its stream) that is
-compared before each test's call is reported, once collection is done and at the session's end.
+this module, before any conftest or test (or earlier, by the unittest reporter, when pytest
+imported unittest: in_process.shield): its audit hook, and a snapshot of the reporting path
+(pytest's runner and report classes, pluggy's hook calling, unittest's modules and classes, this
+module and its stream; reporting_path.py) that is compared before each test's call is reported,
+once collection is done and at the session's end. The stream's pipe and configuration are
+in_process.py's, shared with the unittest reporter.
 """
 
 from __future__ import annotations
@@ -27,15 +30,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import stat
 import sys
+import unittest  # noqa: F401 (on the reporting path: TestCase.run runs unittest's tests; pytest imported it already)
 from operator import attrgetter, is_
 from typing import Any
-
-try:
-    import resource
-except ImportError:  # not on every platform
-    resource = None  # type: ignore[assignment]
 
 import pytest
 
@@ -45,83 +43,19 @@ except ImportError:  # a pytest without them: the ids alone are compared
     bin_xml_escape = mangle_test_address = None  # type: ignore[assignment]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFIG = os.path.join(HERE, "papayu_pytest_results.json")
+sys.path.insert(0, HERE)  # papayu's modules beside this one, never the checked tree's of those names
+try:
+    import papayu_in_process as _in_process
+    import papayu_reporting_path as _reporting
+finally:
+    sys.path.remove(HERE)
+
+CONFIG = _in_process.CONFIG
 MESSAGE_CHARS = 2000
-FD_FLOOR = 256  # the stream moves to a descriptor at or above this, drawn at random
 _active: list[Reporter] = []  # the reporter of this process's session: a session started inside it is nested
 _os_write, _dumps = os.write, json.dumps  # as they were before any code of the checked tree ran
 _FUNCTION = attrgetter("function")
 MAX_SUPPORT = 2000  # test support files said per process
-
-
-def _config() -> dict[str, Any]:
-    try:
-        with open(CONFIG, encoding="utf-8") as handle:
-            wanted = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return wanted if isinstance(wanted, dict) else {}
-
-
-def _pipe(wanted: dict[str, Any]) -> int | None:
-    """The stream: the pipe this process inherited, else the FIFO the check's first process relays
-    into it (inside.py: a launcher such as tox or nox closed the pipe on the way)."""
-    try:
-        fd = int(wanted["fd"])
-        info = os.fstat(fd)
-        if stat.S_ISFIFO(info.st_mode) and info.st_ino == wanted.get("ino"):
-            return _moved(fd)
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    path = wanted.get("fifo")
-    if not isinstance(path, str) or not path:
-        return None
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:  # no reader: not in a check
-        return None
-    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    os.set_blocking(fd, True)
-    return _moved(fd)
-
-
-def _moved(fd: int) -> int:
-    """The stream at a descriptor number nothing else knows (the inherited one is closed)."""
-    try:
-        ceiling = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 65536) if resource is not None else 1024
-    except (OSError, ValueError):
-        ceiling = 1024
-    for _ in range(32):
-        target = FD_FLOOR + secrets.randbelow(max(ceiling - FD_FLOOR, 1))
-        try:
-            os.fstat(target)
-            continue  # in use
-        except OSError:
-            pass
-        try:
-            os.dup2(fd, target, inheritable=False)
-        except OSError:
-            break
-        os.close(fd)
-        return target
-    return fd
-
-
-def _ancestors() -> list[int]:
-    out: list[int] = []
-    pid = os.getpid()
-    for _ in range(64):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return out or [os.getppid()]
-        if pid <= 0:
-            return out
-        out.append(pid)
-    return out
 
 
 class Reporter:
@@ -164,7 +98,7 @@ class Reporter:
         xml = getattr(self.config.option, "xmlpath", None) or ""
         if xml:  # as pytest's junitxml resolves it
             xml = os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(xml))))
-        self.write({"kind": "start", "pid": os.getpid(), "ancestors": _ancestors(), "junit": xml})
+        self.write({"kind": "start", "pid": os.getpid(), "ancestors": _in_process.ancestors(), "junit": xml})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collectreport(self, report: Any) -> None:
@@ -220,7 +154,7 @@ def pytest_configure(config: Any) -> None:
     # xdist's workers: their controller reports every test.
     if hasattr(config, "workerinput") or hasattr(config, "slaveinput"):
         return
-    fd = _pipe(wanted)
+    fd = _in_process.pipe(wanted)
     if fd is not None:
         reporter = Reporter(fd, config)
         _active.append(reporter)
@@ -264,8 +198,9 @@ def pytest_unconfigure(config: Any) -> None:
 
 class Guard:
     """Around every test: the reporting path is still the objects papayu saw before any code of
-    the checked tree ran (shield.Snapshot), the test about to be reported still the function
-    collected, and no hook of the runner comes from a file of the plan's code."""
+    the checked tree ran (reporting_path.Snapshot: pytest's, and unittest's, through which pytest
+    runs a TestCase's tests), the test about to be reported still the function collected, and no
+    hook of the runner comes from a file of the plan's code."""
 
     HOOKS = (
         "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
@@ -282,6 +217,9 @@ class Guard:
         self.code = code  # the plan's code files: a runner hook defined there is the plan's
         self.startup_impls: set[int] = set()  # hook implementations registered before any conftest
         self.snapshot = _reporting_path(shield)
+        self.unittest = _reporting.unittest_path(shield)  # TestCase.run runs unittest's tests under pytest
+        self.unittest_run = _reporting.unittest_run_path()  # its loader and runner: at collection and the end
+        self.classes = _reporting.TestClasses(shield, self.snapshot.describe) if self.unittest is not None else None
         self.items: dict[int, tuple[Any, Any]] = {}
         self.hooks: Any = None
         self.said = False
@@ -294,8 +232,18 @@ class Guard:
         self.snapshot.value("papayu's reporter's write", lambda: vars(reporter).get("write"))
         self.shield.stream = reporter.write
 
-    def check(self, when: str) -> bool:
-        changed = self.snapshot.changed() or (self.hooks.changed() if self.hooks is not None else "")
+    def check(self, when: str, item: Any = None) -> bool:
+        """Before ``item`` is reported; unittest's part only before a TestCase's test (and at
+        collection and the session's end): a plain test does not pass through it."""
+        changed = self.snapshot.changed()
+        testcase = item is None or isinstance(item, _UNITTEST_ITEM)
+        if not changed and testcase and self.unittest is not None:
+            changed = self.unittest.changed()
+        if not changed and item is None and self.unittest_run is not None:
+            changed = self.unittest_run.changed()
+        if not changed and item is not None and testcase and self.classes is not None:
+            changed = self.classes.changed(getattr(item, "cls", None))
+        changed = changed or (self.hooks.changed() if self.hooks is not None else "")
         if changed and not self.said:
             self.said = True  # once: from then on the path is not papayu's
             self.shield.emit({"kind": "changed", "what": changed, "where": when, "test": ""})
@@ -305,7 +253,7 @@ class Guard:
     def pytest_collection_finish(self, session: Any) -> None:
         self.check("collection")
         manager = session.config.pluginmanager
-        hooks = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, self.shield.rel))
+        hooks = _reporting.Snapshot(lambda value: _reporting.defined_at(value, self.shield.rel))
         callers = [c for c in (getattr(manager.hook, name, None) for name in self.HOOKS) if c is not None]
         hooks.value("the runner's hook implementations", _impls(callers))
         for name, caller in zip(self.HOOKS, callers):  # noqa: B905 (3.8)
@@ -386,6 +334,15 @@ class Guard:
                 return f"is {where or '?'}'s {named or '?'}, put in {rel(plugin_file)} under the hook's name"
         return ""
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collectreport(self, report: Any) -> None:
+        # A module's TestCase classes as its import left them, before the next module's code runs.
+        classes = self.classes
+        if classes is not None and _UNITTEST_CLASS is not None:
+            for node in report.result or ():
+                if isinstance(node, _UNITTEST_CLASS):
+                    classes.see(getattr(node, "obj", None))
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.shield.current_test = nodeid  # a plain implementation: no generator a test
@@ -398,7 +355,7 @@ class Guard:
     def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
         # A wrapper runs whatever other implementations return first: the check cannot be skipped.
         if call.when == "call":
-            self.check(item.nodeid)
+            self.check(item.nodeid, item)
             self.check_item(item)
             self.verified += 1
         yield
@@ -439,16 +396,18 @@ def _tools(monitoring: Any) -> Any:
     return tuple((monitoring.get_tool(i), monitoring.get_events(i)) for i in range(6))
 
 
-_shield_module: Any = None
 _guard: Guard | None = None
-_WANTED = _config()  # read once, before any code of the checked tree runs
+# pytest's item for a TestCase's test (any item, where this pytest has no such class)
+_UNITTEST_ITEM: Any = getattr(sys.modules.get("_pytest.unittest"), "TestCaseFunction", None) or object
+_UNITTEST_CLASS: Any = getattr(sys.modules.get("_pytest.unittest"), "UnitTestCase", None)  # a TestCase class's node
+_WANTED = _in_process.config()  # read once, before any code of the checked tree runs
 
 
 def _reporting_path(shield: Any) -> Any:
     """What turns a test's outcome into papayu's record, as it is before any code of the checked
     tree ran: pytest's runner, reports, test items and JUnit writer, pluggy's hook calling, the
     JSON encoder and this module."""
-    snapshot = _shield_module.Snapshot(lambda value: _shield_module.defined_at(value, shield.rel))
+    snapshot = _reporting.Snapshot(lambda value: _reporting.defined_at(value, shield.rel))
     modules = (
         "_pytest.runner", "_pytest.reports", "_pytest.skipping", "_pytest.outcomes", "_pytest.unittest",
         "_pytest.python", "pluggy._callers", "pluggy._hooks", "pluggy._result", "pluggy._manager",
@@ -489,26 +448,10 @@ def _reporting_path(shield: Any) -> Any:
 
 
 def _install_shield() -> Any:
-    """The audit hook, now: pytest imports this module before any conftest."""
-    global _shield_module
-    wanted = _WANTED.get("shield")
-    if not isinstance(wanted, dict) or not hasattr(sys, "addaudithook"):
-        return None
-    sys.path.insert(0, HERE)
-    try:
-        import papayu_shield as shield_module
-    finally:
-        sys.path.pop(0)
-    _shield_module = shield_module
-    shield = shield_module.Shield(
-        str(wanted.get("root") or os.getcwd()),
-        str(wanted.get("report_dir") or ""),
-        os.path.dirname(HERE),  # papayu's helpers: this directory's parent
-        changed=[str(p) for p in wanted.get("changed") or ()],
-        tip_sites=[str(p) for p in wanted.get("sites") or ()],
-        papayu_files=[os.path.abspath(__file__), os.path.join(HERE, "papayu_pytest_inputs.py")],
-    )
-    shield.install()
+    """The audit hook, now (pytest imports this module before any conftest), unless the unittest
+    reporter installed it already in this process; and unittest's reporting path as it is now."""
+    shield = _in_process.shield(_WANTED)
+    _reporting.unittest_path(shield)
     return shield
 
 

@@ -1,9 +1,11 @@
 """papayu's shield in the check's Python processes (docs/DESIGN.md, "The runtime shield").
 
-Copied beside papayu's pytest plugin (as `papayu_shield.py`) and installed by it when pytest
-imports it: an entry point, loaded before pytest imports a conftest or a test, so before any code
-of the checked tree. Only the standard library: it runs in the check's interpreter, whatever its
-version (3.8+; `sys.monitoring` where there is one).
+Copied beside papayu's pytest plugin (as `papayu_shield.py`) and installed once per process
+(in_process.shield) by the first of papayu's helpers to load there: the unittest reporter when
+unittest's import ends (papayu's start-up hook), or the pytest plugin when pytest imports it (an
+entry point, loaded before pytest imports a conftest or a test); so before any code of the checked
+tree in pytest and in `python -m unittest`. Only the standard library: it runs in the check's
+interpreter, whatever its version (3.8+; `sys.monitoring` where there is one).
 
 An audit hook (sys.addaudithook: nothing can remove it) watches what honest code does not need
 to judge or be judged, and refuses it to code of the checked tree, tests included ("repository
@@ -11,7 +13,7 @@ code": a frame whose file is under the checked root and outside the environment'
 code the repository compiled):
 
 - rewriting: assigning a function's `__code__` (the repository's or the runner's, whoever asks;
-  any, when the repository asks), registering a trace, profile or monitoring callback or another
+  any, when the repository asks) or a runner's function's defaults, registering a trace, profile or monitoring callback or another
   audit hook, loading `ctypes`/`cffi` (and using ctypes), code objects built from bytes, writing
   to papayu's report directory or reading its helpers, or writing a descriptor above 2 through
   `/proc/self/fd` or `/dev/fd`. Refused whenever a repository frame is on the stack (a library
@@ -29,9 +31,9 @@ code the repository compiled):
 A refusal raises `ShieldRefusal` in the code that asked (the action does not happen) and is
 written at once to papayu's stream (when this process has it) and to a file of the report
 directory, naming the event and the repository's file:line. papayu then does not trust the run
-(results/read.py). `Snapshot` is the other half, used by the plugin around every test: the
-reporting path (modules, classes, named objects) is still the objects papayu saw before any
-repository code ran.
+(results/read.py). The other half is reporting_path.py's `Snapshot`, verified around every test:
+the reporting path (modules, classes, named objects) is still the objects papayu saw before any
+repository code ran; its functions are `protected` here (their code and defaults are the runner's).
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from operator import is_, itemgetter
 from typing import Any
 
 MAX_RECORDS = 50  # refusals and changes written per process; the rest are counted
@@ -56,6 +57,7 @@ REACHING = frozenset(
 REWRITING = frozenset(["sys.monitoring.register_callback", "sys.addaudithook"])
 TRACING = frozenset(["sys.settrace", "sys.setprofile"])  # the tip's own files may: doctest, cProfile
 FRAME_ATTRIBUTES = frozenset(["tb_frame", "gi_frame", "cr_frame", "ag_frame"])
+FUNCTION_ATTRIBUTES = frozenset(["__code__", "__defaults__", "__kwdefaults__"])  # what a function does
 # Modules that write any memory of the process: refused to the repository when first imported.
 NATIVE_MODULES = frozenset(
     [
@@ -157,7 +159,7 @@ class Shield:
         self._get_ident = _thread.get_ident
         self._getframe = sys._getframe
         self._sink = os.path.join(self.report_dir, SINK_DIR, f"{os.getpid()}.jsonl") if self.report_dir else ""
-        self._handing_files, self._handing_codes = _handing()
+        self.learn_handing()
         handlers: dict[str, Callable[[str, tuple[Any, ...]], None]] = {
             "object.__setattr__": self._on_setattr,
             "object.__getattr__": self._on_getattr,
@@ -181,10 +183,15 @@ class Shield:
 
     # -- installation ---------------------------------------------------------------------------
 
+    def learn_handing(self) -> None:
+        """The libraries that hand back what they got, as imported by now (the shield may be
+        installed before pytest imported its `_pytest._code`)."""
+        self._handing_files, self._handing_codes = _handing()
+
     def install(self) -> None:
         handlers, busy, get_ident = self._handlers, self.busy, self._get_ident
 
-        attributes = {"object.__getattr__": FRAME_ATTRIBUTES, "object.__setattr__": frozenset(["__code__"])}
+        attributes = {"object.__getattr__": FRAME_ATTRIBUTES, "object.__setattr__": FUNCTION_ATTRIBUTES}
 
         def papayu_audit(event: str, args: tuple[Any, ...]) -> None:
             handler = handlers.get(event)
@@ -219,6 +226,10 @@ class Shield:
             kind = _OTHER
         self.kinds[filename] = kind
         return kind
+
+    def repository(self, filename: str) -> bool:
+        """Whether ``filename`` is the checked tree's (outside the environment)."""
+        return self.kind(filename) == _REPOSITORY
 
     def _frames(self) -> Iterable[Any]:
         """The stack outward from the code that raised the event (the shield's frames left out)."""
@@ -264,7 +275,11 @@ class Shield:
     # -- the events -------------------------------------------------------------------------------
 
     def _on_setattr(self, event: str, args: tuple[Any, ...]) -> None:
-        if len(args) < 2 or args[1] != "__code__":
+        if len(args) < 2 or args[1] not in FUNCTION_ATTRIBUTES:
+            return
+        if args[1] != "__code__":  # a runner's function's defaults (a result class its runner makes)
+            if id(args[0]) in self.protected:
+                self._refuse(f"assigns the runner's function {_name(args[0])}.{args[1]}", self._repository_on_stack())
             return
         # Whoever asks, when the function is the checked code's or the runner's (a gadget such as
         # monkeypatch.setattr(f, "__code__", ...) asks for the repository); any function, when the
@@ -294,7 +309,9 @@ class Shield:
             name = _normal(path)
             if _FD_DIR.match(name):
                 self._reaching(f"lists the process's descriptors ({name})")
-            elif self._papayus(name):
+            elif self._papayus(name) and not _on_path(name):
+                # A directory on sys.path (the plugin's) is listed by every import that searches
+                # it and every metadata walker (importlib.metadata.entry_points): names only.
                 self._rewriting(f"lists papayu's {name}")
 
     def _on_rewriting(self, event: str, args: tuple[Any, ...]) -> None:
@@ -507,161 +524,6 @@ def _taint(shield: Shield, thread: threading.Thread) -> None:
     thread.run = run_as_repository  # type: ignore[method-assign]
 
 
-class Snapshot:
-    """Identities of mappings (module and class dictionaries) and named objects, compared by
-    identity (an object's own __eq__ is never asked)."""
-
-    def __init__(self, describe: Callable[[Any], str] = lambda value: "") -> None:
-        self.describe = describe  # where a new object comes from: "calc.py:12"
-        self.parts: list[tuple[str, Any, tuple[Any, ...], tuple[Any, ...]]] = []
-        self.names: list[tuple[str, Any, tuple[str, ...], tuple[Any, ...], Callable[[Any], Any]]] = []
-        self.objects: list[tuple[str, Callable[[], Any], Any, bool]] = []
-        self._flat: tuple[Any, ...] | None = None  # every object watched, in one tuple: the fast path
-
-    def mapping(self, name: str, mapping: Any) -> None:
-        self.parts.append((name, mapping, tuple(mapping.keys()), tuple(mapping.values())))
-        self._flat = None
-
-    def module(self, name: str) -> None:
-        module = sys.modules.get(name)
-        if module is not None:
-            self.mapping(name, vars(module))
-
-    def module_globals(self, name: str) -> None:
-        """The names of module ``name`` that its own functions look up at run time (what they
-        call and construct): replacing one changes what they do. Its other names do not."""
-        module = sys.modules.get(name)
-        if module is None:
-            return
-        namespace = vars(module)
-        used: set[str] = set()
-        for value in list(namespace.values()):
-            functions = [value] if callable(value) and not isinstance(value, type) else []
-            if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                functions = [getattr(v, "__func__", v) for v in vars(value).values()]
-                functions += [getattr(v, "fget", None) for v in vars(value).values() if isinstance(v, property)]
-            for function in functions:
-                if getattr(function, "__module__", None) == name:
-                    used |= _global_names(getattr(function, "__code__", None))
-        keys = tuple(sorted(used & namespace.keys()))
-        if len(keys) > 1:  # itemgetter: one C call for all of them, a tuple
-            self.names.append((name, namespace, keys, tuple(namespace[k] for k in keys), itemgetter(*keys)))
-            self._flat = None
-
-    def cls(self, name: str, cls: Any) -> None:
-        if isinstance(cls, type):
-            self.mapping(name, vars(cls))
-
-    def value(self, name: str, get: Callable[[], Any], equal: bool = False) -> None:
-        """``get()`` must keep returning the same object (``equal``: an equal value)."""
-        was = get()
-        if equal:  # the value first seen stands for every equal one: the fast path's identity holds
-            plain = get
-
-            def get() -> Any:
-                now = plain()
-                return was if type(now) is type(was) and now == was else now
-
-        self.objects.append((name, get, was, equal))
-        self._flat = None
-
-    def _now(self) -> list[Any]:
-        """Every watched object as it is now, in the order of ``_flat``."""
-        now: list[Any] = []
-        for _, mapping, _, _ in self.parts:
-            now.extend(mapping.values())
-        for _, namespace, _, _, pick in self.names:
-            now.extend(pick(namespace))
-        now.extend(get() for _, get, _, _ in self.objects)
-        return now
-
-    def _unchanged(self) -> bool:
-        """The fast path: one identity pass over everything (a mismatch, or a mapping that
-        grew or shrank, goes to the slow path, which names it or accepts it)."""
-        if self._flat is None:
-            flat: list[Any] = []
-            for _, _, _, values in self.parts:
-                flat.extend(values)
-            for _, _, _, values, _ in self.names:
-                flat.extend(values)
-            flat.extend(was for _, _, was, _ in self.objects)
-            self._flat = tuple(flat)
-        try:
-            now = self._now()
-        except Exception:
-            return False
-        return len(now) == len(self._flat) and all(map(is_, now, self._flat))
-
-    def changed(self) -> str:
-        """What is no longer the object it was ("" when all are)."""
-        if self._unchanged():
-            return ""
-        self._flat = None  # the slow path below may accept a change: look at everything again
-        for index, (name, mapping, keys, values) in enumerate(self.parts):
-            if len(mapping) == len(keys) and all(map(is_, mapping.values(), values)):
-                continue  # a name renamed would change the order of what follows it
-            which = _which(mapping, keys, values, self.describe)
-            if which:
-                return f"{name}.{which}"
-            self.parts[index] = (name, mapping, tuple(mapping.keys()), tuple(mapping.values()))
-        for name, namespace, keys, values, pick in self.names:
-            try:
-                now = pick(namespace)
-            except KeyError:
-                return f"{name}.{next(k for k in keys if k not in namespace)} (removed)"
-            if not all(map(is_, now, values)):
-                key = next(k for k, a, b in zip(keys, now, values) if a is not b)  # noqa: B905 (3.8)
-                where = self.describe(namespace[key])
-                return f"{name}.{key} (replaced{', by ' + where if where else ''})"
-        for name, get, was, equal in self.objects:
-            try:
-                current = get()
-            except Exception:
-                return name
-            if current is not was and not (equal and type(current) is tuple and current == was):
-                return name
-        return ""
-
-
-def _global_names(code: Any) -> set[str]:
-    """The names ``code`` and the code nested in it load (globals, and attributes: a superset)."""
-    out: set[str] = set()
-    stack = [code] if code is not None else []
-    while stack:
-        current = stack.pop()
-        out.update(current.co_names)
-        stack.extend(c for c in current.co_consts if hasattr(c, "co_names"))
-    return out
-
-
-def _which(mapping: Any, keys: tuple[Any, ...], values: tuple[Any, ...], describe: Callable[[Any], str]) -> str:
-    """The first name whose object changed, and where its new object was defined; "" when the
-    only change is a plain value added (a flag pytest sets on a class): neither callable nor a
-    descriptor, it changes no behaviour."""
-    before = dict(zip(keys, values))  # noqa: B905 (the check's Python may be 3.8)
-    for key in list(mapping.keys()) + list(before):
-        if key not in mapping:
-            return f"{key} (removed)"
-        value = mapping[key]
-        if key not in before:
-            if callable(value) or hasattr(type(value), "__get__"):
-                where = describe(value)
-                return f"{key} (added{', by ' + where if where else ''})"
-        elif value is not before[key]:
-            where = describe(value)
-            return f"{key} (replaced{', by ' + where if where else ''})"
-    return ""
-
-
-def defined_at(value: Any, rel: Callable[[str], str]) -> str:
-    """Where a function (or a property's getter, a bound method's function) was defined."""
-    for candidate in (value, getattr(value, "fget", None), getattr(value, "__func__", None)):
-        code = getattr(candidate, "__code__", None)
-        if code is not None:
-            return f"{rel(code.co_filename)}:{code.co_firstlineno}"
-    return ""
-
-
 def _environment_prefixes(root: str) -> tuple[str, ...]:
     """Where installed code lives: the interpreter's prefixes and its site directories (a
     virtualenv inside the checked tree is the environment, not the repository)."""
@@ -701,6 +563,10 @@ def _handing() -> tuple[frozenset[str], frozenset[Any]]:
     if current is not None and hasattr(current, "__code__"):
         codes.add(current.__code__)
     return frozenset(files), frozenset(codes)
+
+
+def _on_path(name: str) -> bool:
+    return any(entry and _normal(entry) == name for entry in list(sys.path) if isinstance(entry, str))
 
 
 def _normal(path: str | bytes) -> str:

@@ -4,12 +4,14 @@ unittest).
 Copied as `sitecustomize.py` into papayu's read-only helpers directory, which is on the check's
 PYTHONPATH: Python's `site` imports it in every interpreter of the check that reads PYTHONPATH
 (not under `-I`, `-E` or `-S`). It does two things and nothing else at start-up: it waits for
-`unittest.result` to be imported (a finder at the front of `sys.meta_path` that only looks at
-that one name), then has papayu's unittest reporter (`papayu_unittest_results`, beside it) extend
-unittest's base result class; and it runs the `sitecustomize` it shadows (a distribution's, a
-virtualenv's), so start-up is otherwise what it was. A process that never imports unittest
-pays one name comparison per import. It never raises: a hook that fails leaves the run as it
-was, and the results papayu then misses are said.
+`unittest` to be imported (a finder at the front of `sys.meta_path` that only looks at unittest's
+names), then, once the package's own code ran and before whoever imported it goes on, has papayu's
+unittest reporter (`papayu_unittest_results`, beside it) extend unittest's base result class and
+install the runtime shield with unittest's reporting path as it is then (docs/DESIGN.md, "The
+runtime shield"); unittest's modules imported later join that path the same way. And it runs the
+`sitecustomize` it shadows (a distribution's, a virtualenv's), so start-up is otherwise what it
+was. A process that never imports unittest pays a name comparison or two per import. It never
+raises: a hook that fails leaves the run as it was, and the results papayu then misses are said.
 """
 
 from __future__ import annotations
@@ -21,18 +23,19 @@ import sys
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_WATCHED = "unittest.result"
+_WATCHED = "unittest"
+_reporter: list[Any] = []  # papayu's unittest reporter, once unittest is imported
 
 
 class _UnittestFinder:
-    """Finds nothing; when `unittest.result` is found by the others, runs papayu's reporter
-    right after the module's own code."""
+    """Finds nothing; when unittest or one of its modules is found by the others, runs papayu's
+    reporter right after the module's own code."""
 
     def __init__(self) -> None:
         self.busy = False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != _WATCHED or self.busy:
+        if self.busy or not (name == _WATCHED or (_reporter and name.startswith("unittest."))):
             return None
         self.busy = True
         try:
@@ -45,21 +48,32 @@ class _UnittestFinder:
 
         def exec_module(module: Any) -> None:
             run_module(module)
-            _extend(module)
+            if name == _WATCHED:
+                _extend()
+            else:
+                _loaded(name)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
-def _extend(module: Any) -> None:
+def _extend() -> None:
     try:
         sys.path.insert(0, _HERE)
         try:
             import papayu_unittest_results
         finally:
             sys.path.remove(_HERE)
-        papayu_unittest_results.install(module.TestResult)
+        _reporter.append(papayu_unittest_results)
+        papayu_unittest_results.install(sys.modules["unittest.result"].TestResult)
     except Exception:  # papayu's hook must never be why a check fails
+        pass
+
+
+def _loaded(name: str) -> None:
+    try:
+        _reporter[0].loaded(name)
+    except Exception:
         pass
 
 
@@ -74,8 +88,7 @@ def _shadowed() -> None:
     spec.loader.exec_module(module)
 
 
-if "unittest.result" in sys.modules:
-    _extend(sys.modules["unittest.result"])
-else:
-    sys.meta_path.insert(0, _UnittestFinder())
+if "unittest" in sys.modules:
+    _extend()
+sys.meta_path.insert(0, _UnittestFinder())
 _shadowed()
