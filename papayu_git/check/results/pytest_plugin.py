@@ -281,7 +281,7 @@ class Guard:
         defined in. The tip's list makes those files judges of a plan, as imports do."""
         manager = session.config.pluginmanager
         distributed = {id(plugin) for plugin, _ in manager.list_plugin_distinfo()}
-        kind, rel, inside = self.shield.kind, self.shield.rel, _shield_module._REPOSITORY
+        kind, rel, inside = self.shield.kind, self.shield.rel, self.shield.REPOSITORY
         found: dict[str, None] = {}
         shipped: list[str] = []  # a distributed plugin of the tree (the project's own) is its code
         for plugin in manager.get_plugins():
@@ -327,10 +327,10 @@ class Guard:
         if registrant is not None and registrant[0] is impl:
             return f"was registered by the plan's {registrant[1]}"
         inside = self.shield.kind
-        if isinstance(plugin_file, str) and inside(plugin_file) == _shield_module._REPOSITORY and where != plugin_file:
+        if isinstance(plugin_file, str) and inside(plugin_file) == self.shield.REPOSITORY and where != plugin_file:
             named = getattr(function, "__name__", "")
             specname = (getattr(impl, "opts", None) or {}).get("specname")
-            if inside(where or "?") != _shield_module._REPOSITORY and named not in (name, specname):
+            if inside(where or "?") != self.shield.REPOSITORY and named not in (name, specname):
                 return f"is {where or '?'}'s {named or '?'}, put in {rel(plugin_file)} under the hook's name"
         return ""
 
@@ -482,9 +482,8 @@ def _watch_registrations(shield: Any, manager: Any, code: frozenset[str]) -> Non
     cls._add_hookimpl = _add_hookimpl
 
 
-_registrants: dict[
-    int, tuple[Any, str]
-] = {}  # id(hook implementation) -> (it, the plan's file:line that registered it)
+# id(hook implementation) -> (it, the plan's file:line that registered it)
+_registrants: dict[int, tuple[Any, str]] = {}
 
 
 def _start_guard(shield: Any, config: Any = None) -> None:

@@ -125,6 +125,8 @@ class ShieldRefusal(RuntimeError):
 class Shield:
     """The audit hook and what it records; one per process."""
 
+    REPOSITORY = _REPOSITORY  # kind() of a file of the checked tree
+
     def __init__(
         self,
         root: str,
