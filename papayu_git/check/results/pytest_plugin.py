@@ -272,7 +272,8 @@ class Guard:
         self.hooks = hooks
         for item in session.items:
             self.items[id(item)] = (item, vars(item).get("_obj"))
-        self.shield.emit({"kind": "support", "files": self.support(session)}, stream=False)
+        if not self.shield.changed:  # the tip's run: its list judges the plans (judge_support.py)
+            self.shield.emit({"kind": "support", "files": self.support(session)}, stream=False)
 
     def support(self, session: Any) -> list[str]:
         """The files of the checked tree this run loaded as test support (docs/DESIGN.md, "What
