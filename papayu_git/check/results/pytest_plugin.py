@@ -47,6 +47,9 @@ sys.path.insert(0, HERE)  # papayu's modules beside this one, never the checked 
 try:
     import papayu_in_process as _in_process
     import papayu_reporting_path as _reporting
+except ImportError:  # imported from papayu's package itself (its docs, its tests): not in a check
+    from papayu_git.check.results import in_process as _in_process
+    from papayu_git.check.results import reporting_path as _reporting
 finally:
     sys.path.remove(HERE)
 
