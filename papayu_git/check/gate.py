@@ -76,6 +76,7 @@ class GateRequest:
     # Best of N (bestof/): after each tree's first part alone, told what it found, answers GO (the
     # flaky re-run and the rest) or DONE (it ends as it is: a red candidate that can no longer win).
     pause: Callable[[dict[str, Any]], str] | None = field(default=None, compare=False)
+    called: str = ""  # how the user names this plan when not by its id (a best-of candidate's `<run>:<i>`)
 
 
 def run_gate(request: GateRequest) -> Gate:
@@ -123,7 +124,7 @@ def run_gate(request: GateRequest) -> Gate:
     verdict = _settled(context, request, sides, verdict, again, judged, shared)
     for side in sides:
         if side.whole and not side.partial and side.result is not None:
-            origin = f"plan {request.plan_id}'s check"
+            origin = _origin(request)
             remember(
                 request.repo,
                 request.pdir,
@@ -182,7 +183,7 @@ def _tip(request: GateRequest, runs: Runs) -> BaseRun:
         request.sandbox,
         request.root,
         timeout_sec=request.timeout_sec,
-        origin=f"plan {request.plan_id}'s check",
+        origin=_origin(request),
     )
     tests = len(base.results.outcomes)
     if base.cached:
@@ -191,6 +192,11 @@ def _tip(request: GateRequest, runs: Runs) -> BaseRun:
     else:
         runs.add("tip", "no run of this tip was kept: ran now", tests=tests, seconds=base.duration_sec, log=base.log)
     return base
+
+
+def _origin(request: GateRequest) -> str:
+    """What a later check calls a run of this one it reuses: by the name the user knows the plan by."""
+    return f"candidate {request.called}'s check" if request.called else f"plan {request.plan_id}'s check"
 
 
 def _unordered(request: GateRequest, base: BaseRun) -> str:

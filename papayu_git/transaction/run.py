@@ -329,6 +329,7 @@ class Run:
             self.approved_test_edits(commit),
             approve_judges=self.options.allow_test_edits,
             pause=self.paused(),
+            called=self.options.branch.replace("/", ":", 1) if self.options.branch else "",
         )
         with self.watch.stage("check"):
             self.say_check()  # inside the stage: a Ctrl-C the moment it is said is one during the check
