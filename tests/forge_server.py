@@ -7,6 +7,8 @@ import base64
 import json
 import os
 import re
+import socket
+import struct
 import subprocess
 import threading
 import traceback
@@ -60,6 +62,7 @@ class ForgeServer:
         self.git_root = git_root
         self.git_password = git_password  # basic auth the git endpoints require, if any
         self.errors: list[str] = []  # tracebacks of requests the server could not answer (answered 500)
+        self.reset_git = 0  # the next N git requests: the connection is reset instead of answered
         self._routes: dict[tuple[str, str], list[Any]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
         self._port = 0
@@ -93,6 +96,12 @@ class ForgeServer:
                 split = urlsplit(self.path)
                 raw = self._body()
                 if server.git_root is not None and _GIT_PATH.search(split.path):
+                    if server.reset_git > 0:  # a connection broken mid-way: git says "Connection reset"
+                        server.reset_git -= 1
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        self.connection.close()
+                        self.close_connection = True
+                        return
                     server._git(self, split.path, split.query, raw)
                     return
                 try:

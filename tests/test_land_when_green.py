@@ -82,6 +82,18 @@ def test_required_checks_decide_and_the_pull_request_merges_on_the_forge(forge: 
     assert local(kept, "origin/main") == forge_main  # `git status` does not call main ahead
 
 
+def test_a_connection_reset_while_taking_the_forges_result_is_asked_again(forge: ScriptedForge, tmp_path: Path) -> None:
+    """git's 'Connection reset by peer' on the fetch after the merge: a broken connection, not a
+    forge that is down; asked again, the plan lands and the local branch is the forge's."""
+    kept = opened(forge, tmp_path, "ci/test")
+    make_green(forge, kept.sha, "ci/test")
+    forge.server.reset_git = 2  # two tries of three fail
+    proc = land(kept, forge, "--timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    assert forge.server.reset_git == 0 and forge.pulls[1].state == "merged"
+    assert local(kept) == forge.bare.tip("main")
+
+
 def test_an_unrelated_red_check_blocks_nothing_a_required_red_one_lands_nothing(tmp_path: Path) -> None:
     for kind, required, red in (("github", "ci/test", "ci/test"), ("gitea", "ci/*", "ci/unit")):
         with FORGES[kind](tmp_path / kind) as forge:

@@ -1,7 +1,7 @@
 """The branches of a git remote, read and fetched (docs/DESIGN.md, "Hooks and PRs").
 
-`git ls-remote` and `git fetch` run without a terminal prompt; a failure is named by what
-git said: the remote refused the credentials (ERR_REMOTE_AUTH), has no such repository
+`git ls-remote` and `git fetch` run without a terminal prompt, asked again when the connection
+broke mid-way (a reset, an empty reply, a 502); a failure is named by what git said: the remote refused the credentials (ERR_REMOTE_AUTH), has no such repository
 (ERR_FORGE_NOT_FOUND), or did not answer (ERR_REMOTE_UNREACHABLE). An empty answer is never
 read as "the branch is not there" when git failed.
 """
@@ -9,6 +9,8 @@ read as "the branch is not there" when git failed.
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 from pathlib import Path
 
 from papayu_git.errors import PapayuError
@@ -27,8 +29,28 @@ _MISSING = re.compile(
 )
 
 
+# A connection that broke mid-way, not a remote that is down or refuses: worth asking again.
+_TRANSIENT = re.compile(
+    r"connection reset|empty reply from server|recv failure|send failure|rpc failed|early eof|"
+    r"unexpected disconnect|operation timed out|returned error: 50[234]|remote end hung up unexpectedly",
+    re.I,
+)
+TRIES = 3  # a transient failure is tried again twice, after 0.5 s and 1.5 s
+
+
 def _env() -> dict[str, str]:
     return scrubbed_env({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C"})
+
+
+def _remote_git(args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
+    """``git ARGS`` against a remote, asked again when the connection broke mid-way (a reset, an
+    empty reply, a 502): what fails the same way three times is said as it failed."""
+    for attempt in range(TRIES):
+        proc = run_git(args, cwd=root, check=False, env=_env())
+        if proc.returncode == 0 or not _TRANSIENT.search(proc.stderr) or attempt == TRIES - 1:
+            return proc
+        time.sleep(0.5 * 3**attempt)
+    return proc
 
 
 def remote_url(root: Path, remote: str) -> str:
@@ -67,7 +89,7 @@ def _failure(root: Path, remote: str, what: str, stderr: str) -> PapayuError:
 def remote_heads(root: Path, remote: str, branches: list[str]) -> dict[str, str]:
     """{branch: sha} of those of ``branches`` the remote has."""
     refs = [f"refs/heads/{b}" for b in branches]
-    proc = run_git(["ls-remote", remote, *refs], cwd=root, check=False, env=_env())
+    proc = _remote_git(["ls-remote", remote, *refs], root)
     if proc.returncode != 0:
         raise _failure(root, remote, "git ls-remote", proc.stderr)
     heads: dict[str, str] = {}
@@ -81,7 +103,7 @@ def remote_heads(root: Path, remote: str, branches: list[str]) -> dict[str, str]
 def fetch_branch(root: Path, remote: str, branch: str, scratch_ref: str) -> str:
     """Fetch ``branch`` of ``remote`` into ``scratch_ref`` (papayu's own, not a branch) and
     return its commit; the caller deletes the scratch ref when it is done."""
-    proc = run_git(  # --refmap= : no remote-tracking ref moves as a side effect
+    proc = _remote_git(  # --refmap= : no remote-tracking ref moves as a side effect
         [
             "fetch",
             "--no-tags",
@@ -91,9 +113,7 @@ def fetch_branch(root: Path, remote: str, branch: str, scratch_ref: str) -> str:
             remote,
             f"+refs/heads/{branch}:{scratch_ref}",
         ],
-        cwd=root,
-        check=False,
-        env=_env(),
+        root,
     )
     if proc.returncode != 0:
         raise _failure(root, remote, "git fetch", proc.stderr)
