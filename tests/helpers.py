@@ -426,3 +426,30 @@ def apply_why(data: dict[str, Any]) -> str:
 
 def head_of(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
+
+
+def apply_actions(
+    repo: Path, name: str, actions: list[dict[str, str]], *args: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A protocol-1 plan of ``actions`` written beside ``repo`` and applied (`apply PLAN -y --json`)."""
+    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
+    return apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1", **(env or {})})
+
+
+def assert_stopped(repo: Path, data: dict[str, Any], head: str, state: str, code: str, *named: str) -> None:
+    """Not landed: ``state`` (review, rolled_back) with ``code``, the user's branch and tree as
+    they were, and the reason naming each of ``named``."""
+    assert (data["state"], data["error"]["code"], data["_rc"]) == (state, code, 1), apply_why(data)
+    assert head_of(repo) == head and git(repo, "status", "--porcelain") == ""
+    for name in named:
+        assert name in data["error"]["reason"], (name, data["error"]["reason"])
+
+
+def assert_landed(repo: Path, data: dict[str, Any]) -> None:
+    assert (data["state"], data["_rc"]) == ("landed", 0), apply_why(data)
+    assert head_of(repo) == data["commit"]
+
+
+def assert_untrusted(repo: Path, data: dict[str, Any], head: str, *named: str) -> None:
+    """Not landed: the run not trusted, papayu's shield named with what it refused and where."""
+    assert_stopped(repo, data, head, "rolled_back", "ERR_CHECK_RESULTS_UNTRUSTED", "papayu's shield", *named)

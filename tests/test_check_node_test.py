@@ -11,29 +11,18 @@ type under `test/`, describe() blocks with it()s, the same titles in several fil
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toolchains
 from helpers import apply_json, git, make_repo, papayu, write_plan
 
 from papayu_git.check import sandbox
 
-
-def _node_absent() -> str | None:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        return "toolchain absent here: node or npm not found"
-    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
-    match = re.match(r"v(\d+)", version)
-    return None if match and int(match[1]) >= 20 else f"node {version.strip()} has no reporter API (20 or later)"
-
-
 pytestmark = [
     pytest.mark.skipif(sandbox.unavailable_reason() is not None, reason=f"bwrap: {sandbox.unavailable_reason()}"),
-    pytest.mark.skipif(_node_absent() is not None, reason=str(_node_absent())),
+    pytest.mark.skipif(toolchains.node_reporter_missing() is not None, reason=str(toolchains.node_reporter_missing())),
 ]
 
 LIB = """\

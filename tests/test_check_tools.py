@@ -52,6 +52,25 @@ def _judged_per_test(repo: Path, env: dict[str, str]) -> None:
     assert comment["check"]["tests"]["counts"]["passed"] == 2
 
 
+TWICE = "def twice(n):\n    return n * 2\n"
+
+
+def _twice_judged(repo: Path, env: dict[str, str]) -> dict[str, Any]:
+    """A plan breaking calc.py's twice rolls back naming its unittest test; a comment lands (its
+    result returned)."""
+
+    def apply(name: str, content: str) -> dict[str, Any]:
+        plan = write_plan(repo.parent, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": content}], name=name)
+        return apply_json(repo, plan, "-y", env={**env, "PAPAYU_PROTOCOL_VERSION": "1"})
+
+    broken = apply("break.json", TWICE.replace("n * 2", "n * 3"))
+    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
+    assert broken["check"]["verdict"]["broken"] == ["tests/test_calc.py::T::test_twice"], broken
+    comment = apply("comment.json", "# Arithmetic.\n" + TWICE)
+    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    return comment
+
+
 def test_pnpm_installed_with_npm_under_local_runs_in_the_check(tmp_path: Path) -> None:
     try:
         bin_dir = toolchains.npm_global(Path(os.environ["HOME"]) / ".local", f"pnpm@{toolchains.PNPM_VERSION}")
@@ -67,25 +86,14 @@ def test_pnpm_installed_with_npm_under_local_runs_in_the_check(tmp_path: Path) -
 def test_a_runner_in_an_ignored_tools_directory_on_path_runs_in_the_check(tmp_path: Path) -> None:
     tests = "import unittest\n\nfrom calc import twice\n\n\nclass T(unittest.TestCase):\n"
     tests += "    def test_twice(self):\n        self.assertEqual(twice(3), 6)\n"
-    calc = "def twice(n):\n    return n * 2\n"
-    files = {"calc.py": calc, "tests/__init__.py": "", "tests/test_calc.py": tests, ".gitignore": ".tools/\n"}
+    files = {"calc.py": TWICE, "tests/__init__.py": "", "tests/test_calc.py": tests, ".gitignore": ".tools/\n"}
     repo = make_repo(tmp_path / "repo", files)
     tools = repo / ".tools" / "bin"
     tools.mkdir(parents=True)  # ignored: the plan's checkout has no .tools at all
     (tools / "run-tests").write_text(f"#!/bin/sh\nexec {sys.executable} -m unittest discover -s tests -t .\n")
     (tools / "run-tests").chmod(0o755)
     git(repo, "config", "papayu.check.command", "run-tests")
-    env = {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "PAPAYU_PROTOCOL_VERSION": "1"}
-
-    def apply(name: str, content: str) -> dict[str, Any]:
-        plan = write_plan(repo.parent, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": content}], name=name)
-        return apply_json(repo, plan, "-y", env=env)
-
-    broken = apply("break.json", calc.replace("n * 2", "n * 3"))
-    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
-    assert broken["check"]["verdict"]["broken"] == ["tests/test_calc.py::T::test_twice"], broken
-    comment = apply("comment.json", "# Arithmetic.\n" + calc)
-    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    _twice_judged(repo, {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
 
 
 SHOUT_GO = 'package main\n\nimport (\n\t"fmt"\n\t"os"\n\t"strings"\n)\n\nfunc main() { fmt.Println(strings.ToUpper(os.Args[1])) }\n'
@@ -136,21 +144,10 @@ def test_a_tool_built_by_a_toolchains_installer_runs_in_the_check(tmp_path: Path
     source = tmp_path / "shout"
     source.mkdir()
     bin_dir = _installed(kind, source)
-    calc = "def twice(n):\n    return n * 2\n"
-    files = {"calc.py": calc, "tests/__init__.py": "", "tests/test_calc.py": TOOL_TESTS}
+    files = {"calc.py": TWICE, "tests/__init__.py": "", "tests/test_calc.py": TOOL_TESTS}
     repo = make_repo(tmp_path / "repo", files)
     git(repo, "config", "papayu.check.command", f"{sys.executable} -m unittest discover -s tests -t .")
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PAPAYU_PROTOCOL_VERSION": "1"}
-
-    def apply(name: str, content: str) -> dict[str, Any]:
-        plan = write_plan(repo.parent, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": content}], name=name)
-        return apply_json(repo, plan, "-y", env=env)
-
-    broken = apply("break.json", calc.replace("n * 2", "n * 3"))
-    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
-    assert broken["check"]["verdict"]["broken"] == ["tests/test_calc.py::T::test_twice"], broken
-    comment = apply("comment.json", "# Arithmetic.\n" + calc)
-    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    comment = _twice_judged(repo, {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     assert comment["check"]["tests"]["counts"]["passed"] == 2  # the tool ran in the check
 
 
@@ -209,17 +206,6 @@ def test_a_package_installed_for_the_user_is_seen_by_the_checks_interpreter(tmp_
         "import unittest\n\nfrom usertwice import expected\n\nfrom calc import twice\n\n\nclass T(unittest.TestCase):\n"
     )
     tests += "    def test_twice(self):\n        self.assertEqual(twice(3), expected(3))\n"
-    calc = "def twice(n):\n    return n * 2\n"
-    repo = make_repo(tmp_path / "repo", {"calc.py": calc, "tests/__init__.py": "", "tests/test_calc.py": tests})
+    repo = make_repo(tmp_path / "repo", {"calc.py": TWICE, "tests/__init__.py": "", "tests/test_calc.py": tests})
     git(repo, "config", "papayu.check.command", f"{python} -m unittest discover -s tests -t .")
-    env = {"PAPAYU_PROTOCOL_VERSION": "1"}
-
-    def apply(name: str, content: str) -> dict[str, Any]:
-        plan = write_plan(repo.parent, [{"kind": "UPDATE_FILE", "path": "calc.py", "content": content}], name=name)
-        return apply_json(repo, plan, "-y", env=env)
-
-    broken = apply("break.json", calc.replace("n * 2", "n * 3"))
-    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), broken
-    assert broken["check"]["verdict"]["broken"] == ["tests/test_calc.py::T::test_twice"], broken
-    comment = apply("comment.json", "# Arithmetic.\n" + calc)
-    assert (comment["state"], comment["_rc"]) == ("landed", 0), comment
+    _twice_judged(repo, {})

@@ -15,28 +15,20 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import toolchains
 from green_calc import BROKEN, CALC, PYPROJECT, PYTEST, TESTS
 from helpers import (
-    apply_json,
+    apply_actions,
+    apply_why,
+    assert_landed,
+    assert_stopped,
+    create_action,
     git,
+    head_of,
     make_repo,
-    write_plan,
-)
-from helpers import (
-    apply_why as _why,
-)
-from helpers import (
-    create_action as _create,
-)
-from helpers import (
-    head_of as _head,
-)
-from helpers import (
-    update_action as _write,
+    update_action,
 )
 
 from papayu_git.check import sandbox
@@ -52,27 +44,6 @@ def _repo(tmp_path: Path, check: str, **files: str) -> Path:
     return repo
 
 
-def _apply(
-    repo: Path, name: str, actions: list[dict[str, str]], *args: str, env: dict[str, str] | None = None
-) -> dict[str, Any]:
-    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
-    return apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1", **(env or {})})
-
-
-def _held(repo: Path, data: dict[str, Any], head: str, code: str, *named: str) -> None:
-    """Not landed: kept for a human at review, the user's branch and tree as they were, and the
-    reason naming what a reviewer must look at."""
-    assert (data["state"], data["error"]["code"], data["_rc"]) == ("review", code, 1), _why(data)
-    assert _head(repo) == head and git(repo, "status", "--porcelain") == ""
-    for name in named:
-        assert name in data["error"]["reason"], (name, data["error"])
-
-
-def _landed(repo: Path, data: dict[str, Any]) -> None:
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
-    assert _head(repo) == data["commit"]
-
-
 # --- 3. the files the check command runs ----------------------------------------------------------
 
 MAKEFILE = f"test:\n\t{PYTEST} tests\n"
@@ -82,26 +53,30 @@ REPAIRING_MAKEFILE = f"test:\n\tsed -i 's/a - b/a + b/' calc.py\n\t{PYTEST} test
 
 def test_a_makefile_recipe_repairing_the_code_does_not_land(tmp_path: Path) -> None:
     repo = _repo(tmp_path, "make test", Makefile=MAKEFILE)
-    head = _head(repo)
-    data = _apply(repo, "repair", [_write("calc.py", BROKEN), _write("Makefile", REPAIRING_MAKEFILE)])
-    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "tests/test_add.py::test_add", "Makefile")
+    head = head_of(repo)
+    data = apply_actions(
+        repo, "repair", [update_action("calc.py", BROKEN), update_action("Makefile", REPAIRING_MAKEFILE)]
+    )
+    assert_stopped(repo, data, head, "review", "ERR_JUDGE_EDITS_HELD", "tests/test_add.py::test_add", "Makefile")
     verdict = data["check"]["verdict"]
     assert verdict["restored"] == ["Makefile"] and verdict["explained"] == ["tests/test_add.py::test_add"]
     assert "sed -i" not in Path(data["check"]["log"]).read_text()  # the regression run ran the tip's recipe
     assert "sed -i" in Path(data["check"]["own_log"]).read_text()
     assert (repo / "calc.py").read_text() == CALC
 
-    honest = _apply(repo, "honest", [_write("calc.py", CALC + "\n# checked\n"), _write("Makefile", MAKEFILE + "\n")])
-    _landed(repo, honest)
+    honest = apply_actions(
+        repo, "honest", [update_action("calc.py", CALC + "\n# checked\n"), update_action("Makefile", MAKEFILE + "\n")]
+    )
+    assert_landed(repo, honest)
 
 
 def test_a_check_script_rewritten_by_the_plan_does_not_decide(tmp_path: Path) -> None:
     script = f"#!/bin/sh\n{PYTEST} tests\n"
     repo = _repo(tmp_path, "sh ci/test.sh", **{"ci/test.sh": script})
-    head = _head(repo)
+    head = head_of(repo)
     cheat = "#!/bin/sh\necho all good\nexit 0\n"
-    data = _apply(repo, "script", [_write("calc.py", BROKEN), _write("ci/test.sh", cheat)])
-    assert data["state"] != "landed" and _head(repo) == head, _why(data)
+    data = apply_actions(repo, "script", [update_action("calc.py", BROKEN), update_action("ci/test.sh", cheat)])
+    assert data["state"] != "landed" and head_of(repo) == head, apply_why(data)
     assert "all good" not in Path(data["check"]["log"]).read_text()
 
 
@@ -116,17 +91,17 @@ EVIL_PLUGIN = (
 @pytest.mark.parametrize("config", ["pytest.toml", ".pytest.toml"])
 def test_a_pytest_toml_loading_the_plans_plugin_does_not_land(tmp_path: Path, config: str) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests")
-    head = _head(repo)
+    head = head_of(repo)
     actions = [
-        _write("calc.py", BROKEN),
-        _create(config, "[pytest]\npythonpath = ['.']\naddopts = ['-p', 'tests.plug']\n"),
-        _create("tests/__init__.py", ""),
-        _create("tests/plug.py", EVIL_PLUGIN),
+        update_action("calc.py", BROKEN),
+        create_action(config, "[pytest]\npythonpath = ['.']\naddopts = ['-p', 'tests.plug']\n"),
+        create_action("tests/__init__.py", ""),
+        create_action("tests/plug.py", EVIL_PLUGIN),
     ]
-    data = _apply(repo, "toml", actions)
-    assert data["state"] == "review" and data["error"]["code"] == "ERR_TEST_EDITS_HELD", _why(data)
-    assert config in data["test_edits"] and _head(repo) == head
-    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], _why(data)
+    data = apply_actions(repo, "toml", actions)
+    assert data["state"] == "review" and data["error"]["code"] == "ERR_TEST_EDITS_HELD", apply_why(data)
+    assert config in data["test_edits"] and head_of(repo) == head
+    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], apply_why(data)
 
 
 # --- 5. plugin metadata and the runner's dependencies from the plan's tree --------------------------
@@ -135,30 +110,32 @@ def test_a_pytest_toml_loading_the_plans_plugin_does_not_land(tmp_path: Path, co
 def test_a_dist_info_entry_point_plugin_does_not_land(tmp_path: Path) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests")
     git(repo, "config", "papayu.check.pythonSafePath", "false")  # the working directory on sys.path
-    head = _head(repo)
+    head = head_of(repo)
     actions = [
-        _write("calc.py", BROKEN),
-        _create("evilplug.py", EVIL_PLUGIN),
-        _create("evilplug-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: evilplug\nVersion: 1.0\n"),
-        _create("evilplug-1.0.dist-info/entry_points.txt", "[pytest11]\nevilplug = evilplug\n"),
+        update_action("calc.py", BROKEN),
+        create_action("evilplug.py", EVIL_PLUGIN),
+        create_action("evilplug-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: evilplug\nVersion: 1.0\n"),
+        create_action("evilplug-1.0.dist-info/entry_points.txt", "[pytest11]\nevilplug = evilplug\n"),
     ]
-    data = _apply(repo, "entry-point", actions)
-    assert data["state"] == "review" and _head(repo) == head, _why(data)
-    assert data["error"]["code"] in ("ERR_JUDGE_EDITS_HELD", "ERR_RUNNER_REACH_HELD"), _why(data)
-    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], _why(data)
+    data = apply_actions(repo, "entry-point", actions)
+    assert data["state"] == "review" and head_of(repo) == head, apply_why(data)
+    assert data["error"]["code"] in ("ERR_JUDGE_EDITS_HELD", "ERR_RUNNER_REACH_HELD"), apply_why(data)
+    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], apply_why(data)
 
 
 @pytest.mark.parametrize("shadow", ["pluggy.py", "iniconfig.py"])
 def test_a_shadow_of_the_runners_dependency_does_not_land(tmp_path: Path, shadow: str) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests")
     git(repo, "config", "papayu.check.pythonSafePath", "false")  # a flat layout: the cwd comes first
-    head = _head(repo)
+    head = head_of(repo)
     real = Path(__import__(shadow.removesuffix(".py")).__file__ or "")
     # The real module, plus a hook that turns every failure into a pass once pytest has loaded.
     source = real.read_text() if real.suffix == ".py" else ""
-    data = _apply(repo, "shadow", [_write("calc.py", BROKEN), _create(shadow, source + "\n" + EVIL_PLUGIN)])
-    assert data["state"] != "landed" and _head(repo) == head, _why(data)
-    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], _why(data)
+    data = apply_actions(
+        repo, "shadow", [update_action("calc.py", BROKEN), create_action(shadow, source + "\n" + EVIL_PLUGIN)]
+    )
+    assert data["state"] != "landed" and head_of(repo) == head, apply_why(data)
+    assert data["check"]["verdict"]["broken"] == ["tests/test_add.py::test_add"], apply_why(data)
     assert shadow in data["check"]["verdict"]["restored"]
 
 
@@ -189,14 +166,18 @@ def test_a_go_golden_file_rewritten_with_the_code_is_held(tmp_path: Path) -> Non
     repo = make_repo(tmp_path / "repo", {**files, "testdata/add.golden": "5\n"})
     git(repo, "config", "papayu.check.command", "go test ./...")
     subprocess.run(["go", "test", "./..."], cwd=repo, env={**os.environ, **GO_ENV}, check=True, capture_output=True)
-    head = _head(repo)
+    head = head_of(repo)
     broken = GO_CODE.replace("a + b", "a - b")
-    data = _apply(repo, "golden", [_write("calc.go", broken), _write("testdata/add.golden", "-1\n")], env=GO_ENV)
-    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "testdata/add.golden")
-    assert data["check"]["verdict"]["explained"] == data["check"]["verdict"]["broken"] != [], _why(data)
+    data = apply_actions(
+        repo, "golden", [update_action("calc.go", broken), update_action("testdata/add.golden", "-1\n")], env=GO_ENV
+    )
+    assert_stopped(repo, data, head, "review", "ERR_JUDGE_EDITS_HELD", "testdata/add.golden")
+    assert data["check"]["verdict"]["explained"] == data["check"]["verdict"]["broken"] != [], apply_why(data)
 
-    honest = _apply(repo, "honest", [_write("calc.go", GO_CODE.replace("return a + b", "return b + a"))], env=GO_ENV)
-    _landed(repo, honest)
+    honest = apply_actions(
+        repo, "honest", [update_action("calc.go", GO_CODE.replace("return a + b", "return b + a"))], env=GO_ENV
+    )
+    assert_landed(repo, honest)
 
 
 HELPERS = "def expected_sum():\n    return 5\n"
@@ -215,11 +196,11 @@ def test_an_in_package_test_helper_rewritten_with_the_code_is_held(tmp_path: Pat
     }
     repo = make_repo(tmp_path / "repo", files)
     git(repo, "config", "papayu.check.command", f"{PYTEST} pkg")
-    head = _head(repo)
-    actions = [_write("pkg/calc.py", BROKEN), _write("pkg/tests/helpers.py", HELPERS.replace("5", "-1"))]
-    data = _apply(repo, "helper", actions)
-    assert data["state"] == "review" and _head(repo) == head, _why(data)
-    assert data["check"]["verdict"]["explained"] == ["pkg/tests/test_calc.py::test_add"], _why(data)
+    head = head_of(repo)
+    actions = [update_action("pkg/calc.py", BROKEN), update_action("pkg/tests/helpers.py", HELPERS.replace("5", "-1"))]
+    data = apply_actions(repo, "helper", actions)
+    assert data["state"] == "review" and head_of(repo) == head, apply_why(data)
+    assert data["check"]["verdict"]["explained"] == ["pkg/tests/test_calc.py::test_add"], apply_why(data)
     assert "pkg/tests/helpers.py" in data["error"]["reason"]
 
 
@@ -237,25 +218,19 @@ LOADED_BY = {
 }
 
 
-@pytest.mark.parametrize("loaded_by", list(LOADED_BY))
-def test_a_fixture_module_the_tips_run_loads_rewritten_with_the_code_is_held(tmp_path: Path, loaded_by: str) -> None:
-    files = {"calc_fixtures.py": FIXTURES, "tests/test_add.py": FIXTURE_TEST, **LOADED_BY[loaded_by]}
-    repo = _repo(tmp_path, f"{PYTEST} tests", **files)
-    head = _head(repo)
-    weakened = FIXTURES.replace("a + b", "a - b")
-    data = _apply(repo, "fixture", [_write("calc.py", BROKEN), _write("calc_fixtures.py", weakened)])
-    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "calc_fixtures.py", "tests/test_add.py::test_add")
-
-
 def test_a_fixture_module_the_package_also_uses_stays_code(tmp_path: Path) -> None:
     """The package imports it too: a fix to it is the plan's code, judged by the tests."""
     code = "from calc_fixtures import expected_add  # noqa: F401\n\n\n" + BROKEN
     files = {"calc.py": code, "calc_fixtures.py": FIXTURES, "tests/test_add.py": FIXTURE_TEST}
     repo = _repo(tmp_path, f"{PYTEST} tests", **files, **LOADED_BY["ini-p"])
     fixed = FIXTURES.replace("return lambda", "# the sum the package promises\n    return lambda")
-    data = _apply(repo, "fix", [_write("calc.py", code.replace("a - b", "a + b")), _write("calc_fixtures.py", fixed)])
-    _landed(repo, data)
-    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+    data = apply_actions(
+        repo,
+        "fix",
+        [update_action("calc.py", code.replace("a - b", "a + b")), update_action("calc_fixtures.py", fixed)],
+    )
+    assert_landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], apply_why(data)
 
 
 # An assertion helper split in a package named for tests: the tests import the package, whose
@@ -269,12 +244,33 @@ HELPER_PACKAGE = {
 }
 
 
-def test_a_helper_packages_private_module_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
-    repo = _repo(tmp_path, f"{PYTEST} tests", **HELPER_PACKAGE)
-    head = _head(repo)
-    weakened = CHECK_SUM.replace("assert f(a, b) == expected", "return f(a, b) == expected")
-    data = _apply(repo, "helper", [_write("calc.py", BROKEN), _write("calc_testing/_impl.py", weakened)])
-    _held(repo, data, head, "ERR_JUDGE_EDITS_HELD", "calc_testing/_impl.py", "tests/test_add.py::test_add")
+# Test support no import of the tests shows (the tip's run loaded it), or only through another
+# helper: (the tip's files, the support file the plan weakens with the code, its weakened text).
+WEAKENED_SUPPORT = {
+    **{
+        f"fixture-module-{how}": (
+            {"calc_fixtures.py": FIXTURES, "tests/test_add.py": FIXTURE_TEST, **files},
+            "calc_fixtures.py",
+            FIXTURES.replace("a + b", "a - b"),
+        )
+        for how, files in LOADED_BY.items()
+    },
+    "helper-packages-private-module": (
+        HELPER_PACKAGE,
+        "calc_testing/_impl.py",
+        CHECK_SUM.replace("assert f(a, b) == expected", "return f(a, b) == expected"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WEAKENED_SUPPORT))
+def test_test_support_rewritten_with_the_code_is_held(tmp_path: Path, case: str) -> None:
+    files, support, weakened = WEAKENED_SUPPORT[case]
+    repo = _repo(tmp_path, f"{PYTEST} tests", **files)
+    head = head_of(repo)
+    actions = [update_action("calc.py", BROKEN), update_action(support, weakened)]
+    data = apply_actions(repo, "support", actions)
+    assert_stopped(repo, data, head, "review", "ERR_JUDGE_EDITS_HELD", support, "tests/test_add.py::test_add")
 
 
 def test_a_helper_package_the_code_also_uses_stays_code(tmp_path: Path) -> None:
@@ -282,9 +278,11 @@ def test_a_helper_package_the_code_also_uses_stays_code(tmp_path: Path) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests", **HELPER_PACKAGE, **{"calc.py": code})
     documented = "# the package checks sums with it too\n" + CHECK_SUM
     fixed = code.replace("a - b", "a + b")
-    data = _apply(repo, "fix", [_write("calc.py", fixed), _write("calc_testing/_impl.py", documented)])
-    _landed(repo, data)
-    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+    data = apply_actions(
+        repo, "fix", [update_action("calc.py", fixed), update_action("calc_testing/_impl.py", documented)]
+    )
+    assert_landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], apply_why(data)
 
 
 SNAP_TEST = (
@@ -298,26 +296,34 @@ def test_a_snapshot_rewritten_with_the_code_is_held(tmp_path: Path) -> None:
     files = {"calc.py": CALC, "pyproject.toml": PYPROJECT, "tests/test_snap.py": SNAP_TEST}
     repo = make_repo(tmp_path / "repo", {**files, "tests/__snapshots__/add.txt": "5\n"})
     git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
-    head = _head(repo)
-    actions = [_write("calc.py", BROKEN), _write("tests/__snapshots__/add.txt", "-1\n")]
-    data = _apply(repo, "snapshot", actions)
-    _held(
-        repo, data, head, "ERR_TEST_EDITS_HELD", "tests/__snapshots__/add.txt", "tests/test_snap.py::test_add_snapshot"
+    head = head_of(repo)
+    actions = [update_action("calc.py", BROKEN), update_action("tests/__snapshots__/add.txt", "-1\n")]
+    data = apply_actions(repo, "snapshot", actions)
+    assert_stopped(
+        repo,
+        data,
+        head,
+        "review",
+        "ERR_TEST_EDITS_HELD",
+        "tests/__snapshots__/add.txt",
+        "tests/test_snap.py::test_add_snapshot",
     )
-    assert data["check"]["verdict"]["explained"] == ["tests/test_snap.py::test_add_snapshot"], _why(data)
+    assert data["check"]["verdict"]["explained"] == ["tests/test_snap.py::test_add_snapshot"], apply_why(data)
 
 
 def test_a_snapshot_does_not_excuse_what_it_does_not_explain(tmp_path: Path) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests", **{"tests/test_snap.py": SNAP_TEST, "tests/__snapshots__/add.txt": "5\n"})
-    head = _head(repo)
-    data = _apply(repo, "snapshot", [_write("calc.py", BROKEN), _write("tests/__snapshots__/add.txt", "-1\n")])
+    head = head_of(repo)
+    data = apply_actions(
+        repo, "snapshot", [update_action("calc.py", BROKEN), update_action("tests/__snapshots__/add.txt", "-1\n")]
+    )
     # The snapshot test passes with the plan's snapshot; test_add fails with the tip's tests and the
     # plan's own alike: a regression nothing explains, rolled back.
-    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), _why(data)
+    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), apply_why(data)
     verdict = data["check"]["verdict"]
-    assert verdict["explained"] == ["tests/test_snap.py::test_add_snapshot"], _why(data)
+    assert verdict["explained"] == ["tests/test_snap.py::test_add_snapshot"], apply_why(data)
     assert verdict["broken"] == ["tests/test_add.py::test_add", "tests/test_snap.py::test_add_snapshot"]
-    assert _head(repo) == head and (repo / "tests/__snapshots__/add.txt").read_text() == "5\n"
+    assert head_of(repo) == head and (repo / "tests/__snapshots__/add.txt").read_text() == "5\n"
 
 
 # --- 7. a new test module that patches the code at import --------------------------------------------
@@ -332,25 +338,25 @@ def test_a_new_test_module_patching_the_code_at_import_does_not_land(tmp_path: P
     """Harmless today (mul is right), it would judge every later plan: a plan breaking mul would
     pass with it. Held, its lines named."""
     repo = _repo(tmp_path, f"{PYTEST} tests")
-    head = _head(repo)
-    data = _apply(repo, "patching", [_create("tests/test_more.py", PATCHING_TEST)])
-    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "tests/test_more.py:3", "rewrites module calc")
+    head = head_of(repo)
+    data = apply_actions(repo, "patching", [create_action("tests/test_more.py", PATCHING_TEST)])
+    assert_stopped(repo, data, head, "review", "ERR_RUNNER_REACH_HELD", "tests/test_more.py:3", "rewrites module calc")
 
-    honest = _apply(repo, "clean", [_create("tests/test_more.py", CLEAN_TEST)])
-    _landed(repo, honest)
+    honest = apply_actions(repo, "clean", [create_action("tests/test_more.py", CLEAN_TEST)])
+    assert_landed(repo, honest)
     assert honest["check"]["verdict"]["new_passing"] == 1
 
 
 def test_code_that_reaches_for_the_runner_is_held_with_its_lines(tmp_path: Path) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests")
-    head = _head(repo)
+    head = head_of(repo)
     hooked = CALC + "\n\ndef pytest_runtest_logreport(report):\n    report.outcome = 'passed'\n"
-    data = _apply(repo, "hook", [_write("calc.py", hooked)])
-    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "calc.py:9", "pytest hook")
-    assert data["check"]["verdict"]["lands"], _why(data)  # the verdict alone would have landed it
+    data = apply_actions(repo, "hook", [update_action("calc.py", hooked)])
+    assert_stopped(repo, data, head, "review", "ERR_RUNNER_REACH_HELD", "calc.py:9", "pytest hook")
+    assert data["check"]["verdict"]["lands"], apply_why(data)  # the verdict alone would have landed it
     exiting = CALC + "\n\nimport os\n\n\ndef stop():\n    os._exit(0)\n"
-    data = _apply(repo, "exit", [_write("calc.py", exiting)])
-    _held(repo, data, head, "ERR_RUNNER_REACH_HELD", "os._exit")
+    data = apply_actions(repo, "exit", [update_action("calc.py", exiting)])
+    assert_stopped(repo, data, head, "review", "ERR_RUNNER_REACH_HELD", "os._exit")
 
 
 # --- a judge removed ---------------------------------------------------------------------------------
@@ -372,28 +378,28 @@ def test_a_deleted_test_file_outside_the_patterns_is_held_even_with_yes(tmp_path
     }
     repo = make_repo(tmp_path / "repo", files)
     git(repo, "config", "papayu.check.command", "node --test")
-    head = _head(repo)
+    head = head_of(repo)
     # Fixes add on a red tip and deletes another test file whose test passes.
-    data = _apply(
-        repo, "drop-tests", [_write("src/calc.js", JS_CALC), {"kind": "DELETE_FILE", "path": "src/mul.test.cjs"}]
+    data = apply_actions(
+        repo, "drop-tests", [update_action("src/calc.js", JS_CALC), {"kind": "DELETE_FILE", "path": "src/mul.test.cjs"}]
     )
-    _held(repo, data, head, "ERR_TESTS_REMOVED_HELD", "mul")
+    assert_stopped(repo, data, head, "review", "ERR_TESTS_REMOVED_HELD", "mul")
     verdict = data["check"]["verdict"]
-    assert verdict["fixed"] and verdict["removed"] and all("mul" in t for t in verdict["removed"]), _why(data)
+    assert verdict["fixed"] and verdict["removed"] and all("mul" in t for t in verdict["removed"]), apply_why(data)
     assert data["test_edits"] == []  # no pattern named it: the runs did
 
-    honest = _apply(repo, "fix", [_write("src/calc.js", JS_CALC)])
-    _landed(repo, honest)
+    honest = apply_actions(repo, "fix", [update_action("src/calc.js", JS_CALC)])
+    assert_landed(repo, honest)
 
 
 def test_a_renamed_test_file_that_drops_a_test_is_held(tmp_path: Path) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests")
-    head = _head(repo)
+    head = head_of(repo)
     renamed = "from calc import mul\n\n\ndef test_mul_is_defined():\n    assert callable(mul)\n"
-    actions = [{"kind": "DELETE_FILE", "path": "tests/test_mul.py"}, _create("tests/test_product.py", renamed)]
-    data = _apply(repo, "rename", actions)
-    _held(repo, data, head, "ERR_TEST_EDITS_HELD", "tests/test_mul.py")
-    assert data["check"]["verdict"]["removed"] == ["tests/test_mul.py::test_mul"], _why(data)
+    actions = [{"kind": "DELETE_FILE", "path": "tests/test_mul.py"}, create_action("tests/test_product.py", renamed)]
+    data = apply_actions(repo, "rename", actions)
+    assert_stopped(repo, data, head, "review", "ERR_TEST_EDITS_HELD", "tests/test_mul.py")
+    assert data["check"]["verdict"]["removed"] == ["tests/test_mul.py::test_mul"], apply_why(data)
 
 
 # A coding declaration makes the interpreter read other text than a reader of the bytes as UTF-8:
@@ -409,7 +415,9 @@ UTF7_CODE = {
 def test_a_statement_hidden_by_a_source_encoding_is_read_and_held(tmp_path: Path, spelling: str) -> None:
     repo = _repo(tmp_path, f"{PYTEST} tests")
     head = git(repo, "rev-parse", "main").strip()
-    data = _apply(repo, f"utf7-{spelling}", [_write("calc.py", UTF7_CODE[spelling] + "\n\n" + CALC.replace("+", "+-"))])
+    data = apply_actions(
+        repo, f"utf7-{spelling}", [update_action("calc.py", UTF7_CODE[spelling] + "\n\n" + CALC.replace("+", "+-"))]
+    )
     assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), data
     reason = data["error"]["reason"]
     assert "calc.py:1: (coding: utf-7)" in reason and "sys.modules['calc_alias']" in reason, reason
@@ -422,14 +430,18 @@ def test_a_new_test_hidden_by_a_source_encoding_is_read_and_held(tmp_path: Path)
         "# coding=utf-7\nimport calc\n\n# setup +AAo-calc.add = lambda a, b: 5\n\n\n"
         "def test_smoke():\n    assert calc.mul(1, 1) == 1\n"
     )
-    data = _apply(repo, "utf7-test", [_create("tests/test_aaa.py", test), _write("calc.py", BROKEN)])
+    data = apply_actions(
+        repo, "utf7-test", [create_action("tests/test_aaa.py", test), update_action("calc.py", BROKEN)]
+    )
     # The hidden rewrite makes the broken add pass in the plan's own run only: held either way, and
     # the new test's reach is read in the encoding it declares.
     assert (data["state"], data["error"]["code"]) == ("review", "ERR_JUDGE_EDITS_HELD"), data
     assert data["check"]["verdict"]["explained"] == ["tests/test_add.py::test_add"], data["check"]["verdict"]
     assert git(repo, "rev-parse", "main").strip() != data.get("commit")
     honest = "def test_smoke():\n    assert calc.mul(1, 1) == 1\n"
-    alone = _apply(repo, "utf7-test-alone", [_create("tests/test_aaa.py", test.replace(honest, "") + honest)])
+    alone = apply_actions(
+        repo, "utf7-test-alone", [create_action("tests/test_aaa.py", test.replace(honest, "") + honest)]
+    )
     assert (alone["state"], alone["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), alone
     reason = alone["error"]["reason"]
     assert "tests/test_aaa.py:1: (coding: utf-7)" in reason and "calc.add = lambda a, b: 5" in reason, reason
@@ -450,7 +462,7 @@ def test_a_data_file_the_code_reads_added_with_it_is_held_not_rolled_back(
     the difference is the file's: held for a human, never rolled back as a regression."""
     repo = _repo(tmp_path, f"{PYTEST} tests")
     code = f"import json\nimport os\n\n_K = {reader}['k']\n\n\n" + CALC.replace("a + b", "a + b + _K")
-    data = _apply(repo, "data-file", [_create(data_path, '{"k": 0}\n'), _write("calc.py", code)])
+    data = apply_actions(repo, "data-file", [create_action(data_path, '{"k": 0}\n'), update_action("calc.py", code)])
     assert (data["state"], data["error"]["code"]) == ("review", "ERR_JUDGE_EDITS_HELD"), data
     assert data_path in data["check"]["verdict"]["restored"]
     land = subprocess.run(

@@ -15,28 +15,22 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 import toolchains
 from green_calc import BROKEN, CALC, PYPROJECT, PYTEST, TESTS
 from helpers import (
+    apply_actions,
     apply_json,
+    apply_why,
+    assert_landed,
+    assert_untrusted,
+    create_action,
     git,
+    head_of,
     make_repo,
+    update_action,
     write_plan,
-)
-from helpers import (
-    apply_why as _why,
-)
-from helpers import (
-    create_action as _create,
-)
-from helpers import (
-    head_of as _head,
-)
-from helpers import (
-    update_action as _write,
 )
 
 from papayu_git.check import sandbox
@@ -50,31 +44,6 @@ def _repo(tmp_path: Path, **files: str) -> Path:
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "pyproject.toml": PYPROJECT, **TESTS, **files})
     git(repo, "config", "papayu.check.command", f"{PYTEST} tests")
     return repo
-
-
-def _apply(repo: Path, name: str, actions: list[dict[str, str]], *args: str) -> dict[str, Any]:
-    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
-    return apply_json(repo, plan, "-y", *args, env={"PAPAYU_PROTOCOL_VERSION": "1"})
-
-
-def _untrusted(repo: Path, data: dict[str, Any], head: str, *named: str) -> None:
-    """Not landed, the run not trusted, the reason naming what the shield refused and where."""
-    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_RESULTS_UNTRUSTED"), _why(data)
-    assert _head(repo) == head and git(repo, "status", "--porcelain") == ""
-    for name in named:
-        assert name in data["error"]["reason"], (name, data["error"]["reason"])
-
-
-def _held(repo: Path, data: dict[str, Any], head: str, code: str, *named: str) -> None:
-    assert (data["state"], data["error"]["code"]) == ("review", code), _why(data)
-    assert _head(repo) == head and git(repo, "status", "--porcelain") == ""
-    for name in named:
-        assert name in data["error"]["reason"], (name, data["error"]["reason"])
-
-
-def _landed(repo: Path, data: dict[str, Any]) -> None:
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
-    assert _head(repo) == data["commit"]
 
 
 # --- the runner rewritten from inside the process ------------------------------------------------
@@ -132,9 +101,9 @@ THROUGH_FRAMES = BROKEN.replace(
 )
 def test_code_rewriting_the_runner_from_inside_is_refused_and_named(tmp_path: Path, source: str, named: str) -> None:
     repo = _repo(tmp_path)
-    head = _head(repo)
-    data = _apply(repo, "inside", [_write("calc.py", source)])
-    _untrusted(repo, data, head, "papayu's shield", named)
+    head = head_of(repo)
+    data = apply_actions(repo, "inside", [update_action("calc.py", source)])
+    assert_untrusted(repo, data, head, named)
     assert (repo / "calc.py").read_text() == CALC
 
 
@@ -151,10 +120,10 @@ MONKEYPATCH_TEST = (
 def test_honest_tests_near_the_refused_routes_land(tmp_path: Path, path: str, test: str) -> None:
     """gc.collect() walks nothing; monkeypatch.setattr is undone after its test."""
     repo = _repo(tmp_path)
-    data = _apply(repo, "honest", [_create(path, test), _write("calc.py", CALC + "\n# tidied\n")])
-    _landed(repo, data)
+    data = apply_actions(repo, "honest", [create_action(path, test), update_action("calc.py", CALC + "\n# tidied\n")])
+    assert_landed(repo, data)
     assert data["check"]["verdict"]["new_passing"] == 1
-    assert not data["check"]["tests"]["errors"], _why(data)
+    assert not data["check"]["tests"]["errors"], apply_why(data)
 
 
 TIP_TRACING = {
@@ -170,9 +139,9 @@ def test_the_tips_own_test_setting_a_trace_lets_a_fix_land(tmp_path: Path, tool:
     """doctest puts back the trace function it found, cProfile sets a profile function: from the
     tip's own test, that is the judge's doing, said in the notes; every plan landed red before."""
     repo = _repo(tmp_path, **{"tests/test_tool.py": TIP_TRACING[tool], "calc.py": BROKEN})
-    data = _apply(repo, "fix", [_write("calc.py", CALC)])
-    _landed(repo, data)
-    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+    data = apply_actions(repo, "fix", [update_action("calc.py", CALC)])
+    assert_landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], apply_why(data)
     notes = " ".join(data["check"]["tests"]["unreadable"])
     assert "tests/test_tool.py:" in notes and ("sys.settrace" in notes or "sys.setprofile" in notes), notes
 
@@ -182,9 +151,9 @@ def test_the_tips_own_test_walking_frames_is_allowed_and_said(tmp_path: Path) ->
     are what judges the plan. It is said in the run's notes."""
     walker = "import inspect\n\n\ndef test_frames():\n    assert inspect.currentframe().f_back is not None\n"
     repo = _repo(tmp_path, **{"tests/test_frames.py": walker})
-    data = _apply(repo, "fix", [_write("calc.py", CALC + "\n# tidied\n")])
-    _landed(repo, data)
-    assert any("tests/test_frames.py:5" in note for note in data["check"]["tests"]["unreadable"]), _why(data)
+    data = apply_actions(repo, "fix", [update_action("calc.py", CALC + "\n# tidied\n")])
+    assert_landed(repo, data)
+    assert any("tests/test_frames.py:5" in note for note in data["check"]["tests"]["unreadable"]), apply_why(data)
 
 
 # --- a runner hook the plan's code registers at run time ------------------------------------------
@@ -267,9 +236,9 @@ def test_a_runner_hook_the_plans_code_puts_in_place_is_refused(
 ) -> None:
     """Judged by who registered it and where it is exposed, not by its function's file."""
     repo = _repo(tmp_path, **files)
-    head = _head(repo)
-    data = _apply(repo, "hook", [_write("calc.py", source)])
-    _untrusted(repo, data, head, "papayu's shield", named)
+    head = head_of(repo)
+    data = apply_actions(repo, "hook", [update_action("calc.py", source)])
+    assert_untrusted(repo, data, head, named)
 
 
 def test_a_conftest_registering_its_own_plugin_class_lands(tmp_path: Path) -> None:
@@ -279,9 +248,9 @@ def test_a_conftest_registering_its_own_plugin_class_lands(tmp_path: Path) -> No
         "def pytest_configure(config):\n    config.pluginmanager.register(Counting(), 'counting')\n"
     )
     repo = _repo(tmp_path, **{"tests/conftest.py": conftest, "calc.py": BROKEN})
-    data = _apply(repo, "fix", [_write("calc.py", CALC)])
-    _landed(repo, data)
-    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(data)
+    data = apply_actions(repo, "fix", [update_action("calc.py", CALC)])
+    assert_landed(repo, data)
+    assert data["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], apply_why(data)
 
 
 # --- a landed test that would judge later plans ------------------------------------------------------
@@ -308,10 +277,10 @@ def test_a_new_test_swapping_the_codes_code_does_not_land(tmp_path: Path, test: 
     """Refused when it runs (its own run untrusted, the line named), and read before it runs
     (tests/test_reach_python.py: held with that line): it does not land to judge later plans."""
     repo = _repo(tmp_path)
-    head = _head(repo)
-    data = _apply(repo, "swap", [_create("tests/test_more.py", test)])
-    assert data["state"] in ("review", "rolled_back") and _head(repo) == head, _why(data)
-    assert data["error"]["code"] in ("ERR_RUNNER_REACH_HELD", "ERR_CHECK_RESULTS_UNTRUSTED"), _why(data)
+    head = head_of(repo)
+    data = apply_actions(repo, "swap", [create_action("tests/test_more.py", test)])
+    assert data["state"] in ("review", "rolled_back") and head_of(repo) == head, apply_why(data)
+    assert data["error"]["code"] in ("ERR_RUNNER_REACH_HELD", "ERR_CHECK_RESULTS_UNTRUSTED"), apply_why(data)
     assert named in data["error"]["reason"] and "__code__" in data["error"]["reason"], data["error"]
 
 
@@ -321,9 +290,9 @@ def test_a_landed_code_swap_cannot_judge_a_later_plan(tmp_path: Path) -> None:
     test fails on the tip and on the plan alike, mul's own test catches the bug, and the runs
     are not trusted with the swap named."""
     repo = _repo(tmp_path, **{"tests/test_more.py": SWAP_VARS})
-    head = _head(repo)
-    data = _apply(repo, "break-mul", [_write("calc.py", CALC.replace("a * b", "a + b"))])
-    _untrusted(repo, data, head, "papayu's shield", "tests/test_more.py:3", "calc.mul.__code__")
+    head = head_of(repo)
+    data = apply_actions(repo, "break-mul", [update_action("calc.py", CALC.replace("a * b", "a + b"))])
+    assert_untrusted(repo, data, head, "tests/test_more.py:3", "calc.mul.__code__")
 
 
 # --- the recorder fail first trusts --------------------------------------------------------------
@@ -358,13 +327,13 @@ def test_code_switching_the_recorder_off_does_not_let_a_later_bug_land(tmp_path:
     repo = _repo(tmp_path)
     (repo / "calc.py").write_text(switch)
     git(repo, "commit", "-qam", "the switch, landed")
-    head = _head(repo)
-    data = _apply(repo, "bug", [_write("calc.py", switch.replace("a * b", "a + b"))])
-    assert data["state"] != "landed" and _head(repo) == head, _why(data)
-    assert said in str(data["check"]) and "calc.py:" in str(data["check"]), _why(data)
+    head = head_of(repo)
+    data = apply_actions(repo, "bug", [update_action("calc.py", switch.replace("a * b", "a + b"))])
+    assert data["state"] != "landed" and head_of(repo) == head, apply_why(data)
+    assert said in str(data["check"]) and "calc.py:" in str(data["check"]), apply_why(data)
     if said != "papayu's shield":
-        assert data["error"]["code"] == "ERR_CHECK_REGRESSION", _why(data)
-        assert data["check"]["verdict"]["broken"] == ["tests/test_mul.py::test_mul"], _why(data)
+        assert data["error"]["code"] == "ERR_CHECK_REGRESSION", apply_why(data)
+        assert data["check"]["verdict"]["broken"] == ["tests/test_mul.py::test_mul"], apply_why(data)
 
 
 # --- the node hook, as far as Node allows ---------------------------------------------------------
@@ -395,11 +364,11 @@ def test_code_under_jest_reaching_node_internals_is_refused_and_named(tmp_path: 
     git(repo, "add", "pnpm-lock.yaml")
     git(repo, "commit", "-qm", "lockfile")
     git(repo, "config", "papayu.check.command", "npm test")
-    head = _head(repo)
-    plan = write_plan(repo.parent, [_write("lib/calc.js", source)], summary="node", name="node.json")
+    head = head_of(repo)
+    plan = write_plan(repo.parent, [update_action("lib/calc.js", source)], summary="node", name="node.json")
     path = f"{toolchains.pnpm_bin()}{os.pathsep}{os.environ.get('PATH', '')}"
     data = apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1", "PATH": path})
-    _untrusted(repo, data, head, "papayu's shield", "lib/calc.js:1", what)
+    assert_untrusted(repo, data, head, "lib/calc.js:1", what)
 
 
 # --- binaries the check would load ---------------------------------------------------------------------
@@ -413,11 +382,13 @@ def test_code_under_jest_reaching_node_internals_is_refused_and_named(tmp_path: 
 def test_a_binary_the_check_would_load_is_held(tmp_path: Path, path: str, content: str) -> None:
     """No one can read what a native library does: held whatever its name, by what it is."""
     repo = _repo(tmp_path)
-    head = _head(repo)
-    data = _apply(repo, "binary", [_create(path, content), _write("calc.py", CALC + "\n# tidied\n")])
-    assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), _why(data)
+    head = head_of(repo)
+    data = apply_actions(
+        repo, "binary", [create_action(path, content), update_action("calc.py", CALC + "\n# tidied\n")]
+    )
+    assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), apply_why(data)
     assert path in data["error"]["reason"] and "native" in data["error"]["reason"]
-    assert _head(repo) == head
+    assert head_of(repo) == head
 
 
 TRACEBACKS = (
@@ -435,15 +406,17 @@ def test_a_fix_in_a_file_whose_own_code_reaches_for_frames_lands(tmp_path: Path)
     plan changing that file elsewhere is judged, not refused, since the tip's own run reached
     from the same function; the same read from a function the plan adds is refused."""
     repo = _repo(tmp_path, **{"calc.py": TRACEBACKS.replace("a + b", "a - b"), "tests/test_where.py": TRACEBACK_TEST})
-    fixed = _apply(repo, "fix", [_write("calc.py", TRACEBACKS)])
-    _landed(repo, fixed)
-    assert fixed["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], _why(fixed)
-    head = _head(repo)
+    fixed = apply_actions(repo, "fix", [update_action("calc.py", TRACEBACKS)])
+    assert_landed(repo, fixed)
+    assert fixed["check"]["verdict"]["fixed"] == ["tests/test_add.py::test_add"], apply_why(fixed)
+    head = head_of(repo)
     elsewhere = TRACEBACKS + (
         "\n\ndef sneak():\n    try:\n        raise ValueError\n    except ValueError:\n"
         "        return sys.exc_info()[2].tb_frame.f_back\n"
     )
     test = "from calc import add, sneak\n\n\ndef test_add_again():\n    sneak()\n    assert add(2, 3) == 5\n"
-    data = _apply(repo, "sneak", [_write("calc.py", elsewhere), _create("tests/test_again.py", test)])
+    data = apply_actions(
+        repo, "sneak", [update_action("calc.py", elsewhere), create_action("tests/test_again.py", test)]
+    )
     line = elsewhere.splitlines().index("        return sys.exc_info()[2].tb_frame.f_back") + 1
-    _untrusted(repo, data, head, "papayu's shield", f"calc.py:{line}", "tb_frame")
+    assert_untrusted(repo, data, head, f"calc.py:{line}", "tb_frame")

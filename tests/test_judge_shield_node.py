@@ -18,32 +18,31 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import apply_json, git, make_repo, write_plan
-from helpers import apply_why as _why
-from helpers import head_of as _head
-from helpers import update_action as _write
+import toolchains
+from helpers import (
+    apply_actions,
+    apply_why,
+    assert_landed,
+    assert_untrusted,
+    git,
+    head_of,
+    make_repo,
+    update_action,
+)
 
 from papayu_git.check import sandbox
 
 HOOK = Path(__file__).resolve().parent.parent / "papayu_git" / "check" / "results" / "node_reports.cjs"
 
 
-def _node_absent() -> str | None:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        return "toolchain absent here: node or npm not found"
-    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
-    match = re.match(r"v(\d+)", version)
-    return None if match and int(match[1]) >= 20 else f"node {version.strip()} has no reporter API (20 or later)"
-
-
-pytestmark = pytest.mark.skipif(_node_absent() is not None, reason=str(_node_absent()))
+pytestmark = pytest.mark.skipif(
+    toolchains.node_reporter_missing() is not None, reason=str(toolchains.node_reporter_missing())
+)
 needs_sandbox = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"bwrap: {sandbox.unavailable_reason()}"
 )
@@ -121,21 +120,7 @@ def _project(tmp_path: Path, files: dict[str, str], script: str = "node --test")
 
 
 def _apply(repo: Path, name: str, path: str, content: str) -> dict[str, Any]:
-    plan = write_plan(repo.parent, [_write(path, content)], summary=name, name=f"{name}.json")
-    return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1"})
-
-
-def _untrusted(repo: Path, data: dict[str, Any], head: str, *named: str) -> None:
-    """Not landed, the run not trusted, the reason naming what the shield refused and where."""
-    assert (data["state"], data["error"]["code"]) == ("rolled_back", "ERR_CHECK_RESULTS_UNTRUSTED"), _why(data)
-    assert _head(repo) == head and git(repo, "status", "--porcelain") == ""
-    for name in ("papayu's shield", *named):
-        assert name in data["error"]["reason"], (name, data["error"]["reason"])
-
-
-def _landed(repo: Path, data: dict[str, Any]) -> None:
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
-    assert _head(repo) == data["commit"]
+    return apply_actions(repo, name, [update_action(path, content)])
 
 
 @needs_sandbox
@@ -151,8 +136,9 @@ def test_code_replacing_an_assertion_under_node_test_is_refused_and_named(
     tmp_path: Path, source: str, named: tuple[str, ...]
 ) -> None:
     repo = _project(tmp_path, {"calc.js": CALC, "test/add.test.js": ADD_TEST, "test/mul.test.js": MUL_TEST})
-    head = _head(repo)
-    _untrusted(repo, _apply(repo, "seal", "calc.js", source), head, *named)
+    head = head_of(repo)
+    data = _apply(repo, "seal", "calc.js", source)
+    assert_untrusted(repo, data, head, *named)
 
 
 ESM_CALC = "export function add(a, b) {\n  return a + b;\n}\n"
@@ -177,9 +163,9 @@ def test_an_es_module_replacing_an_assertion_is_refused_and_named(tmp_path: Path
     manifest = json.loads((repo / "package.json").read_text())
     (repo / "package.json").write_text(json.dumps({**manifest, "type": "module"}))
     git(repo, "commit", "-qam", "an ES module project")
-    head = _head(repo)
+    head = head_of(repo)
     data = _apply(repo, "esm", "calc.js", ESM_ASSIGN)
-    _untrusted(repo, data, head, "calc.js:3", "replaces node:assert's deepStrictEqual")
+    assert_untrusted(repo, data, head, "calc.js:3", "replaces node:assert's deepStrictEqual")
 
 
 # A library the project installed, preloaded by its test script, wrapping assert.strictEqual
@@ -216,14 +202,14 @@ def test_honest_projects_using_assert_mock_and_a_wrapping_library_land(tmp_path:
     (repo / "node_modules" / "wrapper").mkdir(parents=True)
     (repo / "node_modules" / "wrapper" / "index.js").write_text(WRAPPER)
     data = _apply(repo, "sub", "calc.js", CALC.replace("module.exports = { add, mul };", SUB))
-    _landed(repo, data)
+    assert_landed(repo, data)
     tests = data["check"]["tests"]
-    assert tests["counts"] == {"passed": 4, "failed": 0, "skipped": 0, "error": 0}, _why(data)
-    assert tests["source"] == "node --test reporter", _why(data)  # the wrapped test among the four
+    assert tests["counts"] == {"passed": 4, "failed": 0, "skipped": 0, "error": 0}, apply_why(data)
+    assert tests["source"] == "node --test reporter", apply_why(data)  # the wrapped test among the four
     # And a plan breaking the code is still judged by those assertions.
     broken = _apply(repo, "broken", "calc.js", CALC.replace("a * b", "a * b + 1"))
-    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), _why(broken)
-    assert "test/mul.test.js > mul" in broken["check"]["verdict"]["broken"], _why(broken)
+    assert (broken["state"], broken["error"]["code"]) == ("rolled_back", "ERR_CHECK_REGRESSION"), apply_why(broken)
+    assert "test/mul.test.js > mul" in broken["check"]["verdict"]["broken"], apply_why(broken)
 
 
 # --- the hook in plain node processes ------------------------------------------------------------

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from green_calc import BROKEN, CALC, PYPROJECT, PYTEST
-from helpers import apply_json, git, make_repo, write_plan
-from helpers import apply_why as _why
-from helpers import create_action as _create
-from helpers import head_of as _head
-from helpers import update_action as _write
+from helpers import (
+    apply_actions,
+    apply_why,
+    create_action,
+    git,
+    head_of,
+    make_repo,
+    update_action,
+)
 
 from papayu_git.check import sandbox
 
@@ -117,11 +120,6 @@ def _repo(tmp_path: Path, check: str = UNITTEST, **files: str) -> Path:
     return repo
 
 
-def _apply(repo: Path, name: str, actions: list[dict[str, str]]) -> dict[str, Any]:
-    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
-    return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1"})
-
-
 @pytest.mark.parametrize(
     ("check", "source", "named"),
     [
@@ -159,17 +157,17 @@ def test_code_rewriting_unittest_from_inside_is_named_and_not_trusted(
     tmp_path: Path, check: str, source: str, named: str
 ) -> None:
     repo = _repo(tmp_path, check)
-    head = _head(repo)
-    data = _apply(repo, "inside", [_write("calc.py", source)])
-    assert (data["state"], (data["error"] or {}).get("code")) == ("rolled_back", "ERR_CHECK_RESULTS_UNTRUSTED"), _why(
-        data
+    head = head_of(repo)
+    data = apply_actions(repo, "inside", [update_action("calc.py", source)])
+    assert (data["state"], (data["error"] or {}).get("code")) == ("rolled_back", "ERR_CHECK_RESULTS_UNTRUSTED"), (
+        apply_why(data)
     )
     assert "papayu's shield" in data["error"]["reason"] and named in data["error"]["reason"], data["error"]
-    assert _head(repo) == head and git(repo, "status", "--porcelain") == ""
+    assert head_of(repo) == head and git(repo, "status", "--porcelain") == ""
     assert (repo / "calc.py").read_text() == CALC
     if check == UNITTEST and source is not RUNNER_DEFAULTS:  # green by unittest: only the shield kept it out
-        assert data["check"]["tests"]["source"] == "unittest stream", _why(data)
-        assert data["check"]["tests"]["counts"]["failed"] == 0, _why(data)
+        assert data["check"]["tests"]["source"] == "unittest stream", apply_why(data)
+        assert data["check"]["tests"]["counts"]["failed"] == 0, apply_why(data)
 
 
 OWN_EQUALITY = (
@@ -214,16 +212,16 @@ def test_honest_unittest_tests_near_the_watched_path_land(tmp_path: Path, path: 
     test, leave unittest's reporting path as it was; listing the directories on sys.path (papayu's
     plugin directory among them) is no reach into papayu's files."""
     repo = _repo(tmp_path)
-    data = _apply(repo, "honest", [_create(path, test), _write("calc.py", CALC + "\n# tidied\n")])
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
-    assert _head(repo) == data["commit"]
-    assert data["check"]["tests"]["source"] == "unittest stream", _why(data)
-    assert data["check"]["verdict"]["new_passing"] == new and not data["check"]["tests"]["errors"], _why(data)
+    data = apply_actions(repo, "honest", [create_action(path, test), update_action("calc.py", CALC + "\n# tidied\n")])
+    assert (data["state"], data["_rc"]) == ("landed", 0), apply_why(data)
+    assert head_of(repo) == data["commit"]
+    assert data["check"]["tests"]["source"] == "unittest stream", apply_why(data)
+    assert data["check"]["verdict"]["new_passing"] == new and not data["check"]["tests"]["errors"], apply_why(data)
 
 
 def test_a_plain_fix_of_a_unittest_project_lands(tmp_path: Path) -> None:
     repo = _repo(tmp_path, **{"calc.py": BROKEN})
-    data = _apply(repo, "fix", [_write("calc.py", CALC)])
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
-    assert data["check"]["verdict"]["fixed"] == [ADD], _why(data)
-    assert not data["check"]["tests"]["errors"], _why(data)
+    data = apply_actions(repo, "fix", [update_action("calc.py", CALC)])
+    assert (data["state"], data["_rc"]) == ("landed", 0), apply_why(data)
+    assert data["check"]["verdict"]["fixed"] == [ADD], apply_why(data)
+    assert not data["check"]["tests"]["errors"], apply_why(data)

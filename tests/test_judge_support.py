@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import apply_json, git, make_repo, write_plan
-from helpers import apply_why as _why
-from helpers import head_of as _head
-from helpers import update_action as _write
+from helpers import apply_actions, apply_why, git, head_of, make_repo, update_action
 
 from papayu_git.check import sandbox
 
@@ -30,11 +26,6 @@ PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
 CALC = "def add(a, b):\n    return a + b\n"
 BROKEN = CALC.replace("a + b", "a - b")
 PYPROJECT = "[tool.pytest.ini_options]\npythonpath = ['.']\n"
-
-
-def _apply(repo: Path, name: str, actions: list[dict[str, str]]) -> dict[str, Any]:
-    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
-    return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1"})
 
 
 def _package(tmp_path: Path, check: str, **files: str) -> Path:
@@ -77,12 +68,12 @@ def test_a_judge_written_as_a_package_module_is_taken_from_the_tip(
     tmp_path: Path, files: dict[str, str], judge: str, weakened: str
 ) -> None:
     repo = _package(tmp_path, f"{PYTEST} tests", **files)
-    head = _head(repo)
-    data = _apply(repo, "weaken", [_write("pkg/calc.py", BROKEN), _write(judge, weakened)])
-    assert (data["state"], data["error"]["code"]) == ("review", "ERR_JUDGE_EDITS_HELD"), _why(data)
-    assert judge in data["error"]["reason"] and _head(repo) == head
+    head = head_of(repo)
+    data = apply_actions(repo, "weaken", [update_action("pkg/calc.py", BROKEN), update_action(judge, weakened)])
+    assert (data["state"], data["error"]["code"]) == ("review", "ERR_JUDGE_EDITS_HELD"), apply_why(data)
+    assert judge in data["error"]["reason"] and head_of(repo) == head
     verdict = data["check"]["verdict"]
-    assert verdict["restored"] == [judge] and verdict["explained"] == ["tests/test_calc.py::test_add"], _why(data)
+    assert verdict["restored"] == [judge] and verdict["explained"] == ["tests/test_calc.py::test_add"], apply_why(data)
 
 
 def test_a_helper_the_package_itself_uses_stays_code_and_its_fix_lands(tmp_path: Path) -> None:
@@ -94,8 +85,10 @@ def test_a_helper_the_package_itself_uses_stays_code_and_its_fix_lands(tmp_path:
         "tests/test_double.py": "from pkg import double\n\n\ndef test_double():\n    assert double(2) == 4\n",
     }
     repo = _package(tmp_path, f"{PYTEST} tests", **files)
-    data = _apply(repo, "fix", [_write("pkg/testing.py", "import pytest\n\n\ndef double(x):\n    return x + x\n")])
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+    data = apply_actions(
+        repo, "fix", [update_action("pkg/testing.py", "import pytest\n\n\ndef double(x):\n    return x + x\n")]
+    )
+    assert (data["state"], data["_rc"]) == ("landed", 0), apply_why(data)
     assert data["check"]["verdict"]["fixed"] == ["tests/test_double.py::test_double"]
     assert data["check"]["verdict"]["restored"] == []
 
@@ -119,8 +112,8 @@ def test_a_fix_to_a_file_the_check_command_reads_as_an_operand_lands(
     file is the code it judges. Last round every such fix was held (ERR_JUDGE_EDITS_HELD)."""
     repo = make_repo(tmp_path / "repo", {"calc.py": broken})
     git(repo, "config", "papayu.checkCommand", check)
-    data = _apply(repo, "fix", [_write("calc.py", fixed)])
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+    data = apply_actions(repo, "fix", [update_action("calc.py", fixed)])
+    assert (data["state"], data["_rc"]) == ("landed", 0), apply_why(data)
     assert (repo / "calc.py").read_text() == fixed and data["check"]["verdict"]["restored"] == []
 
 
@@ -128,7 +121,7 @@ def test_the_script_the_command_runs_still_judges(tmp_path: Path) -> None:
     """`sh ci/check.sh`: the script is the program, taken from the tip."""
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "ci/check.sh": "grep -q 'a + b' calc.py\n"})
     git(repo, "config", "papayu.checkCommand", "sh ci/check.sh")
-    head = _head(repo)
-    data = _apply(repo, "cheat", [_write("calc.py", BROKEN), _write("ci/check.sh", "exit 0\n")])
-    assert data["state"] != "landed" and _head(repo) == head, _why(data)
-    assert data["check"]["verdict"]["restored"] == ["ci/check.sh"], _why(data)
+    head = head_of(repo)
+    data = apply_actions(repo, "cheat", [update_action("calc.py", BROKEN), update_action("ci/check.sh", "exit 0\n")])
+    assert data["state"] != "landed" and head_of(repo) == head, apply_why(data)
+    assert data["check"]["verdict"]["restored"] == ["ci/check.sh"], apply_why(data)

@@ -11,27 +11,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import (
-    apply_json,
+    apply_actions,
+    apply_why,
     blob,
+    create_action,
     git,
+    head_of,
     make_repo,
-    write_plan,
-)
-from helpers import (
-    apply_why as _why,
-)
-from helpers import (
-    create_action as _create,
-)
-from helpers import (
-    head_of as _head,
-)
-from helpers import (
-    update_action as _write,
+    update_action,
 )
 
 from papayu_git.check import sandbox
@@ -58,23 +48,18 @@ def _repo(tmp_path: Path, **files: str) -> Path:
     return repo
 
 
-def _apply(repo: Path, name: str, actions: list[dict[str, str]]) -> dict[str, Any]:
-    plan = write_plan(repo.parent, actions, summary=name, name=f"{name}.json")
-    return apply_json(repo, plan, "-y", env={"PAPAYU_PROTOCOL_VERSION": "1"})
-
-
 def test_a_plan_adding_a_working_tree_encoding_is_checked_converted_and_does_not_land(tmp_path: Path) -> None:
     """calc.py as UTF-16 is what a checkout of the plan's commit holds: its own run imports that
     (and fails), where last round it ran the UTF-8 blob and landed the UTF-16 file."""
     repo = _repo(tmp_path)
-    head = _head(repo)
+    head = head_of(repo)
     actions = [
-        _write("calc.py", CALC + "\n# tidied\n"),
-        _create(".gitattributes", "calc.py working-tree-encoding=UTF-16LE\n"),
+        update_action("calc.py", CALC + "\n# tidied\n"),
+        create_action(".gitattributes", "calc.py working-tree-encoding=UTF-16LE\n"),
     ]
-    data = _apply(repo, "encoding", actions)
-    assert data["state"] != "landed" and _head(repo) == head, _why(data)
-    assert "null bytes" in Path(data["check"]["own_log"]).read_text(), _why(data)
+    data = apply_actions(repo, "encoding", actions)
+    assert data["state"] != "landed" and head_of(repo) == head, apply_why(data)
+    assert "null bytes" in Path(data["check"]["own_log"]).read_text(), apply_why(data)
     assert (repo / "calc.py").read_text() == CALC and not (repo / ".gitattributes").exists()
 
 
@@ -87,18 +72,22 @@ def test_a_plan_adding_eol_conversions_is_held_with_the_line_named(tmp_path: Pat
     """Line endings a test does not notice: the runs pass, and the work tree would still get
     bytes the regression run never saw. Held, the attribute line named."""
     repo = _repo(tmp_path, **{"tests/rows.txt": "a\nb\n", "tests/test_rows.py": DATA_TEST})
-    head = _head(repo)
-    data = _apply(repo, "eol", [_write("calc.py", CALC + "\n# tidied\n"), _create(".gitattributes", attributes)])
-    assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), _why(data)
+    head = head_of(repo)
+    data = apply_actions(
+        repo, "eol", [update_action("calc.py", CALC + "\n# tidied\n"), create_action(".gitattributes", attributes)]
+    )
+    assert (data["state"], data["error"]["code"]) == ("review", "ERR_RUNNER_REACH_HELD"), apply_why(data)
     assert ".gitattributes:" in data["error"]["reason"] and "converts" in data["error"]["reason"]
-    assert _head(repo) == head and git(repo, "status", "--porcelain") == ""
+    assert head_of(repo) == head and git(repo, "status", "--porcelain") == ""
 
 
 def test_attributes_that_convert_nothing_land_with_the_checked_bytes(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     attributes = "*.py linguist-language=Python\ndocs/ export-ignore\n*.png -diff\n*.jpg binary\n*.dat -text\n"
-    data = _apply(repo, "linguist", [_write("calc.py", CALC + "\n# tidied\n"), _create(".gitattributes", attributes)])
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+    data = apply_actions(
+        repo, "linguist", [update_action("calc.py", CALC + "\n# tidied\n"), create_action(".gitattributes", attributes)]
+    )
+    assert (data["state"], data["_rc"]) == ("landed", 0), apply_why(data)
     for path in ("calc.py", ".gitattributes"):
         assert (repo / path).read_bytes() == blob(repo, f"HEAD:{path}"), path
 
@@ -109,8 +98,8 @@ def test_the_users_own_conversions_do_not_change_what_lands(tmp_path: Path) -> N
     git sees no change."""
     repo = _repo(tmp_path, **{".gitattributes": "* text=auto\n"})
     git(repo, "config", "core.autocrlf", "true")
-    data = _apply(repo, "fix", [_write("calc.py", CALC + "\n# tidied\n")])
-    assert (data["state"], data["_rc"]) == ("landed", 0), _why(data)
+    data = apply_actions(repo, "fix", [update_action("calc.py", CALC + "\n# tidied\n")])
+    assert (data["state"], data["_rc"]) == ("landed", 0), apply_why(data)
     assert (repo / "calc.py").read_bytes() == (CALC + "\n# tidied\n").encode()
     assert "written as the check ran it" in data["_stderr"]
     assert git(repo, "status", "--porcelain") == ""

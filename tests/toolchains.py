@@ -20,6 +20,7 @@ import fcntl
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,17 @@ def missing(tool: str) -> str | None:
     if proc.returncode == 0:
         return None
     return f"toolchain absent here: {tool} --version failed (a rustup shim without a toolchain?): {proc.stderr.strip()[:200]}"
+
+
+@functools.cache
+def node_reporter_missing() -> str | None:
+    """Why node's test runner with a reporter API (node 20 or later) and npm cannot run here."""
+    absent = missing("node") or missing("npm")
+    if absent:
+        return absent
+    version = subprocess.run([str(which("node")), "--version"], capture_output=True, text=True).stdout
+    found = re.match(r"v(\d+)", version)
+    return None if found and int(found[1]) >= 20 else f"node {version.strip()} has no reporter API (20 or later)"
 
 
 class Marks(tuple[pytest.MarkDecorator, ...]):

@@ -75,16 +75,23 @@ def tool_dirs(entry: Path, home: Path) -> list[Path]:
         return [entry]
     if parent == home / ".local":  # XDG's user prefix: its share/ is every application's data
         return [entry]
-    try:
-        with os.scandir(parent) as scan:
-            entries = [e for _, e in zip(range(MAX_ENTRIES + 1), scan, strict=False)]
-    except OSError:
+    entries = _entries(parent, MAX_ENTRIES + 1)
+    if entries is None:
         return [entry]
     workspace = (parent / "pkg" / "mod").is_dir()  # a GOPATH: its src/ is the user's code
     layout = [Path(e.path) for e in entries if _layout_entry(e, go_workspace=workspace)]
     if len(layout) == len(entries) <= MAX_ENTRIES and allowed(parent, home):
         return [parent]
     return [entry, *(p for p in layout if p != entry)]
+
+
+def _entries(directory: Path, most: int = MAX_ENTRIES) -> list[os.DirEntry[str]] | None:
+    """The first ``most`` entries of ``directory``; None when it cannot be read."""
+    try:
+        with os.scandir(directory) as scan:
+            return [e for _, e in zip(range(most), scan, strict=False)]
+    except OSError:
+        return None
 
 
 def _layout_entry(entry: os.DirEntry[str], *, go_workspace: bool) -> bool:
@@ -102,12 +109,7 @@ def link_targets(bin_dir: Path, home: Path) -> list[Path]:
     """The installations the symlinks of a tool directory point into (~/.local/bin/poetry -> a
     venv, ~/.local/bin/pnpm -> an npm package)."""
     out = []
-    try:
-        with os.scandir(bin_dir) as scan:
-            entries = [e for _, e in zip(range(MAX_ENTRIES), scan, strict=False)]
-    except OSError:
-        return []
-    for entry in entries:
+    for entry in _entries(bin_dir) or []:
         if entry.is_symlink():
             real = resolved(Path(entry.path))
             if real is not None and real.parent != bin_dir:
@@ -146,12 +148,7 @@ def programs(directory: Path) -> list[tuple[Path, str | None]]:
     """The programs of ``directory``: its symlinks (with their targets, recreated as links) and
     its executable files; nothing else of it."""
     out: list[tuple[Path, str | None]] = []
-    try:
-        with os.scandir(directory) as scan:
-            entries = [e for _, e in zip(range(MAX_ENTRIES), scan, strict=False)]
-    except OSError:
-        return []
-    for entry in entries:
+    for entry in _entries(directory) or []:
         try:
             if entry.is_symlink():
                 out.append((Path(entry.path), os.readlink(entry.path)))
